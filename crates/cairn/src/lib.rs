@@ -1,0 +1,7 @@
+//! Cairn: an LSM-tree storage engine for ledger state.
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod fs;
+
+pub use error::{Error, Result};
