@@ -1,7 +1,44 @@
 //! Cairn: an LSM-tree storage engine for ledger state.
+//!
+//! A [`Session`] owns a directory; it holds [`Table`]s, each a sorted map from byte-string keys
+//! to byte-string values with optional blobs, stored as a write buffer plus immutable runs of
+//! 4 KiB pages merged incrementally (lazy levelling, size ratio 4). Batched lookups probe every
+//! run's Bloom filter, then submit all page reads at once through io_uring.
+//!
+//! ```
+//! use cairn::{Session, TableConfig, LookupResult};
+//! let dir = tempfile::tempdir().unwrap();
+//! let session = Session::open(dir.path()).unwrap();
+//! let table = session.new_table(TableConfig::default()).unwrap();
+//! table.insert(b"key", b"value").unwrap();
+//! assert_eq!(table.lookup(b"key").unwrap().value(), Some(&b"value"[..]));
+//! assert!(matches!(table.lookup(b"other").unwrap(), LookupResult::NotFound));
+//! ```
+//!
+//! The design, from the API down to the bytes, is described in `docs/design.md`; every on-disk
+//! format is specified in `docs/format/`.
 #![warn(missing_docs)]
 
+pub mod bloom;
+pub mod config;
+mod entry;
 pub mod error;
 pub mod fs;
+pub mod index;
+pub mod io;
+mod lookup;
+mod merge;
+pub mod page;
+mod run;
+pub mod schedule;
+mod session;
+mod table;
+mod write_buffer;
 
+pub use config::{BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, TableConfig};
 pub use error::{Error, Result};
+pub use io::IoBackendKind;
+pub use lookup::{BlobRef, LookupResult};
+pub use page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
+pub use session::{Session, SessionOptions};
+pub use table::{Table, TableStats, Update, BLOB_SIZE_MAX};

@@ -1,0 +1,229 @@
+//! Table configuration and its validation.
+//!
+//! Owns: [`TableConfig`] and the enums it is made of, and the rules that reject an invalid config
+//! with [`Error::InvalidConfig`]. Must never touch: files, runs or tables (pure data).
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::bloom::BloomParams;
+use crate::error::{Error, Result};
+pub use crate::index::IndexType;
+
+/// The size ratio of the merge policy (lazy levelling, T = 4).
+pub const SIZE_RATIO: u64 = 4;
+
+/// Largest accepted write-buffer size in entries.
+pub const WRITE_BUFFER_ENTRIES_MAX: usize = 1 << 26;
+
+/// When merge work is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MergeSchedule {
+    /// Merge work is spread over updates with credits, so that no update does more than a fixed
+    /// bound of merge steps (see [`crate::schedule`]).
+    Incremental,
+    /// A merge is done completely as soon as it is created (simple, but an update may pay for a
+    /// merge of the whole table).
+    OneShot,
+}
+
+/// How much memory the Bloom filters get.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BloomAlloc {
+    /// A fixed number of bits per entry (1.0 ..= 64.0).
+    BitsPerEntry(f64),
+    /// The bits per entry needed for this false-positive rate (1e-6 ..= 0.5).
+    TargetFpr(f64),
+}
+
+/// Which runs are read through the operating system's page cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DiskCachePolicy {
+    /// Every run is read through the page cache.
+    All,
+    /// Runs on levels `1..=l` are cached; deeper levels are read with `O_DIRECT`.
+    LevelsUpTo(u32),
+    /// No run is cached: lookups read with `O_DIRECT` into aligned buffers.
+    None,
+}
+
+impl DiskCachePolicy {
+    /// Whether runs created at `level` (1-based) use the page cache.
+    pub fn caches_level(self, level: usize) -> bool {
+        match self {
+            DiskCachePolicy::All => true,
+            DiskCachePolicy::LevelsUpTo(l) => level <= l as usize,
+            DiskCachePolicy::None => false,
+        }
+    }
+}
+
+/// A user-supplied resolve function: `resolve(newer, older)` returns the combined value.
+pub type ResolveFn = dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync;
+
+/// How an upsert combines a new value with the value already stored for its key.
+///
+/// The function must be associative (`r(a, r(b, c)) == r(r(a, b), c)`) because merges combine
+/// entries in whatever grouping the levels happen to hold them in. It sees serialised bytes.
+#[derive(Clone)]
+pub enum Resolve {
+    /// The newer value replaces the older one: an upsert behaves like an insert.
+    KeepNewest,
+    /// Both values are little-endian `u64`s and are added (wrapping). If either value is not
+    /// exactly 8 bytes long, the newer value is kept.
+    AddU64Le,
+    /// A user-supplied function.
+    Custom(Arc<ResolveFn>),
+}
+
+impl Resolve {
+    /// Wraps a user function.
+    pub fn custom(f: impl Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync + 'static) -> Resolve {
+        Resolve::Custom(Arc::new(f))
+    }
+
+    /// Combines `newer` with `older`.
+    pub fn apply(&self, newer: &[u8], older: &[u8]) -> Vec<u8> {
+        match self {
+            Resolve::KeepNewest => newer.to_vec(),
+            Resolve::AddU64Le => match (<[u8; 8]>::try_from(newer), <[u8; 8]>::try_from(older)) {
+                (Ok(n), Ok(o)) => u64::from_le_bytes(n)
+                    .wrapping_add(u64::from_le_bytes(o))
+                    .to_le_bytes()
+                    .to_vec(),
+                _ => newer.to_vec(),
+            },
+            Resolve::Custom(f) => f(newer, older),
+        }
+    }
+}
+
+impl fmt::Debug for Resolve {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Resolve::KeepNewest => write!(f, "KeepNewest"),
+            Resolve::AddU64Le => write!(f, "AddU64Le"),
+            Resolve::Custom(_) => write!(f, "Custom(..)"),
+        }
+    }
+}
+
+/// The configuration of one table.
+#[derive(Clone, Debug)]
+pub struct TableConfig {
+    /// Entries the write buffer holds before it is written out as a run (`B`). 1 ..= 2^26.
+    pub write_buffer_entries: usize,
+    /// Incremental (bounded work per update) or one-shot merges.
+    pub merge_schedule: MergeSchedule,
+    /// Bloom filter memory.
+    pub bloom: BloomAlloc,
+    /// Fence-pointer index kind: compact for uniformly distributed keys, ordinary for any keys.
+    pub index: IndexType,
+    /// Which levels are read through the page cache.
+    pub disk_cache: DiskCachePolicy,
+    /// Merge work is done in batches of at least this many steps (1 ..= 2^24), trading latency
+    /// smoothness for fewer, larger batches.
+    pub merge_batch_size: usize,
+    /// How upserts combine values.
+    pub resolve: Resolve,
+}
+
+impl Default for TableConfig {
+    fn default() -> Self {
+        TableConfig {
+            write_buffer_entries: 20_000,
+            merge_schedule: MergeSchedule::Incremental,
+            bloom: BloomAlloc::TargetFpr(1e-3),
+            index: IndexType::Ordinary,
+            disk_cache: DiskCachePolicy::All,
+            merge_batch_size: 20_000,
+            resolve: Resolve::KeepNewest,
+        }
+    }
+}
+
+impl TableConfig {
+    /// Checks every field, returning the Bloom parameters it implies.
+    pub fn validate(&self) -> Result<BloomParams> {
+        if self.write_buffer_entries == 0 || self.write_buffer_entries > WRITE_BUFFER_ENTRIES_MAX {
+            return Err(Error::InvalidConfig(format!(
+                "write_buffer_entries must be in 1..={WRITE_BUFFER_ENTRIES_MAX}, got {}",
+                self.write_buffer_entries
+            )));
+        }
+        if self.merge_batch_size == 0 || self.merge_batch_size > (1 << 24) {
+            return Err(Error::InvalidConfig(format!(
+                "merge_batch_size must be in 1..=2^24, got {}",
+                self.merge_batch_size
+            )));
+        }
+        if let DiskCachePolicy::LevelsUpTo(0) = self.disk_cache {
+            return Err(Error::InvalidConfig(
+                "DiskCachePolicy::LevelsUpTo needs at least one level; use None instead".into(),
+            ));
+        }
+        match self.bloom {
+            BloomAlloc::BitsPerEntry(bits) => BloomParams::for_bits_per_entry(bits),
+            BloomAlloc::TargetFpr(fpr) => BloomParams::for_fpr(fpr),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_is_valid() {
+        TableConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn invalid_configs_are_rejected() {
+        let bad = [
+            TableConfig {
+                write_buffer_entries: 0,
+                ..TableConfig::default()
+            },
+            TableConfig {
+                merge_batch_size: 0,
+                ..TableConfig::default()
+            },
+            TableConfig {
+                bloom: BloomAlloc::TargetFpr(0.0),
+                ..TableConfig::default()
+            },
+            TableConfig {
+                bloom: BloomAlloc::TargetFpr(f64::NAN),
+                ..TableConfig::default()
+            },
+            TableConfig {
+                bloom: BloomAlloc::BitsPerEntry(-1.0),
+                ..TableConfig::default()
+            },
+            TableConfig {
+                disk_cache: DiskCachePolicy::LevelsUpTo(0),
+                ..TableConfig::default()
+            },
+        ];
+        for config in bad {
+            assert!(
+                matches!(config.validate(), Err(Error::InvalidConfig(_))),
+                "{config:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn resolve_functions() {
+        let add = Resolve::AddU64Le;
+        assert_eq!(
+            add.apply(&5u64.to_le_bytes(), &7u64.to_le_bytes()),
+            12u64.to_le_bytes()
+        );
+        assert_eq!(add.apply(b"short", &7u64.to_le_bytes()), b"short");
+        assert_eq!(Resolve::KeepNewest.apply(b"n", b"o"), b"n");
+        let concat = Resolve::custom(|n, o| [n, o].concat());
+        assert_eq!(concat.apply(b"n", b"o"), b"no");
+    }
+}

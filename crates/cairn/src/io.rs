@@ -1,0 +1,1248 @@
+//! Block I/O: reads a batch of page spans from run files, all at once.
+//!
+//! Owns: [`BlockIo`] (the per-session read engine, with an io_uring backend on Linux and a serial
+//! `pread` fallback), [`AlignedBuf`] (heap memory aligned for `O_DIRECT`), [`ReadRequest`] and
+//! [`ReadBatch`] (one aligned arena holding every read of a batch, in request order).
+//!
+//! May call: [`crate::fs::ReadableFile`] (`read_exact_at`, `is_direct`, `raw_fd`), `libc::pread`,
+//! the `io-uring` crate, and `std`. Must never touch: engine structures (runs, pages, caches) or
+//! file-system metadata; it neither opens nor closes files (the caller's `Arc`s keep the
+//! descriptors open for the whole call).
+//!
+//! # Cost (hot path: a batched lookup)
+//!
+//! A 256-key lookup batch touches about 256 pages of 4 KiB, 1 MiB in all. With io_uring that is
+//! one arena allocation (1 MiB, `calloc`-backed, so zeroing is mostly free fresh pages), 256 SQEs
+//! of 64 B written to a shared ring, and **one** `io_uring_enter` for the whole wave, plus one more
+//! per wakeup while completions trickle in (with `O_DIRECT` on an NVMe drive the 256 reads are
+//! serviced in parallel: about one device latency, ~80-100 us, instead of 256 of them). The `pread`
+//! backend makes 256 syscalls and waits for each read in turn (256 device latencies when the pages
+//! are not cached). Batches larger than [`QUEUE_DEPTH_MAX`] keep at most that many reads in flight
+//! and top the ring up as completions arrive.
+//!
+//! # Concurrency
+//!
+//! [`BlockIo`] is `Send + Sync`. Each `read_batch` call takes a ring from a small pool
+//! (`Mutex<Vec<IoUring>>`, held only to pop or push) or creates one when the pool is empty, and
+//! returns it when done: concurrent lookups never share a ring and never wait for another
+//! thread's batch. A ring is created only when every existing ring is in use, so the number of
+//! rings is at most the largest number of `read_batch` calls that ever ran at the same time (and
+//! at least one, made by the probe). A ring costs about 24 KiB of kernel-shared memory
+//! (256 SQEs of 64 B + 512 CQEs of 16 B + index arrays) and one file descriptor.
+//!
+//! # Safety of in-flight reads
+//!
+//! The kernel writes into the arena asynchronously, so `read_batch` never returns while a read it
+//! submitted is still in flight: on every error path it stops submitting and drains all
+//! outstanding completions first. The arena is held in a `ManuallyDrop` during submission, so even
+//! an unexpected unwind leaks it instead of freeing memory the kernel may still write; if the
+//! kernel itself stops answering (`io_uring_enter` fails persistently), the arena and the ring are
+//! leaked the same way and the error is returned.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::fs::ReadableFile;
+
+/// Alignment of O_DIRECT buffers, offsets and lengths.
+pub const ALIGN_BYTES: usize = 4096;
+
+/// Most reads in flight at once in the io_uring backend (ring size); larger batches are submitted
+/// in waves (the ring is topped up as reads complete, so at most this many are outstanding).
+///
+/// 256 holds a whole typical lookup batch (256 keys, ~256 pages) in one wave, which is one
+/// `io_uring_enter`. It is well beyond the queue depth at which one NVMe drive saturates
+/// (32-128), so deeper rings would only queue in the kernel, and it keeps a ring small
+/// (~24 KiB with the default completion queue of twice the size, which can never overflow
+/// because at most 256 reads are outstanding).
+pub const QUEUE_DEPTH_MAX: usize = 256;
+
+/// Longest single read submitted to the kernel. Longer requests are split into consecutive reads
+/// (handled like short reads). It keeps lengths within `u32` (io_uring) and below Linux's
+/// per-call limit of `0x7fff_f000` bytes, and is a multiple of [`ALIGN_BYTES`].
+const READ_CHUNK_MAX: usize = 1 << 30;
+
+/// How often one read may fail with `EINTR`/`EAGAIN` before the error is reported.
+const TRANSIENT_RETRY_MAX: u32 = 64;
+
+/// How often in a row `io_uring_enter` may fail transiently (`EINTR`, `EAGAIN`, `EBUSY`) before the
+/// ring is given up as broken.
+const ENTER_RETRY_MAX: u32 = 1000;
+
+// ------------------------------------------------------------------------------------------------
+// Aligned buffers.
+
+/// The alignment unit as a type, so that an empty buffer can point at a dangling but aligned
+/// address without any allocation.
+#[repr(C, align(4096))]
+struct AlignUnit([u8; ALIGN_BYTES]);
+
+/// A heap buffer aligned to [`ALIGN_BYTES`], zero-initialised, whose length is a multiple of
+/// [`ALIGN_BYTES`].
+///
+/// An empty buffer allocates nothing. Dereferences to `[u8]`.
+pub struct AlignedBuf {
+    /// Start of the allocation (dangling but aligned when `len == 0`).
+    ptr: NonNull<u8>,
+    /// Length in bytes, a multiple of `ALIGN_BYTES`.
+    len: usize,
+}
+
+// SAFETY: an AlignedBuf uniquely owns its allocation, exactly like a `Box<[u8]>`; shared access
+// only hands out `&[u8]`, and mutation needs `&mut self`.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: as above; `&AlignedBuf` permits only reads of plain bytes.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// A zero-filled buffer of at least `len_bytes` bytes: the length is rounded up to a multiple
+    /// of [`ALIGN_BYTES`].
+    ///
+    /// Panics when the size overflows `isize` (like `Vec` capacity overflow) and aborts when the
+    /// allocator fails (like `Vec`); use [`AlignedBuf::try_zeroed`] to get `None` instead.
+    pub fn zeroed(len_bytes: usize) -> AlignedBuf {
+        let Some(len) = round_up(len_bytes) else {
+            panic!("AlignedBuf of {len_bytes} bytes overflows");
+        };
+        let Ok(layout) = std::alloc::Layout::from_size_align(len, ALIGN_BYTES) else {
+            panic!("AlignedBuf of {len_bytes} bytes overflows");
+        };
+        match AlignedBuf::try_zeroed(len) {
+            Some(buf) => buf,
+            None => std::alloc::handle_alloc_error(layout),
+        }
+    }
+
+    /// Like [`AlignedBuf::zeroed`], but returns `None` when the size overflows or the allocator
+    /// fails.
+    pub fn try_zeroed(len_bytes: usize) -> Option<AlignedBuf> {
+        let len = round_up(len_bytes)?;
+        if len == 0 {
+            return Some(AlignedBuf {
+                ptr: NonNull::<AlignUnit>::dangling().cast::<u8>(),
+                len: 0,
+            });
+        }
+        let layout = std::alloc::Layout::from_size_align(len, ALIGN_BYTES).ok()?;
+        // SAFETY: `layout` has a non-zero size (checked above) and a valid power-of-two alignment.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        Some(AlignedBuf {
+            ptr: NonNull::new(ptr)?,
+            len,
+        })
+    }
+
+    /// Length in bytes (a multiple of [`ALIGN_BYTES`]).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-length buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Raw pointer to the start, for handing regions to the kernel. No reference to the contents
+    /// is created.
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+/// `len` rounded up to a multiple of [`ALIGN_BYTES`], `None` on overflow.
+fn round_up(len: usize) -> Option<usize> {
+    len.checked_next_multiple_of(ALIGN_BYTES)
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        // SAFETY: the same size and alignment were accepted by `Layout::from_size_align` when the
+        // buffer was allocated.
+        let layout =
+            unsafe { std::alloc::Layout::from_size_align_unchecked(self.len, ALIGN_BYTES) };
+        // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout and is freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr` is non-null, aligned, and valid for `len` initialised (zeroed or written)
+        // bytes that this buffer owns; for `len == 0` a dangling aligned pointer is allowed.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`, and `&mut self` guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlignedBuf")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Requests and results.
+
+/// One read: `len_bytes` bytes at `offset` of `file`.
+///
+/// Both `offset` and `len_bytes` must be multiples of [`ALIGN_BYTES`]. A misaligned request is a
+/// caller bug: it trips a `debug_assert` in debug builds; in release builds it is still handled
+/// safely (every request gets an aligned slot in the arena; a misaligned read of an `O_DIRECT`
+/// file fails with an `Error::Io` carrying `EINVAL`).
+#[derive(Clone, Debug)]
+pub struct ReadRequest {
+    /// The file to read.
+    pub file: Arc<dyn ReadableFile>,
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// Number of bytes to read.
+    pub len_bytes: usize,
+}
+
+/// Where one request's bytes live in the arena.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    /// Byte offset in the arena (a multiple of `ALIGN_BYTES`).
+    start: usize,
+    /// Number of bytes requested.
+    len: usize,
+}
+
+/// The results of a batch: one aligned arena holding every read, in request order.
+#[derive(Debug)]
+pub struct ReadBatch {
+    arena: AlignedBuf,
+    slots: Vec<Slot>,
+}
+
+impl ReadBatch {
+    /// Number of reads in the batch (equals the number of requests).
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// True when the batch had no requests.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The bytes of read `i` (exactly `requests[i].len_bytes` bytes, starting at an
+    /// [`ALIGN_BYTES`]-aligned address). Panics if `i >= self.len()`, like slice indexing; see
+    /// [`ReadBatch::try_get`].
+    pub fn get(&self, i: usize) -> &[u8] {
+        match self.try_get(i) {
+            Some(bytes) => bytes,
+            None => panic!("read {i} out of range: the batch has {} reads", self.len()),
+        }
+    }
+
+    /// The bytes of read `i`, or `None` if `i >= self.len()`.
+    pub fn try_get(&self, i: usize) -> Option<&[u8]> {
+        let slot = self.slots.get(i)?;
+        self.arena
+            .get(slot.start..slot.start.checked_add(slot.len)?)
+    }
+
+    /// Every read, in request order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        // `try_get` cannot fail for indices below `len()`: slots are built inside the arena.
+        (0..self.len()).map(|i| self.try_get(i).unwrap_or(&[]))
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Read progress, shared by both backends.
+
+/// Progress of one request: how many bytes are known good, and how many transient errors it saw.
+#[derive(Clone, Copy, Debug, Default)]
+struct Progress {
+    /// Bytes at the start of the request that have been read.
+    done: usize,
+    /// Start (within the request) of the read currently issued.
+    issued_start: usize,
+    /// `EINTR`/`EAGAIN` failures so far.
+    transient: u32,
+}
+
+/// What to do after a read of a request completed.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// The request is complete.
+    Done,
+    /// Issue another read starting at this byte of the request.
+    ReadFrom(usize),
+}
+
+impl Progress {
+    /// Accounts for a read that started at byte `start` of a `len`-byte request and returned `n`
+    /// bytes. A short read continues from where it stopped; for `O_DIRECT` files the next read
+    /// starts at the aligned position below (re-reading a few bytes) because the kernel rejects
+    /// misaligned offsets. A read that returns nothing new means end of file.
+    fn on_read(
+        &mut self,
+        start: usize,
+        n: usize,
+        len: usize,
+        direct: bool,
+    ) -> std::result::Result<Next, std::io::Error> {
+        let end = start.saturating_add(n).min(len);
+        if n == 0 || end <= self.done {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("end of file after {} of {} bytes", self.done, len),
+            ));
+        }
+        self.done = end;
+        if self.done >= len {
+            return Ok(Next::Done);
+        }
+        let from = if direct {
+            self.done - self.done % ALIGN_BYTES
+        } else {
+            self.done
+        };
+        Ok(Next::ReadFrom(from))
+    }
+
+    /// Accounts for an `EINTR`/`EAGAIN` failure; true if the read may be retried.
+    fn on_transient(&mut self) -> bool {
+        self.transient += 1;
+        self.transient <= TRANSIENT_RETRY_MAX
+    }
+}
+
+/// Whether an errno means "try again".
+fn is_transient(errno: i32) -> bool {
+    errno == libc::EINTR || errno == libc::EAGAIN
+}
+
+/// Length of the read issued from byte `start` of a `len`-byte request.
+fn chunk_len(start: usize, len: usize) -> usize {
+    len.saturating_sub(start).min(READ_CHUNK_MAX)
+}
+
+/// Checks a request before any I/O: the byte range must be representable as a file offset.
+fn validate(request: &ReadRequest) -> Result<()> {
+    debug_assert!(
+        request.offset & (ALIGN_BYTES as u64 - 1) == 0
+            && request.len_bytes & (ALIGN_BYTES - 1) == 0,
+        "misaligned read of {} bytes at offset {} of {}",
+        request.len_bytes,
+        request.offset,
+        request.file.path().display()
+    );
+    let end = request.offset.checked_add(request.len_bytes as u64);
+    match end {
+        Some(end) if end <= i64::MAX as u64 => Ok(()),
+        _ => Err(Error::io(
+            "read",
+            request.file.path(),
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "read of {} bytes at offset {} is beyond the largest file offset",
+                    request.len_bytes, request.offset
+                ),
+            ),
+        )),
+    }
+}
+
+/// Lays out one aligned slot per request and allocates the arena.
+fn layout_arena(requests: &[ReadRequest]) -> Result<(AlignedBuf, Vec<Slot>)> {
+    let mut slots = Vec::with_capacity(requests.len());
+    let mut total = 0usize;
+    for request in requests {
+        validate(request)?;
+        let too_large = || {
+            Error::io(
+                "read",
+                request.file.path(),
+                std::io::Error::new(
+                    std::io::ErrorKind::OutOfMemory,
+                    "the batch's total size overflows the address space",
+                ),
+            )
+        };
+        let padded = round_up(request.len_bytes).ok_or_else(too_large)?;
+        slots.push(Slot {
+            start: total,
+            len: request.len_bytes,
+        });
+        total = total.checked_add(padded).ok_or_else(too_large)?;
+    }
+    let arena = AlignedBuf::try_zeroed(total).ok_or_else(|| {
+        let path = requests
+            .first()
+            .map(|r| r.file.path().to_path_buf())
+            .unwrap_or_default();
+        Error::io(
+            "read",
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!("cannot allocate a {total}-byte read arena"),
+            ),
+        )
+    })?;
+    Ok((arena, slots))
+}
+
+// ------------------------------------------------------------------------------------------------
+// The pread backend (also used for files without a descriptor).
+
+/// Reads `buf.len()` bytes at `offset` of `file`, retrying short reads and `EINTR`.
+fn read_serial(file: &dyn ReadableFile, buf: &mut [u8], offset: u64) -> Result<()> {
+    #[cfg(unix)]
+    if let Some(fd) = file.raw_fd() {
+        return pread_full(fd, buf, offset, file.is_direct())
+            .map_err(|e| Error::io("read", file.path(), e));
+    }
+    file.read_exact_at(buf, offset)
+}
+
+/// `pread` until `buf` is full; end of file is `UnexpectedEof`.
+#[cfg(unix)]
+fn pread_full(
+    fd: std::os::fd::RawFd,
+    buf: &mut [u8],
+    offset: u64,
+    direct: bool,
+) -> std::io::Result<()> {
+    let len = buf.len();
+    let mut progress = Progress::default();
+    let mut start = 0usize;
+    while progress.done < len {
+        let Some(region) = buf.get_mut(start..) else {
+            break; // unreachable: `start <= done < len`
+        };
+        let count = chunk_len(start, len);
+        let pos = offset
+            .checked_add(start as u64)
+            .and_then(|pos| libc::off_t::try_from(pos).ok())
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        // SAFETY: `region` is a live, exclusively borrowed buffer of at least `count` bytes
+        // (`count <= len - start`); `fd` is kept open by the caller's `Arc<dyn ReadableFile>`.
+        let rc = unsafe { libc::pread(fd, region.as_mut_ptr().cast(), count, pos) };
+        if rc < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error().is_some_and(is_transient) && progress.on_transient() {
+                continue;
+            }
+            return Err(err);
+        }
+        match progress.on_read(start, rc as usize, len, direct)? {
+            Next::Done => break,
+            Next::ReadFrom(from) => start = from,
+        }
+    }
+    Ok(())
+}
+
+/// Reads every request one after the other.
+fn read_all_serial(requests: &[ReadRequest], slots: &[Slot], arena: &mut AlignedBuf) -> Result<()> {
+    for (request, slot) in requests.iter().zip(slots) {
+        if slot.len == 0 {
+            continue;
+        }
+        let Some(buf) = arena.get_mut(slot.start..slot.start + slot.len) else {
+            continue; // unreachable: slots are laid out inside the arena
+        };
+        read_serial(request.file.as_ref(), buf, request.offset)?;
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------------
+// The io_uring backend.
+
+#[cfg(target_os = "linux")]
+mod uring {
+    use super::*;
+    use io_uring::{opcode, types, IoUring};
+
+    /// How a batch on a ring ended.
+    pub(super) enum Outcome {
+        /// Every read completed; the ring is idle.
+        Ok,
+        /// A read failed; every other read was drained, the ring is idle and reusable.
+        Failed(Error),
+        /// The ring stopped working with reads possibly still in flight: the arena and the ring
+        /// must be leaked.
+        Broken(Error),
+    }
+
+    /// Creates a ring and checks it works: the kernel supports `IORING_OP_READ` and answers a NOP.
+    pub(super) fn probe() -> std::io::Result<IoUring> {
+        let mut ring = IoUring::new(QUEUE_DEPTH_MAX as u32)?;
+        let mut probe = io_uring::Probe::new();
+        ring.submitter().register_probe(&mut probe)?;
+        if !probe.is_supported(opcode::Read::CODE) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "the kernel's io_uring lacks IORING_OP_READ",
+            ));
+        }
+        let nop = opcode::Nop::new().build().user_data(u64::MAX);
+        // SAFETY: a NOP references no memory.
+        unsafe { ring.submission().push(&nop) }
+            .map_err(|_| std::io::Error::other("fresh io_uring has a full submission queue"))?;
+        let mut attempts = 0;
+        loop {
+            match ring.submit_and_wait(1) {
+                Ok(_) => break,
+                Err(e) if e.raw_os_error().is_some_and(is_transient) && attempts < 100 => {
+                    attempts += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // The ring is dropped on any error below, so a stray completion can never leak into a
+        // later batch.
+        let result = ring.completion().next().map(|cqe| cqe.result());
+        match result {
+            Some(result) if result >= 0 => Ok(ring),
+            Some(result) => Err(std::io::Error::from_raw_os_error(-result)),
+            None => Err(std::io::Error::other("io_uring NOP did not complete")),
+        }
+    }
+
+    /// Creates a ring for the pool.
+    pub(super) fn new_ring() -> std::io::Result<IoUring> {
+        IoUring::new(QUEUE_DEPTH_MAX as u32)
+    }
+
+    /// Reads every request that has a descriptor through `ring`; requests without one are
+    /// skipped (the caller reads them). Never returns with a read in flight unless it returns
+    /// [`Outcome::Broken`].
+    pub(super) fn read(
+        ring: &mut IoUring,
+        requests: &[ReadRequest],
+        slots: &[Slot],
+        arena: &mut AlignedBuf,
+    ) -> Outcome {
+        let depth = QUEUE_DEPTH_MAX
+            .min(ring.params().sq_entries() as usize)
+            .max(1);
+        // One base pointer for the whole loop: no reference to the arena's contents exists while
+        // the kernel writes into it.
+        let base = arena.as_mut_ptr();
+        let mut progress = vec![Progress::default(); requests.len()];
+        let mut retries: VecDeque<(usize, usize)> = VecDeque::new();
+        let mut next_new = 0usize;
+        let mut in_flight = 0usize;
+        let mut failure: Option<Error> = None;
+        let mut enter_failures = 0u32;
+
+        loop {
+            if failure.is_none() {
+                let mut sq = ring.submission();
+                while in_flight < depth {
+                    let job = match retries.pop_front() {
+                        Some(job) => Some(job),
+                        None => next_fd_request(requests, slots, &mut next_new).map(|i| (i, 0)),
+                    };
+                    let Some((i, start)) = job else { break };
+                    let (Some(request), Some(slot)) = (requests.get(i), slots.get(i)) else {
+                        continue; // unreachable: jobs index the requests
+                    };
+                    let Some(fd) = request.file.raw_fd() else {
+                        continue; // unreachable: only requests with a descriptor are queued
+                    };
+                    let count = chunk_len(start, slot.len);
+                    // `start < slot.len`, so the region lies inside the request's slot.
+                    let buf = base.wrapping_add(slot.start + start);
+                    let entry = opcode::Read::new(types::Fd(fd), buf, count as u32)
+                        .offset(request.offset + start as u64)
+                        .build()
+                        .user_data(i as u64);
+                    // SAFETY: the kernel writes at most `count` bytes at `buf`, which lie inside
+                    // the arena. The arena is not freed or referenced before this read completes
+                    // (this function drains every completion before returning, and the caller
+                    // leaks the arena on `Outcome::Broken` or an unwind). The descriptor stays
+                    // open because `requests` holds its `Arc` for the whole call.
+                    if unsafe { sq.push(&entry) }.is_err() {
+                        retries.push_front((i, start));
+                        break; // unreachable: at most `depth` entries are ever outstanding
+                    }
+                    if let Some(p) = progress.get_mut(i) {
+                        p.issued_start = start;
+                    }
+                    in_flight += 1;
+                }
+            }
+            if in_flight == 0 {
+                break;
+            }
+            match ring.submit_and_wait(1) {
+                Ok(_) => enter_failures = 0,
+                Err(e)
+                    if e.raw_os_error()
+                        .is_some_and(|errno| is_transient(errno) || errno == libc::EBUSY) =>
+                {
+                    enter_failures += 1;
+                    if enter_failures > ENTER_RETRY_MAX {
+                        return Outcome::Broken(enter_error(requests, e));
+                    }
+                    std::thread::yield_now();
+                }
+                Err(e) => return Outcome::Broken(enter_error(requests, e)),
+            }
+            for cqe in ring.completion() {
+                in_flight = in_flight.saturating_sub(1);
+                let i = cqe.user_data() as usize;
+                let (Some(request), Some(slot), Some(p)) =
+                    (requests.get(i), slots.get(i), progress.get_mut(i))
+                else {
+                    continue; // unreachable: every entry carries its request index
+                };
+                let result = cqe.result();
+                if result < 0 {
+                    let errno = -result;
+                    if is_transient(errno) && p.on_transient() {
+                        retries.push_back((i, p.issued_start));
+                    } else if failure.is_none() {
+                        failure = Some(Error::io(
+                            "read",
+                            request.file.path(),
+                            std::io::Error::from_raw_os_error(errno),
+                        ));
+                    }
+                    continue;
+                }
+                let direct = request.file.is_direct();
+                match p.on_read(p.issued_start, result as usize, slot.len, direct) {
+                    Ok(Next::Done) => {}
+                    Ok(Next::ReadFrom(from)) => retries.push_back((i, from)),
+                    Err(e) => {
+                        if failure.is_none() {
+                            failure = Some(Error::io("read", request.file.path(), e));
+                        }
+                    }
+                }
+            }
+        }
+        match failure {
+            None => Outcome::Ok,
+            Some(e) => Outcome::Failed(e),
+        }
+    }
+
+    /// The next request (from `*next`) that has a descriptor and bytes to read.
+    fn next_fd_request(
+        requests: &[ReadRequest],
+        slots: &[Slot],
+        next: &mut usize,
+    ) -> Option<usize> {
+        while let (Some(request), Some(slot)) = (requests.get(*next), slots.get(*next)) {
+            let i = *next;
+            *next += 1;
+            if slot.len > 0 && request.file.raw_fd().is_some() {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    fn enter_error(requests: &[ReadRequest], e: std::io::Error) -> Error {
+        let path = requests
+            .first()
+            .map(|r| r.file.path().to_path_buf())
+            .unwrap_or_default();
+        Error::io("io_uring_enter", path, e)
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The engine.
+
+/// Which backend a [`BlockIo`] uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoBackendKind {
+    /// io_uring if it works, else pread.
+    Auto,
+    /// io_uring (Linux only); every read of a batch is submitted together.
+    Uring,
+    /// One `pread` per read, one after the other.
+    Pread,
+}
+
+/// The block I/O engine of a session. Send + Sync; many threads may call `read_batch`
+/// concurrently.
+pub struct BlockIo {
+    /// `Uring` or `Pread`, never `Auto`.
+    kind: IoBackendKind,
+    /// Idle rings (io_uring backend only).
+    #[cfg(target_os = "linux")]
+    rings: Mutex<Vec<io_uring::IoUring>>,
+    #[cfg(not(target_os = "linux"))]
+    rings: Mutex<Vec<()>>,
+}
+
+impl fmt::Debug for BlockIo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockIo")
+            .field("kind", &self.kind)
+            .field("idle_rings", &self.idle_rings())
+            .finish()
+    }
+}
+
+/// The path named by errors about io_uring itself (no file is involved).
+const URING_PATH: &str = "io_uring";
+
+impl BlockIo {
+    /// Creates the engine. `Auto` probes io_uring (creating a ring can fail with ENOSYS/EPERM
+    /// under seccomp or when /proc/sys/kernel/io_uring_disabled is set; the kernel must also
+    /// support `IORING_OP_READ`, Linux 5.6+) and falls back to `Pread`. `Uring` fails with a typed
+    /// `Error::Io` (op `"io_uring_setup"`, path `"io_uring"`) if io_uring is unavailable.
+    pub fn new(kind: IoBackendKind) -> Result<BlockIo> {
+        let pread = BlockIo {
+            kind: IoBackendKind::Pread,
+            rings: Mutex::new(Vec::new()),
+        };
+        match kind {
+            IoBackendKind::Pread => Ok(pread),
+            IoBackendKind::Auto => Ok(Self::with_uring().unwrap_or(pread)),
+            IoBackendKind::Uring => Self::with_uring(),
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn with_uring() -> Result<BlockIo> {
+        let ring = uring::probe().map_err(|e| Error::io("io_uring_setup", URING_PATH, e))?;
+        Ok(BlockIo {
+            kind: IoBackendKind::Uring,
+            rings: Mutex::new(vec![ring]),
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn with_uring() -> Result<BlockIo> {
+        Err(Error::io(
+            "io_uring_setup",
+            URING_PATH,
+            std::io::ErrorKind::Unsupported.into(),
+        ))
+    }
+
+    /// The backend actually in use (Uring or Pread, never Auto).
+    pub fn kind(&self) -> IoBackendKind {
+        self.kind
+    }
+
+    /// Number of idle rings in the pool (0 for the pread backend).
+    pub(crate) fn idle_rings(&self) -> usize {
+        self.rings.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Reads every request into one aligned arena (allocated once per batch), returning them in
+    /// request order. All reads of the batch are submitted together (in waves of at most
+    /// QUEUE_DEPTH_MAX); files without a raw fd (the in-memory file system) are read with
+    /// read_exact_at. A short read is retried for the remainder; EOF before the requested length
+    /// is an Error::Io (UnexpectedEof) naming the file; any other failure is an Error::Io naming
+    /// the file. Never panics, never leaves a read in flight when it returns (also on error
+    /// paths: all completions are drained before an error is returned).
+    ///
+    /// If a new ring cannot be created for this call (e.g. out of file descriptors), the batch is
+    /// read with `pread` instead.
+    pub fn read_batch(&self, requests: &[ReadRequest]) -> Result<ReadBatch> {
+        let (mut arena, slots) = layout_arena(requests)?;
+        match self.kind {
+            IoBackendKind::Uring => self.read_uring(requests, &slots, &mut arena)?,
+            _ => read_all_serial(requests, &slots, &mut arena)?,
+        }
+        Ok(ReadBatch { arena, slots })
+    }
+
+    #[cfg(target_os = "linux")]
+    fn read_uring(
+        &self,
+        requests: &[ReadRequest],
+        slots: &[Slot],
+        arena: &mut AlignedBuf,
+    ) -> Result<()> {
+        // Files without a descriptor first, synchronously, before the kernel owns any part of
+        // the arena.
+        for (request, slot) in requests.iter().zip(slots) {
+            if slot.len > 0 && request.file.raw_fd().is_none() {
+                if let Some(buf) = arena.get_mut(slot.start..slot.start + slot.len) {
+                    request.file.read_exact_at(buf, request.offset)?;
+                }
+            }
+        }
+        if !requests
+            .iter()
+            .zip(slots)
+            .any(|(r, s)| s.len > 0 && r.file.raw_fd().is_some())
+        {
+            return Ok(());
+        }
+        let pooled = self.rings.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut ring = match pooled {
+            Some(ring) => ring,
+            None => match uring::new_ring() {
+                Ok(ring) => ring,
+                Err(_) => return read_all_serial(requests, slots, arena),
+            },
+        };
+        // While the kernel may write into the arena, own it through `ManuallyDrop`: an unwind
+        // out of `uring::read` leaks it rather than freeing memory under a read in flight.
+        let mut held = std::mem::ManuallyDrop::new(std::mem::replace(arena, AlignedBuf::zeroed(0)));
+        let outcome = uring::read(&mut ring, requests, slots, &mut held);
+        match outcome {
+            uring::Outcome::Broken(e) => {
+                // Reads may still be in flight into `held`: leak it. The ring is closed (the
+                // kernel keeps its own references to in-flight requests).
+                drop(ring);
+                Err(e)
+            }
+            outcome => {
+                *arena = std::mem::ManuallyDrop::into_inner(held);
+                self.rings
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(ring);
+                match outcome {
+                    uring::Outcome::Failed(e) => Err(e),
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn read_uring(
+        &self,
+        requests: &[ReadRequest],
+        slots: &[Slot],
+        arena: &mut AlignedBuf,
+    ) -> Result<()> {
+        read_all_serial(requests, slots, arena)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{FileSystem, MemFs, ReadOptions, RealFs};
+    use std::path::Path;
+
+    /// A small deterministic generator (xorshift64*).
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+
+        fn bytes(&mut self, len: usize) -> Vec<u8> {
+            (0..len).map(|_| self.next() as u8).collect()
+        }
+    }
+
+    const FILE_BYTES: usize = 1 << 20;
+    const FILE_PAGES: u64 = (FILE_BYTES / ALIGN_BYTES) as u64;
+
+    /// Both backends, or only pread when io_uring is unavailable.
+    fn engines() -> Vec<BlockIo> {
+        let mut engines = vec![BlockIo::new(IoBackendKind::Pread).unwrap()];
+        match BlockIo::new(IoBackendKind::Uring) {
+            Ok(io) => engines.push(io),
+            Err(e) => eprintln!("io_uring unavailable, testing pread only: {e}"),
+        }
+        engines
+    }
+
+    fn write_file(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) {
+        let mut file = fs.create(path).unwrap();
+        file.append(bytes).unwrap();
+        file.sync().unwrap();
+    }
+
+    /// `count` random spans of 1..=3 pages over the given files.
+    fn random_requests(
+        rng: &mut Rng,
+        files: &[(Arc<dyn ReadableFile>, &[u8])],
+        count: usize,
+    ) -> Vec<ReadRequest> {
+        (0..count)
+            .map(|_| {
+                let (file, _) = &files[rng.below(files.len() as u64) as usize];
+                let pages = 1 + rng.below(3);
+                let first = rng.below(FILE_PAGES - pages + 1);
+                ReadRequest {
+                    file: file.clone(),
+                    offset: first * ALIGN_BYTES as u64,
+                    len_bytes: (pages as usize) * ALIGN_BYTES,
+                }
+            })
+            .collect()
+    }
+
+    fn check_batch(
+        batch: &ReadBatch,
+        requests: &[ReadRequest],
+        files: &[(Arc<dyn ReadableFile>, &[u8])],
+    ) {
+        assert_eq!(batch.len(), requests.len());
+        for (i, request) in requests.iter().enumerate() {
+            let (_, contents) = files
+                .iter()
+                .find(|(f, _)| Arc::ptr_eq(f, &request.file))
+                .unwrap();
+            let start = request.offset as usize;
+            let got = batch.get(i);
+            assert_eq!(got.len(), request.len_bytes);
+            assert_eq!(
+                got.as_ptr() as usize % ALIGN_BYTES,
+                0,
+                "read {i} is misaligned"
+            );
+            assert!(
+                got == &contents[start..start + request.len_bytes],
+                "read {i} differs"
+            );
+        }
+    }
+
+    #[test]
+    fn aligned_buf_is_aligned_and_zeroed() {
+        for len in [
+            1,
+            100,
+            ALIGN_BYTES,
+            ALIGN_BYTES + 1,
+            3 * ALIGN_BYTES,
+            1 << 20,
+        ] {
+            let mut buf = AlignedBuf::zeroed(len);
+            assert_eq!(buf.len() % ALIGN_BYTES, 0);
+            assert!(buf.len() >= len && buf.len() < len + ALIGN_BYTES);
+            assert_eq!(buf.as_ptr() as usize % ALIGN_BYTES, 0);
+            assert!(buf.iter().all(|&b| b == 0));
+            assert!(!buf.is_empty());
+            buf[len - 1] = 7;
+            assert_eq!(buf[len - 1], 7);
+        }
+        let empty = AlignedBuf::zeroed(0);
+        assert_eq!(empty.len(), 0);
+        assert!(empty.is_empty());
+        assert_eq!(&*empty, &[] as &[u8]);
+        assert_eq!(empty.as_ptr() as usize % ALIGN_BYTES, 0);
+        assert!(AlignedBuf::try_zeroed(usize::MAX).is_none());
+        assert!(AlignedBuf::try_zeroed(isize::MAX as usize).is_none());
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<AlignedBuf>();
+        send_sync::<ReadBatch>();
+    }
+
+    #[test]
+    fn progress_handles_short_reads_and_eof() {
+        let page = ALIGN_BYTES;
+        let mut p = Progress::default();
+        assert_eq!(p.on_read(0, 3 * page, 3 * page, true).unwrap(), Next::Done);
+        // Buffered short read: continue exactly where it stopped.
+        let mut p = Progress::default();
+        assert_eq!(
+            p.on_read(0, 100, 2 * page, false).unwrap(),
+            Next::ReadFrom(100)
+        );
+        assert_eq!(
+            p.on_read(100, 2 * page - 100, 2 * page, false).unwrap(),
+            Next::Done
+        );
+        // Direct short read: continue from the aligned position below; no progress is EOF.
+        let mut p = Progress::default();
+        assert_eq!(
+            p.on_read(0, page + 100, 2 * page, true).unwrap(),
+            Next::ReadFrom(page)
+        );
+        let eof = p.on_read(page, 100, 2 * page, true).unwrap_err();
+        assert_eq!(eof.kind(), std::io::ErrorKind::UnexpectedEof);
+        let mut p = Progress::default();
+        assert_eq!(
+            p.on_read(0, 0, page, false).unwrap_err().kind(),
+            std::io::ErrorKind::UnexpectedEof
+        );
+        // A chunked read of an oversized request carries on.
+        let mut p = Progress::default();
+        assert_eq!(chunk_len(0, usize::MAX), READ_CHUNK_MAX);
+        assert_eq!(
+            p.on_read(0, READ_CHUNK_MAX, usize::MAX, true).unwrap(),
+            Next::ReadFrom(READ_CHUNK_MAX)
+        );
+    }
+
+    fn real_files_roundtrip(direct: bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ direct as u64);
+        let a_bytes = rng.bytes(FILE_BYTES);
+        let b_bytes = rng.bytes(FILE_BYTES);
+        let fs = RealFs::new();
+        write_file(&fs, &dir.path().join("a"), &a_bytes);
+        write_file(&fs, &dir.path().join("b"), &b_bytes);
+        let options = ReadOptions {
+            direct,
+            random: true,
+        };
+        let a = fs.open(&dir.path().join("a"), options).unwrap();
+        let b = fs.open(&dir.path().join("b"), options).unwrap();
+        if direct && !a.is_direct() {
+            eprintln!("O_DIRECT unsupported in {}, skipping", dir.path().display());
+            return;
+        }
+        let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(a, &a_bytes), (b, &b_bytes)];
+        for io in engines() {
+            let requests = random_requests(&mut rng, &files, 600);
+            assert!(requests.len() > QUEUE_DEPTH_MAX);
+            let batch = io.read_batch(&requests).unwrap();
+            check_batch(&batch, &requests, &files);
+            // The whole file in one request, the last page, and an empty request.
+            let requests = vec![
+                ReadRequest {
+                    file: files[0].0.clone(),
+                    offset: 0,
+                    len_bytes: FILE_BYTES,
+                },
+                ReadRequest {
+                    file: files[1].0.clone(),
+                    offset: (FILE_BYTES - ALIGN_BYTES) as u64,
+                    len_bytes: ALIGN_BYTES,
+                },
+                ReadRequest {
+                    file: files[1].0.clone(),
+                    offset: 0,
+                    len_bytes: 0,
+                },
+            ];
+            let batch = io.read_batch(&requests).unwrap();
+            check_batch(&batch, &requests, &files);
+            assert!(io.read_batch(&[]).unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn real_files_buffered_both_backends() {
+        real_files_roundtrip(false);
+    }
+
+    #[test]
+    fn real_files_direct_both_backends() {
+        real_files_roundtrip(true);
+    }
+
+    #[test]
+    fn mem_fs_files_both_backends() {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let mut rng = Rng(42);
+        let bytes = rng.bytes(FILE_BYTES);
+        write_file(&fs, Path::new("/d/f"), &bytes);
+        let file = fs
+            .open(
+                Path::new("/d/f"),
+                ReadOptions {
+                    direct: true,
+                    random: true,
+                },
+            )
+            .unwrap();
+        let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(file, &bytes)];
+        for io in engines() {
+            let requests = random_requests(&mut rng, &files, 300);
+            let batch = io.read_batch(&requests).unwrap();
+            check_batch(&batch, &requests, &files);
+        }
+    }
+
+    #[test]
+    fn mixed_mem_and_real_files_in_one_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(7);
+        let real_bytes = rng.bytes(FILE_BYTES);
+        let mem_bytes = rng.bytes(FILE_BYTES);
+        write_file(&RealFs, &dir.path().join("r"), &real_bytes);
+        let mem = MemFs::new();
+        write_file(&mem, Path::new("/m"), &mem_bytes);
+        let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![
+            (
+                RealFs
+                    .open(&dir.path().join("r"), ReadOptions::default())
+                    .unwrap(),
+                &real_bytes,
+            ),
+            (
+                mem.open(Path::new("/m"), ReadOptions::default()).unwrap(),
+                &mem_bytes,
+            ),
+        ];
+        for io in engines() {
+            let requests = random_requests(&mut rng, &files, 400);
+            let batch = io.read_batch(&requests).unwrap();
+            check_batch(&batch, &requests, &files);
+        }
+    }
+
+    /// Errors are typed, name the file, leave no read in flight, and the engine keeps working.
+    #[test]
+    fn read_past_eof_is_an_error_and_engine_recovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(3);
+        // Not a whole number of pages: the last page is short.
+        let len = 10 * ALIGN_BYTES + 100;
+        let bytes = rng.bytes(len);
+        let path = dir.path().join("short");
+        write_file(&RealFs, &path, &bytes);
+        let mem = MemFs::new();
+        write_file(&mem, Path::new("/short"), &bytes);
+        for direct in [false, true] {
+            let options = ReadOptions {
+                direct,
+                random: false,
+            };
+            let real = RealFs.open(&path, options).unwrap();
+            let in_mem = mem.open(Path::new("/short"), options).unwrap();
+            for file in [real, in_mem] {
+                for io in engines() {
+                    let good = |i: u64| ReadRequest {
+                        file: file.clone(),
+                        offset: (i % 10) * ALIGN_BYTES as u64,
+                        len_bytes: ALIGN_BYTES,
+                    };
+                    for (offset, pages) in [(10, 1), (9, 2), (11, 1), (1000, 1), (0, 12)] {
+                        let mut requests: Vec<ReadRequest> = (0..300).map(good).collect();
+                        requests.insert(
+                            150,
+                            ReadRequest {
+                                file: file.clone(),
+                                offset: offset * ALIGN_BYTES as u64,
+                                len_bytes: pages * ALIGN_BYTES,
+                            },
+                        );
+                        match io.read_batch(&requests) {
+                            Err(Error::Io {
+                                path: p, source, ..
+                            }) => {
+                                assert_eq!(p, file.path());
+                                assert_eq!(
+                                    source.kind(),
+                                    std::io::ErrorKind::UnexpectedEof,
+                                    "{:?} direct={direct} at page {offset}: {source}",
+                                    io.kind()
+                                );
+                            }
+                            other => panic!("expected an I/O error, got {other:?}"),
+                        }
+                        // The engine (and its ring) still works.
+                        let requests: Vec<ReadRequest> = (0..300).map(good).collect();
+                        let batch = io.read_batch(&requests).unwrap();
+                        for (i, request) in requests.iter().enumerate() {
+                            let start = request.offset as usize;
+                            assert!(batch.get(i) == &bytes[start..start + ALIGN_BYTES]);
+                        }
+                    }
+                    // The ring went back to the pool after every failed batch.
+                    assert!(io.idle_rings() <= 1);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn offsets_beyond_the_file_offset_range_are_rejected() {
+        let mem = MemFs::new();
+        write_file(&mem, Path::new("/f"), &[0u8; ALIGN_BYTES]);
+        let file = mem.open(Path::new("/f"), ReadOptions::default()).unwrap();
+        for io in engines() {
+            let requests = [ReadRequest {
+                file: file.clone(),
+                offset: u64::MAX - (ALIGN_BYTES as u64 - 1),
+                len_bytes: ALIGN_BYTES,
+            }];
+            let err = io.read_batch(&requests).unwrap_err();
+            assert!(err.is_io(), "{err}");
+        }
+    }
+
+    #[test]
+    fn concurrent_batches_on_one_engine() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<BlockIo>();
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(99);
+        let bytes = rng.bytes(FILE_BYTES);
+        write_file(&RealFs, &dir.path().join("f"), &bytes);
+        let file = RealFs
+            .open(
+                &dir.path().join("f"),
+                ReadOptions {
+                    direct: true,
+                    random: true,
+                },
+            )
+            .unwrap();
+        for io in engines() {
+            let io = Arc::new(io);
+            let threads: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let io = io.clone();
+                    let file = file.clone();
+                    let bytes = bytes.clone();
+                    std::thread::spawn(move || {
+                        let mut rng = Rng(1000 + t);
+                        let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(file, &bytes)];
+                        for _ in 0..20 {
+                            let requests = random_requests(&mut rng, &files, 300);
+                            let batch = io.read_batch(&requests).unwrap();
+                            check_batch(&batch, &requests, &files);
+                        }
+                    })
+                })
+                .collect();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+            // At most one ring per concurrent caller was ever created.
+            assert!(io.idle_rings() <= 4, "{} rings", io.idle_rings());
+        }
+    }
+
+    #[test]
+    fn auto_picks_a_concrete_backend() {
+        let io = BlockIo::new(IoBackendKind::Auto).unwrap();
+        assert_ne!(io.kind(), IoBackendKind::Auto);
+        if BlockIo::new(IoBackendKind::Uring).is_ok() {
+            assert_eq!(io.kind(), IoBackendKind::Uring);
+        }
+        assert_eq!(
+            BlockIo::new(IoBackendKind::Pread).unwrap().kind(),
+            IoBackendKind::Pread
+        );
+        eprintln!("io_uring available: {}", io.kind() == IoBackendKind::Uring);
+    }
+}

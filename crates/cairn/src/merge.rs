@@ -1,0 +1,230 @@
+//! Merges: k-way merges of runs into a new run, performed a bounded number of steps at a time.
+//!
+//! Owns: [`MergingRun`] and [`MergeKind`]. One *merge step* consumes one input entry; a merge of
+//! inputs holding `d` entries in total takes exactly `d` steps (its *debt*). Entries for the same
+//! key are combined newest first through [`crate::entry::Entry::combine_older`]; a last-level merge
+//! drops deletes and turns upserts into inserts.
+//!
+//! May call: `run` (cursors and writers), `entry`. Must never touch: the level structure or the
+//! credit accounting (that is `schedule`'s job), tables or sessions.
+//!
+//! Costs: a step compares the current keys of the k inputs (k <= T + 1 = 5), so a step is a few
+//! key comparisons plus one entry copied into the output page; reads and writes are sequential in
+//! 64 KiB chunks. One call to [`MergingRun::steps`] overshoots the requested count by at most
+//! k - 1 steps (the last output key may consume one entry from every input).
+
+use std::sync::Arc;
+
+use crate::config::Resolve;
+use crate::entry::Entry;
+use crate::error::Result;
+use crate::fs::FileSystem;
+use crate::page::{BlobSpan, Op};
+use crate::run::{Run, RunCursor, RunParams, RunWriter};
+
+/// What a merge does with deletes and upserts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MergeKind {
+    /// Older runs may exist below: keep every operation.
+    MidLevel,
+    /// Nothing older exists: drop deletes, turn upserts into inserts.
+    LastLevel,
+}
+
+/// A merge in progress (or finished) of a fixed set of input runs, given newest first.
+#[derive(Debug)]
+pub(crate) struct MergingRun {
+    kind: MergeKind,
+    resolve: Resolve,
+    inputs: Vec<Arc<Run>>,
+    cursors: Vec<RunCursor>,
+    writer: Option<RunWriter>,
+    debt: u64,
+    steps_done: u64,
+    /// Set when finished; `None` inside if every entry was dropped.
+    output: Option<Option<Arc<Run>>>,
+    key: Vec<u8>,
+}
+
+impl MergingRun {
+    /// Starts a merge of `inputs` (newest first) into run `number`. Costs O(1) I/O: it opens the
+    /// inputs and creates the output files.
+    pub(crate) fn new(
+        fs: Arc<dyn FileSystem>,
+        params: &RunParams,
+        number: u64,
+        inputs: Vec<Arc<Run>>,
+        kind: MergeKind,
+        resolve: Resolve,
+        caching: bool,
+    ) -> Result<MergingRun> {
+        let debt: u64 = inputs.iter().map(|r| r.entries()).sum();
+        let cursors = inputs
+            .iter()
+            .map(|run| RunCursor::new(run.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        let writer = RunWriter::new(fs, params, number, debt, caching)?;
+        Ok(MergingRun {
+            kind,
+            resolve,
+            inputs,
+            cursors,
+            writer: Some(writer),
+            debt,
+            steps_done: 0,
+            output: None,
+            key: Vec::new(),
+        })
+    }
+
+    /// Total steps this merge takes (the sum of its inputs' entries).
+    pub(crate) fn debt(&self) -> u64 {
+        self.debt
+    }
+
+    /// Steps performed so far.
+    pub(crate) fn steps_done(&self) -> u64 {
+        self.steps_done
+    }
+
+    /// The inputs, newest first.
+    pub(crate) fn inputs(&self) -> &[Arc<Run>] {
+        &self.inputs
+    }
+
+    /// Whether the merge has finished.
+    pub(crate) fn is_done(&self) -> bool {
+        self.output.is_some()
+    }
+
+    /// The result, once finished (`Some(None)` when every entry was dropped).
+    pub(crate) fn output(&self) -> Option<&Option<Arc<Run>>> {
+        self.output.as_ref()
+    }
+
+    /// Performs at least `steps` steps unless the merge finishes first, and returns how many were
+    /// performed (at most `steps + k - 1` for k inputs). Finishing writes the filter and index.
+    pub(crate) fn steps(&mut self, steps: u64) -> Result<u64> {
+        let mut done = 0;
+        while done < steps && !self.is_done() {
+            done += self.step()?;
+            if self.cursors.iter().all(RunCursor::is_done) {
+                self.finish()?;
+            }
+        }
+        Ok(done)
+    }
+
+    /// Runs the merge to completion; returns the steps performed.
+    pub(crate) fn complete(&mut self) -> Result<u64> {
+        self.steps(u64::MAX)
+    }
+
+    /// Produces one output key; returns the input entries it consumed.
+    fn step(&mut self) -> Result<u64> {
+        // Find the smallest current key, and how many inputs hold it.
+        let mut min: Option<usize> = None;
+        let mut holders = 0;
+        for i in 0..self.cursors.len() {
+            let Some(entry) = self.cursors[i].peek()? else {
+                continue;
+            };
+            match min {
+                None => {
+                    min = Some(i);
+                    holders = 1;
+                }
+                Some(m) => {
+                    let current = self.cursors[m].peek()?.map(|e| e.key).unwrap_or_default();
+                    match entry.key.cmp(current) {
+                        std::cmp::Ordering::Less => {
+                            min = Some(i);
+                            holders = 1;
+                        }
+                        std::cmp::Ordering::Equal => holders += 1,
+                        std::cmp::Ordering::Greater => {}
+                    }
+                }
+            }
+        }
+        let Some(first) = min else {
+            self.finish()?;
+            return Ok(0);
+        };
+        let writer = self
+            .writer
+            .as_mut()
+            .expect("an unfinished merge has a writer");
+        if holders == 1 {
+            // The common case: copy the entry straight from the input page.
+            let cursor = &mut self.cursors[first];
+            if let Some(e) = cursor.peek()? {
+                let keep = match (self.kind, e.op) {
+                    (MergeKind::LastLevel, Op::Delete) => None,
+                    (MergeKind::LastLevel, Op::Upsert) => Some(Op::Insert),
+                    (_, op) => Some(op),
+                };
+                if let Some(op) = keep {
+                    let blob = match e.blob {
+                        Some(span) => Some(cursor.run().read_blob(span)?),
+                        None => None,
+                    };
+                    writer.push(e.key, op, e.value, blob.as_deref())?;
+                }
+            }
+            cursor.advance()?;
+            self.steps_done += 1;
+            return Ok(1);
+        }
+        // Several inputs hold the key: combine newest first.
+        self.key.clear();
+        if let Some(e) = self.cursors[first].peek()? {
+            self.key.extend_from_slice(e.key);
+        }
+        let mut combined: Option<Entry<(usize, BlobSpan)>> = None;
+        let mut consumed = 0;
+        for i in first..self.cursors.len() {
+            let cursor = &mut self.cursors[i];
+            let Some(e) = cursor.peek()? else { continue };
+            if e.key != self.key.as_slice() {
+                continue;
+            }
+            combined = Some(match combined {
+                None => match e.op {
+                    Op::Insert => Entry::Insert(e.value.to_vec(), e.blob.map(|b| (i, b))),
+                    Op::Upsert => Entry::Upsert(e.value.to_vec()),
+                    Op::Delete => Entry::Delete,
+                },
+                Some(newer) => newer.combine_older(e.op, e.value, &self.resolve),
+            });
+            cursor.advance()?;
+            consumed += 1;
+        }
+        let combined = match (self.kind, combined) {
+            (MergeKind::LastLevel, Some(c)) => c.into_last_level(),
+            (MergeKind::MidLevel, c) => c,
+            (_, None) => None,
+        };
+        if let Some(entry) = combined {
+            let blob = match &entry {
+                Entry::Insert(_, Some((input, span))) => {
+                    Some(self.inputs[*input].read_blob(*span)?)
+                }
+                _ => None,
+            };
+            writer.push(&self.key, entry.op(), entry.value(), blob.as_deref())?;
+        }
+        self.steps_done += consumed;
+        Ok(consumed)
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        if let Some(writer) = self.writer.take() {
+            let output = writer.finish()?;
+            debug_assert_eq!(self.steps_done, self.debt);
+            self.cursors.clear();
+            self.output = Some(output);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,758 @@
+//! Runs: immutable sorted files of 4 KiB pages, with their blob file, Bloom filter, index and
+//! checksums.
+//!
+//! Owns: [`RunWriter`] (builds a run from entries given in key order), [`Run`] (an open run: its
+//! filter and index in memory, its files open for reads), [`RunCursor`] (reads a run sequentially
+//! for merges) and the checksums file. A run's files are deleted when the last `Arc<Run>` is
+//! dropped.
+//!
+//! May call: `fs`, `page`, `bloom`, `index`. Must never touch: the levels, tables or sessions.
+//!
+//! Files of run `N` in a directory (formats in `docs/format/`):
+//! `N.keyops` (pages), `N.blobs` (blob bytes), `N.filter` (Bloom filter), `N.index` (fence
+//! pointers) and `N.checksums` (size and CRC32C of the other four, computed while writing).
+//!
+//! Costs: writing a run streams every file once through 64 KiB buffers; the filter and index are
+//! built in memory while pages are written and written out at the end. Opening a run from disk
+//! ([`Run::open`]) reads and checksums every file (O(run size)).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::bloom::{key_hash, BloomBuilder, BloomFilter, BloomParams};
+use crate::error::{Error, Result};
+use crate::fs::{FileSystem, FileWriter, ReadOptions, ReadableFile};
+use crate::index::{Index, IndexBuilder, IndexType};
+use crate::page::{self, BlobSpan, EntryRef, Op, PageBuilder, PageView, PAGE_BYTES};
+
+/// The kinds of file a run is made of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RunFile {
+    KeyOps,
+    Blobs,
+    Filter,
+    Index,
+    Checksums,
+}
+
+impl RunFile {
+    pub(crate) const ALL: [RunFile; 5] = [
+        RunFile::KeyOps,
+        RunFile::Blobs,
+        RunFile::Filter,
+        RunFile::Index,
+        RunFile::Checksums,
+    ];
+    /// The files whose checksums the checksums file records, in its order.
+    const CHECKSUMMED: [RunFile; 4] = [
+        RunFile::KeyOps,
+        RunFile::Blobs,
+        RunFile::Filter,
+        RunFile::Index,
+    ];
+
+    pub(crate) fn extension(self) -> &'static str {
+        match self {
+            RunFile::KeyOps => "keyops",
+            RunFile::Blobs => "blobs",
+            RunFile::Filter => "filter",
+            RunFile::Index => "index",
+            RunFile::Checksums => "checksums",
+        }
+    }
+}
+
+/// The path of one file of run `number` in `dir`.
+pub(crate) fn run_file_path(dir: &Path, number: u64, file: RunFile) -> PathBuf {
+    dir.join(format!("{number}.{}", file.extension()))
+}
+
+/// Size and CRC32C of each data file of a run, as recorded in its checksums file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct RunChecksums {
+    /// `(size_bytes, crc32c)` for keyops, blobs, filter, index, in that order.
+    pub(crate) files: [(u64, u32); 4],
+}
+
+const CHECKSUMS_HEADER: &str = "cairn-run-checksums 1";
+
+impl RunChecksums {
+    /// Encodes the checksums file: a versioned text file whose last line checksums the rest.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut text = format!("{CHECKSUMS_HEADER}\n");
+        for (file, (size, crc)) in RunFile::CHECKSUMMED.iter().zip(self.files) {
+            text.push_str(&format!("{} {size} {crc:08x}\n", file.extension()));
+        }
+        let crc = crc32c::crc32c(text.as_bytes());
+        text.push_str(&format!("end {crc:08x}\n"));
+        text.into_bytes()
+    }
+
+    /// Total decoder of the checksums file.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<RunChecksums> {
+        let bad = |detail: &str| Error::corrupt("run checksums file", detail.to_string());
+        let text = std::str::from_utf8(bytes).map_err(|_| bad("not UTF-8"))?;
+        let body_end = text
+            .trim_end_matches('\n')
+            .rfind('\n')
+            .map(|i| i + 1)
+            .ok_or_else(|| bad("too short"))?;
+        let (body, last) = text.split_at(body_end);
+        let expected = last
+            .strip_prefix("end ")
+            .and_then(|s| s.strip_suffix('\n'))
+            .and_then(|s| u32::from_str_radix(s, 16).ok())
+            .ok_or_else(|| bad("missing end line"))?;
+        let actual = crc32c::crc32c(body.as_bytes());
+        if expected != actual {
+            return Err(bad(&format!(
+                "self-checksum mismatch: recorded {expected:08x}, computed {actual:08x}"
+            )));
+        }
+        let mut lines = body.lines();
+        match lines.next() {
+            Some(CHECKSUMS_HEADER) => {}
+            Some(other) if other.starts_with("cairn-run-checksums ") => {
+                let found = other["cairn-run-checksums ".len()..]
+                    .parse()
+                    .unwrap_or(u32::MAX);
+                return Err(Error::UnsupportedVersion {
+                    what: "run checksums file",
+                    found,
+                    supported: 1,
+                });
+            }
+            _ => return Err(bad("missing header")),
+        }
+        let mut out = RunChecksums::default();
+        for (slot, file) in out.files.iter_mut().zip(RunFile::CHECKSUMMED) {
+            let line = lines.next().ok_or_else(|| bad("missing line"))?;
+            let mut parts = line.split(' ');
+            let (name, size, crc) = (parts.next(), parts.next(), parts.next());
+            if name != Some(file.extension()) || parts.next().is_some() {
+                return Err(bad(&format!("bad line {line:?}")));
+            }
+            let size = size.and_then(|s| s.parse::<u64>().ok());
+            let crc = crc.and_then(|s| u32::from_str_radix(s, 16).ok());
+            match (size, crc) {
+                (Some(size), Some(crc)) => *slot = (size, crc),
+                _ => return Err(bad(&format!("bad line {line:?}"))),
+            }
+        }
+        if lines.next().is_some() {
+            return Err(bad("trailing lines"));
+        }
+        // Only the canonical spelling is accepted (e.g. no upper-case hex, no leading zeros).
+        if out.encode() != bytes {
+            return Err(bad("not in canonical form"));
+        }
+        Ok(out)
+    }
+}
+
+/// Parameters shared by every run a table writes.
+#[derive(Clone, Debug)]
+pub(crate) struct RunParams {
+    pub(crate) dir: PathBuf,
+    pub(crate) salt: u64,
+    pub(crate) bloom: BloomParams,
+    pub(crate) index: IndexType,
+}
+
+/// Builds a run from entries pushed in strictly increasing key order.
+///
+/// Memory: one page builder, one 64 KiB buffer per file, and the filter (sized for
+/// `entries_max`) and index being built.
+#[derive(Debug)]
+pub(crate) struct RunWriter {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    number: u64,
+    caching: bool,
+    keyops: FileWriter,
+    blobs: FileWriter,
+    page: PageBuilder,
+    page_bytes: Vec<u8>,
+    index: IndexBuilder,
+    bloom: BloomBuilder,
+    salt: u64,
+    entries: u64,
+    #[cfg(debug_assertions)]
+    last_key: Option<Vec<u8>>,
+}
+
+impl RunWriter {
+    /// Creates the files of run `number`. `entries_max` bounds the entries that will be pushed
+    /// (it sizes the Bloom filter).
+    pub(crate) fn new(
+        fs: Arc<dyn FileSystem>,
+        params: &RunParams,
+        number: u64,
+        entries_max: u64,
+        caching: bool,
+    ) -> Result<RunWriter> {
+        let keyops =
+            FileWriter::create(&*fs, &run_file_path(&params.dir, number, RunFile::KeyOps))?;
+        let blobs = FileWriter::create(&*fs, &run_file_path(&params.dir, number, RunFile::Blobs))?;
+        Ok(RunWriter {
+            fs,
+            dir: params.dir.clone(),
+            number,
+            caching,
+            keyops,
+            blobs,
+            page: PageBuilder::new(),
+            page_bytes: Vec::with_capacity(PAGE_BYTES),
+            index: IndexBuilder::new(params.index),
+            bloom: BloomBuilder::new(params.bloom, entries_max, params.salt),
+            salt: params.salt,
+            entries: 0,
+            #[cfg(debug_assertions)]
+            last_key: None,
+        })
+    }
+
+    /// Appends one entry; `blob` holds the blob's bytes for an insert that has one.
+    pub(crate) fn push(
+        &mut self,
+        key: &[u8],
+        op: Op,
+        value: &[u8],
+        blob: Option<&[u8]>,
+    ) -> Result<()> {
+        #[cfg(debug_assertions)]
+        {
+            debug_assert!(self.last_key.as_deref().is_none_or(|last| last < key));
+            self.last_key = Some(key.to_vec());
+        }
+        debug_assert!(blob.is_none() || op == Op::Insert);
+        let blob_span = match blob {
+            Some(bytes) => {
+                let len = u32::try_from(bytes.len()).map_err(|_| Error::BlobTooLarge {
+                    len: bytes.len() as u64,
+                    max: u32::MAX as u64,
+                })?;
+                let span = BlobSpan {
+                    offset: self.blobs.written_bytes(),
+                    len,
+                };
+                self.blobs.write(bytes)?;
+                Some(span)
+            }
+            None => None,
+        };
+        if !self.page.fits(key.len(), value.len(), blob_span.is_some()) {
+            self.finish_page()?;
+        }
+        self.page.push(EntryRef {
+            key,
+            op,
+            value,
+            blob: blob_span,
+        });
+        self.bloom.insert_hash(key_hash(self.salt, key));
+        self.entries += 1;
+        Ok(())
+    }
+
+    fn finish_page(&mut self) -> Result<()> {
+        if self.page.is_empty() {
+            return Ok(());
+        }
+        let (Some(first), Some(last)) = (self.page.first_key(), self.page.last_key()) else {
+            return Ok(());
+        };
+        let (first, last) = (first.to_vec(), last.to_vec());
+        self.page_bytes.clear();
+        let pages = self.page.finish_into(&mut self.page_bytes);
+        self.index.push_span(&first, &last, pages);
+        self.keyops.write(&self.page_bytes)
+    }
+
+    /// Writes the remaining page, the filter, the index and the checksums, and opens the run.
+    /// Returns `None` for a run without entries (its files are removed).
+    pub(crate) fn finish(mut self) -> Result<Option<Arc<Run>>> {
+        self.finish_page()?;
+        let fs = self.fs.clone();
+        let dir = self.dir.clone();
+        let number = self.number;
+        let entries = self.entries;
+        let filter = self.bloom.finish();
+        let index = self.index.finish(entries);
+        let keyops = self.keyops.finish(false)?;
+        let blobs = self.blobs.finish(false)?;
+        if entries == 0 {
+            for file in [RunFile::KeyOps, RunFile::Blobs] {
+                fs.remove_file(&run_file_path(&dir, number, file))?;
+            }
+            return Ok(None);
+        }
+        let mut filter_file =
+            FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Filter))?;
+        filter.write_to(&mut |chunk| filter_file.write(chunk))?;
+        let filter_sum = filter_file.finish(false)?;
+        let mut index_file =
+            FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Index))?;
+        index.write_to(&mut |chunk| index_file.write(chunk))?;
+        let index_sum = index_file.finish(false)?;
+        let checksums = RunChecksums {
+            files: [keyops, blobs, filter_sum, index_sum],
+        };
+        let mut sums_file =
+            FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Checksums))?;
+        sums_file.write(&checksums.encode())?;
+        sums_file.finish(false)?;
+        Run::from_parts(fs, dir, number, self.caching, filter, index, checksums).map(Some)
+    }
+}
+
+/// An immutable run, open for lookups and sequential reads.
+#[derive(Debug)]
+pub(crate) struct Run {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    number: u64,
+    caching: bool,
+    /// The key/ops file as lookups read it (`O_DIRECT` unless cached).
+    keyops: Arc<dyn ReadableFile>,
+    /// The blob file, read through the page cache.
+    blobs: Arc<dyn ReadableFile>,
+    filter: BloomFilter,
+    index: Index,
+    checksums: RunChecksums,
+}
+
+impl Run {
+    fn from_parts(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        number: u64,
+        caching: bool,
+        filter: BloomFilter,
+        index: Index,
+        checksums: RunChecksums,
+    ) -> Result<Arc<Run>> {
+        let keyops = fs.open(
+            &run_file_path(&dir, number, RunFile::KeyOps),
+            ReadOptions {
+                direct: !caching,
+                random: true,
+            },
+        )?;
+        let blobs = fs.open(
+            &run_file_path(&dir, number, RunFile::Blobs),
+            ReadOptions::default(),
+        )?;
+        Ok(Arc::new(Run {
+            fs,
+            dir,
+            number,
+            caching,
+            keyops,
+            blobs,
+            filter,
+            index,
+            checksums,
+        }))
+    }
+
+    /// Opens run `number` in `dir`, verifying every file against its recorded size and CRC32C,
+    /// the filter's salt against `salt`, and that the index agrees with the key/ops file.
+    /// Cost: reads every file once (O(run size)).
+    #[allow(dead_code)] // used by snapshots (next layer) and tests
+    pub(crate) fn open(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        number: u64,
+        caching: bool,
+        salt: u64,
+    ) -> Result<Arc<Run>> {
+        let sums_path = run_file_path(dir, number, RunFile::Checksums);
+        let checksums = RunChecksums::decode(&crate::fs::read_all(&*fs, &sums_path)?)?;
+        let mut contents = Vec::new();
+        for (file, (size, crc)) in RunFile::CHECKSUMMED.iter().zip(checksums.files) {
+            let path = run_file_path(dir, number, *file);
+            let (actual_size, actual_crc, bytes) = checksum_file(
+                &*fs,
+                &path,
+                matches!(file, RunFile::Filter | RunFile::Index),
+            )?;
+            if actual_size != size {
+                return Err(Error::corrupt(
+                    "run file",
+                    format!(
+                        "{} has {actual_size} bytes, expected {size}",
+                        path.display()
+                    ),
+                ));
+            }
+            if actual_crc != crc {
+                return Err(Error::ChecksumMismatch {
+                    path,
+                    expected: crc,
+                    actual: actual_crc,
+                });
+            }
+            contents.push(bytes);
+        }
+        let filter = BloomFilter::decode(&contents[2])?;
+        if filter.salt() != salt {
+            return Err(Error::corrupt(
+                "bloom filter",
+                format!("salt {:#x} does not match the session's", filter.salt()),
+            ));
+        }
+        let index = Index::decode(&contents[3])?;
+        if index.page_count().checked_mul(PAGE_BYTES as u64) != Some(checksums.files[0].0) {
+            return Err(Error::corrupt(
+                "run",
+                format!(
+                    "index covers {} pages but the key/ops file has {} bytes",
+                    index.page_count(),
+                    checksums.files[0].0
+                ),
+            ));
+        }
+        Run::from_parts(
+            fs,
+            dir.to_path_buf(),
+            number,
+            caching,
+            filter,
+            index,
+            checksums,
+        )
+    }
+
+    /// The run's number (unique within its session directory).
+    #[allow(dead_code)]
+    pub(crate) fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// Number of entries.
+    pub(crate) fn entries(&self) -> u64 {
+        self.index.entry_count()
+    }
+
+    /// Whether lookups read this run through the page cache.
+    #[allow(dead_code)]
+    pub(crate) fn caching(&self) -> bool {
+        self.caching
+    }
+
+    pub(crate) fn filter(&self) -> &BloomFilter {
+        &self.filter
+    }
+
+    pub(crate) fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// The key/ops file as lookups read it.
+    pub(crate) fn keyops(&self) -> &Arc<dyn ReadableFile> {
+        &self.keyops
+    }
+
+    /// The blob file.
+    pub(crate) fn blobs(&self) -> &Arc<dyn ReadableFile> {
+        &self.blobs
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn checksums(&self) -> &RunChecksums {
+        &self.checksums
+    }
+
+    /// Memory held by the filter and index.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.filter.size_bytes() + self.index.size_bytes()
+    }
+
+    /// Reads one blob.
+    pub(crate) fn read_blob(&self, span: BlobSpan) -> Result<Vec<u8>> {
+        read_blob(&*self.blobs, span)
+    }
+}
+
+/// Reads the blob at `span` of a blob file.
+pub(crate) fn read_blob(file: &dyn ReadableFile, span: BlobSpan) -> Result<Vec<u8>> {
+    let mut bytes = vec![0u8; span.len as usize];
+    file.read_exact_at(&mut bytes, span.offset)?;
+    Ok(bytes)
+}
+
+/// Reads a file in 1 MiB chunks, returning its size, CRC32C and (if `keep`) its bytes.
+fn checksum_file(fs: &dyn FileSystem, path: &Path, keep: bool) -> Result<(u64, u32, Vec<u8>)> {
+    let file = fs.open(path, ReadOptions::default())?;
+    let size = file.len_bytes()?;
+    let mut crc = 0u32;
+    let mut kept = Vec::new();
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut offset = 0u64;
+    while offset < size {
+        let n = (size - offset).min(chunk.len() as u64) as usize;
+        file.read_exact_at(&mut chunk[..n], offset)?;
+        crc = crc32c::crc32c_append(crc, &chunk[..n]);
+        if keep {
+            kept.extend_from_slice(&chunk[..n]);
+        }
+        offset += n as u64;
+    }
+    Ok((size, crc, kept))
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        // Errors cannot be returned from drop. A file left behind is harmless: the session wipes
+        // its `active` directory when it is next opened.
+        for file in RunFile::ALL {
+            let _ = self
+                .fs
+                .remove_file(&run_file_path(&self.dir, self.number, file));
+        }
+    }
+}
+
+/// Pages a cursor reads from the file at once.
+const CURSOR_CHUNK_PAGES: u64 = 16;
+
+/// Reads a run's entries in key order, a chunk of pages at a time (for merges).
+///
+/// Memory: one chunk of `CURSOR_CHUNK_PAGES` pages (64 KiB), more only for a span of overflow
+/// pages longer than that. One `read` per chunk.
+#[derive(Debug)]
+pub(crate) struct RunCursor {
+    run: Arc<Run>,
+    file: Arc<dyn ReadableFile>,
+    page_count: u64,
+    /// Pages `chunk_first .. chunk_first + chunk.len() / PAGE_BYTES` are in `chunk`.
+    chunk: Vec<u8>,
+    chunk_first: u64,
+    /// The current span: its first page and page count.
+    span_first: u64,
+    span_pages: u64,
+    span_entries: usize,
+    /// The current entry within the span.
+    entry: usize,
+    done: bool,
+}
+
+impl RunCursor {
+    /// A cursor at the run's first entry.
+    pub(crate) fn new(run: Arc<Run>) -> Result<RunCursor> {
+        let file = run.fs.open(
+            &run_file_path(&run.dir, run.number, RunFile::KeyOps),
+            ReadOptions::default(),
+        )?;
+        let page_count = run.index.page_count();
+        let mut cursor = RunCursor {
+            run,
+            file,
+            page_count,
+            chunk: Vec::new(),
+            chunk_first: 0,
+            span_first: 0,
+            span_pages: 0,
+            span_entries: 0,
+            entry: 0,
+            done: false,
+        };
+        cursor.load_span(0)?;
+        Ok(cursor)
+    }
+
+    /// The run being read.
+    pub(crate) fn run(&self) -> &Arc<Run> {
+        &self.run
+    }
+
+    fn chunk_pages(&self) -> u64 {
+        (self.chunk.len() / PAGE_BYTES) as u64
+    }
+
+    /// Makes pages `first .. first + pages` resident in the chunk.
+    fn ensure_pages(&mut self, first: u64, pages: u64) -> Result<()> {
+        let end = first.saturating_add(pages);
+        if first >= self.chunk_first && end <= self.chunk_first + self.chunk_pages() {
+            return Ok(());
+        }
+        if end > self.page_count {
+            return Err(Error::corrupt(
+                "run",
+                format!(
+                    "span ends at page {end} but {} has {} pages",
+                    self.file.path().display(),
+                    self.page_count
+                ),
+            ));
+        }
+        let want = pages.max(CURSOR_CHUNK_PAGES).min(self.page_count - first);
+        let bytes = usize::try_from(want * PAGE_BYTES as u64)
+            .map_err(|_| Error::corrupt("run", "span too large"))?;
+        self.chunk.resize(bytes, 0);
+        self.file
+            .read_exact_at(&mut self.chunk, first * PAGE_BYTES as u64)?;
+        self.chunk_first = first;
+        Ok(())
+    }
+
+    fn load_span(&mut self, first: u64) -> Result<()> {
+        if first >= self.page_count {
+            self.done = true;
+            return Ok(());
+        }
+        self.ensure_pages(first, 1)?;
+        let offset = ((first - self.chunk_first) as usize) * PAGE_BYTES;
+        let pages = page::span_pages(&self.chunk[offset..offset + PAGE_BYTES])?;
+        self.ensure_pages(first, pages)?;
+        self.span_first = first;
+        self.span_pages = pages;
+        self.entry = 0;
+        self.span_entries = self.span()?.len();
+        Ok(())
+    }
+
+    fn span(&self) -> Result<PageView<'_>> {
+        let start = ((self.span_first - self.chunk_first) as usize) * PAGE_BYTES;
+        let end = start + (self.span_pages as usize) * PAGE_BYTES;
+        PageView::new(&self.chunk[start..end])
+    }
+
+    /// Whether every entry has been read.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The current entry, or `None` at the end of the run.
+    pub(crate) fn peek(&self) -> Result<Option<EntryRef<'_>>> {
+        if self.done {
+            return Ok(None);
+        }
+        self.span()?.entry(self.entry).map(Some)
+    }
+
+    /// Moves to the next entry.
+    pub(crate) fn advance(&mut self) -> Result<()> {
+        if self.done {
+            return Ok(());
+        }
+        self.entry += 1;
+        if self.entry >= self.span_entries {
+            self.load_span(self.span_first + self.span_pages)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::MemFs;
+
+    fn params(index: IndexType) -> RunParams {
+        RunParams {
+            dir: PathBuf::from("/r"),
+            salt: 42,
+            bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
+            index,
+        }
+    }
+
+    fn write_run(fs: &Arc<dyn FileSystem>, p: &RunParams, n: u32) -> Arc<Run> {
+        let mut w = RunWriter::new(fs.clone(), p, 7, n as u64, true).unwrap();
+        for i in 0..n {
+            let key = format!("key-{i:08}");
+            let value = if i % 100 == 7 {
+                vec![b'v'; 9000]
+            } else {
+                format!("v{i}").into_bytes()
+            };
+            let blob = format!("blob-{i}");
+            let with_blob = i % 3 == 0;
+            w.push(
+                key.as_bytes(),
+                Op::Insert,
+                &value,
+                with_blob.then_some(blob.as_bytes()),
+            )
+            .unwrap();
+        }
+        w.finish().unwrap().unwrap()
+    }
+
+    #[test]
+    fn write_then_read_sequentially_and_reopen() {
+        for kind in [IndexType::Compact, IndexType::Ordinary] {
+            let mem = MemFs::new();
+            let fs: Arc<dyn FileSystem> = Arc::new(mem.clone());
+            let p = params(kind);
+            fs.create_dir_all(&p.dir).unwrap();
+            let run = write_run(&fs, &p, 2000);
+            assert_eq!(run.entries(), 2000);
+            let mut cursor = RunCursor::new(run.clone()).unwrap();
+            let mut i = 0;
+            while let Some(e) = cursor.peek().unwrap() {
+                assert_eq!(e.key, format!("key-{i:08}").as_bytes());
+                if let Some(span) = e.blob {
+                    assert_eq!(run.read_blob(span).unwrap(), format!("blob-{i}").as_bytes());
+                }
+                i += 1;
+                cursor.advance().unwrap();
+            }
+            assert_eq!(i, 2000);
+            let reopened = Run::open(fs.clone(), &p.dir, 7, true, 42).unwrap();
+            assert_eq!(reopened.entries(), 2000);
+            assert!(matches!(
+                Run::open(fs.clone(), &p.dir, 7, true, 43),
+                Err(Error::Corrupt { .. })
+            ));
+            // Flip one bit of each file: opening must fail.
+            for file in RunFile::ALL {
+                let path = run_file_path(&p.dir, 7, file);
+                let good = mem.file_bytes(&path).unwrap();
+                if good.is_empty() {
+                    continue;
+                }
+                let mut bad = good.clone();
+                let at = bad.len() / 2;
+                bad[at] ^= 0x10;
+                mem.set_file_bytes(&path, bad);
+                assert!(
+                    Run::open(fs.clone(), &p.dir, 7, true, 42).is_err(),
+                    "{file:?}"
+                );
+                mem.set_file_bytes(&path, good);
+            }
+            drop((run, reopened, cursor));
+            assert!(
+                mem.file_paths().is_empty(),
+                "files removed when the run is dropped"
+            );
+        }
+    }
+
+    #[test]
+    fn checksums_file_round_trip_and_totality() {
+        let sums = RunChecksums {
+            files: [(4096, 1), (0, 0), (100, 0xdead_beef), (7, 9)],
+        };
+        let bytes = sums.encode();
+        assert_eq!(RunChecksums::decode(&bytes).unwrap(), sums);
+        for len in 0..bytes.len() {
+            assert!(RunChecksums::decode(&bytes[..len]).is_err());
+        }
+        for bit in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(RunChecksums::decode(&b).is_err(), "bit {bit}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn checksums_decoder_is_total(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let _ = RunChecksums::decode(&bytes);
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! The merge schedule: lazy levelling with size ratio 4 and credit-paced incremental merges.
+//!
+//! Owns: [`Levels`] (the runs of a table below the write buffer, grouped in levels, with the merge
+//! in progress on each level) and the credit accounting that bounds the merge work of any single
+//! update. May call: `merge`, `run`. Must never touch: the write buffer, lookups, files directly.
+//!
+//! # Shape
+//!
+//! Level 1 receives every flushed write buffer as a run. Every level except the last is *tiered*:
+//! it holds an incoming run (a single run or a merge in progress) plus up to T - 1 = 3 resident
+//! runs. When a run arrives at a full tiered level, the level's completed incoming run and its
+//! residents move down together as the inputs of the next level's merge. The last level is
+//! *levelled*: arriving runs are merged into its single run, and deletes are dropped there. A
+//! completed merge whose output is too small for its level (it fits the level above) is held back
+//! and merged again with the next arrivals; a last-level run grown too large for its level is
+//! promoted to a new level below.
+//!
+//! # Credits and the worst-case bound
+//!
+//! With `B` the write buffer size, runs arrive at level `l` at most once every
+//! `N(l) = B * T^(l-1)` updates, which is the *nominal debt* of a merge started there. Every
+//! update pays one nominal credit to the merge of every level; a merge converts `c` nominal credits
+//! into `floor(c * debt / N(l))` merge steps, where its debt is the sum of its inputs' sizes. So a
+//! merge is fully paid exactly when the next run can arrive, and never has to be finished in a
+//! hurry. Steps are spent in batches of `merge_batch_size`.
+//!
+//! Input sizes are bounded: a run on tiered level `l` holds at most `S(l) = B * T^(l-1) *
+//! (1 + (l-1)/T)` entries (T runs of level `l-1` plus a held-back run of at most `B * T^(l-2)`),
+//! so a tiered merge's debt is at most `(1 + (l-1)/T) * N(l)`, and a levelled merge's (T runs of
+//! level `l-1` plus a run of at most `B * T^l`) at most `(T + 1 + (l-2)/T) * N(l)`. Hence one
+//! update performs at most, summed over levels `l = 2..=L`:
+//!
+//! ```text
+//!   (merge_batch_size - 1)        unspent credits below the batch threshold
+//! + ceil(debt / N(l))             steps one credit buys
+//! + T                             overshoot: the last output key may consume an entry from
+//!                                 each of up to T + 1 inputs
+//! ```
+//!
+//! which [`merge_steps_per_update_max`] computes. Level 1 never merges. Separately, the update
+//! that fills the write buffer writes it out (B entries). With [`MergeSchedule::OneShot`] a merge
+//! is done entirely when it starts, so an update may merge the whole table.
+
+use std::sync::Arc;
+
+use crate::config::{DiskCachePolicy, MergeSchedule, Resolve, SIZE_RATIO};
+use crate::error::{Error, Result};
+use crate::fs::FileSystem;
+use crate::merge::{MergeKind, MergingRun};
+use crate::run::{Run, RunParams};
+
+/// The most merge steps a single update can perform on a table with `levels` levels, under the
+/// incremental schedule (see the module documentation for the derivation).
+pub fn merge_steps_per_update_max(levels: usize, merge_batch_size: u64) -> u64 {
+    let t = SIZE_RATIO;
+    let mut bound = 0u64;
+    for level in 2..=levels as u64 {
+        let ratio_ceil = if level == levels as u64 {
+            t + 1 + (level - 2).div_ceil(t)
+        } else {
+            1 + (level - 1).div_ceil(t)
+        };
+        bound += merge_batch_size - 1 + ratio_ceil + t;
+    }
+    bound
+}
+
+/// What creating and running merges needs from the table and session.
+pub(crate) struct MergeContext<'a> {
+    pub(crate) fs: &'a Arc<dyn FileSystem>,
+    pub(crate) params: &'a RunParams,
+    pub(crate) next_run_number: &'a (dyn Fn() -> u64 + Sync),
+    pub(crate) resolve: &'a Resolve,
+    pub(crate) disk_cache: DiskCachePolicy,
+    pub(crate) schedule: MergeSchedule,
+    pub(crate) write_buffer_entries: u64,
+    pub(crate) merge_batch_size: u64,
+}
+
+impl MergeContext<'_> {
+    /// Largest run of a tiered level: `B * T^(level-1)`; also the nominal debt of its merges.
+    fn tiering_size(&self, level: usize) -> Result<u64> {
+        SIZE_RATIO
+            .checked_pow(level as u32 - 1)
+            .and_then(|p| p.checked_mul(self.write_buffer_entries))
+            .ok_or_else(|| Error::TableTooLarge(format!("level {level} is too deep")))
+    }
+
+    /// Largest run of a levelled level: `B * T^level`.
+    fn levelling_size(&self, level: usize) -> Result<u64> {
+        self.tiering_size(level)?
+            .checked_mul(SIZE_RATIO)
+            .ok_or_else(|| Error::TableTooLarge(format!("level {level} is too deep")))
+    }
+}
+
+#[derive(Debug)]
+struct LevelMerge {
+    merge: MergingRun,
+    nominal_debt: u64,
+    nominal_credits: u64,
+}
+
+#[derive(Debug)]
+enum Incoming {
+    Single(Arc<Run>),
+    Merging(Box<LevelMerge>),
+}
+
+#[derive(Debug)]
+struct Level {
+    incoming: Incoming,
+    /// Resident runs, newest first; at most T - 1.
+    resident: Vec<Arc<Run>>,
+}
+
+/// The levels of a table.
+#[derive(Debug, Default)]
+pub(crate) struct Levels {
+    levels: Vec<Level>,
+}
+
+impl Levels {
+    /// Number of levels.
+    pub(crate) fn level_count(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Every run a lookup must consult, newest first: for a merge in progress, its inputs.
+    pub(crate) fn runs_newest_first(&self, out: &mut Vec<Arc<Run>>) {
+        for level in &self.levels {
+            match &level.incoming {
+                Incoming::Single(run) => out.push(run.clone()),
+                Incoming::Merging(m) => match m.merge.output() {
+                    Some(Some(run)) => out.push(run.clone()),
+                    Some(None) => {}
+                    None => out.extend(m.merge.inputs().iter().cloned()),
+                },
+            }
+            out.extend(level.resident.iter().cloned());
+        }
+    }
+
+    /// Pays `credits` nominal credits to the merge of every level; returns the steps performed.
+    pub(crate) fn supply_credits(&mut self, ctx: &MergeContext<'_>, credits: u64) -> Result<u64> {
+        let mut steps = 0;
+        for level in &mut self.levels {
+            let Incoming::Merging(m) = &mut level.incoming else {
+                continue;
+            };
+            if m.merge.is_done() {
+                continue;
+            }
+            m.nominal_credits = m
+                .nominal_credits
+                .saturating_add(credits)
+                .min(m.nominal_debt);
+            let debt = m.merge.debt();
+            let target = if m.nominal_credits == m.nominal_debt {
+                debt
+            } else {
+                (m.nominal_credits as u128 * debt as u128 / m.nominal_debt as u128) as u64
+            };
+            let unspent = target.saturating_sub(m.merge.steps_done());
+            if unspent >= ctx.merge_batch_size {
+                steps += m.merge.steps(unspent)?;
+            }
+            if target == debt && !m.merge.is_done() {
+                steps += m.merge.complete()?;
+            }
+        }
+        Ok(steps)
+    }
+
+    /// Adds a flushed write buffer as the newest run of level 1. Returns the merge steps this
+    /// performed (none under the incremental schedule unless a merge was late).
+    pub(crate) fn add_flushed_run(&mut self, ctx: &MergeContext<'_>, run: Arc<Run>) -> Result<u64> {
+        self.add_runs(ctx, 1, vec![run])
+    }
+
+    fn add_runs(
+        &mut self,
+        ctx: &MergeContext<'_>,
+        level_number: usize,
+        incoming: Vec<Arc<Run>>,
+    ) -> Result<u64> {
+        let idx = level_number - 1;
+        let mut steps = 0;
+        if idx == self.levels.len() {
+            let (incoming, s) = new_incoming(ctx, level_number, incoming, MergeKind::LastLevel)?;
+            self.levels.push(Level {
+                incoming,
+                resident: Vec::new(),
+            });
+            return Ok(s);
+        }
+        let is_last = idx + 1 == self.levels.len();
+        let here_kind = if is_last {
+            MergeKind::LastLevel
+        } else {
+            MergeKind::MidLevel
+        };
+        // The incoming merge must be complete by now; finish it if it is not (a late merge).
+        let (done, s) = complete_incoming(&mut self.levels[idx].incoming)?;
+        steps += s;
+        let levelled = level_number > 1 && is_last;
+        let mut move_down: Option<Vec<Arc<Run>>> = None;
+        let new_incoming_runs;
+        let new_kind;
+        if !levelled {
+            let too_small = match &done {
+                Some(r) => level_number > 1 && r.entries() <= ctx.tiering_size(level_number - 1)?,
+                None => false,
+            };
+            let level = &mut self.levels[idx];
+            if too_small {
+                new_incoming_runs = incoming.into_iter().chain(done).collect();
+                new_kind = here_kind;
+            } else if level.resident.len() + usize::from(done.is_some()) >= SIZE_RATIO as usize {
+                let bundle: Vec<_> = done.into_iter().chain(level.resident.drain(..)).collect();
+                move_down = Some(bundle);
+                new_incoming_runs = incoming;
+                new_kind = MergeKind::MidLevel;
+            } else {
+                if let Some(r) = done {
+                    level.resident.insert(0, r);
+                }
+                new_incoming_runs = incoming;
+                new_kind = here_kind;
+            }
+        } else {
+            match done {
+                Some(r) if r.entries() > ctx.levelling_size(level_number)? => {
+                    move_down = Some(vec![r]);
+                    new_incoming_runs = incoming;
+                    new_kind = MergeKind::MidLevel;
+                }
+                done => {
+                    new_incoming_runs = incoming.into_iter().chain(done).collect();
+                    new_kind = MergeKind::LastLevel;
+                }
+            }
+        }
+        let (new, s) = new_incoming(ctx, level_number, new_incoming_runs, new_kind)?;
+        steps += s;
+        self.levels[idx].incoming = new;
+        if let Some(bundle) = move_down {
+            steps += self.add_runs(ctx, level_number + 1, bundle)?;
+        }
+        Ok(steps)
+    }
+
+    /// Statistics: `(runs, merges in progress, memory held by filters and indexes)`.
+    pub(crate) fn stats(&self) -> (usize, usize, usize) {
+        let mut runs = Vec::new();
+        self.runs_newest_first(&mut runs);
+        let merging = self
+            .levels
+            .iter()
+            .filter(|l| matches!(&l.incoming, Incoming::Merging(m) if !m.merge.is_done()))
+            .count();
+        let memory = runs.iter().map(|r| r.memory_bytes()).sum();
+        (runs.len(), merging, memory)
+    }
+}
+
+/// Finishes a level's incoming merge (if needed) and returns its run and the steps performed.
+fn complete_incoming(incoming: &mut Incoming) -> Result<(Option<Arc<Run>>, u64)> {
+    match incoming {
+        Incoming::Single(run) => Ok((Some(run.clone()), 0)),
+        Incoming::Merging(m) => {
+            let steps = m.merge.complete()?;
+            let out = m.merge.output().cloned().flatten();
+            Ok((out, steps))
+        }
+    }
+}
+
+/// Makes the incoming run of a level from the runs arriving there (newest first).
+fn new_incoming(
+    ctx: &MergeContext<'_>,
+    level_number: usize,
+    mut runs: Vec<Arc<Run>>,
+    kind: MergeKind,
+) -> Result<(Incoming, u64)> {
+    if runs.len() == 1 {
+        if let Some(run) = runs.pop() {
+            return Ok((Incoming::Single(run), 0));
+        }
+    }
+    let merge = MergingRun::new(
+        ctx.fs.clone(),
+        ctx.params,
+        (ctx.next_run_number)(),
+        runs,
+        kind,
+        ctx.resolve.clone(),
+        ctx.disk_cache.caches_level(level_number),
+    )?;
+    let mut m = Box::new(LevelMerge {
+        merge,
+        nominal_debt: ctx.tiering_size(level_number)?,
+        nominal_credits: 0,
+    });
+    let steps = match ctx.schedule {
+        MergeSchedule::OneShot => m.merge.complete()?,
+        MergeSchedule::Incremental => 0,
+    };
+    Ok((Incoming::Merging(m), steps))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bound_grows_with_levels() {
+        assert_eq!(merge_steps_per_update_max(1, 1), 0);
+        // Level 2 as the last (levelled) level: T + 1 + 0 steps per credit, plus overshoot T.
+        assert_eq!(merge_steps_per_update_max(2, 1), 5 + 4);
+        assert!(merge_steps_per_update_max(5, 8) > merge_steps_per_update_max(4, 8));
+    }
+}

@@ -1,0 +1,314 @@
+//! Sessions: one directory, its lock, its salt, its block I/O engine and its tables.
+//!
+//! Owns: [`Session`], [`SessionOptions`], the session metadata file and the directory layout:
+//!
+//! ```text
+//! <dir>/lock          exclusive lock (flock) held while the session is open
+//! <dir>/metadata      format version and the Bloom-filter salt (docs/format/session.md)
+//! <dir>/active/       the run files of open tables; emptied when the session is opened
+//! <dir>/snapshots/    saved tables (one directory each)
+//! ```
+//!
+//! May call: `fs`, `io`, `table`. Must never touch: run contents.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::config::TableConfig;
+use crate::error::{Error, Result};
+use crate::fs::{read_all, write_atomic, FileLock, FileSystem, RealFs};
+use crate::io::{BlockIo, IoBackendKind};
+use crate::table::{Table, TableInner};
+
+const METADATA_MAGIC: &[u8; 8] = b"CRNSESSN";
+const METADATA_VERSION: u32 = 1;
+const METADATA_BYTES: usize = 8 + 4 + 8 + 4;
+
+/// Encodes the session metadata file.
+fn encode_metadata(salt: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(METADATA_BYTES);
+    out.extend_from_slice(METADATA_MAGIC);
+    out.extend_from_slice(&METADATA_VERSION.to_le_bytes());
+    out.extend_from_slice(&salt.to_le_bytes());
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Decodes the session metadata file (total: any bytes give a salt or an error).
+fn decode_metadata(bytes: &[u8]) -> Result<u64> {
+    let bad = |detail: &str| Error::corrupt("session metadata", detail.to_string());
+    if bytes.len() < 12 || &bytes[..8] != METADATA_MAGIC {
+        return Err(bad("bad magic"));
+    }
+    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if version != METADATA_VERSION {
+        return Err(Error::UnsupportedVersion {
+            what: "session metadata",
+            found: version,
+            supported: METADATA_VERSION,
+        });
+    }
+    if bytes.len() != METADATA_BYTES {
+        return Err(bad("wrong length"));
+    }
+    let crc = u32::from_le_bytes([bytes[20], bytes[21], bytes[22], bytes[23]]);
+    if crc != crc32c::crc32c(&bytes[..20]) {
+        return Err(bad("checksum mismatch"));
+    }
+    let mut salt = [0u8; 8];
+    salt.copy_from_slice(&bytes[12..20]);
+    Ok(u64::from_le_bytes(salt))
+}
+
+/// How a session is opened.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionOptions {
+    /// The block I/O backend for batched lookups.
+    pub io_backend: IoBackendKind,
+    /// The salt of a new session; random when `None`. Ignored when restoring (the stored salt is
+    /// used).
+    pub salt: Option<u64>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            io_backend: IoBackendKind::Auto,
+            salt: None,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct SessionState {
+    open: bool,
+    lock: Option<Box<dyn FileLock>>,
+    tables: Vec<Weak<TableInner>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct SessionInner {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    active_dir: PathBuf,
+    salt: u64,
+    io: BlockIo,
+    run_counter: AtomicU64,
+    table_counter: AtomicU64,
+    state: Mutex<SessionState>,
+}
+
+impl SessionInner {
+    pub(crate) fn fs(&self) -> &Arc<dyn FileSystem> {
+        &self.fs
+    }
+
+    pub(crate) fn active_dir(&self) -> &Path {
+        &self.active_dir
+    }
+
+    pub(crate) fn salt(&self) -> u64 {
+        self.salt
+    }
+
+    pub(crate) fn io(&self) -> &BlockIo {
+        &self.io
+    }
+
+    pub(crate) fn next_run_number(&self) -> u64 {
+        self.run_counter.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn next_table_id(&self) -> u64 {
+        self.table_counter.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a new table so that closing the session closes it.
+    pub(crate) fn register_table(&self, table: &Arc<TableInner>) -> Result<()> {
+        let mut state = self.lock_state();
+        if !state.open {
+            return Err(Error::SessionClosed);
+        }
+        state.tables.retain(|t| t.strong_count() > 0);
+        state.tables.push(Arc::downgrade(table));
+        Ok(())
+    }
+}
+
+/// A session: the owner of one directory and of the tables in it.
+///
+/// `Session` is `Send + Sync` and cheap to share with an `Arc`.
+#[derive(Debug)]
+pub struct Session {
+    inner: Arc<SessionInner>,
+}
+
+impl Session {
+    /// Opens the session in `dir` on the real file system: creates it when `dir` is empty,
+    /// restores it otherwise. `dir` must exist.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Session> {
+        Session::open_with(Arc::new(RealFs), dir, SessionOptions::default())
+    }
+
+    /// Opens the session in `dir` on the given file system with the given options.
+    ///
+    /// Errors: [`Error::SessionDirMissing`], [`Error::SessionLocked`] if another live session
+    /// holds the directory, [`Error::SessionCorrupted`] if a non-empty directory is not a session.
+    pub fn open_with(
+        fs: Arc<dyn FileSystem>,
+        dir: impl AsRef<Path>,
+        options: SessionOptions,
+    ) -> Result<Session> {
+        let dir = dir.as_ref().to_path_buf();
+        if !fs.is_dir(&dir)? {
+            return Err(Error::SessionDirMissing(dir));
+        }
+        let Some(lock) = fs.try_lock(&dir.join("lock"))? else {
+            return Err(Error::SessionLocked(dir));
+        };
+        let active_dir = dir.join("active");
+        let snapshots_dir = dir.join("snapshots");
+        let metadata_path = dir.join("metadata");
+        let entries: Vec<String> = fs
+            .list_dir(&dir)?
+            .into_iter()
+            .filter(|name| name != "lock")
+            .collect();
+        let salt = if entries.is_empty() {
+            let salt = match options.salt {
+                Some(salt) => salt,
+                None => random_salt(&dir)?,
+            };
+            fs.create_dir_all(&active_dir)?;
+            fs.create_dir_all(&snapshots_dir)?;
+            write_atomic(&*fs, &metadata_path, &encode_metadata(salt))?;
+            fs.sync_dir(&dir)?;
+            salt
+        } else {
+            let corrupted = |reason: String| Error::SessionCorrupted {
+                path: dir.clone(),
+                reason,
+            };
+            if !fs.exists(&metadata_path)? {
+                return Err(corrupted(
+                    "the directory is not empty but has no metadata file".into(),
+                ));
+            }
+            let salt = decode_metadata(&read_all(&*fs, &metadata_path)?)
+                .map_err(|e| corrupted(e.to_string()))?;
+            for sub in [&active_dir, &snapshots_dir] {
+                if !fs.is_dir(sub)? {
+                    return Err(corrupted(format!("{} is missing", sub.display())));
+                }
+            }
+            // Tables are not durable between snapshots: whatever an earlier session left in
+            // `active` is garbage.
+            for name in fs.list_dir(&active_dir)? {
+                let path = active_dir.join(name);
+                if fs.is_dir(&path)? {
+                    fs.remove_dir_all(&path)?;
+                } else {
+                    fs.remove_file(&path)?;
+                }
+            }
+            salt
+        };
+        let io = BlockIo::new(options.io_backend)?;
+        Ok(Session {
+            inner: Arc::new(SessionInner {
+                fs,
+                dir,
+                active_dir,
+                salt,
+                io,
+                run_counter: AtomicU64::new(0),
+                table_counter: AtomicU64::new(0),
+                state: Mutex::new(SessionState {
+                    open: true,
+                    lock: Some(lock),
+                    tables: Vec::new(),
+                }),
+            }),
+        })
+    }
+
+    /// The session directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The salt of the Bloom-filter hashes.
+    pub fn salt(&self) -> u64 {
+        self.inner.salt
+    }
+
+    /// The block I/O backend in use (`Uring` or `Pread`).
+    pub fn io_backend(&self) -> IoBackendKind {
+        self.inner.io.kind()
+    }
+
+    /// Creates an empty table. Fails with [`Error::InvalidConfig`] for an invalid config and
+    /// [`Error::SessionClosed`] after [`Session::close`].
+    pub fn new_table(&self, config: TableConfig) -> Result<Table> {
+        Table::new(self.inner.clone(), config)
+    }
+
+    /// Closes the session: closes every table and releases the directory lock. Idempotent.
+    pub fn close(&self) {
+        let tables = {
+            let mut state = self.inner.lock_state();
+            state.open = false;
+            state.lock = None;
+            std::mem::take(&mut state.tables)
+        };
+        for table in tables.iter().filter_map(Weak::upgrade) {
+            table.close();
+        }
+    }
+
+    /// Whether the session is open.
+    pub fn is_open(&self) -> bool {
+        self.inner.lock_state().open
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn random_salt(dir: &Path) -> Result<u64> {
+    getrandom::u64().map_err(|e| {
+        Error::io(
+            "getrandom",
+            dir,
+            std::io::Error::other(format!("no randomness for the session salt: {e}")),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_round_trip_and_totality() {
+        let bytes = encode_metadata(0x0123_4567_89ab_cdef);
+        assert_eq!(decode_metadata(&bytes).unwrap(), 0x0123_4567_89ab_cdef);
+        for len in 0..bytes.len() {
+            assert!(decode_metadata(&bytes[..len]).is_err());
+        }
+        for bit in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode_metadata(&b).is_err());
+        }
+    }
+}

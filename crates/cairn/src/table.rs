@@ -1,0 +1,430 @@
+//! Tables: the public key-value API over one write buffer and its levels.
+//!
+//! Owns: [`Table`], [`Update`], [`TableStats`], and the update path (validation, credits, flushes).
+//! May call: `write_buffer`, `schedule`, `lookup`, `run`, the session's shared parts. Must never
+//! touch: page, index or filter bytes directly (that is `run`'s and `lookup`'s job).
+//!
+//! Concurrency: a table's state sits behind one reader-writer lock. Lookups hold the read lock
+//! only to read the write buffer and collect the runs to consult (`Arc`s), then do their I/O
+//! without it, so lookups run concurrently with each other and with updates. Updates take the
+//! write lock, so writes to one table are serialised by the API.
+//!
+//! Consistency after an error: an update batch that fails half way (an I/O error) may have
+//! applied a prefix of its updates. As in lsm-tree, the remedy is to close the table and reopen
+//! from a snapshot.
+
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::config::{MergeSchedule, TableConfig};
+use crate::entry::Entry;
+use crate::error::{Error, Result};
+use crate::lookup::{lookup_runs, BlobRef, BlobSource, LookupResult, Partial};
+use crate::page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
+use crate::run::{Run, RunParams, RunWriter};
+use crate::schedule::{merge_steps_per_update_max, Levels, MergeContext};
+use crate::session::SessionInner;
+use crate::write_buffer::{MemBlob, WriteBuffer};
+
+/// Largest blob, in bytes.
+pub const BLOB_SIZE_MAX: u64 = u32::MAX as u64;
+
+/// One update in a batch given to [`Table::updates`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Update<'a> {
+    /// Set the key's value, dropping any blob it had.
+    Insert(&'a [u8]),
+    /// Set the key's value and blob.
+    InsertWithBlob(&'a [u8], &'a [u8]),
+    /// Combine the value with the key's current value through the table's resolve function (or
+    /// set it, if the key is absent). Never reads.
+    Upsert(&'a [u8]),
+    /// Remove the key.
+    Delete,
+}
+
+/// Counters describing a table's shape and the merge work it has done.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    /// Levels below the write buffer.
+    pub levels: usize,
+    /// Runs a lookup consults.
+    pub runs: usize,
+    /// Merges started but not finished.
+    pub merges_in_progress: usize,
+    /// Keys in the write buffer.
+    pub write_buffer_entries: usize,
+    /// Memory held by Bloom filters and indexes.
+    pub filter_and_index_bytes: usize,
+    /// Merge steps (input entries consumed by merges) since the table was created.
+    pub merge_steps_total: u64,
+    /// The most merge steps any single update has performed.
+    pub merge_steps_max_per_update: u64,
+    /// Merge steps the most recent update performed.
+    pub merge_steps_last_update: u64,
+    /// The documented bound on merge steps per update for the current number of levels
+    /// (see [`crate::schedule`]); meaningful for the incremental schedule.
+    pub merge_steps_bound_per_update: u64,
+    /// Updates applied since the table was created.
+    pub updates: u64,
+}
+
+#[derive(Debug)]
+struct TableState {
+    open: bool,
+    write_buffer: WriteBuffer,
+    levels: Levels,
+    /// Incremented by every update; blob references carry the epoch of their lookup.
+    epoch: u64,
+    merge_steps_total: u64,
+    merge_steps_max_per_update: u64,
+    merge_steps_last_update: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct TableInner {
+    id: u64,
+    session: Arc<SessionInner>,
+    config: TableConfig,
+    params: RunParams,
+    state: RwLock<TableState>,
+}
+
+/// A table: a sorted map from byte-string keys to byte-string values (with optional blobs).
+///
+/// `Table` is `Send + Sync`; share it between threads with an `Arc`. Closing the table or its
+/// session makes every later call fail with [`Error::TableClosed`].
+#[derive(Debug)]
+pub struct Table {
+    inner: Arc<TableInner>,
+}
+
+impl TableInner {
+    /// Closes the table: drops the write buffer and releases every run.
+    pub(crate) fn close(&self) {
+        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        state.open = false;
+        state.write_buffer.clear();
+        state.levels = Levels::default();
+    }
+}
+
+impl Table {
+    pub(crate) fn new(session: Arc<SessionInner>, config: TableConfig) -> Result<Table> {
+        let bloom = config.validate()?;
+        let params = RunParams {
+            dir: session.active_dir().to_path_buf(),
+            salt: session.salt(),
+            bloom,
+            index: config.index,
+        };
+        let inner = Arc::new(TableInner {
+            id: session.next_table_id(),
+            session,
+            config,
+            params,
+            state: RwLock::new(TableState {
+                open: true,
+                write_buffer: WriteBuffer::default(),
+                levels: Levels::default(),
+                epoch: 0,
+                merge_steps_total: 0,
+                merge_steps_max_per_update: 0,
+                merge_steps_last_update: 0,
+            }),
+        });
+        inner.session.register_table(&inner)?;
+        Ok(Table { inner })
+    }
+
+    /// The table's configuration.
+    pub fn config(&self) -> &TableConfig {
+        &self.inner.config
+    }
+
+    fn read(&self) -> Result<RwLockReadGuard<'_, TableState>> {
+        let state = self.inner.state.read().unwrap_or_else(|p| p.into_inner());
+        if !state.open {
+            return Err(Error::TableClosed);
+        }
+        Ok(state)
+    }
+
+    fn write(&self) -> Result<RwLockWriteGuard<'_, TableState>> {
+        let state = self.inner.state.write().unwrap_or_else(|p| p.into_inner());
+        if !state.open {
+            return Err(Error::TableClosed);
+        }
+        Ok(state)
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Updates
+
+    /// Sets `key` to `value` (dropping any blob).
+    pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.updates(&[(key, Update::Insert(value))])
+    }
+
+    /// Sets `key` to `value` with a blob.
+    pub fn insert_with_blob(&self, key: &[u8], value: &[u8], blob: &[u8]) -> Result<()> {
+        self.updates(&[(key, Update::InsertWithBlob(value, blob))])
+    }
+
+    /// Removes `key`.
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        self.updates(&[(key, Update::Delete)])
+    }
+
+    /// Combines `value` with the key's current value (see [`Update::Upsert`]).
+    pub fn upsert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.updates(&[(key, Update::Upsert(value))])
+    }
+
+    /// Inserts every pair, in order.
+    pub fn inserts<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<()> {
+        let batch: Vec<_> = pairs
+            .iter()
+            .map(|(k, v)| (k.as_ref(), Update::Insert(v.as_ref())))
+            .collect();
+        self.updates(&batch)
+    }
+
+    /// Deletes every key, in order.
+    pub fn deletes<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<()> {
+        let batch: Vec<_> = keys.iter().map(|k| (k.as_ref(), Update::Delete)).collect();
+        self.updates(&batch)
+    }
+
+    /// Upserts every pair, in order.
+    pub fn upserts<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<()> {
+        let batch: Vec<_> = pairs
+            .iter()
+            .map(|(k, v)| (k.as_ref(), Update::Upsert(v.as_ref())))
+            .collect();
+        self.updates(&batch)
+    }
+
+    /// Applies a batch of inserts, upserts and deletes, in order.
+    ///
+    /// The whole batch is validated first: an oversized key, value or blob rejects the batch
+    /// before anything is applied. Each update then costs O(log B) in the write buffer plus at
+    /// most [`TableStats::merge_steps_bound_per_update`] merge steps (incremental schedule); the
+    /// update that fills the write buffer also writes it out as a run (B entries, sequential I/O).
+    pub fn updates(&self, batch: &[(&[u8], Update<'_>)]) -> Result<()> {
+        for (key, update) in batch {
+            validate(key, update)?;
+        }
+        let mut state = self.write()?;
+        for (key, update) in batch {
+            let entry: Entry<MemBlob> = match update {
+                Update::Insert(v) => Entry::Insert(v.to_vec(), None),
+                Update::InsertWithBlob(v, b) => Entry::Insert(v.to_vec(), Some(Arc::from(*b))),
+                Update::Upsert(v) => Entry::Upsert(v.to_vec()),
+                Update::Delete => Entry::Delete,
+            };
+            self.apply_one(&mut state, key, entry)?;
+        }
+        Ok(())
+    }
+
+    fn apply_one(&self, state: &mut TableState, key: &[u8], entry: Entry<MemBlob>) -> Result<()> {
+        state.epoch += 1;
+        let session = &self.inner.session;
+        let next_run_number = || session.next_run_number();
+        let config = &self.inner.config;
+        let ctx = MergeContext {
+            fs: session.fs(),
+            params: &self.inner.params,
+            next_run_number: &next_run_number,
+            resolve: &config.resolve,
+            disk_cache: config.disk_cache,
+            schedule: config.merge_schedule,
+            write_buffer_entries: config.write_buffer_entries as u64,
+            merge_batch_size: config.merge_batch_size as u64,
+        };
+        let mut steps = state.levels.supply_credits(&ctx, 1)?;
+        state.write_buffer.apply(key, entry, &config.resolve);
+        if state.write_buffer.len() >= config.write_buffer_entries {
+            let run = self.flush_write_buffer(state)?;
+            if let Some(run) = run {
+                steps += state.levels.add_flushed_run(&ctx, run)?;
+            }
+        }
+        state.merge_steps_total += steps;
+        state.merge_steps_max_per_update = state.merge_steps_max_per_update.max(steps);
+        state.merge_steps_last_update = steps;
+        Ok(())
+    }
+
+    /// Writes the write buffer out as a run (level 1) and empties it.
+    fn flush_write_buffer(&self, state: &mut TableState) -> Result<Option<Arc<Run>>> {
+        let session = &self.inner.session;
+        let mut writer = RunWriter::new(
+            session.fs().clone(),
+            &self.inner.params,
+            session.next_run_number(),
+            state.write_buffer.len() as u64,
+            self.inner.config.disk_cache.caches_level(1),
+        )?;
+        for (key, entry) in state.write_buffer.iter() {
+            let blob = match entry {
+                Entry::Insert(_, Some(blob)) => Some(&blob[..]),
+                _ => None,
+            };
+            writer.push(key, entry.op(), entry.value(), blob)?;
+        }
+        state.write_buffer.clear();
+        writer.finish()
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Lookups
+
+    /// Looks up one key.
+    pub fn lookup(&self, key: &[u8]) -> Result<LookupResult> {
+        let mut results = self.lookups(&[key])?;
+        Ok(results.pop().unwrap_or(LookupResult::NotFound))
+    }
+
+    /// Looks up a batch of keys: the fast path. Every key is hashed once, every run's filter is
+    /// probed, and all page reads of the batch are submitted at once.
+    ///
+    /// Bounds: at most `keys.len() * runs` page-span reads (in practice about one per present
+    /// key, plus `fpr * runs` per key); memory 4 KiB per read for the duration of the call.
+    pub fn lookups<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<LookupResult>> {
+        for key in keys {
+            check_key(key.as_ref())?;
+        }
+        let mut runs = Vec::new();
+        let (partial, epoch) = {
+            let state = self.read()?;
+            let partial: Vec<Partial> = keys
+                .iter()
+                .map(|k| {
+                    state.write_buffer.get(k.as_ref()).map(|e| match e {
+                        Entry::Insert(v, blob) => {
+                            Entry::Insert(v.clone(), blob.clone().map(BlobSource::Memory))
+                        }
+                        Entry::Upsert(v) => Entry::Upsert(v.clone()),
+                        Entry::Delete => Entry::Delete,
+                    })
+                })
+                .collect();
+            state.levels.runs_newest_first(&mut runs);
+            (partial, state.epoch)
+        };
+        let session = &self.inner.session;
+        lookup_runs(
+            session.io(),
+            session.salt(),
+            keys,
+            partial,
+            &runs,
+            &self.inner.config.resolve,
+            self.inner.id,
+            epoch,
+        )
+    }
+
+    /// Whether `key` is present.
+    pub fn member(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.lookup(key)?.value().is_some())
+    }
+
+    /// Whether each key is present.
+    pub fn members<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
+        Ok(self
+            .lookups(keys)?
+            .iter()
+            .map(|r| r.value().is_some())
+            .collect())
+    }
+
+    /// Reads the blob a lookup returned a reference to. Fails with [`Error::BlobRefInvalid`] if
+    /// the table has been updated since that lookup, or if the reference came from another table.
+    pub fn retrieve_blob(&self, blob: &BlobRef) -> Result<Vec<u8>> {
+        let state = self.read()?;
+        if blob.table_id != self.inner.id || blob.epoch != state.epoch {
+            return Err(Error::BlobRefInvalid);
+        }
+        blob.read()
+    }
+
+    /// Reads several blobs; fails on the first invalid reference.
+    pub fn retrieve_blobs(&self, blobs: &[BlobRef]) -> Result<Vec<Vec<u8>>> {
+        blobs.iter().map(|b| self.retrieve_blob(b)).collect()
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Life cycle and statistics
+
+    /// Closes the table and releases its runs. Idempotent.
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    /// Counters describing the table.
+    pub fn stats(&self) -> Result<TableStats> {
+        let state = self.read()?;
+        let (runs, merges_in_progress, filter_and_index_bytes) = state.levels.stats();
+        let levels = state.levels.level_count();
+        let bound = match self.inner.config.merge_schedule {
+            MergeSchedule::Incremental => {
+                merge_steps_per_update_max(levels, self.inner.config.merge_batch_size as u64)
+            }
+            MergeSchedule::OneShot => u64::MAX,
+        };
+        Ok(TableStats {
+            levels,
+            runs,
+            merges_in_progress,
+            write_buffer_entries: state.write_buffer.len(),
+            filter_and_index_bytes,
+            merge_steps_total: state.merge_steps_total,
+            merge_steps_max_per_update: state.merge_steps_max_per_update,
+            merge_steps_last_update: state.merge_steps_last_update,
+            merge_steps_bound_per_update: bound,
+            updates: state.epoch,
+        })
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        self.inner.close();
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > KEY_SIZE_MAX {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: KEY_SIZE_MAX,
+        });
+    }
+    Ok(())
+}
+
+fn validate(key: &[u8], update: &Update<'_>) -> Result<()> {
+    check_key(key)?;
+    let (value, blob) = match update {
+        Update::Insert(v) | Update::Upsert(v) => (*v, None),
+        Update::InsertWithBlob(v, b) => (*v, Some(*b)),
+        Update::Delete => (&[][..], None),
+    };
+    if value.len() > VALUE_SIZE_MAX {
+        return Err(Error::ValueTooLarge {
+            len: value.len(),
+            max: VALUE_SIZE_MAX,
+        });
+    }
+    if let Some(blob) = blob {
+        if blob.len() as u64 > BLOB_SIZE_MAX {
+            return Err(Error::BlobTooLarge {
+                len: blob.len() as u64,
+                max: BLOB_SIZE_MAX,
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! Counts merge work: across 1M updates with a small write buffer, no single update performs
+//! more merge steps than the documented bound (`cairn::schedule::merge_steps_per_update_max`).
+//!
+//! The workload mixes inserts of fresh keys, deletes and upserts of present keys and overwrites,
+//! so merges cancel entries, hold back underfull runs and promote the last level.
+//! Updates: `CAIRN_MERGE_BOUND_UPDATES` (default 1,000,000).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use cairn::fs::{FileSystem, MemFs};
+use cairn::{
+    BloomAlloc, IndexType, MergeSchedule, Resolve, Session, SessionOptions, TableConfig, Update,
+};
+
+fn updates_total() -> u64 {
+    std::env::var("CAIRN_MERGE_BOUND_UPDATES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000)
+}
+
+/// A small deterministic generator (SplitMix64).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+fn key(id: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&id.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes());
+    k[8..].copy_from_slice(&id.to_be_bytes());
+    k
+}
+
+fn run(write_buffer: usize, merge_batch: usize) {
+    let fs = MemFs::new();
+    fs.create_dir_all(Path::new("/s")).unwrap();
+    let session = Session::open_with(Arc::new(fs), "/s", SessionOptions::default()).unwrap();
+    let table = session
+        .new_table(TableConfig {
+            write_buffer_entries: write_buffer,
+            merge_schedule: MergeSchedule::Incremental,
+            bloom: BloomAlloc::BitsPerEntry(2.0),
+            index: IndexType::Compact,
+            merge_batch_size: merge_batch,
+            resolve: Resolve::AddU64Le,
+            ..TableConfig::default()
+        })
+        .unwrap();
+    let mut rng = Rng(42);
+    let mut next_id = 0u64;
+    let total = updates_total();
+    let mut worst_ratio = 0.0f64;
+    for _ in 0..total {
+        let r = rng.next();
+        let id = match r % 8 {
+            // Fresh inserts make the table grow...
+            0..=3 => {
+                next_id += 1;
+                next_id
+            }
+            // ...the rest hit existing keys: deletes, upserts and overwrites.
+            _ => (rng.next() % next_id.max(1)) + 1,
+        };
+        let k = key(id);
+        let v = 1u64.to_le_bytes();
+        let update = match r % 8 {
+            0..=3 | 7 => Update::Insert(&v),
+            4 | 5 => Update::Delete,
+            _ => Update::Upsert(&v),
+        };
+        table.updates(&[(&k, update)]).unwrap();
+        let stats = table.stats().unwrap();
+        assert!(
+            stats.merge_steps_last_update <= stats.merge_steps_bound_per_update,
+            "update {} performed {} merge steps, above the bound {} for {} levels",
+            stats.updates,
+            stats.merge_steps_last_update,
+            stats.merge_steps_bound_per_update,
+            stats.levels
+        );
+        if stats.merge_steps_bound_per_update > 0 {
+            worst_ratio = worst_ratio.max(
+                stats.merge_steps_last_update as f64 / stats.merge_steps_bound_per_update as f64,
+            );
+        }
+    }
+    let stats = table.stats().unwrap();
+    eprintln!(
+        "write buffer {write_buffer}, batch {merge_batch}: {} updates, {} levels, {} runs, \
+         {} merge steps, at most {} per update (bound {}, worst use {:.0}%)",
+        stats.updates,
+        stats.levels,
+        stats.runs,
+        stats.merge_steps_total,
+        stats.merge_steps_max_per_update,
+        stats.merge_steps_bound_per_update,
+        worst_ratio * 100.0
+    );
+    assert!(stats.levels >= 5, "the workload must build a deep table");
+    assert!(stats.merge_steps_total > total, "merges must have happened");
+}
+
+#[test]
+fn merge_steps_per_update_stay_within_the_bound() {
+    run(8, 1);
+}
+
+#[test]
+fn merge_steps_per_update_stay_within_the_bound_with_batches() {
+    run(32, 64);
+}

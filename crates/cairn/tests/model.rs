@@ -1,0 +1,367 @@
+//! Drives the public API through random sequences of every table operation and compares each
+//! answer with a `BTreeMap` model.
+//!
+//! Write buffers of 1 to 64 entries make flushes and merges happen every few operations; both
+//! index types, both merge schedules and three resolve functions are covered. Most cases run on
+//! the in-memory file system; some run on the real one (io_uring or pread, sometimes `O_DIRECT`).
+//!
+//! Cases: `CAIRN_MODEL_CASES` (default 2000).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cairn::fs::{FileSystem, MemFs, RealFs};
+use cairn::{
+    BloomAlloc, DiskCachePolicy, Error, IndexType, IoBackendKind, LookupResult, MergeSchedule,
+    Resolve, Session, SessionOptions, TableConfig, Update,
+};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u16, Vec<u8>),
+    InsertWithBlob(u16, Vec<u8>, Vec<u8>),
+    Delete(u16),
+    Upsert(u16, Vec<u8>),
+    Updates(Vec<(u16, UpdateOp)>),
+    Lookup(u16),
+    Lookups(Vec<u16>),
+    Member(u16),
+    Members(Vec<u16>),
+    RetrieveBlobs,
+}
+
+#[derive(Clone, Debug)]
+enum UpdateOp {
+    Insert(Vec<u8>),
+    InsertWithBlob(Vec<u8>, Vec<u8>),
+    Upsert(Vec<u8>),
+    Delete,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum ResolveKind {
+    KeepNewest,
+    AddU64,
+    Concat,
+}
+
+#[derive(Clone, Debug)]
+struct Setup {
+    write_buffer: usize,
+    index: IndexType,
+    schedule: MergeSchedule,
+    resolve: ResolveKind,
+    merge_batch: usize,
+    real_fs: bool,
+    direct: bool,
+    long_keys: bool,
+}
+
+fn key_bytes(k: u16, long: bool) -> Vec<u8> {
+    if long {
+        // Uniform-looking 34-byte keys (like UTxO keys), derived from the small id.
+        let mut key = Vec::with_capacity(34);
+        let mut x = (k as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        while key.len() < 34 {
+            x ^= x >> 29;
+            x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            key.extend_from_slice(&x.to_be_bytes());
+        }
+        key.truncate(34);
+        key
+    } else {
+        // Short keys with shared prefixes: they clash in the compact index.
+        format!("k{k}").into_bytes()
+    }
+}
+
+fn value_strategy(resolve: ResolveKind) -> BoxedStrategy<Vec<u8>> {
+    match resolve {
+        ResolveKind::AddU64 => any::<u64>().prop_map(|v| v.to_le_bytes().to_vec()).boxed(),
+        _ => prop_oneof![
+            8 => prop::collection::vec(any::<u8>(), 0..12),
+            1 => prop::collection::vec(any::<u8>(), 3000..9000),
+        ]
+        .boxed(),
+    }
+}
+
+fn update_strategy(resolve: ResolveKind, keys: u16) -> impl Strategy<Value = (u16, UpdateOp)> {
+    let v = value_strategy(resolve);
+    (
+        0..keys,
+        prop_oneof![
+            4 => v.clone().prop_map(UpdateOp::Insert),
+            1 => (v.clone(), prop::collection::vec(any::<u8>(), 0..40))
+                .prop_map(|(v, b)| UpdateOp::InsertWithBlob(v, b)),
+            3 => v.prop_map(UpdateOp::Upsert),
+            2 => Just(UpdateOp::Delete),
+        ],
+    )
+}
+
+fn op_strategy(resolve: ResolveKind, keys: u16) -> impl Strategy<Value = Op> {
+    let v = value_strategy(resolve);
+    prop_oneof![
+        6 => (0..keys, v.clone()).prop_map(|(k, v)| Op::Insert(k, v)),
+        2 => (0..keys, v.clone(), prop::collection::vec(any::<u8>(), 0..64))
+            .prop_map(|(k, v, b)| Op::InsertWithBlob(k, v, b)),
+        3 => (0..keys).prop_map(Op::Delete),
+        4 => (0..keys, v).prop_map(|(k, v)| Op::Upsert(k, v)),
+        2 => prop::collection::vec(update_strategy(resolve, keys), 0..80).prop_map(Op::Updates),
+        3 => (0..keys).prop_map(Op::Lookup),
+        3 => prop::collection::vec(0..keys, 0..40).prop_map(Op::Lookups),
+        1 => (0..keys).prop_map(Op::Member),
+        1 => prop::collection::vec(0..keys, 0..20).prop_map(Op::Members),
+        2 => Just(Op::RetrieveBlobs),
+    ]
+}
+
+fn setup_strategy() -> impl Strategy<Value = Setup> {
+    (
+        1usize..=64,
+        prop_oneof![Just(IndexType::Compact), Just(IndexType::Ordinary)],
+        prop_oneof![
+            4 => Just(MergeSchedule::Incremental),
+            1 => Just(MergeSchedule::OneShot)
+        ],
+        prop_oneof![
+            Just(ResolveKind::KeepNewest),
+            Just(ResolveKind::AddU64),
+            Just(ResolveKind::Concat)
+        ],
+        prop_oneof![Just(1usize), 1usize..=16, Just(1000)],
+        prop::bool::weighted(0.1),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(write_buffer, index, schedule, resolve, merge_batch, real_fs, direct, long_keys)| {
+                Setup {
+                    write_buffer,
+                    index,
+                    schedule,
+                    resolve,
+                    merge_batch,
+                    real_fs,
+                    direct,
+                    long_keys,
+                }
+            },
+        )
+}
+
+fn case_strategy() -> impl Strategy<Value = (Setup, Vec<Op>)> {
+    setup_strategy().prop_flat_map(|setup| {
+        let keys = if setup.write_buffer > 16 { 300 } else { 60 };
+        let ops = prop::collection::vec(op_strategy(setup.resolve, keys), 1..120);
+        (Just(setup), ops)
+    })
+}
+
+fn resolve_of(kind: ResolveKind) -> Resolve {
+    match kind {
+        ResolveKind::KeepNewest => Resolve::KeepNewest,
+        ResolveKind::AddU64 => Resolve::AddU64Le,
+        // Concatenation is associative; cap the length so values stay within limits.
+        ResolveKind::Concat => Resolve::custom(|newer, older| {
+            let mut out = [newer, older].concat();
+            out.truncate(20_000);
+            out
+        }),
+    }
+}
+
+/// The model: key -> (value, blob).
+type Model = BTreeMap<Vec<u8>, (Vec<u8>, Option<Vec<u8>>)>;
+
+fn model_apply(model: &mut Model, resolve: &Resolve, key: Vec<u8>, op: &UpdateOp) {
+    match op {
+        UpdateOp::Insert(v) => {
+            model.insert(key, (v.clone(), None));
+        }
+        UpdateOp::InsertWithBlob(v, b) => {
+            model.insert(key, (v.clone(), Some(b.clone())));
+        }
+        UpdateOp::Upsert(v) => {
+            let new = match model.get(&key) {
+                Some((old, _)) => resolve.apply(v, old),
+                None => v.clone(),
+            };
+            model.insert(key, (new, None));
+        }
+        UpdateOp::Delete => {
+            model.remove(&key);
+        }
+    }
+}
+
+fn check_result(model: &Model, key: &[u8], got: &LookupResult) -> Result<(), TestCaseError> {
+    match (model.get(key), got) {
+        (None, LookupResult::NotFound) => Ok(()),
+        (Some((v, None)), LookupResult::Found(got)) => {
+            prop_assert_eq!(v, got, "value of {:?}", key);
+            Ok(())
+        }
+        (Some((v, Some(_))), LookupResult::FoundWithBlob(got, _)) => {
+            prop_assert_eq!(v, got, "value of {:?}", key);
+            Ok(())
+        }
+        (want, got) => Err(TestCaseError::fail(format!(
+            "key {key:?}: model has {want:?}, table returned {got:?}"
+        ))),
+    }
+}
+
+fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
+    let tmp = tempfile::tempdir().unwrap();
+    let (fs, dir): (Arc<dyn FileSystem>, std::path::PathBuf) = if setup.real_fs {
+        (Arc::new(RealFs), tmp.path().to_path_buf())
+    } else {
+        let fs = MemFs::new();
+        fs.create_dir_all(std::path::Path::new("/s")).unwrap();
+        (Arc::new(fs), "/s".into())
+    };
+    let session = Session::open_with(
+        fs,
+        &dir,
+        SessionOptions {
+            io_backend: IoBackendKind::Auto,
+            salt: Some(7),
+        },
+    )
+    .unwrap();
+    let resolve = resolve_of(setup.resolve);
+    let config = TableConfig {
+        write_buffer_entries: setup.write_buffer,
+        merge_schedule: setup.schedule,
+        bloom: BloomAlloc::BitsPerEntry(4.0),
+        index: setup.index,
+        disk_cache: if setup.real_fs && setup.direct {
+            DiskCachePolicy::None
+        } else {
+            DiskCachePolicy::LevelsUpTo(2)
+        },
+        merge_batch_size: setup.merge_batch,
+        resolve: resolve.clone(),
+    };
+    let table = session.new_table(config).unwrap();
+    let mut model = Model::new();
+    let mut updates = 0u64;
+    // Blob references from lookups: (reference, expected bytes, update count at the lookup).
+    let mut blob_refs = Vec::new();
+    let key = |k: u16| key_bytes(k, setup.long_keys);
+    let remember = |blob_refs: &mut Vec<_>, model: &Model, k: &[u8], r: &LookupResult, at: u64| {
+        if let (Some(blob), Some((_, Some(bytes)))) = (r.blob(), model.get(k)) {
+            blob_refs.push((blob.clone(), bytes.clone(), at));
+        }
+    };
+    for op in ops {
+        match op {
+            Op::Insert(k, v) => {
+                table.insert(&key(*k), v).unwrap();
+                model_apply(&mut model, &resolve, key(*k), &UpdateOp::Insert(v.clone()));
+                updates += 1;
+            }
+            Op::InsertWithBlob(k, v, b) => {
+                table.insert_with_blob(&key(*k), v, b).unwrap();
+                let op = UpdateOp::InsertWithBlob(v.clone(), b.clone());
+                model_apply(&mut model, &resolve, key(*k), &op);
+                updates += 1;
+            }
+            Op::Delete(k) => {
+                table.delete(&key(*k)).unwrap();
+                model_apply(&mut model, &resolve, key(*k), &UpdateOp::Delete);
+                updates += 1;
+            }
+            Op::Upsert(k, v) => {
+                table.upsert(&key(*k), v).unwrap();
+                model_apply(&mut model, &resolve, key(*k), &UpdateOp::Upsert(v.clone()));
+                updates += 1;
+            }
+            Op::Updates(batch) => {
+                let keys: Vec<Vec<u8>> = batch.iter().map(|(k, _)| key(*k)).collect();
+                let ups: Vec<(&[u8], Update<'_>)> = batch
+                    .iter()
+                    .zip(&keys)
+                    .map(|((_, u), k)| {
+                        let u = match u {
+                            UpdateOp::Insert(v) => Update::Insert(v),
+                            UpdateOp::InsertWithBlob(v, b) => Update::InsertWithBlob(v, b),
+                            UpdateOp::Upsert(v) => Update::Upsert(v),
+                            UpdateOp::Delete => Update::Delete,
+                        };
+                        (k.as_slice(), u)
+                    })
+                    .collect();
+                table.updates(&ups).unwrap();
+                for ((_, u), k) in batch.iter().zip(keys) {
+                    model_apply(&mut model, &resolve, k, u);
+                }
+                updates += batch.len() as u64;
+            }
+            Op::Lookup(k) => {
+                let k = key(*k);
+                let r = table.lookup(&k).unwrap();
+                check_result(&model, &k, &r)?;
+                remember(&mut blob_refs, &model, &k, &r, updates);
+            }
+            Op::Lookups(ks) => {
+                let ks: Vec<Vec<u8>> = ks.iter().map(|k| key(*k)).collect();
+                let rs = table.lookups(&ks).unwrap();
+                prop_assert_eq!(rs.len(), ks.len());
+                for (k, r) in ks.iter().zip(&rs) {
+                    check_result(&model, k, r)?;
+                    remember(&mut blob_refs, &model, k, r, updates);
+                }
+            }
+            Op::Member(k) => {
+                let k = key(*k);
+                prop_assert_eq!(table.member(&k).unwrap(), model.contains_key(&k));
+            }
+            Op::Members(ks) => {
+                let ks: Vec<Vec<u8>> = ks.iter().map(|k| key(*k)).collect();
+                let got = table.members(&ks).unwrap();
+                let want: Vec<bool> = ks.iter().map(|k| model.contains_key(k)).collect();
+                prop_assert_eq!(got, want);
+            }
+            Op::RetrieveBlobs => {
+                for (blob, bytes, at) in &blob_refs {
+                    match table.retrieve_blob(blob) {
+                        Ok(got) => {
+                            prop_assert_eq!(*at, updates, "a stale reference was accepted");
+                            prop_assert_eq!(&got, bytes);
+                        }
+                        Err(Error::BlobRefInvalid) => {
+                            prop_assert!(*at != updates, "a current reference was rejected")
+                        }
+                        Err(e) => return Err(TestCaseError::fail(format!("retrieve: {e}"))),
+                    }
+                }
+            }
+        }
+    }
+    // Finally every key must agree.
+    let all: Vec<Vec<u8>> = (0..300).map(key).collect();
+    for (k, r) in all.iter().zip(table.lookups(&all).unwrap()) {
+        check_result(&model, k, &r)?;
+    }
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("CAIRN_MODEL_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn table_matches_model((setup, ops) in case_strategy()) {
+        run_case(&setup, &ops)?;
+    }
+}
