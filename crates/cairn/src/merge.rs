@@ -122,31 +122,21 @@ impl MergingRun {
 
     /// Produces one output key; returns the input entries it consumed.
     fn step(&mut self) -> Result<u64> {
-        // Find the smallest current key, and how many inputs hold it.
-        let mut min: Option<usize> = None;
+        // Find the smallest current key, and how many inputs hold it (one peek per input).
+        let mut min: Option<(usize, &[u8])> = None;
         let mut holders = 0;
-        for i in 0..self.cursors.len() {
-            let Some(entry) = self.cursors[i].peek()? else {
-                continue;
-            };
+        for (i, cursor) in self.cursors.iter().enumerate() {
+            let Some(entry) = cursor.peek()? else { continue };
             match min {
-                None => {
-                    min = Some(i);
+                Some((_, current)) if entry.key > current => {}
+                Some((_, current)) if entry.key == current => holders += 1,
+                _ => {
+                    min = Some((i, entry.key));
                     holders = 1;
-                }
-                Some(m) => {
-                    let current = self.cursors[m].peek()?.map(|e| e.key).unwrap_or_default();
-                    match entry.key.cmp(current) {
-                        std::cmp::Ordering::Less => {
-                            min = Some(i);
-                            holders = 1;
-                        }
-                        std::cmp::Ordering::Equal => holders += 1,
-                        std::cmp::Ordering::Greater => {}
-                    }
                 }
             }
         }
+        let min = min.map(|(i, _)| i);
         let Some(first) = min else {
             self.finish()?;
             return Ok(0);

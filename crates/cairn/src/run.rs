@@ -159,6 +159,29 @@ pub(crate) struct RunParams {
     pub(crate) index: IndexType,
 }
 
+/// Removes the files of a run that was never finished (a merge abandoned when its table closed, or
+/// a write that failed half way).
+#[derive(Debug)]
+struct UnfinishedFiles {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    number: u64,
+    armed: bool,
+}
+
+impl Drop for UnfinishedFiles {
+    fn drop(&mut self) {
+        if self.armed {
+            for file in RunFile::ALL {
+                // Best effort: leftovers are removed when the session is next opened.
+                let _ = self
+                    .fs
+                    .remove_file(&run_file_path(&self.dir, self.number, file));
+            }
+        }
+    }
+}
+
 /// Builds a run from entries pushed in strictly increasing key order.
 ///
 /// Memory: one page builder, one 64 KiB buffer per file, and the filter (sized for
@@ -177,6 +200,7 @@ pub(crate) struct RunWriter {
     bloom: BloomBuilder,
     salt: u64,
     entries: u64,
+    unfinished: UnfinishedFiles,
     #[cfg(debug_assertions)]
     last_key: Option<Vec<u8>>,
 }
@@ -191,10 +215,18 @@ impl RunWriter {
         entries_max: u64,
         caching: bool,
     ) -> Result<RunWriter> {
+        let mut unfinished = UnfinishedFiles {
+            fs: fs.clone(),
+            dir: params.dir.clone(),
+            number,
+            armed: false,
+        };
         let keyops =
             FileWriter::create(&*fs, &run_file_path(&params.dir, number, RunFile::KeyOps))?;
+        unfinished.armed = true;
         let blobs = FileWriter::create(&*fs, &run_file_path(&params.dir, number, RunFile::Blobs))?;
         Ok(RunWriter {
+            unfinished,
             fs,
             dir: params.dir.clone(),
             number,
@@ -256,16 +288,12 @@ impl RunWriter {
     }
 
     fn finish_page(&mut self) -> Result<()> {
-        if self.page.is_empty() {
-            return Ok(());
-        }
         let (Some(first), Some(last)) = (self.page.first_key(), self.page.last_key()) else {
             return Ok(());
         };
-        let (first, last) = (first.to_vec(), last.to_vec());
+        self.index.push_span(first, last, self.page.pages());
         self.page_bytes.clear();
-        let pages = self.page.finish_into(&mut self.page_bytes);
-        self.index.push_span(&first, &last, pages);
+        self.page.finish_into(&mut self.page_bytes);
         self.keyops.write(&self.page_bytes)
     }
 
@@ -285,6 +313,7 @@ impl RunWriter {
             for file in [RunFile::KeyOps, RunFile::Blobs] {
                 fs.remove_file(&run_file_path(&dir, number, file))?;
             }
+            self.unfinished.armed = false;
             return Ok(None);
         }
         let mut filter_file =
@@ -302,7 +331,10 @@ impl RunWriter {
             FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Checksums))?;
         sums_file.write(&checksums.encode())?;
         sums_file.finish(false)?;
-        Run::from_parts(fs, dir, number, self.caching, filter, index, checksums).map(Some)
+        let run = Run::from_parts(fs, dir, number, self.caching, filter, index, checksums)?;
+        // From here on the run owns its files.
+        self.unfinished.armed = false;
+        Ok(Some(run))
     }
 }
 

@@ -224,7 +224,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         (Arc::new(fs), "/s".into())
     };
     let session = Session::open_with(
-        fs,
+        fs.clone(),
         &dir,
         SessionOptions {
             io_backend: IoBackendKind::Auto,
@@ -347,6 +347,11 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
     for (k, r) in all.iter().zip(table.lookups(&all).unwrap()) {
         check_result(&model, k, &r)?;
     }
+    // Closing the table releases every run: no file may be left behind.
+    drop(blob_refs);
+    table.close();
+    let leftovers = fs.list_dir(&dir.join("active")).unwrap();
+    prop_assert!(leftovers.is_empty(), "files left after close: {:?}", leftovers);
     Ok(())
 }
 

@@ -1,0 +1,148 @@
+//! The command line: `cairn-bench utxo quick [options]`.
+//!
+//! Owns: the clap definitions and their conversion into engine settings. Must never touch: the
+//! engine's tables.
+
+use std::path::PathBuf;
+
+use cairn::{DiskCachePolicy, IoBackendKind};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Benchmarks for the Cairn storage engine.
+#[derive(Debug, Parser)]
+#[command(name = "cairn-bench", version, about)]
+pub struct Cli {
+    /// The benchmark to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The benchmark families.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// lsm-tree's UTxO benchmark: 34-byte keys, 60-byte values, batches of 256 lookups, 256
+    /// inserts and 256 deletes.
+    #[command(subcommand)]
+    Utxo(UtxoCommand),
+}
+
+/// The variants of the UTxO benchmark.
+#[derive(Debug, Subcommand)]
+pub enum UtxoCommand {
+    /// Build a table in a temporary directory, then run the batches against it.
+    Quick(QuickArgs),
+}
+
+/// Options of `utxo quick`.
+#[derive(Debug, Args)]
+pub struct QuickArgs {
+    /// Entries inserted by the (timed) setup step; at least 256, so a batch can delete 256.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(256..))]
+    pub entries: u64,
+    /// Batches in the run phase, and again in the lookup-only pass.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batches: u64,
+    /// Parent of the temporary benchmark directory (default: the system's temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Seed of the key generator, the batch choices and the Bloom-filter salt.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// Block I/O backend of batched lookups.
+    #[arg(long, value_enum, default_value_t = IoArg::Auto)]
+    pub io: IoArg,
+    /// Which runs are read through the page cache (none: O_DIRECT lookups).
+    #[arg(long, value_enum, default_value_t = DiskCacheArg::None)]
+    pub disk_cache: DiskCacheArg,
+    /// serial: lookups then updates in every batch, then a lookup-only pass; lookup-only: only
+    /// the lookup-only pass.
+    #[arg(long, value_enum, default_value_t = Mode::Serial)]
+    pub mode: Mode,
+    /// A script run as `PATH DIR 8` that prints {"qd1_iops":..,"qd32_iops":..} for DIR; the
+    /// results are then also reported as ratios to its queue-depth-32 random-read IOPS.
+    #[arg(long, value_name = "PATH")]
+    pub fio_baseline: Option<PathBuf>,
+    /// Keep the benchmark directory instead of removing it at exit.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// `--io`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum IoArg {
+    /// io_uring if it works, else pread.
+    Auto,
+    /// io_uring.
+    Uring,
+    /// One pread per page read.
+    Pread,
+}
+
+impl IoArg {
+    /// The engine's backend kind.
+    pub fn kind(self) -> IoBackendKind {
+        match self {
+            IoArg::Auto => IoBackendKind::Auto,
+            IoArg::Uring => IoBackendKind::Uring,
+            IoArg::Pread => IoBackendKind::Pread,
+        }
+    }
+}
+
+/// `--disk-cache`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DiskCacheArg {
+    /// No run is cached: lookups use O_DIRECT.
+    None,
+    /// Every run is read through the page cache.
+    All,
+}
+
+impl DiskCacheArg {
+    /// The engine's policy.
+    pub fn policy(self) -> DiskCachePolicy {
+        match self {
+            DiskCacheArg::None => DiskCachePolicy::None,
+            DiskCacheArg::All => DiskCachePolicy::All,
+        }
+    }
+
+    /// The name used in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            DiskCacheArg::None => "none",
+            DiskCacheArg::All => "all",
+        }
+    }
+}
+
+/// `--mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Batches of lookups then updates, one after the other; then a lookup-only pass.
+    Serial,
+    /// Only the lookup-only pass.
+    LookupOnly,
+}
+
+impl Mode {
+    /// The name used in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Serial => "serial",
+            Mode::LookupOnly => "lookup-only",
+        }
+    }
+}
+
+/// The name of a resolved backend in the report.
+pub fn io_backend_name(kind: IoBackendKind) -> &'static str {
+    match kind {
+        IoBackendKind::Auto => "auto",
+        IoBackendKind::Uring => "uring",
+        IoBackendKind::Pread => "pread",
+    }
+}

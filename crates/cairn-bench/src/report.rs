@@ -1,0 +1,207 @@
+//! The results: collected into [`Report`], printed as an aligned table and written as JSON.
+//!
+//! Owns: [`Report`], latency percentiles and the peak-RSS reading.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::failure::{Context, Failure};
+
+/// Everything one `utxo quick` run measured. Field names carry their units; the JSON file is
+/// this struct serialised.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    /// Always "cairn".
+    pub engine: &'static str,
+    /// "serial" or "lookup-only".
+    pub mode: &'static str,
+    /// Entries inserted by setup.
+    pub entries: u64,
+    /// Batches per phase.
+    pub batches: u64,
+    /// The seed of keys and choices.
+    pub seed: u64,
+    /// The resolved block I/O backend ("uring" or "pread").
+    pub io_backend: &'static str,
+    /// The disk-cache policy ("none" or "all").
+    pub disk_cache: &'static str,
+    /// Seconds the setup inserts took.
+    pub setup_seconds: f64,
+    /// Setup entries inserted per second.
+    pub setup_entries_per_sec: f64,
+    /// Seconds of the measured phase (serial batches, or the lookup pass in lookup-only mode).
+    pub run_seconds: f64,
+    /// Operations (lookups + inserts + deletes) per second of the measured phase.
+    pub ops_per_sec: f64,
+    /// Median engine time per batch of the measured phase, in ms.
+    pub p50_batch_ms: f64,
+    /// 99th-percentile engine time per batch of the measured phase, in ms.
+    pub p99_batch_ms: f64,
+    /// Slowest batch of the measured phase, in ms.
+    pub max_batch_ms: f64,
+    /// Seconds of the lookup-only pass.
+    pub lookup_seconds: f64,
+    /// Lookups per second in the lookup-only pass.
+    pub lookup_ops_per_sec: f64,
+    /// 99th-percentile time per lookup-only batch, in ms.
+    pub lookup_p99_batch_ms: f64,
+    /// Lookups that did not return exactly the expected value (must be 0).
+    pub lookup_mismatches: u64,
+    /// Peak resident set size (VmHWM), in bytes; null where /proc is unavailable.
+    pub peak_rss_bytes: Option<u64>,
+    /// Levels of the table at the end.
+    pub levels: usize,
+    /// Runs a lookup consults at the end.
+    pub runs: usize,
+    /// Memory held by Bloom filters and indexes at the end, in bytes.
+    pub filter_and_index_bytes: usize,
+    /// The baseline's queue-depth-1 IOPS, when measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qd1_iops: Option<f64>,
+    /// The baseline's queue-depth-32 IOPS, when measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qd32_iops: Option<f64>,
+    /// `ops_per_sec / qd32_iops`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ops_per_fio_iops: Option<f64>,
+    /// `lookup_ops_per_sec / qd32_iops`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lookup_ops_per_fio_iops: Option<f64>,
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+impl Report {
+    /// The report as (metric, value) rows.
+    fn rows(&self) -> Vec<(&'static str, String)> {
+        let mut rows = vec![
+            ("engine", self.engine.to_string()),
+            ("mode", self.mode.to_string()),
+            ("entries", self.entries.to_string()),
+            ("batches", self.batches.to_string()),
+            ("io backend", self.io_backend.to_string()),
+            ("disk cache", self.disk_cache.to_string()),
+            ("setup entries/s", format!("{:.0}", self.setup_entries_per_sec)),
+            ("setup s", format!("{:.2}", self.setup_seconds)),
+            ("ops/s", format!("{:.0}", self.ops_per_sec)),
+            ("run s", format!("{:.2}", self.run_seconds)),
+            ("lookup-only ops/s", format!("{:.0}", self.lookup_ops_per_sec)),
+            ("p50 batch ms", format!("{:.3}", self.p50_batch_ms)),
+            ("p99 batch ms", format!("{:.3}", self.p99_batch_ms)),
+            ("max batch ms", format!("{:.3}", self.max_batch_ms)),
+            ("lookup p99 batch ms", format!("{:.3}", self.lookup_p99_batch_ms)),
+            ("lookup mismatches", self.lookup_mismatches.to_string()),
+            ("peak RSS MiB", self.peak_rss_bytes.map_or("n/a".into(), |b| format!("{:.1}", b as f64 / MIB))),
+            ("levels", self.levels.to_string()),
+            ("runs", self.runs.to_string()),
+            ("filter+index MiB", format!("{:.2}", self.filter_and_index_bytes as f64 / MIB)),
+        ];
+        let optional = [
+            ("fio qd1 IOPS", self.qd1_iops, 0),
+            ("fio qd32 IOPS", self.qd32_iops, 0),
+            ("ops / qd32 IOPS", self.ops_per_fio_iops, 3),
+            ("lookup ops / qd32 IOPS", self.lookup_ops_per_fio_iops, 3),
+        ];
+        for (name, value, decimals) in optional {
+            if let Some(value) = value {
+                rows.push((name, format!("{value:.decimals$}")));
+            }
+        }
+        rows
+    }
+
+    /// The report as a two-column table: metric names left-aligned, values right-aligned.
+    pub fn table(&self) -> String {
+        let rows = self.rows();
+        let name_width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+        let value_width = rows.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+        let mut out = format!("{:<name_width$}  {:>value_width$}\n", "metric", "value");
+        out.push_str(&format!("{}  {}\n", "-".repeat(name_width), "-".repeat(value_width)));
+        for (name, value) in rows {
+            out.push_str(&format!("{name:<name_width$}  {value:>value_width$}\n"));
+        }
+        out
+    }
+
+    /// Writes the report to `path` as one JSON object (and a newline).
+    pub fn write_json(&self, path: &Path) -> Result<(), Failure> {
+        let mut text = serde_json::to_string_pretty(self)
+            .context(|| "serialising the report".to_string())?;
+        text.push('\n');
+        std::fs::write(path, text).context(|| format!("writing {}", path.display()))
+    }
+}
+
+/// Latency summary of one phase, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+/// Nearest-rank percentiles of `samples` (all zero when empty).
+pub fn percentiles(samples: &[f64]) -> Percentiles {
+    if samples.is_empty() {
+        return Percentiles::default();
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = |p: f64| sorted[((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
+    Percentiles {
+        p50: rank(0.50),
+        p99: rank(0.99),
+        max: sorted[sorted.len() - 1],
+    }
+}
+
+/// The process's peak resident set size (`VmHWM` in /proc/self/status), in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line["VmHWM:".len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let samples: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+        let p = percentiles(&samples);
+        assert_eq!((p.p50, p.p99, p.max), (50.0, 99.0, 100.0));
+        assert_eq!(percentiles(&[]), Percentiles::default());
+        assert_eq!(percentiles(&[3.0]).p99, 3.0);
+    }
+
+    #[test]
+    fn table_is_aligned_and_json_has_the_required_fields() {
+        let report = Report {
+            engine: "cairn",
+            mode: "serial",
+            qd32_iops: Some(1000.0),
+            ..Report::default()
+        };
+        let table = report.table();
+        let widths: Vec<usize> = table.lines().map(str::len).collect();
+        assert!(widths.windows(2).all(|w| w[0] == w[1]), "{table}");
+        let json = serde_json::to_value(&report).unwrap();
+        for field in ["engine", "ops_per_sec", "peak_rss_bytes", "p99_batch_ms", "qd32_iops"] {
+            assert!(json.get(field).is_some(), "{field}");
+        }
+        assert!(json.get("ops_per_fio_iops").is_none());
+    }
+
+    #[test]
+    fn peak_rss_is_read_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(peak_rss_bytes().unwrap() > 0);
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! Sessions and table handles through the public API: locking, restore, closed handles, typed
+//! errors on bad input, both I/O backends, and concurrent use from several threads.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use cairn::fs::{FileSystem, MemFs, RealFs};
+use cairn::{
+    BlobRef, DiskCachePolicy, Error, IndexType, IoBackendKind, LookupResult, Session,
+    SessionOptions, Table, TableConfig, Update, KEY_SIZE_MAX,
+};
+
+fn small_config() -> TableConfig {
+    TableConfig {
+        write_buffer_entries: 4,
+        merge_batch_size: 1,
+        ..TableConfig::default()
+    }
+}
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Session>();
+    check::<Table>();
+    check::<BlobRef>();
+    check::<LookupResult>();
+    check::<Error>();
+}
+
+#[test]
+fn missing_directory_is_a_typed_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nope");
+    assert!(matches!(
+        Session::open(&missing),
+        Err(Error::SessionDirMissing(p)) if p == missing
+    ));
+}
+
+#[test]
+fn second_open_fails_until_the_first_is_closed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = Session::open(tmp.path()).unwrap();
+    let salt = first.salt();
+    assert!(matches!(Session::open(tmp.path()), Err(Error::SessionLocked(_))));
+    first.close();
+    assert!(matches!(Session::open(tmp.path()), Ok(_)));
+    // The salt is kept in the metadata and restored.
+    let again = Session::open(tmp.path()).unwrap();
+    assert_eq!(again.salt(), salt);
+}
+
+#[test]
+fn dropping_a_session_releases_its_lock() {
+    let fs = MemFs::new();
+    fs.create_dir_all(Path::new("/s")).unwrap();
+    let fs: Arc<dyn FileSystem> = Arc::new(fs);
+    let options = SessionOptions {
+        salt: Some(99),
+        ..SessionOptions::default()
+    };
+    let s = Session::open_with(fs.clone(), "/s", options).unwrap();
+    assert!(matches!(
+        Session::open_with(fs.clone(), "/s", options),
+        Err(Error::SessionLocked(_))
+    ));
+    drop(s);
+    let s = Session::open_with(fs, "/s", SessionOptions::default()).unwrap();
+    assert_eq!(s.salt(), 99, "the stored salt wins over the options on restore");
+}
+
+#[test]
+fn a_foreign_directory_is_not_a_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("something"), b"else").unwrap();
+    assert!(matches!(
+        Session::open(tmp.path()),
+        Err(Error::SessionCorrupted { .. })
+    ));
+    let tmp = tempfile::tempdir().unwrap();
+    drop(Session::open(tmp.path()).unwrap());
+    std::fs::write(tmp.path().join("metadata"), b"garbage").unwrap();
+    assert!(matches!(
+        Session::open(tmp.path()),
+        Err(Error::SessionCorrupted { .. })
+    ));
+}
+
+#[test]
+fn restore_empties_the_active_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    drop(Session::open(tmp.path()).unwrap());
+    let stray = tmp.path().join("active").join("17.keyops");
+    std::fs::write(&stray, b"left over by a crash").unwrap();
+    let _s = Session::open(tmp.path()).unwrap();
+    assert!(!stray.exists());
+}
+
+#[test]
+fn closed_handles_give_typed_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let session = Session::open(tmp.path()).unwrap();
+    let table = session.new_table(small_config()).unwrap();
+    table.insert(b"a", b"1").unwrap();
+    table.close();
+    table.close(); // idempotent
+    assert!(matches!(table.insert(b"a", b"1"), Err(Error::TableClosed)));
+    assert!(matches!(table.lookup(b"a"), Err(Error::TableClosed)));
+    assert!(matches!(table.members(&[b"a"]), Err(Error::TableClosed)));
+    assert!(matches!(table.stats(), Err(Error::TableClosed)));
+
+    let other = session.new_table(small_config()).unwrap();
+    for i in 0..50u32 {
+        other.insert(&i.to_be_bytes(), b"v").unwrap();
+    }
+    session.close();
+    session.close(); // idempotent
+    assert!(matches!(other.lookup(b"a"), Err(Error::TableClosed)));
+    assert!(matches!(
+        session.new_table(small_config()),
+        Err(Error::SessionClosed)
+    ));
+    // Closing released every run file.
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("active")).unwrap().count(),
+        0
+    );
+}
+
+#[test]
+fn bad_input_is_rejected_before_anything_is_applied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let session = Session::open(tmp.path()).unwrap();
+    assert!(matches!(
+        session.new_table(TableConfig {
+            write_buffer_entries: 0,
+            ..TableConfig::default()
+        }),
+        Err(Error::InvalidConfig(_))
+    ));
+    let table = session.new_table(small_config()).unwrap();
+    let big_key = vec![1u8; KEY_SIZE_MAX + 1];
+    assert!(matches!(
+        table.insert(&big_key, b"v"),
+        Err(Error::KeyTooLarge { .. })
+    ));
+    assert!(matches!(
+        table.lookup(&big_key),
+        Err(Error::KeyTooLarge { .. })
+    ));
+    let batch = [
+        (&b"fine"[..], Update::Insert(b"v")),
+        (&big_key[..], Update::Delete),
+    ];
+    assert!(table.updates(&batch).is_err());
+    assert!(matches!(table.lookup(b"fine").unwrap(), LookupResult::NotFound));
+    // The largest key works, including through a flush and a lookup from a run.
+    let max_key = vec![7u8; KEY_SIZE_MAX];
+    table.insert(&max_key, b"max").unwrap();
+    for i in 0..20u32 {
+        table.insert(&i.to_be_bytes(), b"x").unwrap();
+    }
+    assert_eq!(table.lookup(&max_key).unwrap().value(), Some(&b"max"[..]));
+}
+
+#[test]
+fn blob_references_are_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let session = Session::open(tmp.path()).unwrap();
+    let table = session.new_table(small_config()).unwrap();
+    let other = session.new_table(small_config()).unwrap();
+    table.insert_with_blob(b"k", b"v", b"the blob").unwrap();
+    let r = table.lookup(b"k").unwrap();
+    let blob = r.blob().unwrap().clone();
+    assert_eq!(blob.len_bytes(), 8);
+    assert_eq!(table.retrieve_blob(&blob).unwrap(), b"the blob");
+    assert!(matches!(other.retrieve_blob(&blob), Err(Error::BlobRefInvalid)));
+    // Push the blob into a run, then invalidate the reference by an update.
+    for i in 0..10u32 {
+        table.insert(&i.to_be_bytes(), b"x").unwrap();
+    }
+    let r = table.lookup(b"k").unwrap();
+    let blob = r.blob().unwrap().clone();
+    assert_eq!(table.retrieve_blobs(&[blob.clone()]).unwrap(), vec![b"the blob".to_vec()]);
+    table.insert(b"unrelated", b"x").unwrap();
+    assert!(matches!(table.retrieve_blob(&blob), Err(Error::BlobRefInvalid)));
+}
+
+/// Fills a table and checks it with every I/O backend and caching policy.
+fn backend_round_trip(io_backend: IoBackendKind, disk_cache: DiskCachePolicy, index: IndexType) {
+    let tmp = tempfile::tempdir().unwrap();
+    let session = Session::open_with(
+        Arc::new(RealFs),
+        tmp.path(),
+        SessionOptions {
+            io_backend,
+            salt: None,
+        },
+    )
+    .unwrap();
+    let table = session
+        .new_table(TableConfig {
+            write_buffer_entries: 100,
+            merge_batch_size: 10,
+            disk_cache,
+            index,
+            ..TableConfig::default()
+        })
+        .unwrap();
+    let key = |i: u32| xxh(i).to_vec();
+    let pairs: Vec<_> = (0..5000u32).map(|i| (key(i), i.to_le_bytes())).collect();
+    table.inserts(&pairs).unwrap();
+    let keys: Vec<_> = (0..6000u32).map(key).collect();
+    let results = table.lookups(&keys).unwrap();
+    for (i, r) in results.iter().enumerate() {
+        if i < 5000 {
+            assert_eq!(r.value(), Some(&(i as u32).to_le_bytes()[..]), "key {i}");
+        } else {
+            assert!(r.value().is_none());
+        }
+    }
+    assert!(table.stats().unwrap().runs > 1);
+}
+
+fn xxh(i: u32) -> [u8; 16] {
+    let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut out = [0u8; 16];
+    for chunk in out.chunks_mut(8) {
+        x ^= x >> 31;
+        x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        chunk.copy_from_slice(&x.to_be_bytes());
+    }
+    out
+}
+
+#[test]
+fn both_io_backends_and_cache_policies_agree() {
+    for backend in [IoBackendKind::Auto, IoBackendKind::Pread] {
+        for cache in [DiskCachePolicy::All, DiskCachePolicy::None] {
+            for index in [IndexType::Compact, IndexType::Ordinary] {
+                backend_round_trip(backend, cache, index);
+            }
+        }
+    }
+}
+
+#[test]
+fn lookups_run_concurrently_with_updates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let session = Session::open(tmp.path()).unwrap();
+    let table = Arc::new(
+        session
+            .new_table(TableConfig {
+                write_buffer_entries: 64,
+                merge_batch_size: 8,
+                index: IndexType::Compact,
+                ..TableConfig::default()
+            })
+            .unwrap(),
+    );
+    let stable: Vec<_> = (0..2000u32).map(|i| (xxh(i).to_vec(), b"stable".to_vec())).collect();
+    table.inserts(&stable).unwrap();
+    std::thread::scope(|scope| {
+        for reader in 0..2 {
+            let table = table.clone();
+            let stable = &stable;
+            scope.spawn(move || {
+                for round in 0..50 {
+                    let keys: Vec<_> = stable
+                        .iter()
+                        .skip((round * 37 + reader) % 100)
+                        .step_by(7)
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for r in table.lookups(&keys).unwrap() {
+                        assert_eq!(r.value(), Some(&b"stable"[..]));
+                    }
+                }
+            });
+        }
+        let table = table.clone();
+        scope.spawn(move || {
+            for i in 10_000..30_000u32 {
+                table.upsert(&xxh(i), b"fresh").unwrap();
+            }
+        });
+    });
+    assert_eq!(table.lookup(&xxh(29_999)).unwrap().value(), Some(&b"fresh"[..]));
+}
