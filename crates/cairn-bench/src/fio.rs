@@ -24,7 +24,11 @@ pub struct FioBaseline {
 
 /// Runs `script DIR 8` and parses the JSON line it prints.
 pub fn measure(script: &Path, dir: &Path) -> Result<FioBaseline, Failure> {
-    eprintln!("fio baseline: running {} {} {SCRIPT_ARG}", script.display(), dir.display());
+    eprintln!(
+        "fio baseline: running {} {} {SCRIPT_ARG}",
+        script.display(),
+        dir.display()
+    );
     let output = Command::new(script)
         .arg(dir)
         .arg(SCRIPT_ARG)

@@ -56,6 +56,10 @@ pub struct Report {
     pub runs: usize,
     /// Memory held by Bloom filters and indexes at the end, in bytes.
     pub filter_and_index_bytes: usize,
+    /// The most merge steps (input entries merged) any single update performed, setup included.
+    pub merge_steps_max_per_update: u64,
+    /// The engine's documented bound on merge steps per update for the final number of levels.
+    pub merge_steps_bound_per_update: u64,
     /// The baseline's queue-depth-1 IOPS, when measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub qd1_iops: Option<f64>,
@@ -82,20 +86,44 @@ impl Report {
             ("batches", self.batches.to_string()),
             ("io backend", self.io_backend.to_string()),
             ("disk cache", self.disk_cache.to_string()),
-            ("setup entries/s", format!("{:.0}", self.setup_entries_per_sec)),
+            (
+                "setup entries/s",
+                format!("{:.0}", self.setup_entries_per_sec),
+            ),
             ("setup s", format!("{:.2}", self.setup_seconds)),
             ("ops/s", format!("{:.0}", self.ops_per_sec)),
             ("run s", format!("{:.2}", self.run_seconds)),
-            ("lookup-only ops/s", format!("{:.0}", self.lookup_ops_per_sec)),
+            (
+                "lookup-only ops/s",
+                format!("{:.0}", self.lookup_ops_per_sec),
+            ),
             ("p50 batch ms", format!("{:.3}", self.p50_batch_ms)),
             ("p99 batch ms", format!("{:.3}", self.p99_batch_ms)),
             ("max batch ms", format!("{:.3}", self.max_batch_ms)),
-            ("lookup p99 batch ms", format!("{:.3}", self.lookup_p99_batch_ms)),
+            (
+                "lookup p99 batch ms",
+                format!("{:.3}", self.lookup_p99_batch_ms),
+            ),
             ("lookup mismatches", self.lookup_mismatches.to_string()),
-            ("peak RSS MiB", self.peak_rss_bytes.map_or("n/a".into(), |b| format!("{:.1}", b as f64 / MIB))),
+            (
+                "peak RSS MiB",
+                self.peak_rss_bytes
+                    .map_or("n/a".into(), |b| format!("{:.1}", b as f64 / MIB)),
+            ),
             ("levels", self.levels.to_string()),
             ("runs", self.runs.to_string()),
-            ("filter+index MiB", format!("{:.2}", self.filter_and_index_bytes as f64 / MIB)),
+            (
+                "filter+index MiB",
+                format!("{:.2}", self.filter_and_index_bytes as f64 / MIB),
+            ),
+            (
+                "merge steps max/update",
+                self.merge_steps_max_per_update.to_string(),
+            ),
+            (
+                "merge steps bound/update",
+                self.merge_steps_bound_per_update.to_string(),
+            ),
         ];
         let optional = [
             ("fio qd1 IOPS", self.qd1_iops, 0),
@@ -117,7 +145,11 @@ impl Report {
         let name_width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
         let value_width = rows.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
         let mut out = format!("{:<name_width$}  {:>value_width$}\n", "metric", "value");
-        out.push_str(&format!("{}  {}\n", "-".repeat(name_width), "-".repeat(value_width)));
+        out.push_str(&format!(
+            "{}  {}\n",
+            "-".repeat(name_width),
+            "-".repeat(value_width)
+        ));
         for (name, value) in rows {
             out.push_str(&format!("{name:<name_width$}  {value:>value_width$}\n"));
         }
@@ -126,8 +158,8 @@ impl Report {
 
     /// Writes the report to `path` as one JSON object (and a newline).
     pub fn write_json(&self, path: &Path) -> Result<(), Failure> {
-        let mut text = serde_json::to_string_pretty(self)
-            .context(|| "serialising the report".to_string())?;
+        let mut text =
+            serde_json::to_string_pretty(self).context(|| "serialising the report".to_string())?;
         text.push('\n');
         std::fs::write(path, text).context(|| format!("writing {}", path.display()))
     }
@@ -151,7 +183,8 @@ pub fn percentiles(samples: &[f64]) -> Percentiles {
     }
     let mut sorted = samples.to_vec();
     sorted.sort_by(f64::total_cmp);
-    let rank = |p: f64| sorted[((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
+    let rank =
+        |p: f64| sorted[((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
     Percentiles {
         p50: rank(0.50),
         p99: rank(0.99),
@@ -163,7 +196,12 @@ pub fn percentiles(samples: &[f64]) -> Percentiles {
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line["VmHWM:".len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
+    let kib: u64 = line["VmHWM:".len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
     Some(kib * 1024)
 }
 
@@ -192,7 +230,13 @@ mod tests {
         let widths: Vec<usize> = table.lines().map(str::len).collect();
         assert!(widths.windows(2).all(|w| w[0] == w[1]), "{table}");
         let json = serde_json::to_value(&report).unwrap();
-        for field in ["engine", "ops_per_sec", "peak_rss_bytes", "p99_batch_ms", "qd32_iops"] {
+        for field in [
+            "engine",
+            "ops_per_sec",
+            "peak_rss_bytes",
+            "p99_batch_ms",
+            "qd32_iops",
+        ] {
             assert!(json.get(field).is_some(), "{field}");
         }
         assert!(json.get("ops_per_fio_iops").is_none());

@@ -165,7 +165,8 @@ impl<'t> Driver<'t> {
     /// in the engine.
     fn lookup_batch(&mut self) -> Result<Duration, cairn::Error> {
         let mut ids = Vec::with_capacity(BATCH_SIZE);
-        self.live.pick_live_many(&mut self.rng, BATCH_SIZE, &mut ids);
+        self.live
+            .pick_live_many(&mut self.rng, BATCH_SIZE, &mut ids);
         let keys: Vec<[u8; KEY_BYTES]> = ids.iter().map(|&id| utxo_key(id, self.seed)).collect();
         let start = Instant::now();
         let results = self.table.lookups(&keys)?;
@@ -177,6 +178,7 @@ impl<'t> Driver<'t> {
     /// Applies 256 inserts of the next fresh ids and 256 deletes of distinct live ids in one
     /// `updates` call, and returns the time spent in the engine.
     fn update_batch(&mut self) -> Result<Duration, cairn::Error> {
+        let live_before = self.live.live();
         let mut deleted = Vec::with_capacity(BATCH_SIZE);
         self.live
             .delete_random(&mut self.rng, BATCH_SIZE, &mut deleted);
@@ -186,9 +188,14 @@ impl<'t> Driver<'t> {
             .insert_fresh(BATCH_SIZE as u64)
             .map(|id| (utxo_key(id, seed), utxo_value(id)))
             .collect();
+        debug_assert_eq!(self.live.live(), live_before, "deletes balance inserts");
         let deletes: Vec<[u8; KEY_BYTES]> = deleted.iter().map(|&id| utxo_key(id, seed)).collect();
         let mut batch: Vec<(&[u8], Update<'_>)> = Vec::with_capacity(2 * BATCH_SIZE);
-        batch.extend(inserts.iter().map(|(k, v)| (&k[..], Update::Insert(&v[..]))));
+        batch.extend(
+            inserts
+                .iter()
+                .map(|(k, v)| (&k[..], Update::Insert(&v[..]))),
+        );
         batch.extend(deletes.iter().map(|k| (&k[..], Update::Delete)));
         let start = Instant::now();
         self.table.updates(&batch)?;

@@ -35,6 +35,11 @@ mod session;
 mod table;
 mod write_buffer;
 
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 pub use config::{BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, TableConfig};
 pub use error::{Error, Result};
 pub use io::IoBackendKind;

@@ -126,7 +126,9 @@ impl MergingRun {
         let mut min: Option<(usize, &[u8])> = None;
         let mut holders = 0;
         for (i, cursor) in self.cursors.iter().enumerate() {
-            let Some(entry) = cursor.peek()? else { continue };
+            let Some(entry) = cursor.peek()? else {
+                continue;
+            };
             match min {
                 Some((_, current)) if entry.key > current => {}
                 Some((_, current)) if entry.key == current => holders += 1,

@@ -351,7 +351,11 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
     drop(blob_refs);
     table.close();
     let leftovers = fs.list_dir(&dir.join("active")).unwrap();
-    prop_assert!(leftovers.is_empty(), "files left after close: {:?}", leftovers);
+    prop_assert!(
+        leftovers.is_empty(),
+        "files left after close: {:?}",
+        leftovers
+    );
     Ok(())
 }
 

@@ -43,7 +43,10 @@ fn second_open_fails_until_the_first_is_closed() {
     let tmp = tempfile::tempdir().unwrap();
     let first = Session::open(tmp.path()).unwrap();
     let salt = first.salt();
-    assert!(matches!(Session::open(tmp.path()), Err(Error::SessionLocked(_))));
+    assert!(matches!(
+        Session::open(tmp.path()),
+        Err(Error::SessionLocked(_))
+    ));
     first.close();
     assert!(matches!(Session::open(tmp.path()), Ok(_)));
     // The salt is kept in the metadata and restored.
@@ -67,7 +70,11 @@ fn dropping_a_session_releases_its_lock() {
     ));
     drop(s);
     let s = Session::open_with(fs, "/s", SessionOptions::default()).unwrap();
-    assert_eq!(s.salt(), 99, "the stored salt wins over the options on restore");
+    assert_eq!(
+        s.salt(),
+        99,
+        "the stored salt wins over the options on restore"
+    );
 }
 
 #[test]
@@ -123,7 +130,9 @@ fn closed_handles_give_typed_errors() {
     ));
     // Closing released every run file.
     assert_eq!(
-        std::fs::read_dir(tmp.path().join("active")).unwrap().count(),
+        std::fs::read_dir(tmp.path().join("active"))
+            .unwrap()
+            .count(),
         0
     );
 }
@@ -154,7 +163,10 @@ fn bad_input_is_rejected_before_anything_is_applied() {
         (&big_key[..], Update::Delete),
     ];
     assert!(table.updates(&batch).is_err());
-    assert!(matches!(table.lookup(b"fine").unwrap(), LookupResult::NotFound));
+    assert!(matches!(
+        table.lookup(b"fine").unwrap(),
+        LookupResult::NotFound
+    ));
     // The largest key works, including through a flush and a lookup from a run.
     let max_key = vec![7u8; KEY_SIZE_MAX];
     table.insert(&max_key, b"max").unwrap();
@@ -175,16 +187,25 @@ fn blob_references_are_checked() {
     let blob = r.blob().unwrap().clone();
     assert_eq!(blob.len_bytes(), 8);
     assert_eq!(table.retrieve_blob(&blob).unwrap(), b"the blob");
-    assert!(matches!(other.retrieve_blob(&blob), Err(Error::BlobRefInvalid)));
+    assert!(matches!(
+        other.retrieve_blob(&blob),
+        Err(Error::BlobRefInvalid)
+    ));
     // Push the blob into a run, then invalidate the reference by an update.
     for i in 0..10u32 {
         table.insert(&i.to_be_bytes(), b"x").unwrap();
     }
     let r = table.lookup(b"k").unwrap();
     let blob = r.blob().unwrap().clone();
-    assert_eq!(table.retrieve_blobs(&[blob.clone()]).unwrap(), vec![b"the blob".to_vec()]);
+    assert_eq!(
+        table.retrieve_blobs(&[blob.clone()]).unwrap(),
+        vec![b"the blob".to_vec()]
+    );
     table.insert(b"unrelated", b"x").unwrap();
-    assert!(matches!(table.retrieve_blob(&blob), Err(Error::BlobRefInvalid)));
+    assert!(matches!(
+        table.retrieve_blob(&blob),
+        Err(Error::BlobRefInvalid)
+    ));
 }
 
 /// Fills a table and checks it with every I/O backend and caching policy.
@@ -259,7 +280,9 @@ fn lookups_run_concurrently_with_updates() {
             })
             .unwrap(),
     );
-    let stable: Vec<_> = (0..2000u32).map(|i| (xxh(i).to_vec(), b"stable".to_vec())).collect();
+    let stable: Vec<_> = (0..2000u32)
+        .map(|i| (xxh(i).to_vec(), b"stable".to_vec()))
+        .collect();
     table.inserts(&stable).unwrap();
     std::thread::scope(|scope| {
         for reader in 0..2 {
@@ -286,5 +309,8 @@ fn lookups_run_concurrently_with_updates() {
             }
         });
     });
-    assert_eq!(table.lookup(&xxh(29_999)).unwrap().value(), Some(&b"fresh"[..]));
+    assert_eq!(
+        table.lookup(&xxh(29_999)).unwrap().value(),
+        Some(&b"fresh"[..])
+    );
 }
