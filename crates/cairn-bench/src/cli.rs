@@ -68,6 +68,12 @@ pub struct QuickArgs {
     /// Keep the benchmark directory instead of removing it at exit.
     #[arg(long)]
     pub keep: bool,
+    /// Entries of the table's write buffer.
+    #[arg(long, default_value_t = 20_000)]
+    pub write_buffer: usize,
+    /// Merge steps done at once (smaller: smoother latency; larger: less overhead).
+    #[arg(long, default_value_t = 1_000)]
+    pub merge_batch_size: usize,
 }
 
 /// `--io`.

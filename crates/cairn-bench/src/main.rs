@@ -6,7 +6,8 @@
 //! built in a fresh temporary directory:
 //!
 //! 1. **Setup.** A table with the compact index, Bloom filters at FPR 1e-3, a 20,000-entry write
-//!    buffer, incremental merges and (unless `--disk-cache all`) no page cache for runs, so
+//!    buffer (`--write-buffer`), incremental merges in batches of 1,000 steps
+//!    (`--merge-batch-size`) and (unless `--disk-cache all`) no page cache for runs, so
 //!    lookups read with `O_DIRECT`. Ids `0..N` are inserted in chunks of 10,000. A key is 34
 //!    bytes drawn from a SplitMix64 stream seeded with `id ^ seed` (uniform, like the hashes of
 //!    real UTxO keys); the value is the id's 8 little-endian bytes repeated to 60 bytes.
@@ -111,7 +112,8 @@ fn utxo_table_config(args: &QuickArgs) -> TableConfig {
     TableConfig {
         index: IndexType::Compact,
         bloom: cairn::BloomAlloc::TargetFpr(1e-3),
-        write_buffer_entries: 20_000,
+        write_buffer_entries: args.write_buffer,
+        merge_batch_size: args.merge_batch_size,
         disk_cache: args.disk_cache.policy(),
         merge_schedule: cairn::MergeSchedule::Incremental,
         resolve: cairn::Resolve::KeepNewest,

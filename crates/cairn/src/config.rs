@@ -122,7 +122,8 @@ pub struct TableConfig {
     /// Which levels are read through the page cache.
     pub disk_cache: DiskCachePolicy,
     /// Merge work is done in batches of at least this many steps (1 ..= 2^24), trading latency
-    /// smoothness for fewer, larger batches.
+    /// smoothness for fewer, larger batches. Default 1,000 (lsm-tree's default is the write
+    /// buffer size; a smaller batch keeps the per-update worst case, which grows with it, low).
     pub merge_batch_size: usize,
     /// How upserts combine values.
     pub resolve: Resolve,
@@ -136,7 +137,7 @@ impl Default for TableConfig {
             bloom: BloomAlloc::TargetFpr(1e-3),
             index: IndexType::Ordinary,
             disk_cache: DiskCachePolicy::All,
-            merge_batch_size: 20_000,
+            merge_batch_size: 1_000,
             resolve: Resolve::KeepNewest,
         }
     }

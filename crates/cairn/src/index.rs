@@ -1544,12 +1544,7 @@ mod tests {
     }
 
     fn check_golden(name: &str, bytes: &[u8]) {
-        let path = format!("{}/testdata/golden/{name}", env!("CARGO_MANIFEST_DIR"));
-        if std::env::var_os("CAIRN_UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-            std::fs::write(&path, bytes).unwrap();
-        }
-        let want = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        assert!(want == bytes, "{name} differs from the golden file");
+        let want = crate::golden::check_golden(name, bytes);
         let index = Index::decode(&want).unwrap();
         check_index(
             &index,

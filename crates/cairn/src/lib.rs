@@ -24,6 +24,8 @@ pub mod config;
 mod entry;
 pub mod error;
 pub mod fs;
+#[cfg(test)]
+mod golden;
 pub mod index;
 pub mod io;
 mod lookup;

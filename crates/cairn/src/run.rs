@@ -781,6 +781,20 @@ mod tests {
         }
     }
 
+    #[test]
+    fn checksums_golden_file() {
+        let sums = RunChecksums {
+            files: [
+                (8192, 0x1234_abcd),
+                (0, 0),
+                (168, 0xdead_beef),
+                (248, 0x0102_0304),
+            ],
+        };
+        let golden = crate::golden::check_golden("run-checksums-v1.txt", &sums.encode());
+        assert_eq!(RunChecksums::decode(&golden).unwrap(), sums);
+    }
+
     proptest::proptest! {
         #[test]
         fn checksums_decoder_is_total(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {

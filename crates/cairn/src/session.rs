@@ -299,6 +299,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn metadata_golden_file() {
+        let golden = crate::golden::check_golden(
+            "session-metadata-v1.bin",
+            &encode_metadata(0x0123_4567_89ab_cdef),
+        );
+        assert_eq!(decode_metadata(&golden).unwrap(), 0x0123_4567_89ab_cdef);
+    }
+
+    #[test]
     fn metadata_round_trip_and_totality() {
         let bytes = encode_metadata(0x0123_4567_89ab_cdef);
         assert_eq!(decode_metadata(&bytes).unwrap(), 0x0123_4567_89ab_cdef);
