@@ -117,7 +117,6 @@ fn utxo_table_config(args: &QuickArgs) -> TableConfig {
         disk_cache: args.disk_cache.policy(),
         merge_schedule: cairn::MergeSchedule::Incremental,
         resolve: cairn::Resolve::KeepNewest,
-        ..TableConfig::default()
     }
 }
 
