@@ -509,6 +509,20 @@ impl Run {
 
 /// Reads the blob at `span` of a blob file.
 pub(crate) fn read_blob(file: &dyn ReadableFile, span: BlobSpan) -> Result<Vec<u8>> {
+    // A corrupt reference must not make us allocate gigabytes before the read fails.
+    let size = file.len_bytes()?;
+    let end = span.offset.checked_add(span.len as u64);
+    if end.is_none_or(|end| end > size) {
+        return Err(Error::corrupt(
+            "blob reference",
+            format!(
+                "{} bytes at offset {} lie outside {}",
+                span.len,
+                span.offset,
+                file.path().display()
+            ),
+        ));
+    }
     let mut bytes = vec![0u8; span.len as usize];
     file.read_exact_at(&mut bytes, span.offset)?;
     Ok(bytes)
