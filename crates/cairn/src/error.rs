@@ -44,6 +44,9 @@ pub enum Error {
     /// The table was closed; the handle can no longer be used.
     #[error("the table is closed")]
     TableClosed,
+    /// The cursor was closed; it can no longer be read.
+    #[error("the cursor is closed")]
+    CursorClosed,
     /// A table configuration was rejected.
     #[error("invalid table config: {0}")]
     InvalidConfig(String),

@@ -21,6 +21,7 @@
 
 pub mod bloom;
 pub mod config;
+mod cursor;
 mod entry;
 pub mod error;
 pub mod fs;
@@ -43,6 +44,7 @@ mod write_buffer;
 pub struct ReadmeDoctests;
 
 pub use config::{BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, TableConfig};
+pub use cursor::{Cursor, CursorEntry};
 pub use error::{Error, Result};
 pub use io::IoBackendKind;
 pub use lookup::{BlobRef, LookupResult};

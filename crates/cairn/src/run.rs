@@ -587,6 +587,30 @@ pub(crate) struct RunCursor {
 impl RunCursor {
     /// A cursor at the run's first entry.
     pub(crate) fn new(run: Arc<Run>) -> Result<RunCursor> {
+        RunCursor::at_page(run, 0)
+    }
+
+    /// A cursor at the first entry whose key is `>= key`. Cost: one index search, then reads
+    /// from the span that can hold `key` (entries before `key` in it are skipped).
+    pub(crate) fn seek(run: Arc<Run>, key: &[u8]) -> Result<RunCursor> {
+        let start_page = match (run.index.search(key), run.index.kind()) {
+            (Some(span), _) => span.first,
+            // The compact index knows only that `key` precedes the run's first key...
+            (None, IndexType::Compact) => 0,
+            // ...the ordinary index that it follows the run's last key.
+            (None, IndexType::Ordinary) => run.index.page_count(),
+        };
+        let mut cursor = RunCursor::at_page(run, start_page)?;
+        while let Some(entry) = cursor.peek()? {
+            if entry.key >= key {
+                break;
+            }
+            cursor.advance()?;
+        }
+        Ok(cursor)
+    }
+
+    fn at_page(run: Arc<Run>, start_page: u64) -> Result<RunCursor> {
         let file = run.fs.open(
             &run_file_path(&run.dir, run.number, RunFile::KeyOps),
             ReadOptions::default(),
@@ -604,7 +628,7 @@ impl RunCursor {
             entry: 0,
             done: false,
         };
-        cursor.load_span(0)?;
+        cursor.load_span(start_page)?;
         Ok(cursor)
     }
 

@@ -15,7 +15,10 @@
 
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use std::ops::{Bound, RangeBounds};
+
 use crate::config::{MergeSchedule, TableConfig};
+use crate::cursor::{Cursor, CursorEntry, MergedEntries};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::lookup::{lookup_runs, BlobRef, BlobSource, LookupResult, Partial};
@@ -353,6 +356,75 @@ impl Table {
     /// Reads several blobs; fails on the first invalid reference.
     pub fn retrieve_blobs(&self, blobs: &[BlobRef]) -> Result<Vec<Vec<u8>>> {
         blobs.iter().map(|b| self.retrieve_blob(b)).collect()
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Cursors and range lookups
+
+    /// The table's entries from the first key `>= from` (or the first key), as a stable view.
+    fn merged_entries(&self, from: Option<&[u8]>) -> Result<MergedEntries> {
+        if let Some(key) = from {
+            check_key(key)?;
+        }
+        let mut runs = Vec::new();
+        let (buffer, epoch) = {
+            let state = self.read()?;
+            state.levels.runs_newest_first(&mut runs);
+            (state.write_buffer.copy_from(from), state.epoch)
+        };
+        MergedEntries::new(
+            buffer,
+            &runs,
+            from,
+            self.inner.config.resolve.clone(),
+            self.inner.id,
+            epoch,
+        )
+    }
+
+    /// A cursor over the whole table in key order. It is a stable view: updates made after it
+    /// opens are invisible through it.
+    ///
+    /// Cost: one span read per run to start; memory: a copy of the write buffer plus a 64 KiB
+    /// chunk per run.
+    pub fn cursor(&self) -> Result<Cursor> {
+        Ok(Cursor::new(self.merged_entries(None)?))
+    }
+
+    /// A cursor starting at the first key `>= key` (see [`Table::cursor`]).
+    pub fn cursor_at(&self, key: &[u8]) -> Result<Cursor> {
+        Ok(Cursor::new(self.merged_entries(Some(key))?))
+    }
+
+    /// Every entry whose key lies in `range`, in key order; both bounds may be inclusive,
+    /// exclusive or open: `a..b`, `a..=b`, `a..` with `a, b: &[u8]`, or a pair of
+    /// [`Bound`]s such as `(Bound::Excluded(a), Bound::Unbounded)`. An empty range gives nothing.
+    ///
+    /// Cost: as a cursor, plus the entries returned (all held in memory).
+    pub fn range_lookup<R: RangeBounds<[u8]>>(&self, range: R) -> Result<Vec<CursorEntry>> {
+        let from = match range.start_bound() {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k),
+            Bound::Unbounded => None,
+        };
+        let mut entries = self.merged_entries(from)?;
+        let mut out = Vec::new();
+        while let Some(entry) = entries.next_entry()? {
+            if let Bound::Excluded(k) = range.start_bound() {
+                if entry.key.as_slice() == k {
+                    continue;
+                }
+            }
+            let within = match range.end_bound() {
+                Bound::Included(k) => entry.key.as_slice() <= k,
+                Bound::Excluded(k) => entry.key.as_slice() < k,
+                Bound::Unbounded => true,
+            };
+            if !within {
+                break;
+            }
+            out.push(entry);
+        }
+        Ok(out)
     }
 
     // --------------------------------------------------------------------------------------------

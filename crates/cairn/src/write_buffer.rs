@@ -55,6 +55,17 @@ impl WriteBuffer {
         self.entries.iter()
     }
 
+    /// Copies the entries whose key is `>= from` (all when `from` is `None`), in key order.
+    pub(crate) fn copy_from(&self, from: Option<&[u8]>) -> Vec<(Vec<u8>, Entry<MemBlob>)> {
+        let range = match from {
+            Some(key) => self
+                .entries
+                .range::<[u8], _>((std::ops::Bound::Included(key), std::ops::Bound::Unbounded)),
+            None => self.entries.range::<[u8], _>(..),
+        };
+        range.map(|(k, e)| (k.clone(), e.clone())).collect()
+    }
+
     /// Removes every entry.
     pub(crate) fn clear(&mut self) {
         self.entries.clear();

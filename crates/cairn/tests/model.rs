@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cairn::fs::{FileSystem, MemFs, RealFs};
+use std::ops::Bound;
+
 use cairn::{
     BloomAlloc, DiskCachePolicy, Error, IndexType, IoBackendKind, LookupResult, MergeSchedule,
     Resolve, Session, SessionOptions, TableConfig, Update,
@@ -29,6 +31,10 @@ enum Op {
     Member(u16),
     Members(Vec<u16>),
     RetrieveBlobs,
+    RangeLookup(u16, u16, u8),
+    OpenCursor(Option<u16>),
+    ReadCursor(usize, usize),
+    CloseCursor(usize),
 }
 
 #[derive(Clone, Debug)]
@@ -115,6 +121,10 @@ fn op_strategy(resolve: ResolveKind, keys: u16) -> impl Strategy<Value = Op> {
         1 => (0..keys).prop_map(Op::Member),
         1 => prop::collection::vec(0..keys, 0..20).prop_map(Op::Members),
         2 => Just(Op::RetrieveBlobs),
+        2 => (0..keys, 0..keys, 0u8..4).prop_map(|(a, b, kind)| Op::RangeLookup(a, b, kind)),
+        1 => prop::option::of(0..keys).prop_map(Op::OpenCursor),
+        3 => (0usize..5, 0usize..40).prop_map(|(c, n)| Op::ReadCursor(c, n)),
+        1 => (0usize..5).prop_map(Op::CloseCursor),
     ]
 }
 
@@ -172,6 +182,9 @@ fn resolve_of(kind: ResolveKind) -> Resolve {
         }),
     }
 }
+
+/// What a cursor must still return: (key, value) pairs in order.
+type Expected = std::collections::VecDeque<(Vec<u8>, Vec<u8>)>;
 
 /// The model: key -> (value, blob).
 type Model = BTreeMap<Vec<u8>, (Vec<u8>, Option<Vec<u8>>)>;
@@ -251,6 +264,8 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
     let mut updates = 0u64;
     // Blob references from lookups: (reference, expected bytes, update count at the lookup).
     let mut blob_refs = Vec::new();
+    // Open cursors: the cursor and the model's entries it must still return, in order.
+    let mut cursors: Vec<(cairn::Cursor, Expected)> = Vec::new();
     let key = |k: u16| key_bytes(k, setup.long_keys);
     let remember = |blob_refs: &mut Vec<_>, model: &Model, k: &[u8], r: &LookupResult, at: u64| {
         if let (Some(blob), Some((_, Some(bytes)))) = (r.blob(), model.get(k)) {
@@ -326,6 +341,79 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                 let want: Vec<bool> = ks.iter().map(|k| model.contains_key(k)).collect();
                 prop_assert_eq!(got, want);
             }
+            Op::RangeLookup(a, b, kind) => {
+                let (a, b) = (key(*a), key(*b));
+                let lo = if kind & 1 == 0 {
+                    Bound::Included(a.as_slice())
+                } else {
+                    Bound::Excluded(a.as_slice())
+                };
+                let hi = if kind & 2 == 0 {
+                    Bound::Included(b.as_slice())
+                } else {
+                    Bound::Excluded(b.as_slice())
+                };
+                let valid = match (lo, hi) {
+                    (Bound::Included(x), Bound::Included(y)) => x <= y,
+                    (Bound::Included(x), Bound::Excluded(y))
+                    | (Bound::Excluded(x), Bound::Included(y)) => x < y,
+                    (Bound::Excluded(x), Bound::Excluded(y)) => x < y,
+                    _ => true,
+                };
+                let got = table.range_lookup((lo, hi)).unwrap();
+                let got: Vec<(Vec<u8>, Vec<u8>)> =
+                    got.into_iter().map(|e| (e.key, e.value)).collect();
+                let want: Vec<(Vec<u8>, Vec<u8>)> = if valid {
+                    model
+                        .range::<[u8], _>((lo, hi))
+                        .map(|(k, (v, _))| (k.clone(), v.clone()))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                prop_assert_eq!(got, want);
+            }
+            Op::OpenCursor(from) => {
+                if cursors.len() < 5 {
+                    let (cursor, expected) = match from {
+                        Some(k) => {
+                            let k = key(*k);
+                            let expected = model
+                                .range(k.clone()..)
+                                .map(|(k, (v, _))| (k.clone(), v.clone()))
+                                .collect();
+                            (table.cursor_at(&k).unwrap(), expected)
+                        }
+                        None => (
+                            table.cursor().unwrap(),
+                            model
+                                .iter()
+                                .map(|(k, (v, _))| (k.clone(), v.clone()))
+                                .collect(),
+                        ),
+                    };
+                    cursors.push((cursor, expected));
+                }
+            }
+            Op::ReadCursor(c, n) => {
+                if let Some((cursor, expected)) = cursors.get_mut(*c) {
+                    let got = cursor.take(*n).unwrap();
+                    for entry in got.iter() {
+                        let want = expected.pop_front();
+                        prop_assert_eq!(Some((entry.key.clone(), entry.value.clone())), want);
+                    }
+                    if got.len() < *n {
+                        prop_assert!(expected.is_empty(), "cursor ended early");
+                    }
+                }
+            }
+            Op::CloseCursor(c) => {
+                if *c < cursors.len() {
+                    let (cursor, _) = cursors.remove(*c);
+                    cursor.close();
+                    prop_assert!(matches!(cursor.next(), Err(Error::CursorClosed)));
+                }
+            }
             Op::RetrieveBlobs => {
                 for (blob, bytes, at) in &blob_refs {
                     match table.retrieve_blob(blob) {
@@ -346,6 +434,16 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
     let all: Vec<Vec<u8>> = (0..300).map(key).collect();
     for (k, r) in all.iter().zip(table.lookups(&all).unwrap()) {
         check_result(&model, k, &r)?;
+    }
+    // Every open cursor still sees exactly the table as it was when it opened.
+    for (cursor, expected) in cursors.drain(..) {
+        let got: Vec<(Vec<u8>, Vec<u8>)> = cursor
+            .take(usize::MAX)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.key, e.value))
+            .collect();
+        prop_assert_eq!(got, Vec::from(expected));
     }
     // Closing the table releases every run: no file may be left behind.
     drop(blob_refs);
