@@ -69,8 +69,9 @@ pub type ResolveFn = dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync;
 pub enum Resolve {
     /// The newer value replaces the older one: an upsert behaves like an insert.
     KeepNewest,
-    /// Both values are little-endian `u64`s and are added (wrapping). If either value is not
-    /// exactly 8 bytes long, the newer value is kept.
+    /// Both values are little-endian `u64`s and are added (wrapping). Upserts on such a table
+    /// must carry exactly 8 bytes ([`crate::Error::InvalidUpdate`] otherwise); if an older
+    /// inserted value is not 8 bytes long, the newer value replaces it.
     AddU64Le,
     /// A user-supplied function.
     Custom(Arc<ResolveFn>),

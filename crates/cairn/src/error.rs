@@ -47,6 +47,15 @@ pub enum Error {
     /// The cursor was closed; it can no longer be read.
     #[error("the cursor is closed")]
     CursorClosed,
+    /// An earlier update of this table failed half way (an I/O error while writing a run or
+    /// merging); the table's contents can no longer be trusted, so every operation fails. Close
+    /// it and reopen from a snapshot.
+    #[error("the table is unusable after an earlier failed update: {0}")]
+    TableBroken(String),
+    /// An update was rejected because it breaks a rule of the table (for example an upsert value
+    /// that the table's resolve function cannot combine associatively).
+    #[error("invalid update: {0}")]
+    InvalidUpdate(String),
     /// A table configuration was rejected.
     #[error("invalid table config: {0}")]
     InvalidConfig(String),

@@ -258,6 +258,14 @@ impl RunWriter {
             self.last_key = Some(key.to_vec());
         }
         debug_assert!(blob.is_none() || op == Op::Insert);
+        // Values from users are checked at the API; a custom resolve function may still produce
+        // an oversized one.
+        if value.len() > crate::page::VALUE_SIZE_MAX {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: crate::page::VALUE_SIZE_MAX,
+            });
+        }
         let blob_span = match blob {
             Some(bytes) => {
                 let len = u32::try_from(bytes.len()).map_err(|_| Error::BlobTooLarge {

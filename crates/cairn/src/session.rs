@@ -21,6 +21,11 @@ use crate::fs::{read_all, write_atomic, FileLock, FileSystem, RealFs};
 use crate::io::{BlockIo, IoBackendKind};
 use crate::table::{Table, TableInner};
 
+/// Run numbers and table ids are unique per process: a new session wipes `active/`, so numbers
+/// need not be unique across processes.
+static RUN_NUMBERS: AtomicU64 = AtomicU64::new(0);
+static TABLE_IDS: AtomicU64 = AtomicU64::new(0);
+
 const METADATA_MAGIC: &[u8; 8] = b"CRNSESSN";
 const METADATA_VERSION: u32 = 1;
 const METADATA_BYTES: usize = 8 + 4 + 8 + 4;
@@ -95,8 +100,6 @@ pub(crate) struct SessionInner {
     active_dir: PathBuf,
     salt: u64,
     io: BlockIo,
-    run_counter: AtomicU64,
-    table_counter: AtomicU64,
     state: Mutex<SessionState>,
 }
 
@@ -117,12 +120,15 @@ impl SessionInner {
         &self.io
     }
 
+    /// A run number never used before in this process, so that a run kept alive past its
+    /// session (by a cursor, say) can never share file names with a later session's runs.
     pub(crate) fn next_run_number(&self) -> u64 {
-        self.run_counter.fetch_add(1, Ordering::Relaxed)
+        RUN_NUMBERS.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// A table id unique in this process (blob references name their table by it).
     pub(crate) fn next_table_id(&self) -> u64 {
-        self.table_counter.fetch_add(1, Ordering::Relaxed)
+        TABLE_IDS.fetch_add(1, Ordering::Relaxed)
     }
 
     fn lock_state(&self) -> std::sync::MutexGuard<'_, SessionState> {
@@ -227,8 +233,6 @@ impl Session {
                 active_dir,
                 salt,
                 io,
-                run_counter: AtomicU64::new(0),
-                table_counter: AtomicU64::new(0),
                 state: Mutex::new(SessionState {
                     open: true,
                     lock: Some(lock),
@@ -261,15 +265,16 @@ impl Session {
 
     /// Closes the session: closes every table and releases the directory lock. Idempotent.
     pub fn close(&self) {
-        let tables = {
+        let (tables, lock) = {
             let mut state = self.inner.lock_state();
             state.open = false;
-            state.lock = None;
-            std::mem::take(&mut state.tables)
+            (std::mem::take(&mut state.tables), state.lock.take())
         };
         for table in tables.iter().filter_map(Weak::upgrade) {
             table.close();
         }
+        // Only now may another session take the directory.
+        drop(lock);
     }
 
     /// Whether the session is open.

@@ -9,15 +9,17 @@
 //! without it, so lookups run concurrently with each other and with updates. Updates take the
 //! write lock, so writes to one table are serialised by the API.
 //!
-//! Consistency after an error: an update batch that fails half way (an I/O error) may have
-//! applied a prefix of its updates. As in lsm-tree, the remedy is to close the table and reopen
-//! from a snapshot.
+//! Consistency after an error: an update batch that fails half way (an I/O error while writing a
+//! run or merging) leaves the table *broken*: every later operation fails with
+//! [`Error::TableBroken`] rather than risk a wrong answer. As in lsm-tree, the remedy is to close
+//! the table and reopen from a snapshot. Input errors (an oversized key, say) are found before
+//! anything is applied and leave the table usable.
 
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use std::ops::{Bound, RangeBounds};
 
-use crate::config::{MergeSchedule, TableConfig};
+use crate::config::{MergeSchedule, Resolve, TableConfig};
 use crate::cursor::{Cursor, CursorEntry, MergedEntries};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
@@ -74,6 +76,8 @@ pub struct TableStats {
 #[derive(Debug)]
 struct TableState {
     open: bool,
+    /// Set when an update failed half way: the contents may be inconsistent.
+    broken: Option<String>,
     write_buffer: WriteBuffer,
     levels: Levels,
     /// Incremented by every update; blob references carry the epoch of their lookup.
@@ -99,6 +103,18 @@ pub(crate) struct TableInner {
 #[derive(Debug)]
 pub struct Table {
     inner: Arc<TableInner>,
+}
+
+impl TableState {
+    fn check_usable(&self) -> Result<()> {
+        if !self.open {
+            return Err(Error::TableClosed);
+        }
+        if let Some(cause) = &self.broken {
+            return Err(Error::TableBroken(cause.clone()));
+        }
+        Ok(())
+    }
 }
 
 impl TableInner {
@@ -127,6 +143,7 @@ impl Table {
             params,
             state: RwLock::new(TableState {
                 open: true,
+                broken: None,
                 write_buffer: WriteBuffer::default(),
                 levels: Levels::default(),
                 epoch: 0,
@@ -146,17 +163,13 @@ impl Table {
 
     fn read(&self) -> Result<RwLockReadGuard<'_, TableState>> {
         let state = self.inner.state.read().unwrap_or_else(|p| p.into_inner());
-        if !state.open {
-            return Err(Error::TableClosed);
-        }
+        state.check_usable()?;
         Ok(state)
     }
 
     fn write(&self) -> Result<RwLockWriteGuard<'_, TableState>> {
         let state = self.inner.state.write().unwrap_or_else(|p| p.into_inner());
-        if !state.open {
-            return Err(Error::TableClosed);
-        }
+        state.check_usable()?;
         Ok(state)
     }
 
@@ -215,7 +228,7 @@ impl Table {
     /// update that fills the write buffer also writes it out as a run (B entries, sequential I/O).
     pub fn updates(&self, batch: &[(&[u8], Update<'_>)]) -> Result<()> {
         for (key, update) in batch {
-            validate(key, update)?;
+            validate(key, update, &self.inner.config.resolve)?;
         }
         let mut state = self.write()?;
         for (key, update) in batch {
@@ -225,7 +238,12 @@ impl Table {
                 Update::Upsert(v) => Entry::Upsert(v.to_vec()),
                 Update::Delete => Entry::Delete,
             };
-            self.apply_one(&mut state, key, entry)?;
+            if let Err(e) = self.apply_one(&mut state, key, entry) {
+                // A run or merge failed half way: answers could be wrong from now on, so the
+                // table refuses every further operation.
+                state.broken = Some(e.to_string());
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -276,8 +294,9 @@ impl Table {
             };
             writer.push(key, entry.op(), entry.value(), blob)?;
         }
+        let run = writer.finish()?;
         state.write_buffer.clear();
-        writer.finish()
+        Ok(run)
     }
 
     // --------------------------------------------------------------------------------------------
@@ -477,8 +496,17 @@ fn check_key(key: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn validate(key: &[u8], update: &Update<'_>) -> Result<()> {
+fn validate(key: &[u8], update: &Update<'_>, resolve: &Resolve) -> Result<()> {
     check_key(key)?;
+    if let (Resolve::AddU64Le, Update::Upsert(v)) = (resolve, update) {
+        // Combining values of other lengths would not be associative.
+        if v.len() != 8 {
+            return Err(Error::InvalidUpdate(format!(
+                "an upsert on an AddU64Le table needs an 8-byte value, got {} bytes",
+                v.len()
+            )));
+        }
+    }
     let (value, blob) = match update {
         Update::Insert(v) | Update::Upsert(v) => (*v, None),
         Update::InsertWithBlob(v, b) => (*v, Some(*b)),
