@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::config::Resolve;
 use crate::entry::Entry;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::page::{BlobSpan, Op};
 use crate::run::{Run, RunCursor, RunParams, RunWriter};
@@ -44,6 +44,8 @@ pub(crate) struct MergingRun {
     /// Set when finished; `None` inside if every entry was dropped.
     output: Option<Option<Arc<Run>>>,
     key: Vec<u8>,
+    /// Set when a step failed half way: the merge (shared by duplicates) refuses further work.
+    failed: bool,
 }
 
 impl MergingRun {
@@ -74,6 +76,7 @@ impl MergingRun {
             steps_done: 0,
             output: None,
             key: Vec::new(),
+            failed: false,
         })
     }
 
@@ -105,6 +108,17 @@ impl MergingRun {
     /// Performs at least `steps` steps unless the merge finishes first, and returns how many were
     /// performed (at most `steps + k - 1` for k inputs). Finishing writes the filter and index.
     pub(crate) fn steps(&mut self, steps: u64) -> Result<u64> {
+        if self.failed {
+            return Err(Error::TableBroken(
+                "a merge shared with this table failed earlier".into(),
+            ));
+        }
+        let result = self.steps_unchecked(steps);
+        self.failed = result.is_err();
+        result
+    }
+
+    fn steps_unchecked(&mut self, steps: u64) -> Result<u64> {
         let mut done = 0;
         while done < steps && !self.is_done() {
             done += self.step()?;

@@ -41,7 +41,7 @@
 //! that fills the write buffer writes it out (B entries). With [`MergeSchedule::OneShot`] a merge
 //! is done entirely when it starts, so an update may merge the whole table.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::config::{DiskCachePolicy, MergeSchedule, Resolve, SIZE_RATIO};
 use crate::error::{Error, Result};
@@ -94,20 +94,23 @@ impl MergeContext<'_> {
     }
 }
 
-#[derive(Debug)]
+/// A level's merge as one table handle sees it: the merge itself is shared by every duplicate
+/// of the table (work done through one is not done again through another), while the nominal
+/// credits are the handle's own.
+#[derive(Debug, Clone)]
 struct LevelMerge {
-    merge: MergingRun,
+    merge: Arc<Mutex<MergingRun>>,
     nominal_debt: u64,
     nominal_credits: u64,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Incoming {
     Single(Arc<Run>),
     Merging(Box<LevelMerge>),
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Level {
     incoming: Incoming,
     /// Resident runs, newest first; at most T - 1.
@@ -115,7 +118,8 @@ struct Level {
 }
 
 /// The levels of a table.
-#[derive(Debug, Default)]
+/// Cloning shares every run and every merge in progress (a duplicate of the table).
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Levels {
     levels: Vec<Level>,
 }
@@ -131,11 +135,14 @@ impl Levels {
         for level in &self.levels {
             match &level.incoming {
                 Incoming::Single(run) => out.push(run.clone()),
-                Incoming::Merging(m) => match m.merge.output() {
-                    Some(Some(run)) => out.push(run.clone()),
-                    Some(None) => {}
-                    None => out.extend(m.merge.inputs().iter().cloned()),
-                },
+                Incoming::Merging(m) => {
+                    let merge = lock(&m.merge);
+                    match merge.output() {
+                        Some(Some(run)) => out.push(run.clone()),
+                        Some(None) => {}
+                        None => out.extend(merge.inputs().iter().cloned()),
+                    }
+                }
             }
             out.extend(level.resident.iter().cloned());
         }
@@ -148,25 +155,27 @@ impl Levels {
             let Incoming::Merging(m) = &mut level.incoming else {
                 continue;
             };
-            if m.merge.is_done() {
+            let mut merge = lock(&m.merge);
+            if merge.is_done() {
                 continue;
             }
             m.nominal_credits = m
                 .nominal_credits
                 .saturating_add(credits)
                 .min(m.nominal_debt);
-            let debt = m.merge.debt();
+            let debt = merge.debt();
             let target = if m.nominal_credits == m.nominal_debt {
                 debt
             } else {
                 (m.nominal_credits as u128 * debt as u128 / m.nominal_debt as u128) as u64
             };
-            let unspent = target.saturating_sub(m.merge.steps_done());
+            // Work already done through a duplicate counts: only the shortfall is done here.
+            let unspent = target.saturating_sub(merge.steps_done());
             if unspent >= ctx.merge_batch_size {
-                steps += m.merge.steps(unspent)?;
+                steps += merge.steps(unspent)?;
             }
-            if target == debt && !m.merge.is_done() {
-                steps += m.merge.complete()?;
+            if target == debt && !merge.is_done() {
+                steps += merge.complete()?;
             }
         }
         Ok(steps)
@@ -257,11 +266,17 @@ impl Levels {
         let merging = self
             .levels
             .iter()
-            .filter(|l| matches!(&l.incoming, Incoming::Merging(m) if !m.merge.is_done()))
+            .filter(|l| matches!(&l.incoming, Incoming::Merging(m) if !lock(&m.merge).is_done()))
             .count();
         let memory = runs.iter().map(|r| r.memory_bytes()).sum();
         (runs.len(), merging, memory)
     }
+}
+
+/// Locks a shared merge. A poisoned lock is recovered: a merge that failed half way refuses
+/// further work by itself (see `MergingRun::steps`).
+fn lock(merge: &Mutex<MergingRun>) -> MutexGuard<'_, MergingRun> {
+    merge.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Finishes a level's incoming merge (if needed) and returns its run and the steps performed.
@@ -269,8 +284,9 @@ fn complete_incoming(incoming: &mut Incoming) -> Result<(Option<Arc<Run>>, u64)>
     match incoming {
         Incoming::Single(run) => Ok((Some(run.clone()), 0)),
         Incoming::Merging(m) => {
-            let steps = m.merge.complete()?;
-            let out = m.merge.output().cloned().flatten();
+            let mut merge = lock(&m.merge);
+            let steps = merge.complete()?;
+            let out = merge.output().cloned().flatten();
             Ok((out, steps))
         }
     }
@@ -297,15 +313,16 @@ fn new_incoming(
         ctx.resolve.clone(),
         ctx.disk_cache.caches_level(level_number),
     )?;
-    let mut m = Box::new(LevelMerge {
-        merge,
+    let mut merge = merge;
+    let steps = match ctx.schedule {
+        MergeSchedule::OneShot => merge.complete()?,
+        MergeSchedule::Incremental => 0,
+    };
+    let m = Box::new(LevelMerge {
+        merge: Arc::new(Mutex::new(merge)),
         nominal_debt: ctx.tiering_size(level_number)?,
         nominal_credits: 0,
     });
-    let steps = match ctx.schedule {
-        MergeSchedule::OneShot => m.merge.complete()?,
-        MergeSchedule::Incremental => 0,
-    };
     Ok((Incoming::Merging(m), steps))
 }
 

@@ -136,6 +136,22 @@ impl Table {
             bloom,
             index: config.index,
         };
+        Table::with_contents(
+            session,
+            config,
+            params,
+            WriteBuffer::default(),
+            Levels::default(),
+        )
+    }
+
+    fn with_contents(
+        session: Arc<SessionInner>,
+        config: TableConfig,
+        params: RunParams,
+        write_buffer: WriteBuffer,
+        levels: Levels,
+    ) -> Result<Table> {
         let inner = Arc::new(TableInner {
             id: session.next_table_id(),
             session,
@@ -144,8 +160,8 @@ impl Table {
             state: RwLock::new(TableState {
                 open: true,
                 broken: None,
-                write_buffer: WriteBuffer::default(),
-                levels: Levels::default(),
+                write_buffer,
+                levels,
                 epoch: 0,
                 merge_steps_total: 0,
                 merge_steps_max_per_update: 0,
@@ -154,6 +170,24 @@ impl Table {
         });
         inner.session.register_table(&inner)?;
         Ok(Table { inner })
+    }
+
+    /// An independently writable copy of the table, made without disk I/O: it shares every run
+    /// (files are reference-counted and deleted when the last user lets go) and every merge in
+    /// progress (merge work paid through one handle is not done again through the other), and
+    /// copies the write buffer (at most `write_buffer_entries` entries of memory).
+    pub fn duplicate(&self) -> Result<Table> {
+        let (write_buffer, levels) = {
+            let state = self.read()?;
+            (state.write_buffer.clone(), state.levels.clone())
+        };
+        Table::with_contents(
+            self.inner.session.clone(),
+            self.inner.config.clone(),
+            self.inner.params.clone(),
+            write_buffer,
+            levels,
+        )
     }
 
     /// The table's configuration.

@@ -1,0 +1,235 @@
+//! `Table::duplicate`: independently writable copies that share runs and merges in progress.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use cairn::fs::{FileLock, FileSystem, MemFs, ReadOptions, ReadableFile, WritableFile};
+use cairn::{IndexType, MergeSchedule, Resolve, Session, SessionOptions, Table, TableConfig};
+use proptest::prelude::*;
+
+/// A file system that counts the files created and the bytes appended.
+#[derive(Debug, Default)]
+struct Counting {
+    inner: MemFs,
+    files_created: AtomicU64,
+    bytes_written: Arc<AtomicU64>,
+}
+
+#[derive(Debug)]
+struct CountingFile {
+    inner: Box<dyn WritableFile>,
+    bytes_written: Arc<AtomicU64>,
+}
+
+impl WritableFile for CountingFile {
+    fn append(&mut self, bytes: &[u8]) -> cairn::Result<()> {
+        self.bytes_written
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        self.inner.append(bytes)
+    }
+    fn sync(&mut self) -> cairn::Result<()> {
+        self.inner.sync()
+    }
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+}
+
+impl FileSystem for Counting {
+    fn create_dir_all(&self, path: &Path) -> cairn::Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> cairn::Result<Vec<String>> {
+        self.inner.list_dir(path)
+    }
+    fn exists(&self, path: &Path) -> cairn::Result<bool> {
+        self.inner.exists(path)
+    }
+    fn is_dir(&self, path: &Path) -> cairn::Result<bool> {
+        self.inner.is_dir(path)
+    }
+    fn remove_file(&self, path: &Path) -> cairn::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn remove_dir_all(&self, path: &Path) -> cairn::Result<()> {
+        self.inner.remove_dir_all(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> cairn::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn hard_link(&self, from: &Path, to: &Path) -> cairn::Result<()> {
+        self.inner.hard_link(from, to)
+    }
+    fn sync_dir(&self, path: &Path) -> cairn::Result<()> {
+        self.inner.sync_dir(path)
+    }
+    fn create(&self, path: &Path) -> cairn::Result<Box<dyn WritableFile>> {
+        self.files_created.fetch_add(1, Ordering::Relaxed);
+        Ok(Box::new(CountingFile {
+            inner: self.inner.create(path)?,
+            bytes_written: self.bytes_written.clone(),
+        }))
+    }
+    fn open(&self, path: &Path, options: ReadOptions) -> cairn::Result<Arc<dyn ReadableFile>> {
+        self.inner.open(path, options)
+    }
+    fn try_lock(&self, path: &Path) -> cairn::Result<Option<Box<dyn FileLock>>> {
+        self.inner.try_lock(path)
+    }
+}
+
+fn session(fs: Arc<dyn FileSystem>) -> Session {
+    fs.create_dir_all(Path::new("/s")).unwrap();
+    Session::open_with(fs, "/s", SessionOptions::default()).unwrap()
+}
+
+fn key(k: u16) -> Vec<u8> {
+    (k as u64 + 1)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .to_be_bytes()
+        .to_vec()
+}
+
+#[test]
+fn duplicate_writes_no_data() {
+    let fs = Arc::new(Counting::default());
+    let session = session(fs.clone());
+    let table = session
+        .new_table(TableConfig {
+            write_buffer_entries: 16,
+            merge_batch_size: 4,
+            index: IndexType::Compact,
+            ..TableConfig::default()
+        })
+        .unwrap();
+    for i in 0..5_000u16 {
+        table.insert(&key(i), &i.to_le_bytes()).unwrap();
+    }
+    let stats = table.stats().unwrap();
+    assert!(
+        stats.levels >= 3 && stats.merges_in_progress > 0,
+        "{stats:?}"
+    );
+    let (files, bytes) = (
+        fs.files_created.load(Ordering::Relaxed),
+        fs.bytes_written.load(Ordering::Relaxed),
+    );
+    let copy = table.duplicate().unwrap();
+    assert_eq!(fs.files_created.load(Ordering::Relaxed), files);
+    assert_eq!(fs.bytes_written.load(Ordering::Relaxed), bytes);
+    assert_eq!(copy.stats().unwrap().runs, stats.runs);
+    // The copy answers like the original.
+    let keys: Vec<_> = (0..5_000u16).map(key).collect();
+    for (i, r) in copy.lookups(&keys).unwrap().iter().enumerate() {
+        assert_eq!(r.value(), Some(&(i as u16).to_le_bytes()[..]));
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(usize, u16, u64),
+    Upsert(usize, u16, u64),
+    Delete(usize, u16),
+    Duplicate(usize),
+    Close(usize),
+    Check(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let h = 0usize..4;
+    let k = 0u16..200;
+    prop_oneof![
+        6 => (h.clone(), k.clone(), any::<u64>()).prop_map(|(h, k, v)| Op::Insert(h, k, v)),
+        4 => (h.clone(), k.clone(), 0u64..100).prop_map(|(h, k, v)| Op::Upsert(h, k, v)),
+        3 => (h.clone(), k).prop_map(|(h, k)| Op::Delete(h, k)),
+        1 => h.clone().prop_map(Op::Duplicate),
+        1 => h.clone().prop_map(Op::Close),
+        1 => h.prop_map(Op::Check),
+    ]
+}
+
+type Model = BTreeMap<Vec<u8>, u64>;
+
+fn check(table: &Table, model: &Model) -> Result<(), TestCaseError> {
+    let keys: Vec<_> = (0..200u16).map(key).collect();
+    for (k, r) in keys.iter().zip(table.lookups(&keys).unwrap()) {
+        let want = model.get(k).map(|v| v.to_le_bytes().to_vec());
+        prop_assert_eq!(r.value().map(<[u8]>::to_vec), want);
+    }
+    let scanned: Vec<(Vec<u8>, u64)> = table
+        .cursor()
+        .unwrap()
+        .take(usize::MAX)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.key, u64::from_le_bytes(e.value.try_into().unwrap())))
+        .collect();
+    let want: Vec<(Vec<u8>, u64)> = model.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    prop_assert_eq!(scanned, want);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Duplicates are written independently and each matches its own model; closing every
+    /// handle leaves no run file behind.
+    #[test]
+    fn duplicates_are_independent(
+        write_buffer in 1usize..16,
+        merge_batch in 1usize..8,
+        one_shot in prop::bool::weighted(0.2),
+        ops in prop::collection::vec(op(), 1..400),
+    ) {
+        let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+        let session = session(fs.clone());
+        let config = TableConfig {
+            write_buffer_entries: write_buffer,
+            merge_batch_size: merge_batch,
+            merge_schedule: if one_shot { MergeSchedule::OneShot } else { MergeSchedule::Incremental },
+            resolve: Resolve::AddU64Le,
+            ..TableConfig::default()
+        };
+        let mut handles: Vec<(Table, Model)> = vec![(session.new_table(config).unwrap(), Model::new())];
+        for op in ops {
+            match op {
+                Op::Insert(h, k, v) => if let Some((t, m)) = handles.get_mut(h) {
+                    t.insert(&key(k), &v.to_le_bytes()).unwrap();
+                    m.insert(key(k), v);
+                },
+                Op::Upsert(h, k, v) => if let Some((t, m)) = handles.get_mut(h) {
+                    t.upsert(&key(k), &v.to_le_bytes()).unwrap();
+                    let e = m.entry(key(k)).or_insert(0);
+                    *e = e.wrapping_add(v);
+                },
+                Op::Delete(h, k) => if let Some((t, m)) = handles.get_mut(h) {
+                    t.delete(&key(k)).unwrap();
+                    m.remove(&key(k));
+                },
+                Op::Duplicate(h) => if handles.len() < 5 {
+                    if let Some((t, m)) = handles.get(h) {
+                        let copy = (t.duplicate().unwrap(), m.clone());
+                        handles.push(copy);
+                    }
+                },
+                Op::Close(h) => if h < handles.len() && handles.len() > 1 {
+                    let (t, _) = handles.remove(h);
+                    t.close();
+                },
+                Op::Check(h) => if let Some((t, m)) = handles.get(h) {
+                    check(t, m)?;
+                },
+            }
+        }
+        for (t, m) in &handles {
+            check(t, m)?;
+        }
+        for (t, _) in handles {
+            t.close();
+        }
+        let leftovers = fs.list_dir(Path::new("/s/active")).unwrap();
+        prop_assert!(leftovers.is_empty(), "files left: {:?}", leftovers);
+    }
+}
