@@ -56,6 +56,42 @@ pub enum Error {
     /// that the table's resolve function cannot combine associatively).
     #[error("invalid update: {0}")]
     InvalidUpdate(String),
+    /// A snapshot name breaks the naming rules (1 to 64 characters from `[a-z0-9_-]`).
+    #[error("invalid snapshot name {0}")]
+    InvalidSnapshotName(String),
+    /// A snapshot of that name already exists.
+    #[error("snapshot {0:?} already exists")]
+    SnapshotExists(String),
+    /// No snapshot of that name exists.
+    #[error("snapshot {0:?} does not exist")]
+    SnapshotMissing(String),
+    /// The snapshot's label is not the one the caller expected.
+    #[error("snapshot label mismatch: expected {expected:?}, found {found:?}")]
+    SnapshotLabelMismatch {
+        /// The label the caller gave.
+        expected: String,
+        /// The label stored in the snapshot.
+        found: String,
+    },
+    /// A snapshot's file is missing or corrupt (the underlying error names the file).
+    #[error("snapshot {name:?} is corrupted: {source}")]
+    SnapshotCorrupted {
+        /// The snapshot's name.
+        name: String,
+        /// The file of the snapshot that is bad.
+        path: PathBuf,
+        /// What was found wrong.
+        #[source]
+        source: Box<Error>,
+    },
+    /// An export or import directory is in the way, or missing.
+    #[error("{}: {reason}", path.display())]
+    SnapshotDirectory {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A table configuration was rejected.
     #[error("invalid table config: {0}")]
     InvalidConfig(String),
@@ -90,6 +126,16 @@ pub enum Error {
     #[error("corrupt {what}: {detail}")]
     Corrupt {
         /// Which structure (`"page"`, `"bloom filter"`, `"compact index"`, ...).
+        what: &'static str,
+        /// What exactly is wrong.
+        detail: String,
+    },
+    /// A file's contents failed to decode.
+    #[error("corrupt {what} in {}: {detail}", path.display())]
+    CorruptFile {
+        /// The file.
+        path: PathBuf,
+        /// Which structure.
         what: &'static str,
         /// What exactly is wrong.
         detail: String,
@@ -134,6 +180,31 @@ impl Error {
             op,
             path: path.into(),
             source,
+        }
+    }
+
+    /// Attaches a file's path to a decoding error ([`Error::Corrupt`] becomes
+    /// [`Error::CorruptFile`]); other errors already name their file or have none.
+    pub(crate) fn in_file(self, path: &std::path::Path) -> Error {
+        match self {
+            Error::Corrupt { what, detail } => Error::CorruptFile {
+                path: path.to_path_buf(),
+                what,
+                detail,
+            },
+            other => other,
+        }
+    }
+
+    /// The file a corruption or I/O error concerns, if it names one.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            Error::Io { path, .. }
+            | Error::CorruptFile { path, .. }
+            | Error::ChecksumMismatch { path, .. }
+            | Error::SessionCorrupted { path, .. }
+            | Error::SnapshotCorrupted { path, .. } => Some(path),
+            _ => None,
         }
     }
 

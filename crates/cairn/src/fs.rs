@@ -41,12 +41,16 @@ pub trait FileSystem: Send + Sync + Debug + 'static {
     fn remove_file(&self, path: &Path) -> Result<()>;
     /// Removes a directory and everything under it.
     fn remove_dir_all(&self, path: &Path) -> Result<()>;
-    /// Atomically renames a file, replacing `to` if it exists.
+    /// Atomically renames a file, replacing `to` if it exists, or a directory to a name that does
+    /// not exist yet.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Makes `to` a second name of the file `from`.
     fn hard_link(&self, from: &Path, to: &Path) -> Result<()>;
     /// Makes the directory's entries durable (`fsync` on the directory).
     fn sync_dir(&self, path: &Path) -> Result<()>;
+    /// Makes an existing file's contents durable (`fsync`), e.g. a file just hard-linked into
+    /// a snapshot.
+    fn sync_file(&self, path: &Path) -> Result<()>;
     /// Creates a new file for appending; fails if it already exists.
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Opens an existing file for positional reads.
@@ -269,6 +273,11 @@ impl FileSystem for RealFs {
     fn sync_dir(&self, path: &Path) -> Result<()> {
         let dir = std::fs::File::open(path).map_err(|e| Error::io("open_dir", path, e))?;
         dir.sync_all().map_err(|e| Error::io("fsync_dir", path, e))
+    }
+
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        let file = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
+        file.sync_all().map_err(|e| Error::io("fsync", path, e))
     }
 
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
@@ -554,6 +563,38 @@ impl FileSystem for MemFs {
         if !state.dirs.contains(&parent_of(to)) {
             return Err(Self::not_found("rename", to));
         }
+        if state.dirs.contains(from) {
+            if state.dirs.contains(to) || state.files.contains_key(to) {
+                return Err(Error::io(
+                    "rename",
+                    to,
+                    std::io::ErrorKind::AlreadyExists.into(),
+                ));
+            }
+            let moved = |p: &Path| to.join(p.strip_prefix(from).unwrap_or(p));
+            let dirs: Vec<PathBuf> = state
+                .dirs
+                .iter()
+                .filter(|d| d.starts_with(from))
+                .cloned()
+                .collect();
+            for d in dirs {
+                state.dirs.remove(&d);
+                state.dirs.insert(moved(&d));
+            }
+            let files: Vec<PathBuf> = state
+                .files
+                .keys()
+                .filter(|f| f.starts_with(from))
+                .cloned()
+                .collect();
+            for f in files {
+                if let Some(data) = state.files.remove(&f) {
+                    state.files.insert(moved(&f), data);
+                }
+            }
+            return Ok(());
+        }
         let data = state
             .files
             .remove(from)
@@ -588,6 +629,14 @@ impl FileSystem for MemFs {
             Ok(())
         } else {
             Err(Self::not_found("fsync_dir", path))
+        }
+    }
+
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        if self.lock_state().files.contains_key(path) {
+            Ok(())
+        } else {
+            Err(Self::not_found("fsync", path))
         }
     }
 

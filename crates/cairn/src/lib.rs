@@ -35,6 +35,7 @@ pub mod page;
 mod run;
 pub mod schedule;
 mod session;
+mod snapshot;
 mod table;
 mod write_buffer;
 
@@ -50,4 +51,4 @@ pub use io::IoBackendKind;
 pub use lookup::{BlobRef, LookupResult};
 pub use page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
 pub use session::{Session, SessionOptions};
-pub use table::{Table, TableStats, Update, BLOB_SIZE_MAX};
+pub use table::{SnapshotOverrides, Table, TableStats, Update, BLOB_SIZE_MAX};

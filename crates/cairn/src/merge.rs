@@ -80,6 +80,11 @@ impl MergingRun {
         })
     }
 
+    /// What the merge does with deletes and upserts.
+    pub(crate) fn kind(&self) -> MergeKind {
+        self.kind
+    }
+
     /// Total steps this merge takes (the sum of its inputs' entries).
     pub(crate) fn debt(&self) -> u64 {
         self.debt

@@ -51,6 +51,12 @@ impl RunFile {
         RunFile::Index,
     ];
 
+    /// The kind of run file a path names, by its extension.
+    pub(crate) fn from_path(path: Option<&Path>) -> Option<RunFile> {
+        let ext = path?.extension()?.to_str()?;
+        RunFile::ALL.into_iter().find(|f| f.extension() == ext)
+    }
+
     pub(crate) fn extension(self) -> &'static str {
         match self {
             RunFile::KeyOps => "keyops",
@@ -360,6 +366,8 @@ pub(crate) struct Run {
     filter: BloomFilter,
     index: Index,
     checksums: RunChecksums,
+    /// When set, dropping the run leaves its files in place (a run written into a snapshot).
+    keep_files: std::sync::atomic::AtomicBool,
 }
 
 impl Run {
@@ -393,7 +401,19 @@ impl Run {
             filter,
             index,
             checksums,
+            keep_files: std::sync::atomic::AtomicBool::new(false),
         }))
+    }
+
+    /// The path of one of the run's files.
+    pub(crate) fn file_path(&self, file: RunFile) -> PathBuf {
+        run_file_path(&self.dir, self.number, file)
+    }
+
+    /// Leaves the run's files in place when it is dropped.
+    pub(crate) fn keep_files(&self) {
+        self.keep_files
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Opens run `number` in `dir`, verifying every file against its recorded size and CRC32C,
@@ -408,7 +428,8 @@ impl Run {
         salt: u64,
     ) -> Result<Arc<Run>> {
         let sums_path = run_file_path(dir, number, RunFile::Checksums);
-        let checksums = RunChecksums::decode(&crate::fs::read_all(&*fs, &sums_path)?)?;
+        let checksums = RunChecksums::decode(&crate::fs::read_all(&*fs, &sums_path)?)
+            .map_err(|e| e.in_file(&sums_path))?;
         let mut contents = Vec::new();
         for (file, (size, crc)) in RunFile::CHECKSUMMED.iter().zip(checksums.files) {
             let path = run_file_path(dir, number, *file);
@@ -435,23 +456,27 @@ impl Run {
             }
             contents.push(bytes);
         }
-        let filter = BloomFilter::decode(&contents[2])?;
+        let filter_path = run_file_path(dir, number, RunFile::Filter);
+        let filter = BloomFilter::decode(&contents[2]).map_err(|e| e.in_file(&filter_path))?;
         if filter.salt() != salt {
-            return Err(Error::corrupt(
-                "bloom filter",
-                format!("salt {:#x} does not match the session's", filter.salt()),
-            ));
+            return Err(Error::CorruptFile {
+                path: filter_path,
+                what: "bloom filter",
+                detail: format!("salt {:#x} does not match the session's", filter.salt()),
+            });
         }
-        let index = Index::decode(&contents[3])?;
+        let index_path = run_file_path(dir, number, RunFile::Index);
+        let index = Index::decode(&contents[3]).map_err(|e| e.in_file(&index_path))?;
         if index.page_count().checked_mul(PAGE_BYTES as u64) != Some(checksums.files[0].0) {
-            return Err(Error::corrupt(
-                "run",
-                format!(
-                    "index covers {} pages but the key/ops file has {} bytes",
+            return Err(Error::CorruptFile {
+                path: index_path,
+                what: "index",
+                detail: format!(
+                    "covers {} pages but the key/ops file has {} bytes",
                     index.page_count(),
                     checksums.files[0].0
                 ),
-            ));
+            });
         }
         Run::from_parts(
             fs,
@@ -558,6 +583,9 @@ fn checksum_file(fs: &dyn FileSystem, path: &Path, keep: bool) -> Result<(u64, u
 
 impl Drop for Run {
     fn drop(&mut self) {
+        if self.keep_files.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         // Errors cannot be returned from drop. A file left behind is harmless: the session wipes
         // its `active` directory when it is next opened.
         for file in RunFile::ALL {

@@ -108,6 +108,32 @@ struct LevelMerge {
 enum Incoming {
     Single(Arc<Run>),
     Merging(Box<LevelMerge>),
+    /// A finished last-level merge that dropped every entry (restored from a snapshot).
+    Empty,
+}
+
+/// The structure of a table's levels with runs named by index, as a snapshot records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum IncomingShape {
+    /// A single run.
+    Single(usize),
+    /// A merge in progress: its inputs (newest first), kind and the handle's nominal credits.
+    Merging {
+        last_level: bool,
+        nominal_debt: u64,
+        nominal_credits: u64,
+        inputs: Vec<usize>,
+    },
+    /// Nothing (a finished merge whose output was empty).
+    Empty,
+}
+
+/// One level of a [`IncomingShape`]-described structure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LevelShape {
+    pub(crate) incoming: IncomingShape,
+    /// Resident runs, newest first.
+    pub(crate) resident: Vec<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -143,6 +169,7 @@ impl Levels {
                         None => out.extend(merge.inputs().iter().cloned()),
                     }
                 }
+                Incoming::Empty => {}
             }
             out.extend(level.resident.iter().cloned());
         }
@@ -259,6 +286,105 @@ impl Levels {
         Ok(steps)
     }
 
+    /// The structure of the levels, with every run listed once in `runs` and named by its index
+    /// there. A finished merge is recorded as its output.
+    pub(crate) fn shape(&self) -> (Vec<LevelShape>, Vec<Arc<Run>>) {
+        let mut runs: Vec<Arc<Run>> = Vec::new();
+        let mut name = |run: &Arc<Run>| {
+            runs.push(run.clone());
+            runs.len() - 1
+        };
+        let mut shapes = Vec::with_capacity(self.levels.len());
+        for level in &self.levels {
+            let incoming = match &level.incoming {
+                Incoming::Single(run) => IncomingShape::Single(name(run)),
+                Incoming::Empty => IncomingShape::Empty,
+                Incoming::Merging(m) => {
+                    let merge = lock(&m.merge);
+                    match merge.output() {
+                        Some(Some(run)) => IncomingShape::Single(name(run)),
+                        Some(None) => IncomingShape::Empty,
+                        None => IncomingShape::Merging {
+                            last_level: merge.kind() == MergeKind::LastLevel,
+                            nominal_debt: m.nominal_debt,
+                            nominal_credits: m.nominal_credits,
+                            inputs: merge.inputs().iter().map(&mut name).collect(),
+                        },
+                    }
+                }
+            };
+            let resident = level.resident.iter().map(&mut name).collect();
+            shapes.push(LevelShape { incoming, resident });
+        }
+        (shapes, runs)
+    }
+
+    /// Rebuilds levels from a recorded structure over opened runs: merges in progress restart
+    /// from their inputs and are caught up with the nominal credits they had been paid.
+    /// Returns `Corrupt` if the structure names a run that does not exist.
+    pub(crate) fn from_shape(
+        ctx: &MergeContext<'_>,
+        shapes: &[LevelShape],
+        runs: &[Arc<Run>],
+    ) -> Result<Levels> {
+        let run = |i: usize| {
+            runs.get(i).cloned().ok_or_else(|| {
+                Error::corrupt("snapshot metadata", format!("run {i} does not exist"))
+            })
+        };
+        let mut levels = Vec::with_capacity(shapes.len());
+        for (idx, shape) in shapes.iter().enumerate() {
+            let incoming = match &shape.incoming {
+                IncomingShape::Single(i) => Incoming::Single(run(*i)?),
+                IncomingShape::Empty => Incoming::Empty,
+                IncomingShape::Merging {
+                    last_level,
+                    nominal_debt,
+                    nominal_credits,
+                    inputs,
+                } => {
+                    let inputs = inputs.iter().map(|&i| run(i)).collect::<Result<Vec<_>>>()?;
+                    if inputs.len() < 2 || *nominal_debt == 0 || nominal_credits > nominal_debt {
+                        return Err(Error::corrupt("snapshot metadata", "inconsistent merge"));
+                    }
+                    let kind = if *last_level {
+                        MergeKind::LastLevel
+                    } else {
+                        MergeKind::MidLevel
+                    };
+                    let mut merge = MergingRun::new(
+                        ctx.fs.clone(),
+                        ctx.params,
+                        (ctx.next_run_number)(),
+                        inputs,
+                        kind,
+                        ctx.resolve.clone(),
+                        ctx.disk_cache.caches_level(idx + 1),
+                    )?;
+                    let debt = merge.debt();
+                    let target =
+                        (*nominal_credits as u128 * debt as u128 / *nominal_debt as u128) as u64;
+                    merge.steps(target)?;
+                    if ctx.schedule == MergeSchedule::OneShot || target == debt {
+                        merge.complete()?;
+                    }
+                    Incoming::Merging(Box::new(LevelMerge {
+                        merge: Arc::new(Mutex::new(merge)),
+                        nominal_debt: *nominal_debt,
+                        nominal_credits: *nominal_credits,
+                    }))
+                }
+            };
+            let resident = shape
+                .resident
+                .iter()
+                .map(|&i| run(i))
+                .collect::<Result<Vec<_>>>()?;
+            levels.push(Level { incoming, resident });
+        }
+        Ok(Levels { levels })
+    }
+
     /// Statistics: `(runs, merges in progress, memory held by filters and indexes)`.
     pub(crate) fn stats(&self) -> (usize, usize, usize) {
         let mut runs = Vec::new();
@@ -283,6 +409,7 @@ fn lock(merge: &Mutex<MergingRun>) -> MutexGuard<'_, MergingRun> {
 fn complete_incoming(incoming: &mut Incoming) -> Result<(Option<Arc<Run>>, u64)> {
     match incoming {
         Incoming::Single(run) => Ok((Some(run.clone()), 0)),
+        Incoming::Empty => Ok((None, 0)),
         Incoming::Merging(m) => {
             let mut merge = lock(&m.merge);
             let steps = merge.complete()?;

@@ -19,7 +19,8 @@ use crate::config::TableConfig;
 use crate::error::{Error, Result};
 use crate::fs::{read_all, write_atomic, FileLock, FileSystem, RealFs};
 use crate::io::{BlockIo, IoBackendKind};
-use crate::table::{Table, TableInner};
+use crate::snapshot::{self, validate_name};
+use crate::table::{SnapshotOverrides, Table, TableInner};
 
 /// Run numbers and table ids are unique per process: a new session wipes `active/`, so numbers
 /// need not be unique across processes.
@@ -98,6 +99,7 @@ pub(crate) struct SessionInner {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     active_dir: PathBuf,
+    snapshots_dir: PathBuf,
     salt: u64,
     io: BlockIo,
     state: Mutex<SessionState>,
@@ -110,6 +112,18 @@ impl SessionInner {
 
     pub(crate) fn active_dir(&self) -> &Path {
         &self.active_dir
+    }
+
+    pub(crate) fn snapshots_dir(&self) -> &Path {
+        &self.snapshots_dir
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.lock_state().open {
+            Ok(())
+        } else {
+            Err(Error::SessionClosed)
+        }
     }
 
     pub(crate) fn salt(&self) -> u64 {
@@ -213,6 +227,12 @@ impl Session {
                     return Err(corrupted(format!("{} is missing", sub.display())));
                 }
             }
+            // A snapshot save or import that crashed leaves a temporary directory behind.
+            for name in fs.list_dir(&snapshots_dir)? {
+                if name.starts_with(".tmp-") {
+                    fs.remove_dir_all(&snapshots_dir.join(name))?;
+                }
+            }
             // Tables are not durable between snapshots: whatever an earlier session left in
             // `active` is garbage.
             for name in fs.list_dir(&active_dir)? {
@@ -231,6 +251,7 @@ impl Session {
                 fs,
                 dir,
                 active_dir,
+                snapshots_dir,
                 salt,
                 io,
                 state: Mutex::new(SessionState {
@@ -261,6 +282,94 @@ impl Session {
     /// [`Error::SessionClosed`] after [`Session::close`].
     pub fn new_table(&self, config: TableConfig) -> Result<Table> {
         Table::new(self.inner.clone(), config)
+    }
+
+    /// Opens snapshot `name` as a new table. `label` must equal the label it was saved with.
+    ///
+    /// Every file of the snapshot is read and checked against its CRC32C before the table is
+    /// returned (O(table size) reads); merges that were in progress are restarted and caught up
+    /// with the credits they had been paid. Errors: [`Error::InvalidSnapshotName`],
+    /// [`Error::SnapshotMissing`], [`Error::SnapshotLabelMismatch`],
+    /// [`Error::SnapshotCorrupted`] naming the bad file, [`Error::InvalidConfig`] when a custom
+    /// resolve function is needed and not given.
+    pub fn open_snapshot(
+        &self,
+        name: &str,
+        label: &str,
+        overrides: SnapshotOverrides,
+    ) -> Result<Table> {
+        self.inner.check_open()?;
+        Table::open_snapshot(self.inner.clone(), name, label, overrides)
+    }
+
+    /// Names of the saved snapshots, sorted.
+    pub fn list_snapshots(&self) -> Result<Vec<String>> {
+        self.inner.check_open()?;
+        let fs = self.inner.fs();
+        let mut names = Vec::new();
+        for name in fs.list_dir(&self.inner.snapshots_dir)? {
+            if !name.starts_with('.') && fs.is_dir(&self.inner.snapshots_dir.join(&name))? {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+
+    /// Whether snapshot `name` exists.
+    pub fn snapshot_exists(&self, name: &str) -> Result<bool> {
+        self.inner.check_open()?;
+        validate_name(name)?;
+        self.inner.fs().is_dir(&self.inner.snapshots_dir.join(name))
+    }
+
+    /// Deletes snapshot `name` (its files; tables opened from it are not affected).
+    pub fn delete_snapshot(&self, name: &str) -> Result<()> {
+        if !self.snapshot_exists(name)? {
+            return Err(Error::SnapshotMissing(name.to_string()));
+        }
+        let fs = self.inner.fs();
+        fs.remove_dir_all(&self.inner.snapshots_dir.join(name))?;
+        fs.sync_dir(&self.inner.snapshots_dir)
+    }
+
+    /// Copies snapshot `name` into `target`, a directory that must not exist yet (on the same
+    /// file system as the session). The copy is fsynced and can be imported elsewhere.
+    pub fn export_snapshot(&self, name: &str, target: impl AsRef<Path>) -> Result<()> {
+        if !self.snapshot_exists(name)? {
+            return Err(Error::SnapshotMissing(name.to_string()));
+        }
+        let target = target.as_ref();
+        let fs = self.inner.fs();
+        if fs.exists(target)? {
+            return Err(Error::SnapshotDirectory {
+                path: target.to_path_buf(),
+                reason: "the export directory already exists".into(),
+            });
+        }
+        let tmp = target.with_file_name(format!(".tmp-export-{}", self.inner.next_run_number()));
+        snapshot::copy_dir(&**fs, &self.inner.snapshots_dir.join(name), &tmp, target)
+    }
+
+    /// Copies the snapshot exported in `source` into this session as snapshot `name`. The copy
+    /// is atomic; its contents are verified when the snapshot is opened.
+    pub fn import_snapshot(&self, name: &str, source: impl AsRef<Path>) -> Result<()> {
+        if self.snapshot_exists(name)? {
+            return Err(Error::SnapshotExists(name.to_string()));
+        }
+        let source = source.as_ref();
+        let fs = self.inner.fs();
+        if !fs.is_dir(source)? {
+            return Err(Error::SnapshotDirectory {
+                path: source.to_path_buf(),
+                reason: "the import directory does not exist".into(),
+            });
+        }
+        let tmp = snapshot::temp_dir(
+            &self.inner.snapshots_dir,
+            name,
+            self.inner.next_run_number(),
+        );
+        snapshot::copy_dir(&**fs, source, &tmp, &self.inner.snapshots_dir.join(name))
     }
 
     /// Closes the session: closes every table and releases the directory lock. Idempotent.

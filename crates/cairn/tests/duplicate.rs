@@ -65,6 +65,9 @@ impl FileSystem for Counting {
     fn sync_dir(&self, path: &Path) -> cairn::Result<()> {
         self.inner.sync_dir(path)
     }
+    fn sync_file(&self, path: &Path) -> cairn::Result<()> {
+        self.inner.sync_file(path)
+    }
     fn create(&self, path: &Path) -> cairn::Result<Box<dyn WritableFile>> {
         self.files_created.fetch_add(1, Ordering::Relaxed);
         Ok(Box::new(CountingFile {

@@ -42,6 +42,9 @@ impl FileSystem for FailOnce {
     fn sync_dir(&self, path: &Path) -> cairn::Result<()> {
         self.inner.sync_dir(path)
     }
+    fn sync_file(&self, path: &Path) -> cairn::Result<()> {
+        self.inner.sync_file(path)
+    }
     fn create(&self, path: &Path) -> cairn::Result<Box<dyn WritableFile>> {
         let mut fail = self.fail_create.lock().unwrap();
         if fail

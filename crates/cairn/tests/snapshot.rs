@@ -1,0 +1,321 @@
+//! Snapshots through the public API: round trips (with merges in progress, upserts, deletes and
+//! blobs, also across a session restart), errors, list/delete/export/import, corruption of every
+//! kind of file, the number of files a snapshot takes, and no leaked run files.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cairn::fs::{FileSystem, MemFs};
+use cairn::{
+    Error, IndexType, Resolve, Session, SessionOptions, SnapshotOverrides, Table, TableConfig,
+};
+use proptest::prelude::*;
+
+fn open_session(fs: &MemFs) -> Session {
+    let fs: Arc<dyn FileSystem> = Arc::new(fs.clone());
+    if !fs.exists(Path::new("/s")).unwrap() {
+        fs.create_dir_all(Path::new("/s")).unwrap();
+    }
+    Session::open_with(fs, "/s", SessionOptions::default()).unwrap()
+}
+
+fn key(i: u32) -> Vec<u8> {
+    (i as u64 + 1)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .to_be_bytes()
+        .to_vec()
+}
+
+fn config() -> TableConfig {
+    TableConfig {
+        write_buffer_entries: 32,
+        merge_batch_size: 4,
+        index: IndexType::Compact,
+        resolve: Resolve::AddU64Le,
+        ..TableConfig::default()
+    }
+}
+
+/// Fills a table through inserts, upserts, deletes and blobs; returns the model of values and
+/// blobs.
+fn fill(table: &Table, n: u32) -> BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)> {
+    let mut model = BTreeMap::new();
+    for i in 0..n {
+        let k = key(i % (n / 2 + 1));
+        match i % 5 {
+            0 => {
+                let blob = format!("blob-{i}").into_bytes();
+                table
+                    .insert_with_blob(&k, &(i as u64).to_le_bytes(), &blob)
+                    .unwrap();
+                model.insert(k, (i as u64, Some(blob)));
+            }
+            1 | 2 => {
+                table.upsert(&k, &3u64.to_le_bytes()).unwrap();
+                let e = model.entry(k).or_insert((0, None));
+                e.0 = e.0.wrapping_add(3);
+                e.1 = None;
+            }
+            3 => {
+                table.delete(&k).unwrap();
+                model.remove(&k);
+            }
+            _ => {
+                table.insert(&k, &(i as u64).to_le_bytes()).unwrap();
+                model.insert(k, (i as u64, None));
+            }
+        }
+    }
+    model
+}
+
+fn check(table: &Table, model: &BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)>, n: u32) {
+    let keys: Vec<_> = (0..n).map(key).collect();
+    for (k, r) in keys.iter().zip(table.lookups(&keys).unwrap()) {
+        match model.get(k) {
+            None => assert!(r.value().is_none()),
+            Some((v, blob)) => {
+                assert_eq!(r.value(), Some(&v.to_le_bytes()[..]));
+                match blob {
+                    Some(b) => assert_eq!(&table.retrieve_blob(r.blob().unwrap()).unwrap(), b),
+                    None => assert!(r.blob().is_none()),
+                }
+            }
+        }
+    }
+    let scanned: Vec<Vec<u8>> = table
+        .cursor()
+        .unwrap()
+        .take(usize::MAX)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(scanned, model.keys().cloned().collect::<Vec<_>>());
+}
+
+fn active_files(fs: &MemFs) -> Vec<PathBuf> {
+    fs.file_paths()
+        .into_iter()
+        .filter(|p| p.starts_with("/s/active"))
+        .collect()
+}
+
+#[test]
+fn round_trip_with_merges_in_progress_and_after_restart() {
+    let fs = MemFs::new();
+    let session = open_session(&fs);
+    let table = session.new_table(config()).unwrap();
+    let model = fill(&table, 3000);
+    let stats = table.stats().unwrap();
+    assert!(
+        stats.merges_in_progress > 0 && stats.write_buffer_entries > 0,
+        "{stats:?}"
+    );
+    table.save_snapshot("snap-1", "utxo").unwrap();
+    // Later changes do not reach the snapshot.
+    table.insert(&key(1), &7u64.to_le_bytes()).unwrap();
+    let restored = session
+        .open_snapshot("snap-1", "utxo", SnapshotOverrides::default())
+        .unwrap();
+    check(&restored, &model, 3000);
+    // The restored table is writable and independent.
+    restored.delete(&key(2)).unwrap();
+    drop((table, restored));
+    session.close();
+    drop(session);
+    assert!(active_files(&fs).is_empty());
+
+    let session = open_session(&fs);
+    assert_eq!(
+        session.list_snapshots().unwrap(),
+        vec!["snap-1".to_string()]
+    );
+    let restored = session
+        .open_snapshot("snap-1", "utxo", SnapshotOverrides::default())
+        .unwrap();
+    check(&restored, &model, 3000);
+    restored.close();
+    assert!(active_files(&fs).is_empty());
+}
+
+#[test]
+fn snapshot_errors_are_typed() {
+    let fs = MemFs::new();
+    let session = open_session(&fs);
+    let table = session.new_table(config()).unwrap();
+    fill(&table, 100);
+    for bad in ["", "Snap", "a.b", "con", &"x".repeat(65)] {
+        assert!(matches!(
+            table.save_snapshot(bad, "l"),
+            Err(Error::InvalidSnapshotName(_))
+        ));
+        assert!(matches!(
+            session.open_snapshot(bad, "l", SnapshotOverrides::default()),
+            Err(Error::InvalidSnapshotName(_))
+        ));
+    }
+    table.save_snapshot("s", "label").unwrap();
+    assert!(matches!(
+        table.save_snapshot("s", "label"),
+        Err(Error::SnapshotExists(_))
+    ));
+    assert!(matches!(
+        session.open_snapshot("s", "other", SnapshotOverrides::default()),
+        Err(Error::SnapshotLabelMismatch { .. })
+    ));
+    assert!(matches!(
+        session.open_snapshot("t", "label", SnapshotOverrides::default()),
+        Err(Error::SnapshotMissing(_))
+    ));
+    assert!(matches!(
+        session.delete_snapshot("t"),
+        Err(Error::SnapshotMissing(_))
+    ));
+    // A snapshot saved with a custom resolve function needs it back.
+    let custom = session
+        .new_table(TableConfig {
+            resolve: Resolve::custom(|n, _| n.to_vec()),
+            ..config()
+        })
+        .unwrap();
+    custom.insert(b"k", b"v").unwrap();
+    custom.save_snapshot("custom", "l").unwrap();
+    assert!(matches!(
+        session.open_snapshot("custom", "l", SnapshotOverrides::default()),
+        Err(Error::InvalidConfig(_))
+    ));
+    let overrides = SnapshotOverrides {
+        resolve: Some(Resolve::custom(|n, _| n.to_vec())),
+        ..SnapshotOverrides::default()
+    };
+    let t = session.open_snapshot("custom", "l", overrides).unwrap();
+    assert_eq!(t.lookup(b"k").unwrap().value(), Some(&b"v"[..]));
+    session.delete_snapshot("s").unwrap();
+    assert_eq!(
+        session.list_snapshots().unwrap(),
+        vec!["custom".to_string()]
+    );
+}
+
+#[test]
+fn export_and_import() {
+    let fs = MemFs::new();
+    let session = open_session(&fs);
+    let table = session.new_table(config()).unwrap();
+    let model = fill(&table, 1000);
+    table.save_snapshot("a", "l").unwrap();
+    session.export_snapshot("a", "/exported").unwrap();
+    assert!(matches!(
+        session.export_snapshot("a", "/exported"),
+        Err(Error::SnapshotDirectory { .. })
+    ));
+    session.import_snapshot("b", "/exported").unwrap();
+    assert!(matches!(
+        session.import_snapshot("b", "/exported"),
+        Err(Error::SnapshotExists(_))
+    ));
+    assert!(matches!(
+        session.import_snapshot("c", "/nowhere"),
+        Err(Error::SnapshotDirectory { .. })
+    ));
+    let restored = session
+        .open_snapshot("b", "l", SnapshotOverrides::default())
+        .unwrap();
+    check(&restored, &model, 1000);
+}
+
+#[test]
+fn real_file_system_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = {
+        let session = Session::open(tmp.path()).unwrap();
+        let table = session.new_table(config()).unwrap();
+        let model = fill(&table, 2000);
+        table.save_snapshot("disk", "l").unwrap();
+        model
+    };
+    let session = Session::open(tmp.path()).unwrap();
+    let restored = session
+        .open_snapshot("disk", "l", SnapshotOverrides::default())
+        .unwrap();
+    check(&restored, &model, 2000);
+    restored.close();
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("active"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn a_snapshot_takes_a_number_of_files_bounded_by_its_runs() {
+    let fs = MemFs::new();
+    let session = open_session(&fs);
+    let table = session.new_table(config()).unwrap();
+    let mut i = 0u32;
+    for target in [1_000u32, 10_000, 50_000] {
+        while i < target {
+            table.insert(&key(i), &1u64.to_le_bytes()).unwrap();
+            i += 1;
+        }
+        let name = format!("n{target}");
+        table.save_snapshot(&name, "l").unwrap();
+        let runs = table.stats().unwrap().runs;
+        let files = fs
+            .file_paths()
+            .iter()
+            .filter(|p| p.starts_with(format!("/s/snapshots/{name}")))
+            .count();
+        // Five files per run, five for the write buffer, one metadata file.
+        assert!(files <= 5 * (runs + 1) + 1, "{files} files for {runs} runs");
+        // Runs grow logarithmically: T - 1 residents plus an incoming run (or merge inputs) per level.
+        let levels = table.stats().unwrap().levels;
+        assert!(runs <= 5 * levels + 5, "{runs} runs on {levels} levels");
+    }
+}
+
+/// One saved snapshot whose files the corruption test flips bits in.
+fn saved_snapshot() -> (MemFs, Vec<PathBuf>) {
+    let fs = MemFs::new();
+    let session = open_session(&fs);
+    let table = session.new_table(config()).unwrap();
+    fill(&table, 600);
+    table.save_snapshot("victim", "l").unwrap();
+    drop(table);
+    session.close();
+    let files: Vec<PathBuf> = fs
+        .file_paths()
+        .into_iter()
+        .filter(|p| p.starts_with("/s/snapshots/victim"))
+        .filter(|p| !fs.file_bytes(p).unwrap().is_empty())
+        .collect();
+    (fs, files)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Flipping any bit of any non-empty file of a snapshot makes opening it fail with a
+    /// corruption error naming that file; nothing is returned and nothing leaks.
+    #[test]
+    fn any_bit_flip_in_any_file_is_detected(file in any::<prop::sample::Index>(), bit in any::<prop::sample::Index>()) {
+        let (fs, files) = saved_snapshot();
+        let path = file.get(&files).clone();
+        let mut bytes = fs.file_bytes(&path).unwrap();
+        let bit = bit.index(bytes.len() * 8);
+        bytes[bit / 8] ^= 1 << (bit % 8);
+        fs.set_file_bytes(&path, bytes);
+        let session = open_session(&fs);
+        match session.open_snapshot("victim", "l", SnapshotOverrides::default()) {
+            Err(Error::SnapshotCorrupted { path: named, .. }) => {
+                prop_assert_eq!(named, path, "the error must name the flipped file");
+            }
+            Err(e) => return Err(TestCaseError::fail(format!("wrong error: {e}"))),
+            Ok(_) => return Err(TestCaseError::fail(format!("corrupt {} was opened", path.display()))),
+        }
+        prop_assert!(active_files(&fs).is_empty(), "a failed open leaked files");
+    }
+}
