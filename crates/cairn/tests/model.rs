@@ -35,6 +35,20 @@ enum Op {
     OpenCursor(Option<u16>),
     ReadCursor(usize, usize),
     CloseCursor(usize),
+    /// Make another live table the current one.
+    Select(usize),
+    /// Duplicate the current table (the copy joins the other live tables).
+    Duplicate,
+    /// Close another live table.
+    CloseOther(usize),
+    SaveSnapshot(u8),
+    /// Open a snapshot as another live table.
+    OpenSnapshot(u8),
+    DeleteSnapshot(u8),
+    /// Export a snapshot and import it under another name.
+    ExportImport(u8, u8),
+    /// Close every handle and the session, reopen it, and start from a new empty table.
+    Restart,
 }
 
 #[derive(Clone, Debug)]
@@ -125,6 +139,14 @@ fn op_strategy(resolve: ResolveKind, keys: u16) -> impl Strategy<Value = Op> {
         1 => prop::option::of(0..keys).prop_map(Op::OpenCursor),
         3 => (0usize..5, 0usize..40).prop_map(|(c, n)| Op::ReadCursor(c, n)),
         1 => (0usize..5).prop_map(Op::CloseCursor),
+        2 => (0usize..4).prop_map(Op::Select),
+        1 => Just(Op::Duplicate),
+        1 => (0usize..4).prop_map(Op::CloseOther),
+        1 => (0u8..3).prop_map(Op::SaveSnapshot),
+        1 => (0u8..3).prop_map(Op::OpenSnapshot),
+        1 => (0u8..3).prop_map(Op::DeleteSnapshot),
+        1 => (0u8..3, 0u8..3).prop_map(|(a, b)| Op::ExportImport(a, b)),
+        1 => Just(Op::Restart),
     ]
 }
 
@@ -236,15 +258,18 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         fs.create_dir_all(std::path::Path::new("/s")).unwrap();
         (Arc::new(fs), "/s".into())
     };
-    let session = Session::open_with(
-        fs.clone(),
-        &dir,
-        SessionOptions {
-            io_backend: IoBackendKind::Auto,
-            salt: Some(7),
-        },
-    )
-    .unwrap();
+    let open_session = || {
+        Session::open_with(
+            fs.clone(),
+            &dir,
+            SessionOptions {
+                io_backend: IoBackendKind::Auto,
+                salt: Some(7),
+            },
+        )
+        .unwrap()
+    };
+    let mut session = open_session();
     let resolve = resolve_of(setup.resolve);
     let config = TableConfig {
         write_buffer_entries: setup.write_buffer,
@@ -259,9 +284,18 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         merge_batch_size: setup.merge_batch,
         resolve: resolve.clone(),
     };
-    let table = session.new_table(config).unwrap();
+    let mut table = session.new_table(config.clone()).unwrap();
     let mut model = Model::new();
     let mut updates = 0u64;
+    // The other live tables (duplicates, opened snapshots): table, model, update count.
+    let mut others: Vec<(cairn::Table, Model, u64)> = Vec::new();
+    // Saved snapshots: name -> model at the time of saving.
+    let mut snapshots: BTreeMap<String, Model> = BTreeMap::new();
+    let snapshot_name = |s: u8| format!("snap-{s}");
+    let overrides = || cairn::SnapshotOverrides {
+        resolve: Some(resolve.clone()),
+        ..cairn::SnapshotOverrides::default()
+    };
     // Blob references from lookups: (reference, expected bytes, update count at the lookup).
     let mut blob_refs = Vec::new();
     // Open cursors: the cursor and the model's entries it must still return, in order.
@@ -414,6 +448,85 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                     prop_assert!(matches!(cursor.next(), Err(Error::CursorClosed)));
                 }
             }
+            Op::Select(t) => {
+                if let Some(other) = others.get_mut(*t) {
+                    std::mem::swap(&mut table, &mut other.0);
+                    std::mem::swap(&mut model, &mut other.1);
+                    std::mem::swap(&mut updates, &mut other.2);
+                    blob_refs.clear();
+                }
+            }
+            Op::Duplicate => {
+                if others.len() < 4 {
+                    others.push((table.duplicate().unwrap(), model.clone(), 0));
+                }
+            }
+            Op::CloseOther(t) => {
+                if *t < others.len() {
+                    let (other, _, _) = others.remove(*t);
+                    other.close();
+                    prop_assert!(matches!(other.lookup(b"k"), Err(Error::TableClosed)));
+                }
+            }
+            Op::SaveSnapshot(s) => {
+                let name = snapshot_name(*s);
+                match table.save_snapshot(&name, "model") {
+                    Ok(()) => {
+                        prop_assert!(!snapshots.contains_key(&name), "saved over {}", name);
+                        snapshots.insert(name, model.clone());
+                    }
+                    Err(Error::SnapshotExists(_)) => prop_assert!(snapshots.contains_key(&name)),
+                    Err(e) => return Err(TestCaseError::fail(format!("save: {e}"))),
+                }
+                let listed = session.list_snapshots().unwrap();
+                prop_assert_eq!(listed, snapshots.keys().cloned().collect::<Vec<_>>());
+            }
+            Op::OpenSnapshot(s) => {
+                let name = snapshot_name(*s);
+                match session.open_snapshot(&name, "model", overrides()) {
+                    Ok(t) => {
+                        let saved = snapshots.get(&name);
+                        prop_assert!(saved.is_some(), "opened a snapshot never saved");
+                        if others.len() < 4 {
+                            others.push((t, saved.cloned().unwrap_or_default(), 0));
+                        }
+                    }
+                    Err(Error::SnapshotMissing(_)) => prop_assert!(!snapshots.contains_key(&name)),
+                    Err(e) => return Err(TestCaseError::fail(format!("open: {e}"))),
+                }
+            }
+            Op::DeleteSnapshot(s) => {
+                let name = snapshot_name(*s);
+                let existed = snapshots.remove(&name).is_some();
+                match session.delete_snapshot(&name) {
+                    Ok(()) => prop_assert!(existed),
+                    Err(Error::SnapshotMissing(_)) => prop_assert!(!existed),
+                    Err(e) => return Err(TestCaseError::fail(format!("delete: {e}"))),
+                }
+            }
+            Op::ExportImport(a, b) => {
+                let (from, to) = (snapshot_name(*a), snapshot_name(*b));
+                let export_dir = dir.join(format!("export-{updates}-{a}-{b}"));
+                if snapshots.contains_key(&from) && !snapshots.contains_key(&to) {
+                    session.export_snapshot(&from, &export_dir).unwrap();
+                    session.import_snapshot(&to, &export_dir).unwrap();
+                    let copied = snapshots[&from].clone();
+                    snapshots.insert(to, copied);
+                }
+            }
+            Op::Restart => {
+                for (other, _, _) in others.drain(..) {
+                    other.close();
+                }
+                table.close();
+                session.close();
+                session = open_session();
+                table = session.new_table(config.clone()).unwrap();
+                model = Model::new();
+                updates = 0;
+                blob_refs.clear();
+                prop_assert!(fs.list_dir(&dir.join("active")).unwrap().is_empty());
+            }
             Op::RetrieveBlobs => {
                 for (blob, bytes, at) in &blob_refs {
                     match table.retrieve_blob(blob) {
@@ -434,6 +547,24 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
     let all: Vec<Vec<u8>> = (0..300).map(key).collect();
     for (k, r) in all.iter().zip(table.lookups(&all).unwrap()) {
         check_result(&model, k, &r)?;
+    }
+    // Every other live table matches its model, and every saved snapshot its own.
+    for (other, other_model, _) in &others {
+        let all: Vec<Vec<u8>> = (0..300).map(key).collect();
+        for (k, r) in all.iter().zip(other.lookups(&all).unwrap()) {
+            check_result(other_model, k, &r)?;
+        }
+    }
+    for (name, saved) in &snapshots {
+        let t = session.open_snapshot(name, "model", overrides()).unwrap();
+        let all: Vec<Vec<u8>> = (0..300).map(key).collect();
+        for (k, r) in all.iter().zip(t.lookups(&all).unwrap()) {
+            check_result(saved, k, &r)?;
+        }
+        t.close();
+    }
+    for (other, _, _) in others.drain(..) {
+        other.close();
     }
     // Every open cursor still sees exactly the table as it was when it opened.
     for (cursor, expected) in cursors.drain(..) {
