@@ -68,6 +68,10 @@ pub struct QuickArgs {
     /// Keep the benchmark directory instead of removing it at exit.
     #[arg(long)]
     pub keep: bool,
+    /// After setup, save the table as snapshot "bench", measure its files, open it again, check
+    /// keys through the reopened table and delete the snapshot.
+    #[arg(long)]
+    pub snapshot: bool,
     /// Entries of the table's write buffer.
     #[arg(long, default_value_t = 20_000)]
     pub write_buffer: usize,

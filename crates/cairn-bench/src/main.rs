@@ -18,8 +18,15 @@
 //! 3. **Lookup-only pass.** K more batches of 256 lookups and nothing else. `--mode lookup-only`
 //!    runs only this pass.
 //!
-//! Every lookup result is checked: it must be `Found` with exactly the id's value. Any mismatch
-//! makes the command exit with status 1 after printing the results.
+//! With `--snapshot`, between setup and the run phase, the table is saved as snapshot `bench`
+//! (`Table::save_snapshot`), the files in `<session dir>/snapshots/bench/` are counted, the
+//! snapshot is opened again as a second table (`Session::open_snapshot`, which reads every file
+//! to verify its checksum), 512 ids of `0..N` chosen uniformly are looked up through that table,
+//! and it is closed and the snapshot deleted. The reopened table's filters and indexes count
+//! towards the peak RSS. See the [`snapshot`] module.
+//!
+//! Every lookup result is checked (the snapshot's included): it must be `Found` with exactly the
+//! id's value. Any mismatch makes the command exit with status 1 after printing the results.
 //!
 //! # The numbers
 //!
@@ -37,6 +44,15 @@
 //! - With `--fio-baseline PATH`, the script `PATH DIR 8` measures the device's 4 KiB random-read
 //!   IOPS in the benchmark directory before the run phase; `ops / qd32 IOPS` is `ops/s` divided
 //!   by its queue-depth-32 IOPS (the target ratio of P1), and likewise for the lookup pass.
+//! - With `--snapshot`: `snapshot save ms` and `snapshot open ms` are the wall-clock times of
+//!   the save and of the open (the open time includes the checksum reads of the whole table, from
+//!   the page cache when the runs are still cached there); `snapshot files` and `snapshot bytes`
+//!   count the files in the snapshot's directory and the sum of their lengths (run files are
+//!   hard links, so most of these bytes are shared with the table, not copied); `runs at
+//!   snapshot` and `levels at snapshot` are `Table::stats` just before the save; and `snapshot
+//!   mismatches` counts wrong lookups through the reopened table (must be 0). The save should
+//!   cost O(runs) file operations, so the file count should grow like the runs, logarithmically
+//!   in N.
 //!
 //! Progress lines go to stderr, the results table to stdout, and `--json FILE` writes the same
 //! results as one JSON object (see [`report::Report`] for the fields).
@@ -47,6 +63,7 @@ mod fio;
 mod keys;
 mod live;
 mod report;
+mod snapshot;
 mod workload;
 
 use std::path::Path;
@@ -98,10 +115,10 @@ fn utxo_quick(args: &QuickArgs) -> Result<(), Failure> {
     if let Some(path) = &args.json {
         report.write_json(path)?;
     }
-    if report.lookup_mismatches > 0 {
+    if report.mismatches() > 0 {
         return Err(Failure(format!(
             "{} lookups did not return the expected value (see the check lines above)",
-            report.lookup_mismatches
+            report.mismatches()
         )));
     }
     Ok(())
@@ -144,6 +161,10 @@ fn bench_in(dir: &Path, args: &QuickArgs) -> Result<Report, Failure> {
     };
     report.setup_seconds = workload::setup(&table, args.entries, args.seed)?;
     report.setup_entries_per_sec = args.entries as f64 / report.setup_seconds.max(1e-9);
+    if args.snapshot {
+        let stats = snapshot::measure(&session, &table, dir, args.entries, args.seed)?;
+        report.snapshot = Some(stats);
+    }
     if let Some(script) = &args.fio_baseline {
         let baseline = fio::measure(script, dir)?;
         report.qd1_iops = baseline.qd1_iops;

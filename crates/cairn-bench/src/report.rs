@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::failure::{Context, Failure};
+use crate::snapshot::SnapshotStats;
 
 /// Everything one `utxo quick` run measured. Field names carry their units; the JSON file is
 /// this struct serialised.
@@ -72,6 +73,11 @@ pub struct Report {
     /// `lookup_ops_per_sec / qd32_iops`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lookup_ops_per_fio_iops: Option<f64>,
+    /// With `--snapshot`: the snapshot's timings, size and shape (`snapshot_save_ms`,
+    /// `snapshot_files`, `snapshot_bytes`, `snapshot_open_ms`, `runs_at_snapshot`,
+    /// `levels_at_snapshot`, `snapshot_mismatches`), flattened into the JSON object.
+    #[serde(flatten)]
+    pub snapshot: Option<SnapshotStats>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -136,7 +142,13 @@ impl Report {
                 rows.push((name, format!("{value:.decimals$}")));
             }
         }
+        rows.extend(self.snapshot.as_ref().map_or(Vec::new(), snapshot_rows));
         rows
+    }
+
+    /// Lookups that did not return the expected value, in the phases and the snapshot check.
+    pub fn mismatches(&self) -> u64 {
+        self.lookup_mismatches + self.snapshot.as_ref().map_or(0, |s| s.snapshot_mismatches)
     }
 
     /// The report as a two-column table: metric names left-aligned, values right-aligned.
@@ -163,6 +175,19 @@ impl Report {
         text.push('\n');
         std::fs::write(path, text).context(|| format!("writing {}", path.display()))
     }
+}
+
+/// The `--snapshot` rows of the table.
+fn snapshot_rows(s: &SnapshotStats) -> Vec<(&'static str, String)> {
+    vec![
+        ("snapshot save ms", format!("{:.1}", s.snapshot_save_ms)),
+        ("snapshot files", s.snapshot_files.to_string()),
+        ("snapshot bytes", s.snapshot_bytes.to_string()),
+        ("snapshot open ms", format!("{:.1}", s.snapshot_open_ms)),
+        ("runs at snapshot", s.runs_at_snapshot.to_string()),
+        ("levels at snapshot", s.levels_at_snapshot.to_string()),
+        ("snapshot mismatches", s.snapshot_mismatches.to_string()),
+    ]
 }
 
 /// Latency summary of one phase, in milliseconds.
@@ -240,6 +265,33 @@ mod tests {
             assert!(json.get(field).is_some(), "{field}");
         }
         assert!(json.get("ops_per_fio_iops").is_none());
+        assert!(json.get("snapshot_files").is_none());
+    }
+
+    #[test]
+    fn snapshot_fields_are_flattened_and_shown() {
+        let report = Report {
+            snapshot: Some(SnapshotStats {
+                snapshot_files: 42,
+                snapshot_mismatches: 2,
+                ..SnapshotStats::default()
+            }),
+            lookup_mismatches: 1,
+            ..Report::default()
+        };
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["snapshot_files"], 42);
+        for field in [
+            "snapshot_save_ms",
+            "snapshot_bytes",
+            "snapshot_open_ms",
+            "runs_at_snapshot",
+            "levels_at_snapshot",
+        ] {
+            assert!(json.get(field).is_some(), "{field}");
+        }
+        assert!(report.table().contains("snapshot files"));
+        assert_eq!(report.mismatches(), 3);
     }
 
     #[test]

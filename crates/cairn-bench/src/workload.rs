@@ -204,27 +204,34 @@ impl<'t> Driver<'t> {
 
     /// Counts (and describes the first few) results that are not `Found` with the id's value.
     fn check(&mut self, ids: &[u64], results: &[LookupResult]) {
-        if results.len() != ids.len() {
-            eprintln!(
-                "check: {} lookups returned {} results",
-                ids.len(),
-                results.len()
-            );
-            self.mismatches += ids.len() as u64;
-            return;
+        count_mismatches(ids, results, &mut self.mismatches);
+    }
+}
+
+/// Adds to `mismatches` the results that are not `Found` with the value of the id asked for
+/// (`results[i]` answers `ids[i]`), describing on stderr those that bring the count to at most
+/// [`MISMATCH_REPORT_MAX`]. A result count that differs from the id count counts every id.
+pub fn count_mismatches(ids: &[u64], results: &[LookupResult], mismatches: &mut u64) {
+    if results.len() != ids.len() {
+        eprintln!(
+            "check: {} lookups returned {} results",
+            ids.len(),
+            results.len()
+        );
+        *mismatches += ids.len() as u64;
+        return;
+    }
+    for (&id, result) in ids.iter().zip(results) {
+        let expected = utxo_value(id);
+        if matches!(result, LookupResult::Found(v) if v[..] == expected[..]) {
+            continue;
         }
-        for (&id, result) in ids.iter().zip(results) {
-            let expected = utxo_value(id);
-            if matches!(result, LookupResult::Found(v) if v[..] == expected[..]) {
-                continue;
-            }
-            self.mismatches += 1;
-            if self.mismatches <= MISMATCH_REPORT_MAX {
-                eprintln!(
-                    "check: lookup of live id {id} returned {}; expected Found with its value",
-                    describe(result)
-                );
-            }
+        *mismatches += 1;
+        if *mismatches <= MISMATCH_REPORT_MAX {
+            eprintln!(
+                "check: lookup of live id {id} returned {}; expected Found with its value",
+                describe(result)
+            );
         }
     }
 }

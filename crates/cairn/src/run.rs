@@ -811,7 +811,10 @@ mod tests {
             assert_eq!(reopened.entries(), 2000);
             assert!(matches!(
                 Run::open(fs.clone(), &p.dir, 7, true, 43),
-                Err(Error::CorruptFile { what: "bloom filter", .. })
+                Err(Error::CorruptFile {
+                    what: "bloom filter",
+                    ..
+                })
             ));
             // Flip one bit of each file: opening must fail.
             for file in RunFile::ALL {
