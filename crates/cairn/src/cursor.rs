@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::lookup::{BlobRef, BlobSource};
 use crate::page::Op;
 use crate::run::{Run, RunCursor};
+use crate::union::{UnionContents, UnionLevel, UnionStream};
 use crate::write_buffer::MemBlob;
 
 /// One entry read through a cursor or a range lookup.
@@ -34,7 +35,15 @@ pub struct CursorEntry {
     pub blob: Option<BlobRef>,
 }
 
-/// A source of the merge: the write-buffer copy or one run.
+/// One resolved entry of a merged stream, before it is handed to a user.
+#[derive(Clone, Debug)]
+pub(crate) struct RawEntry {
+    pub(crate) key: Vec<u8>,
+    pub(crate) value: Vec<u8>,
+    pub(crate) blob: Option<BlobSource>,
+}
+
+/// A source of the merge: the write-buffer copy, one run, or a pending union (oldest).
 #[derive(Debug)]
 enum Source {
     Buffer {
@@ -42,6 +51,10 @@ enum Source {
         next: usize,
     },
     Run(RunCursor),
+    Union {
+        stream: Box<UnionStream>,
+        head: Option<RawEntry>,
+    },
 }
 
 /// The head of a source, borrowed.
@@ -72,6 +85,12 @@ impl Source {
                     .blob
                     .map(|span| BlobSource::File(cursor.run().blobs().clone(), span)),
             })),
+            Source::Union { head, .. } => Ok(head.as_ref().map(|e| Head {
+                key: &e.key,
+                op: Op::Insert,
+                value: &e.value,
+                blob: e.blob.clone(),
+            })),
         }
     }
 
@@ -82,6 +101,10 @@ impl Source {
                 Ok(())
             }
             Source::Run(cursor) => cursor.advance(),
+            Source::Union { stream, head } => {
+                *head = stream.next()?;
+                Ok(())
+            }
         }
     }
 }
@@ -89,11 +112,9 @@ impl Source {
 /// The merged, resolved stream of a table's entries in key order.
 #[derive(Debug)]
 pub(crate) struct MergedEntries {
-    /// Newest first: the write buffer, then the runs.
+    /// Newest first: the write buffer, the runs, then the union level.
     sources: Vec<Source>,
     resolve: Resolve,
-    table_id: u64,
-    epoch: u64,
     key: Vec<u8>,
 }
 
@@ -102,34 +123,40 @@ impl MergedEntries {
     pub(crate) fn new(
         buffer: Vec<(Vec<u8>, Entry<MemBlob>)>,
         runs: &[Arc<Run>],
+        union: Option<&Arc<UnionLevel>>,
         from: Option<&[u8]>,
         resolve: Resolve,
-        table_id: u64,
-        epoch: u64,
     ) -> Result<MergedEntries> {
-        let mut sources = Vec::with_capacity(runs.len() + 1);
+        let mut sources = Vec::with_capacity(runs.len() + 2);
         sources.push(Source::Buffer {
             entries: buffer,
             next: 0,
         });
+        let seek = |run: &Arc<Run>| match from {
+            Some(key) => RunCursor::seek(run.clone(), key),
+            None => RunCursor::new(run.clone()),
+        };
         for run in runs {
-            let cursor = match from {
-                Some(key) => RunCursor::seek(run.clone(), key)?,
-                None => RunCursor::new(run.clone())?,
-            };
-            sources.push(Source::Run(cursor));
+            sources.push(Source::Run(seek(run)?));
+        }
+        match union.map(|u| u.contents()) {
+            Some(UnionContents::Pending(views)) => {
+                let mut stream = Box::new(UnionStream::new(&views, from, &resolve)?);
+                let head = stream.next()?;
+                sources.push(Source::Union { stream, head });
+            }
+            Some(UnionContents::Done(Some(run))) => sources.push(Source::Run(seek(&run)?)),
+            Some(UnionContents::Done(None)) | None => {}
         }
         Ok(MergedEntries {
             sources,
             resolve,
-            table_id,
-            epoch,
             key: Vec::new(),
         })
     }
 
     /// The next live entry, or `None` at the end.
-    pub(crate) fn next_entry(&mut self) -> Result<Option<CursorEntry>> {
+    pub(crate) fn next_raw(&mut self) -> Result<Option<RawEntry>> {
         loop {
             let Some(first) = self.min_source()? else {
                 return Ok(None);
@@ -157,14 +184,10 @@ impl MergedEntries {
             }
             match combined.and_then(Entry::into_last_level) {
                 Some(Entry::Insert(value, blob)) => {
-                    return Ok(Some(CursorEntry {
+                    return Ok(Some(RawEntry {
                         key: self.key.clone(),
                         value,
-                        blob: blob.map(|source| BlobRef {
-                            source,
-                            table_id: self.table_id,
-                            epoch: self.epoch,
-                        }),
+                        blob,
                     }))
                 }
                 // Deleted: move on to the next key.
@@ -187,23 +210,55 @@ impl MergedEntries {
     }
 }
 
+/// A merged stream whose entries are handed to users, with blob references stamped with the
+/// table's id and epoch.
+#[derive(Debug)]
+pub(crate) struct StampedEntries {
+    entries: MergedEntries,
+    table_id: u64,
+    epoch: u64,
+}
+
+impl StampedEntries {
+    pub(crate) fn new(entries: MergedEntries, table_id: u64, epoch: u64) -> StampedEntries {
+        StampedEntries {
+            entries,
+            table_id,
+            epoch,
+        }
+    }
+
+    /// The next entry for a user.
+    pub(crate) fn next_entry(&mut self) -> Result<Option<CursorEntry>> {
+        Ok(self.entries.next_raw()?.map(|e| CursorEntry {
+            key: e.key,
+            value: e.value,
+            blob: e.blob.map(|source| BlobRef {
+                source,
+                table_id: self.table_id,
+                epoch: self.epoch,
+            }),
+        }))
+    }
+}
+
 /// A stable, sorted view of a table as it was when the cursor was opened.
 ///
 /// Reads through one cursor are serialised (it is `Send + Sync`; share it with an `Arc`).
 /// Closing the cursor, or the session, makes later reads fail with [`Error::CursorClosed`].
 #[derive(Debug)]
 pub struct Cursor {
-    state: Mutex<Option<MergedEntries>>,
+    state: Mutex<Option<StampedEntries>>,
 }
 
 impl Cursor {
-    pub(crate) fn new(entries: MergedEntries) -> Cursor {
+    pub(crate) fn new(entries: StampedEntries) -> Cursor {
         Cursor {
             state: Mutex::new(Some(entries)),
         }
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut MergedEntries) -> Result<T>) -> Result<T> {
+    fn with<T>(&self, f: impl FnOnce(&mut StampedEntries) -> Result<T>) -> Result<T> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match state.as_mut() {
             Some(entries) => f(entries),

@@ -37,6 +37,7 @@ pub mod schedule;
 mod session;
 mod snapshot;
 mod table;
+mod union;
 mod write_buffer;
 
 /// The README's examples, compiled and run as doc tests.

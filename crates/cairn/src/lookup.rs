@@ -36,6 +36,16 @@ pub(crate) enum BlobSource {
     File(Arc<dyn ReadableFile>, BlobSpan),
 }
 
+impl BlobSource {
+    /// The blob's bytes.
+    pub(crate) fn read_bytes(&self) -> Result<Vec<u8>> {
+        match self {
+            BlobSource::Memory(bytes) => Ok(bytes.to_vec()),
+            BlobSource::File(file, span) => read_blob(&**file, *span),
+        }
+    }
+}
+
 /// A reference to a blob, returned by a lookup and read on request with
 /// [`crate::Table::retrieve_blob`]. It is valid until the next update of the table it came from;
 /// after that, retrieving it fails with [`crate::Error::BlobRefInvalid`].
@@ -57,10 +67,7 @@ impl BlobRef {
 
     /// Reads the blob's bytes (the caller has checked the reference is current).
     pub(crate) fn read(&self) -> Result<Vec<u8>> {
-        match &self.source {
-            BlobSource::Memory(bytes) => Ok(bytes.to_vec()),
-            BlobSource::File(file, span) => read_blob(&**file, *span),
-        }
+        self.source.read_bytes()
     }
 }
 
@@ -104,10 +111,9 @@ struct Candidate {
 
 /// Completes a batch lookup below the write buffer.
 ///
-/// `partial[i]` is what the write buffer holds for `keys[i]`; keys whose entry is already final
-/// are not looked up in the runs. `runs` are newest first. `table_id` and `epoch` stamp the blob
-/// references returned.
-#[allow(clippy::too_many_arguments)]
+/// `partial[i]` is what newer sources (the write buffer) hold for `keys[i]`; keys whose entry is
+/// already final are not looked up in the runs. `runs` are newest first. Returns each key's
+/// entry combined newest first (`None` when no source has the key).
 pub(crate) fn lookup_runs<K: AsRef<[u8]>>(
     io: &BlockIo,
     salt: u64,
@@ -115,9 +121,7 @@ pub(crate) fn lookup_runs<K: AsRef<[u8]>>(
     mut partial: Vec<Partial>,
     runs: &[Arc<Run>],
     resolve: &Resolve,
-    table_id: u64,
-    epoch: u64,
-) -> Result<Vec<LookupResult>> {
+) -> Result<Vec<Partial>> {
     debug_assert_eq!(keys.len(), partial.len());
     let mut candidates = Vec::new();
     let mut requests = Vec::new();
@@ -182,7 +186,13 @@ pub(crate) fn lookup_runs<K: AsRef<[u8]>>(
             Some(newer) => newer.combine_older(e.op, e.value, resolve),
         });
     }
-    Ok(partial
+    Ok(partial)
+}
+
+/// Turns resolved entries into lookup results, stamping blob references with the table's id
+/// and epoch.
+pub(crate) fn results(partial: Vec<Partial>, table_id: u64, epoch: u64) -> Vec<LookupResult> {
+    partial
         .into_iter()
         .map(|p| match p {
             None | Some(Entry::Delete) => LookupResult::NotFound,
@@ -196,7 +206,7 @@ pub(crate) fn lookup_runs<K: AsRef<[u8]>>(
                 },
             ),
         })
-        .collect())
+        .collect()
 }
 
 fn prefetch(runs: &[Arc<Run>], hash: u64) {

@@ -75,9 +75,20 @@ pub(crate) struct MergeContext<'a> {
     pub(crate) schedule: MergeSchedule,
     pub(crate) write_buffer_entries: u64,
     pub(crate) merge_batch_size: u64,
+    /// A union lies below the levels: no merge may drop deletes.
+    pub(crate) union_below: bool,
 }
 
 impl MergeContext<'_> {
+    /// The kind of a merge on the last level: deletes are dropped unless a union lies below.
+    fn last_level_kind(&self) -> MergeKind {
+        if self.union_below {
+            MergeKind::MidLevel
+        } else {
+            MergeKind::LastLevel
+        }
+    }
+
     /// Largest run of a tiered level: `B * T^(level-1)`; also the nominal debt of its merges.
     fn tiering_size(&self, level: usize) -> Result<u64> {
         SIZE_RATIO
@@ -156,6 +167,15 @@ impl Levels {
         self.levels.len()
     }
 
+    /// Adds `run` as a new last level below the others (a finished union migrating in). A run
+    /// too large for that level is promoted further down when runs next arrive there.
+    pub(crate) fn push_last_level(&mut self, run: Arc<Run>) {
+        self.levels.push(Level {
+            incoming: Incoming::Single(run),
+            resident: Vec::new(),
+        });
+    }
+
     /// Every run a lookup must consult, newest first: for a merge in progress, its inputs.
     pub(crate) fn runs_newest_first(&self, out: &mut Vec<Arc<Run>>) {
         for level in &self.levels {
@@ -223,7 +243,7 @@ impl Levels {
         let idx = level_number - 1;
         let mut steps = 0;
         if idx == self.levels.len() {
-            let (incoming, s) = new_incoming(ctx, level_number, incoming, MergeKind::LastLevel)?;
+            let (incoming, s) = new_incoming(ctx, level_number, incoming, ctx.last_level_kind())?;
             self.levels.push(Level {
                 incoming,
                 resident: Vec::new(),
@@ -232,7 +252,7 @@ impl Levels {
         }
         let is_last = idx + 1 == self.levels.len();
         let here_kind = if is_last {
-            MergeKind::LastLevel
+            ctx.last_level_kind()
         } else {
             MergeKind::MidLevel
         };
@@ -273,7 +293,7 @@ impl Levels {
                 }
                 done => {
                     new_incoming_runs = incoming.into_iter().chain(done).collect();
-                    new_kind = MergeKind::LastLevel;
+                    new_kind = ctx.last_level_kind();
                 }
             }
         }

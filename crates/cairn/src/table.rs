@@ -21,16 +21,19 @@ use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 
 use crate::config::{MergeSchedule, Resolve, TableConfig};
-use crate::cursor::{Cursor, CursorEntry, MergedEntries};
+use crate::cursor::{Cursor, CursorEntry, MergedEntries, StampedEntries};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
-use crate::lookup::{lookup_runs, BlobRef, BlobSource, LookupResult, Partial};
+use crate::lookup::{lookup_runs, results, BlobRef, BlobSource, LookupResult, Partial};
 use crate::page::Op;
 use crate::page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
 use crate::run::{run_file_path, Run, RunCursor, RunFile, RunParams, RunWriter};
-use crate::schedule::{merge_steps_per_update_max, Levels, MergeContext};
+use crate::schedule::{
+    merge_steps_per_update_max, IncomingShape, LevelShape, Levels, MergeContext,
+};
 use crate::session::SessionInner;
 use crate::snapshot::{self, ResolveTag, SnapshotContents, SnapshotMeta};
+use crate::union::{TableView, UnionContents, UnionLevel};
 use crate::write_buffer::{MemBlob, WriteBuffer};
 
 /// What may differ from a snapshot's saved configuration when it is opened.
@@ -95,6 +98,9 @@ struct TableState {
     broken: Option<String>,
     write_buffer: WriteBuffer,
     levels: Levels,
+    /// The union this table was made from, below every level, until it is finished and migrated
+    /// into the levels.
+    union: Option<Arc<UnionLevel>>,
     /// Incremented by every update; blob references carry the epoch of their lookup.
     epoch: u64,
     merge_steps_total: u64,
@@ -139,6 +145,7 @@ impl TableInner {
         state.open = false;
         state.write_buffer.clear();
         state.levels = Levels::default();
+        state.union = None;
     }
 }
 
@@ -157,6 +164,7 @@ impl Table {
             params,
             WriteBuffer::default(),
             Levels::default(),
+            None,
         )
     }
 
@@ -166,6 +174,7 @@ impl Table {
         params: RunParams,
         write_buffer: WriteBuffer,
         levels: Levels,
+        union: Option<Arc<UnionLevel>>,
     ) -> Result<Table> {
         let inner = Arc::new(TableInner {
             id: session.next_table_id(),
@@ -177,6 +186,7 @@ impl Table {
                 broken: None,
                 write_buffer,
                 levels,
+                union,
                 epoch: 0,
                 merge_steps_total: 0,
                 merge_steps_max_per_update: 0,
@@ -192,9 +202,13 @@ impl Table {
     /// progress (merge work paid through one handle is not done again through the other), and
     /// copies the write buffer (at most `write_buffer_entries` entries of memory).
     pub fn duplicate(&self) -> Result<Table> {
-        let (write_buffer, levels) = {
+        let (write_buffer, levels, union) = {
             let state = self.read()?;
-            (state.write_buffer.clone(), state.levels.clone())
+            (
+                state.write_buffer.clone(),
+                state.levels.clone(),
+                state.union.clone(),
+            )
         };
         Table::with_contents(
             self.inner.session.clone(),
@@ -202,6 +216,7 @@ impl Table {
             self.inner.params.clone(),
             write_buffer,
             levels,
+            union,
         )
     }
 
@@ -299,17 +314,25 @@ impl Table {
 
     fn apply_one(&self, state: &mut TableState, key: &[u8], entry: Entry<MemBlob>) -> Result<()> {
         state.epoch += 1;
+        migrate_finished_union(state);
         let config = &self.inner.config;
-        let steps = with_merge_context(&self.inner.session, config, &self.inner.params, |ctx| {
-            let mut steps = state.levels.supply_credits(ctx, 1)?;
-            state.write_buffer.apply(key, entry, &config.resolve);
-            if state.write_buffer.len() >= config.write_buffer_entries {
-                if let Some(run) = self.flush_write_buffer(state)? {
-                    steps += state.levels.add_flushed_run(ctx, run)?;
+        let union_below = state.union.is_some();
+        let steps = with_merge_context(
+            &self.inner.session,
+            config,
+            &self.inner.params,
+            union_below,
+            |ctx| {
+                let mut steps = state.levels.supply_credits(ctx, 1)?;
+                state.write_buffer.apply(key, entry, &config.resolve);
+                if state.write_buffer.len() >= config.write_buffer_entries {
+                    if let Some(run) = self.flush_write_buffer(state)? {
+                        steps += state.levels.add_flushed_run(ctx, run)?;
+                    }
                 }
-            }
-            Ok(steps)
-        })?;
+                Ok(steps)
+            },
+        )?;
         state.merge_steps_total += steps;
         state.merge_steps_max_per_update = state.merge_steps_max_per_update.max(steps);
         state.merge_steps_last_update = steps;
@@ -357,7 +380,7 @@ impl Table {
             check_key(key.as_ref())?;
         }
         let mut runs = Vec::new();
-        let (partial, epoch) = {
+        let (partial, epoch, union) = {
             let state = self.read()?;
             let partial: Vec<Partial> = keys
                 .iter()
@@ -372,19 +395,16 @@ impl Table {
                 })
                 .collect();
             state.levels.runs_newest_first(&mut runs);
-            (partial, state.epoch)
+            (partial, state.epoch, state.union.clone())
         };
         let session = &self.inner.session;
-        lookup_runs(
-            session.io(),
-            session.salt(),
-            keys,
-            partial,
-            &runs,
-            &self.inner.config.resolve,
-            self.inner.id,
-            epoch,
-        )
+        let resolve = &self.inner.config.resolve;
+        let mut partial = lookup_runs(session.io(), session.salt(), keys, partial, &runs, resolve)?;
+        if let Some(union) = union {
+            partial =
+                union.complete_lookups(session.io(), session.salt(), keys, partial, resolve)?;
+        }
+        Ok(results(partial, self.inner.id, epoch))
     }
 
     /// Whether `key` is present.
@@ -420,24 +440,139 @@ impl Table {
     // Cursors and range lookups
 
     /// The table's entries from the first key `>= from` (or the first key), as a stable view.
-    fn merged_entries(&self, from: Option<&[u8]>) -> Result<MergedEntries> {
+    fn merged_entries(&self, from: Option<&[u8]>) -> Result<StampedEntries> {
         if let Some(key) = from {
             check_key(key)?;
         }
         let mut runs = Vec::new();
-        let (buffer, epoch) = {
+        let (buffer, epoch, union) = {
             let state = self.read()?;
             state.levels.runs_newest_first(&mut runs);
-            (state.write_buffer.copy_from(from), state.epoch)
+            (
+                state.write_buffer.copy_from(from),
+                state.epoch,
+                state.union.clone(),
+            )
         };
-        MergedEntries::new(
+        let entries = MergedEntries::new(
             buffer,
             &runs,
+            union.as_ref(),
             from,
             self.inner.config.resolve.clone(),
-            self.inner.id,
-            epoch,
+        )?;
+        Ok(StampedEntries::new(entries, self.inner.id, epoch))
+    }
+
+    /// A frozen view of the table for a union: O(B) memory for the write buffer, no disk I/O.
+    fn view(&self) -> Result<TableView> {
+        let state = self.read()?;
+        let mut runs = Vec::new();
+        state.levels.runs_newest_first(&mut runs);
+        Ok(TableView {
+            buffer: state.write_buffer.copy_from(None),
+            runs,
+            union: state.union.clone(),
+        })
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Unions
+
+    /// A new table holding the union of `tables`: for a key in several of them, the values are
+    /// combined left to right with the first table's resolve function (`resolve(left, right)`;
+    /// with `KeepNewest` the leftmost table wins). The result has the first table's config.
+    ///
+    /// Starting costs O(1) I/O (write buffers are copied in memory, runs are shared); the work is
+    /// paid with [`Table::supply_union_credits`], one output key per credit, while lookups, range
+    /// lookups and cursors see the whole union at all times. Errors: [`Error::InvalidConfig`]
+    /// for no tables or tables of different sessions.
+    pub fn incremental_unions(tables: &[&Table]) -> Result<Table> {
+        let Some(first) = tables.first() else {
+            return Err(Error::InvalidConfig(
+                "a union needs at least one table".into(),
+            ));
+        };
+        let session = first.inner.session.clone();
+        if tables
+            .iter()
+            .any(|t| !Arc::ptr_eq(&t.inner.session, &session))
+        {
+            return Err(Error::InvalidConfig(
+                "every table of a union must belong to the same session".into(),
+            ));
+        }
+        let views = tables
+            .iter()
+            .map(|t| t.view().map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        let config = first.inner.config.clone();
+        let params = first.inner.params.clone();
+        let caching = config.disk_cache != crate::config::DiskCachePolicy::None;
+        let union = UnionLevel::new(
+            session.fs().clone(),
+            params.clone(),
+            config.resolve.clone(),
+            caching,
+            views,
+        );
+        Table::with_contents(
+            session,
+            config,
+            params,
+            WriteBuffer::default(),
+            Levels::default(),
+            Some(Arc::new(union)),
         )
+    }
+
+    /// The union of `self` and `other`, started incrementally (see [`Table::incremental_unions`]).
+    pub fn incremental_union(&self, other: &Table) -> Result<Table> {
+        Table::incremental_unions(&[self, other])
+    }
+
+    /// The union of `tables`, done at once (see [`Table::incremental_unions`]).
+    pub fn unions(tables: &[&Table]) -> Result<Table> {
+        let table = Table::incremental_unions(tables)?;
+        while table.remaining_union_debt()? > 0 {
+            let debt = table.remaining_union_debt()?;
+            table.supply_union_credits(debt)?;
+        }
+        Ok(table)
+    }
+
+    /// The union of `self` and `other`, done at once.
+    pub fn union(&self, other: &Table) -> Result<Table> {
+        Table::unions(&[self, other])
+    }
+
+    /// An upper bound on the union credits still needed to finish this table's union (0 when it
+    /// has none or it is finished). It never increases; work supplied through a duplicate
+    /// lowers it too.
+    pub fn remaining_union_debt(&self) -> Result<u64> {
+        let state = self.read()?;
+        Ok(state.union.as_ref().map_or(0, |u| u.remaining_debt()))
+    }
+
+    /// Does up to `credits` steps of union work (one output key each) and returns the credits
+    /// left over, which is positive only when the union has finished.
+    pub fn supply_union_credits(&self, credits: u64) -> Result<u64> {
+        let mut state = self.write()?;
+        let Some(union) = state.union.clone() else {
+            return Ok(credits);
+        };
+        let session = &self.inner.session;
+        let result = union.supply_credits(credits, || session.next_run_number());
+        match result {
+            Ok(leftover) => {
+                migrate_finished_union(&mut state);
+                Ok(leftover)
+            }
+            Err(e) => {
+                state.broken = Some(e.to_string());
+                Err(e)
+            }
+        }
     }
 
     /// A cursor over the whole table in key order. It is a stable view: updates made after it
@@ -515,7 +650,27 @@ impl Table {
     fn save_snapshot_into(&self, tmp: &Path, target: &Path, label: &str) -> Result<()> {
         let (buffer, (levels, runs)) = {
             let state = self.read()?;
-            (state.write_buffer.copy_from(None), state.levels.shape())
+            if let Some(union) = &state.union {
+                match union.contents() {
+                    UnionContents::Pending(_) => {
+                        return Err(Error::UnionInProgress);
+                    }
+                    UnionContents::Done(run) => {
+                        // Saved as the last level it will migrate to.
+                        let (mut levels, mut runs) = state.levels.shape();
+                        if let Some(run) = run {
+                            levels.push(LevelShape {
+                                incoming: IncomingShape::Single(runs.len()),
+                                resident: Vec::new(),
+                            });
+                            runs.push(run);
+                        }
+                        (state.write_buffer.copy_from(None), (levels, runs))
+                    }
+                }
+            } else {
+                (state.write_buffer.copy_from(None), state.levels.shape())
+            }
         };
         let fs = self.inner.session.fs();
         let write_buffer = if buffer.is_empty() {
@@ -605,12 +760,12 @@ impl Table {
             Some(i) => write_buffer_from_run(&runs[i], &config.resolve)?,
             None => WriteBuffer::default(),
         };
-        let levels = with_merge_context(&session, &config, &params, |ctx| {
+        let levels = with_merge_context(&session, &config, &params, false, |ctx| {
             Levels::from_shape(ctx, &meta.levels, &runs)
         })
         .map_err(|e| corrupted(dir.join("metadata"), e))?;
         drop(runs);
-        Table::with_contents(session, config, params, write_buffer, levels)
+        Table::with_contents(session, config, params, write_buffer, levels, None)
     }
 
     // --------------------------------------------------------------------------------------------
@@ -718,11 +873,26 @@ fn write_buffer_from_run(run: &Arc<Run>, resolve: &Resolve) -> Result<WriteBuffe
     Ok(write_buffer)
 }
 
-/// Runs `f` with the context merges need.
+/// Once a table's union has finished, its run becomes the table's new last level (and deletes
+/// may be dropped again by last-level merges).
+fn migrate_finished_union(state: &mut TableState) {
+    let done = match state.union.as_ref().map(|u| u.contents()) {
+        Some(UnionContents::Done(run)) => run,
+        _ => return,
+    };
+    state.union = None;
+    if let Some(run) = done {
+        state.levels.push_last_level(run);
+    }
+}
+
+/// Runs `f` with the context merges need. `union_below` keeps deletes in every merge (older
+/// entries still live in the union below the levels).
 fn with_merge_context<T>(
     session: &SessionInner,
     config: &TableConfig,
     params: &RunParams,
+    union_below: bool,
     f: impl FnOnce(&MergeContext<'_>) -> Result<T>,
 ) -> Result<T> {
     let next_run_number = || session.next_run_number();
@@ -735,6 +905,7 @@ fn with_merge_context<T>(
         schedule: config.merge_schedule,
         write_buffer_entries: config.write_buffer_entries as u64,
         merge_batch_size: config.merge_batch_size as u64,
+        union_below,
     };
     f(&ctx)
 }

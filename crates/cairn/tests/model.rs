@@ -49,6 +49,11 @@ enum Op {
     ExportImport(u8, u8),
     /// Close every handle and the session, reopen it, and start from a new empty table.
     Restart,
+    /// Start an incremental union of the current table and some others (left to right); the
+    /// union joins the other live tables.
+    Union(Vec<usize>),
+    /// Pay 1/n of the current table's union debt.
+    SupplyUnion(u8),
 }
 
 #[derive(Clone, Debug)]
@@ -147,6 +152,8 @@ fn op_strategy(resolve: ResolveKind, keys: u16) -> impl Strategy<Value = Op> {
         1 => (0u8..3).prop_map(Op::DeleteSnapshot),
         1 => (0u8..3, 0u8..3).prop_map(|(a, b)| Op::ExportImport(a, b)),
         1 => Just(Op::Restart),
+        1 => prop::collection::vec(0usize..4, 0..3).prop_map(Op::Union),
+        2 => (1u8..4).prop_map(Op::SupplyUnion),
     ]
 }
 
@@ -470,7 +477,9 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::SaveSnapshot(s) => {
                 let name = snapshot_name(*s);
+                let union_pending = table.remaining_union_debt().unwrap() > 0;
                 match table.save_snapshot(&name, "model") {
+                    Err(Error::UnionInProgress) => prop_assert!(union_pending),
                     Ok(()) => {
                         prop_assert!(!snapshots.contains_key(&name), "saved over {}", name);
                         snapshots.insert(name, model.clone());
@@ -512,6 +521,39 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                     session.import_snapshot(&to, &export_dir).unwrap();
                     let copied = snapshots[&from].clone();
                     snapshots.insert(to, copied);
+                }
+            }
+            Op::Union(picks) => {
+                if others.len() < 4 {
+                    let mut tables = vec![&table];
+                    let mut models = vec![&model];
+                    for &p in picks {
+                        if let Some((t, m, _)) = others.get(p) {
+                            tables.push(t);
+                            models.push(m);
+                        }
+                    }
+                    let union = cairn::Table::incremental_unions(&tables).unwrap();
+                    let mut union_model = Model::new();
+                    for m in models {
+                        for (k, (v, blob)) in m {
+                            let entry = match union_model.remove(k) {
+                                None => (v.clone(), blob.clone()),
+                                Some((left, _)) => (resolve.apply(&left, v), None),
+                            };
+                            union_model.insert(k.clone(), entry);
+                        }
+                    }
+                    others.push((union, union_model, 0));
+                }
+            }
+            Op::SupplyUnion(n) => {
+                let debt = table.remaining_union_debt().unwrap();
+                let leftover = table.supply_union_credits(debt / (*n as u64)).unwrap();
+                let after = table.remaining_union_debt().unwrap();
+                prop_assert!(after <= debt, "union debt grew from {} to {}", debt, after);
+                if leftover > 0 {
+                    prop_assert_eq!(after, 0);
                 }
             }
             Op::Restart => {

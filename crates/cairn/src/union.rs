@@ -1,0 +1,379 @@
+//! Unions: a table whose oldest contents are the union of other tables, merged incrementally.
+//!
+//! Owns: [`TableView`] (a frozen view of a table: its write-buffer copy, its runs and its own
+//! union level), [`UnionLevel`] (the inputs of a union, the incremental union merge and its debt)
+//! and the union lookup path. May call: `cursor` (merged streams of each input), `lookup`, `run`.
+//! Must never touch: the live state of the input tables (views hold `Arc`s of immutable runs).
+//!
+//! Semantics: `union(t1, .., tn)` maps each key to the fold, left to right, of its values in the
+//! inputs with the table's resolve function, `resolve(left, right)` (like `Data.Map.unionWith`):
+//! with [`crate::Resolve::KeepNewest`] the leftmost table wins.
+//!
+//! Costs: starting a union copies each input's write buffer (memory, no disk I/O) and takes
+//! `Arc`s of its runs: O(1) I/O. One union credit produces one output key of the union merge; its
+//! work is one comparison per input source and the entries it consumes, at most one per source
+//! (write buffers and runs of every input, so O(inputs * log n)). The debt starts at the total
+//! number of input entries (an upper bound on the output keys), goes down by one per credit, and
+//! is zero once the merge has finished; it never increases. While the union is pending, a lookup
+//! consults every input (a batched lookup per input); once it is finished, one run.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::config::Resolve;
+use crate::cursor::{MergedEntries, RawEntry};
+use crate::entry::Entry;
+use crate::error::{Error, Result};
+use crate::fs::FileSystem;
+use crate::io::BlockIo;
+use crate::lookup::{lookup_runs, BlobSource, Partial};
+use crate::page::Op;
+use crate::run::{Run, RunParams, RunWriter};
+use crate::write_buffer::MemBlob;
+
+/// A key's value and blob as a lookup in a view found it (`None`: absent).
+type Found = Option<(Vec<u8>, Option<BlobSource>)>;
+
+/// A frozen view of a table's contents, newest first: write buffer, runs, union level.
+#[derive(Debug)]
+pub(crate) struct TableView {
+    pub(crate) buffer: Vec<(Vec<u8>, Entry<MemBlob>)>,
+    pub(crate) runs: Vec<Arc<Run>>,
+    pub(crate) union: Option<Arc<UnionLevel>>,
+}
+
+impl TableView {
+    /// An upper bound on the keys the view holds.
+    fn entries_max(&self) -> u64 {
+        let runs: u64 = self.runs.iter().map(|r| r.entries()).sum();
+        let union = self.union.as_ref().map_or(0, |u| u.entries_max());
+        self.buffer.len() as u64 + runs + union
+    }
+
+    /// The view's resolved entries from the first key `>= from`, deletes dropped.
+    pub(crate) fn stream(&self, from: Option<&[u8]>, resolve: &Resolve) -> Result<MergedEntries> {
+        let buffer = match from {
+            Some(key) => {
+                let start = self.buffer.partition_point(|(k, _)| k.as_slice() < key);
+                self.buffer[start..].to_vec()
+            }
+            None => self.buffer.clone(),
+        };
+        MergedEntries::new(
+            buffer,
+            &self.runs,
+            self.union.as_ref(),
+            from,
+            resolve.clone(),
+        )
+    }
+
+    /// Looks up `keys` in the view: each key's value (and blob), or `None`.
+    fn lookup<K: AsRef<[u8]>>(
+        &self,
+        io: &BlockIo,
+        salt: u64,
+        keys: &[K],
+        resolve: &Resolve,
+    ) -> Result<Vec<Found>> {
+        let partial: Vec<Partial> = keys
+            .iter()
+            .map(|k| {
+                let i = self
+                    .buffer
+                    .binary_search_by(|(b, _)| b.as_slice().cmp(k.as_ref()))
+                    .ok()?;
+                Some(match &self.buffer[i].1 {
+                    Entry::Insert(v, blob) => {
+                        Entry::Insert(v.clone(), blob.clone().map(BlobSource::Memory))
+                    }
+                    Entry::Upsert(v) => Entry::Upsert(v.clone()),
+                    Entry::Delete => Entry::Delete,
+                })
+            })
+            .collect();
+        let partial = lookup_runs(io, salt, keys, partial, &self.runs, resolve)?;
+        let partial = match &self.union {
+            Some(union) => union.complete_lookups(io, salt, keys, partial, resolve)?,
+            None => partial,
+        };
+        Ok(partial.into_iter().map(into_value).collect())
+    }
+}
+
+/// The value a resolved entry gives its key, if any.
+fn into_value(entry: Partial) -> Found {
+    match entry? {
+        Entry::Insert(v, blob) => Some((v, blob)),
+        Entry::Upsert(v) => Some((v, None)),
+        Entry::Delete => None,
+    }
+}
+
+/// Merges the resolved streams of several views, combining a key's values left to right.
+#[derive(Debug)]
+pub(crate) struct UnionStream {
+    inputs: Vec<MergedEntries>,
+    heads: Vec<Option<RawEntry>>,
+    resolve: Resolve,
+}
+
+impl UnionStream {
+    pub(crate) fn new(
+        views: &[Arc<TableView>],
+        from: Option<&[u8]>,
+        resolve: &Resolve,
+    ) -> Result<UnionStream> {
+        let mut inputs = views
+            .iter()
+            .map(|v| v.stream(from, resolve))
+            .collect::<Result<Vec<_>>>()?;
+        let heads = inputs
+            .iter_mut()
+            .map(MergedEntries::next_raw)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(UnionStream {
+            inputs,
+            heads,
+            resolve: resolve.clone(),
+        })
+    }
+
+    /// The next key of the union, with its combined value.
+    pub(crate) fn next(&mut self) -> Result<Option<RawEntry>> {
+        let Some(key) = self
+            .heads
+            .iter()
+            .flatten()
+            .map(|e| e.key.as_slice())
+            .min()
+            .map(<[u8]>::to_vec)
+        else {
+            return Ok(None);
+        };
+        let mut combined: Option<RawEntry> = None;
+        for i in 0..self.inputs.len() {
+            if self.heads[i].as_ref().is_none_or(|e| e.key != key) {
+                continue;
+            }
+            let next = self.inputs[i].next_raw()?;
+            let Some(entry) = std::mem::replace(&mut self.heads[i], next) else {
+                continue;
+            };
+            combined = Some(match combined {
+                None => entry,
+                Some(left) => RawEntry {
+                    key: left.key,
+                    value: self.resolve.apply(&left.value, &entry.value),
+                    blob: None,
+                },
+            });
+        }
+        Ok(combined)
+    }
+}
+
+#[derive(Debug)]
+struct UnionState {
+    /// Left to right; released when the merge finishes.
+    inputs: Vec<Arc<TableView>>,
+    debt_total: u64,
+    produced: u64,
+    merge: Option<(UnionStream, RunWriter)>,
+    /// Set when finished: the union's single run (`None` if it is empty).
+    output: Option<Option<Arc<Run>>>,
+    failed: bool,
+}
+
+/// The union of several tables, as the oldest level of a table; shared by its duplicates.
+#[derive(Debug)]
+pub(crate) struct UnionLevel {
+    fs: Arc<dyn FileSystem>,
+    params: RunParams,
+    resolve: Resolve,
+    /// Whether lookups read the output run through the page cache.
+    caching: bool,
+    state: Mutex<UnionState>,
+}
+
+/// What a union level holds right now.
+pub(crate) enum UnionContents {
+    /// Still merging: its inputs.
+    Pending(Vec<Arc<TableView>>),
+    /// Finished: its single run, if it has any entries.
+    Done(Option<Arc<Run>>),
+}
+
+impl UnionLevel {
+    /// A union of `inputs` (left to right). Costs no I/O.
+    pub(crate) fn new(
+        fs: Arc<dyn FileSystem>,
+        params: RunParams,
+        resolve: Resolve,
+        caching: bool,
+        inputs: Vec<Arc<TableView>>,
+    ) -> UnionLevel {
+        let debt_total = inputs.iter().map(|v| v.entries_max()).sum();
+        UnionLevel {
+            fs,
+            params,
+            resolve,
+            caching,
+            state: Mutex::new(UnionState {
+                inputs,
+                debt_total,
+                produced: 0,
+                merge: None,
+                output: None,
+                failed: false,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, UnionState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn entries_max(&self) -> u64 {
+        let state = self.lock();
+        match &state.output {
+            Some(Some(run)) => run.entries(),
+            Some(None) => 0,
+            None => state.debt_total,
+        }
+    }
+
+    /// The union's inputs while pending, or its run once finished.
+    pub(crate) fn contents(&self) -> UnionContents {
+        let state = self.lock();
+        match &state.output {
+            Some(run) => UnionContents::Done(run.clone()),
+            None => UnionContents::Pending(state.inputs.clone()),
+        }
+    }
+
+    /// An upper bound on the credits still needed to finish; never increases.
+    pub(crate) fn remaining_debt(&self) -> u64 {
+        let state = self.lock();
+        if state.output.is_some() {
+            0
+        } else {
+            state.debt_total.saturating_sub(state.produced).max(1)
+        }
+    }
+
+    /// Spends up to `credits` merge steps (one output key each) and returns the credits left
+    /// over, which is positive only if the union finished. `next_run_number` names the output.
+    pub(crate) fn supply_credits(
+        &self,
+        credits: u64,
+        next_run_number: impl FnOnce() -> u64,
+    ) -> Result<u64> {
+        let mut state = self.lock();
+        if state.output.is_some() {
+            return Ok(credits);
+        }
+        if state.failed {
+            return Err(Error::TableBroken(
+                "an earlier union merge step failed".into(),
+            ));
+        }
+        let result = self.spend(&mut state, credits, next_run_number);
+        state.failed = result.is_err();
+        result
+    }
+
+    fn spend(
+        &self,
+        state: &mut UnionState,
+        credits: u64,
+        next_run_number: impl FnOnce() -> u64,
+    ) -> Result<u64> {
+        if state.merge.is_none() {
+            let stream = UnionStream::new(&state.inputs, None, &self.resolve)?;
+            let writer = RunWriter::new(
+                self.fs.clone(),
+                &self.params,
+                next_run_number(),
+                state.debt_total,
+                self.caching,
+            )?;
+            state.merge = Some((stream, writer));
+        }
+        let mut spent = 0;
+        while spent < credits {
+            let Some((stream, writer)) = state.merge.as_mut() else {
+                break;
+            };
+            match stream.next()? {
+                Some(entry) => {
+                    let blob = match &entry.blob {
+                        Some(source) => Some(source.read_bytes()?),
+                        None => None,
+                    };
+                    writer.push(&entry.key, Op::Insert, &entry.value, blob.as_deref())?;
+                    state.produced += 1;
+                    spent += 1;
+                }
+                None => {
+                    if let Some((_, writer)) = state.merge.take() {
+                        state.output = Some(writer.finish()?);
+                        state.inputs.clear();
+                    }
+                    return Ok(credits - spent);
+                }
+            }
+        }
+        Ok(0)
+    }
+
+    /// Completes lookups whose newer sources did not settle them (`partial` is not final) with
+    /// the union's contents, which are older than everything else in the table.
+    pub(crate) fn complete_lookups<K: AsRef<[u8]>>(
+        &self,
+        io: &BlockIo,
+        salt: u64,
+        keys: &[K],
+        mut partial: Vec<Partial>,
+        resolve: &Resolve,
+    ) -> Result<Vec<Partial>> {
+        let pending: Vec<usize> = (0..keys.len())
+            .filter(|&i| partial[i].as_ref().is_none_or(|e| !e.is_final()))
+            .collect();
+        if pending.is_empty() {
+            return Ok(partial);
+        }
+        let wanted: Vec<&[u8]> = pending.iter().map(|&i| keys[i].as_ref()).collect();
+        let values = match self.contents() {
+            UnionContents::Done(None) => return Ok(partial),
+            UnionContents::Done(Some(run)) => {
+                let found =
+                    lookup_runs(io, salt, &wanted, vec![None; wanted.len()], &[run], resolve)?;
+                found.into_iter().map(into_value).collect()
+            }
+            UnionContents::Pending(views) => {
+                let mut acc: Vec<Found> = vec![None; wanted.len()];
+                for view in &views {
+                    let found = view.lookup(io, salt, &wanted, resolve)?;
+                    for (slot, value) in acc.iter_mut().zip(found) {
+                        *slot = match (slot.take(), value) {
+                            (None, v) => v,
+                            (left, None) => left,
+                            (Some((left, _)), Some((right, _))) => {
+                                Some((resolve.apply(&left, &right), None))
+                            }
+                        };
+                    }
+                }
+                acc
+            }
+        };
+        for (&i, value) in pending.iter().zip(values) {
+            let Some((value, blob)) = value else { continue };
+            partial[i] = Some(match partial[i].take() {
+                None => Entry::Insert(value, blob),
+                Some(newer) => newer.combine_older(Op::Insert, &value, resolve),
+            });
+        }
+        Ok(partial)
+    }
+}
