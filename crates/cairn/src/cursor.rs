@@ -248,18 +248,37 @@ impl StampedEntries {
 /// Closing the cursor, or the session, makes later reads fail with [`Error::CursorClosed`].
 #[derive(Debug)]
 pub struct Cursor {
+    inner: Arc<CursorInner>,
+}
+
+/// A cursor's state, shared with its session so that closing the session closes it.
+#[derive(Debug)]
+pub(crate) struct CursorInner {
     state: Mutex<Option<StampedEntries>>,
+}
+
+impl CursorInner {
+    /// Releases the cursor's runs; later reads fail with [`Error::CursorClosed`].
+    pub(crate) fn close(&self) {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
 }
 
 impl Cursor {
     pub(crate) fn new(entries: StampedEntries) -> Cursor {
         Cursor {
-            state: Mutex::new(Some(entries)),
+            inner: Arc::new(CursorInner {
+                state: Mutex::new(Some(entries)),
+            }),
         }
     }
 
+    pub(crate) fn inner(&self) -> &Arc<CursorInner> {
+        &self.inner
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut StampedEntries) -> Result<T>) -> Result<T> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
         match state.as_mut() {
             Some(entries) => f(entries),
             None => Err(Error::CursorClosed),
@@ -301,6 +320,6 @@ impl Cursor {
 
     /// Closes the cursor and releases the runs it holds. Idempotent.
     pub fn close(&self) {
-        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.inner.close();
     }
 }

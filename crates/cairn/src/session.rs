@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::config::TableConfig;
+use crate::cursor::CursorInner;
 use crate::error::{Error, Result};
 use crate::fs::{read_all, write_atomic, FileLock, FileSystem, RealFs};
 use crate::io::{BlockIo, IoBackendKind};
@@ -92,6 +93,7 @@ struct SessionState {
     open: bool,
     lock: Option<Box<dyn FileLock>>,
     tables: Vec<Weak<TableInner>>,
+    cursors: Vec<Weak<CursorInner>>,
 }
 
 #[derive(Debug)]
@@ -147,6 +149,17 @@ impl SessionInner {
 
     fn lock_state(&self) -> std::sync::MutexGuard<'_, SessionState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a new cursor so that closing the session closes it.
+    pub(crate) fn register_cursor(&self, cursor: &Arc<CursorInner>) -> Result<()> {
+        let mut state = self.lock_state();
+        if !state.open {
+            return Err(Error::SessionClosed);
+        }
+        state.cursors.retain(|c| c.strong_count() > 0);
+        state.cursors.push(Arc::downgrade(cursor));
+        Ok(())
     }
 
     /// Records a new table so that closing the session closes it.
@@ -258,6 +271,7 @@ impl Session {
                     open: true,
                     lock: Some(lock),
                     tables: Vec::new(),
+                    cursors: Vec::new(),
                 }),
             }),
         })
@@ -374,11 +388,18 @@ impl Session {
 
     /// Closes the session: closes every table and releases the directory lock. Idempotent.
     pub fn close(&self) {
-        let (tables, lock) = {
+        let (tables, cursors, lock) = {
             let mut state = self.inner.lock_state();
             state.open = false;
-            (std::mem::take(&mut state.tables), state.lock.take())
+            (
+                std::mem::take(&mut state.tables),
+                std::mem::take(&mut state.cursors),
+                state.lock.take(),
+            )
         };
+        for cursor in cursors.iter().filter_map(Weak::upgrade) {
+            cursor.close();
+        }
         for table in tables.iter().filter_map(Weak::upgrade) {
             table.close();
         }

@@ -581,12 +581,17 @@ impl Table {
     /// Cost: one span read per run to start; memory: a copy of the write buffer plus a 64 KiB
     /// chunk per run.
     pub fn cursor(&self) -> Result<Cursor> {
-        Ok(Cursor::new(self.merged_entries(None)?))
+        self.register(Cursor::new(self.merged_entries(None)?))
+    }
+
+    fn register(&self, cursor: Cursor) -> Result<Cursor> {
+        self.inner.session.register_cursor(cursor.inner())?;
+        Ok(cursor)
     }
 
     /// A cursor starting at the first key `>= key` (see [`Table::cursor`]).
     pub fn cursor_at(&self, key: &[u8]) -> Result<Cursor> {
-        Ok(Cursor::new(self.merged_entries(Some(key))?))
+        self.register(Cursor::new(self.merged_entries(Some(key))?))
     }
 
     /// Every entry whose key lies in `range`, in key order; both bounds may be inclusive,

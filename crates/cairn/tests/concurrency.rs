@@ -113,6 +113,16 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Runs its closure when dropped, also while unwinding: a thread that others wait on raises their
+/// flags even when it panics, so a failure fails the test instead of hanging it.
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Updates, applied to a table and its model alike
 
@@ -548,6 +558,7 @@ fn readers_and_writer(base: u64) {
             read_cursor(&cursor, &cursor_model, seed_for(base, 2), &name)
         });
         let writer = s.spawn(|| {
+            let _done = OnDrop(|| writer_done.store(true, Ordering::Release));
             let mut rng = Rng::new(seed_for(base, 1));
             for step in 0..WRITER_STEPS {
                 let ctx = format!("[{tag}] writer step {step}");
@@ -558,7 +569,6 @@ fn readers_and_writer(base: u64) {
                 check_random_range(&original, &model, &mut rng, &ctx);
                 check_random_cursor(&original, &model, &mut rng, &ctx);
             }
-            writer_done.store(true, Ordering::Release);
         });
         writer.join().unwrap();
         let rounds: Vec<usize> = readers.into_iter().map(|r| r.join().unwrap()).collect();
@@ -611,6 +621,7 @@ fn read_then_close(
     progress: &AtomicU64,
     closed: &AtomicBool,
 ) {
+    let _closed = OnDrop(|| closed.store(true, Ordering::Release));
     let mut rng = Rng::new(seed);
     let mut round = 0;
     while round < 3 || progress.load(Ordering::Acquire) < 4 {
@@ -636,6 +647,8 @@ fn update_across_close(
     progress: &AtomicU64,
     closed: &AtomicBool,
 ) {
+    // Should this thread fail, the reader stops waiting for it.
+    let _finished = OnDrop(|| progress.store(u64::MAX, Ordering::Release));
     let mut rng = Rng::new(seed);
     for step in 0..10 {
         if step == 6 {
@@ -804,6 +817,7 @@ impl Counters {
 
     /// Applies `updates` increments in random batches, publishing the bounds around each batch.
     fn write(&self, table: &Table, seed: u64, updates: usize) -> Vec<u64> {
+        let _done = OnDrop(|| self.writer_done.store(true, Ordering::Release));
         let mut rng = Rng::new(seed);
         let mut counts = vec![0u64; COUNTERS as usize];
         let mut applied = 0;
@@ -839,7 +853,6 @@ impl Counters {
             applied += picks.len();
             counts = next;
         }
-        self.writer_done.store(true, Ordering::Release);
         counts
     }
 

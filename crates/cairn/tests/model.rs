@@ -152,7 +152,7 @@ fn op_strategy(resolve: ResolveKind, keys: u16) -> impl Strategy<Value = Op> {
         1 => (0u8..3).prop_map(Op::DeleteSnapshot),
         1 => (0u8..3, 0u8..3).prop_map(|(a, b)| Op::ExportImport(a, b)),
         1 => Just(Op::Restart),
-        1 => prop::collection::vec(0usize..4, 0..3).prop_map(Op::Union),
+        1 => prop::collection::vec(0usize..4, 1..4).prop_map(Op::Union),
         2 => (1u8..4).prop_map(Op::SupplyUnion),
     ]
 }
@@ -562,6 +562,10 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                 }
                 table.close();
                 session.close();
+                // Closing the session closed its cursors.
+                for (cursor, _) in cursors.drain(..) {
+                    prop_assert!(matches!(cursor.next(), Err(Error::CursorClosed)));
+                }
                 session = open_session();
                 table = session.new_table(config.clone()).unwrap();
                 model = Model::new();
