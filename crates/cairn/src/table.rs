@@ -595,26 +595,26 @@ impl Table {
     }
 
     /// Every entry whose key lies in `range`, in key order; both bounds may be inclusive,
-    /// exclusive or open: `a..b`, `a..=b`, `a..` with `a, b: &[u8]`, or a pair of
+    /// exclusive or open: `a..b`, `a..=b`, `a..`, `..b`, `..` with `a, b: &[u8]`, or a pair of
     /// [`Bound`]s such as `(Bound::Excluded(a), Bound::Unbounded)`. An empty range gives nothing.
     ///
     /// Cost: as a cursor, plus the entries returned (all held in memory).
-    pub fn range_lookup<R: RangeBounds<[u8]>>(&self, range: R) -> Result<Vec<CursorEntry>> {
+    pub fn range_lookup<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Vec<CursorEntry>> {
         let from = match range.start_bound() {
-            Bound::Included(k) | Bound::Excluded(k) => Some(k),
+            Bound::Included(k) | Bound::Excluded(k) => Some(*k),
             Bound::Unbounded => None,
         };
         let mut entries = self.merged_entries(from)?;
         let mut out = Vec::new();
         while let Some(entry) = entries.next_entry()? {
             if let Bound::Excluded(k) = range.start_bound() {
-                if entry.key.as_slice() == k {
+                if entry.key.as_slice() == *k {
                     continue;
                 }
             }
             let within = match range.end_bound() {
-                Bound::Included(k) => entry.key.as_slice() <= k,
-                Bound::Excluded(k) => entry.key.as_slice() < k,
+                Bound::Included(k) => entry.key.as_slice() <= *k,
+                Bound::Excluded(k) => entry.key.as_slice() < *k,
                 Bound::Unbounded => true,
             };
             if !within {

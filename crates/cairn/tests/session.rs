@@ -314,3 +314,25 @@ fn lookups_run_concurrently_with_updates() {
         Some(&b"fresh"[..])
     );
 }
+
+#[test]
+fn range_lookups_take_ordinary_range_syntax() {
+    let tmp = tempfile::tempdir().unwrap();
+    let session = Session::open(tmp.path()).unwrap();
+    let table = session.new_table(small_config()).unwrap();
+    for k in [b"a", b"b", b"c", b"d"] {
+        table.insert(k, b"v").unwrap();
+    }
+    let keys = |r: Vec<cairn::CursorEntry>| r.into_iter().map(|e| e.key).collect::<Vec<_>>();
+    let (b, d): (&[u8], &[u8]) = (b"b", b"d");
+    assert_eq!(
+        keys(table.range_lookup(b..d).unwrap()),
+        vec![b"b".to_vec(), b"c".to_vec()]
+    );
+    assert_eq!(keys(table.range_lookup(b..=d).unwrap()).len(), 3);
+    assert_eq!(keys(table.range_lookup(b..).unwrap()).len(), 3);
+    assert_eq!(keys(table.range_lookup(..d).unwrap()).len(), 3);
+    assert_eq!(keys(table.range_lookup(..).unwrap()).len(), 4);
+    let excluded = (std::ops::Bound::Excluded(b), std::ops::Bound::Unbounded);
+    assert_eq!(keys(table.range_lookup(excluded).unwrap()).len(), 2);
+}
