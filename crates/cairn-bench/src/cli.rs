@@ -1,4 +1,4 @@
-//! The command line: `cairn-bench utxo quick [options]`.
+//! The command line: `cairn-bench utxo quick [options]` and `cairn-bench union [options]`.
 //!
 //! Owns: the clap definitions and their conversion into engine settings. Must never touch: the
 //! engine's tables.
@@ -24,6 +24,9 @@ pub enum Command {
     /// inserts and 256 deletes.
     #[command(subcommand)]
     Utxo(UtxoCommand),
+    /// lsm-tree's table-union benchmark: lookups on one table, then on the incremental union of
+    /// several partly overlapping tables with its full debt, then once the debt is paid off.
+    Union(UnionArgs),
 }
 
 /// The variants of the UTxO benchmark.
@@ -78,6 +81,47 @@ pub struct QuickArgs {
     /// Merge steps done at once (smaller: smoother latency; larger: less overhead).
     #[arg(long, default_value_t = 1_000)]
     pub merge_batch_size: usize,
+}
+
+/// Options of `union`.
+#[derive(Debug, Args)]
+pub struct UnionArgs {
+    /// Tables in the union; table t holds ids t*N/2 .. t*N/2 + N, so neighbours share half.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub tables: u64,
+    /// Entries (N) inserted into each table.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub entries_per_table: u64,
+    /// Lookups in each of the three lookup passes (in batches of 256).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub lookups: u64,
+    /// Parent of the temporary benchmark directory (default: the system's temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Seed of the key generator, the lookup choices and the Bloom-filter salt.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// Block I/O backend of batched lookups.
+    #[arg(long, value_enum, default_value_t = IoArg::Auto)]
+    pub io: IoArg,
+    /// Which runs are read through the page cache (none: O_DIRECT lookups).
+    #[arg(long, value_enum, default_value_t = DiskCacheArg::None)]
+    pub disk_cache: DiskCacheArg,
+    /// Union credits per `supply_union_credits` call while paying the debt off.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub credit_chunk: u64,
+    /// Entries of each table's write buffer.
+    #[arg(long, default_value_t = 20_000)]
+    pub write_buffer: usize,
+    /// Merge steps done at once while filling the tables.
+    #[arg(long, default_value_t = 1_000)]
+    pub merge_batch_size: usize,
+    /// Keep the benchmark directory instead of removing it at exit.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// `--io`.

@@ -56,6 +56,13 @@
 //!
 //! Progress lines go to stderr, the results table to stdout, and `--json FILE` writes the same
 //! results as one JSON object (see [`report::Report`] for the fields).
+//!
+//! # `cairn-bench union --tables T --entries-per-table N --lookups L`
+//!
+//! lsm-tree's table-union benchmark: lookups on one table, then on the incremental union of T
+//! partly overlapping tables with its full debt, then again once the debt is paid off with
+//! `supply_union_credits`. See the [`union_bench`] module for the phases and
+//! [`union_report::UnionReport`] for the fields of its results.
 
 mod cli;
 mod failure;
@@ -64,6 +71,8 @@ mod keys;
 mod live;
 mod report;
 mod snapshot;
+mod union_bench;
+mod union_report;
 mod workload;
 
 use std::path::Path;
@@ -74,7 +83,7 @@ use cairn::fs::RealFs;
 use cairn::{IndexType, Session, SessionOptions, Table, TableConfig};
 use clap::Parser;
 
-use crate::cli::{io_backend_name, Cli, Command, Mode, QuickArgs, UtxoCommand};
+use crate::cli::{io_backend_name, Cli, Command, DiskCacheArg, Mode, QuickArgs, UtxoCommand};
 use crate::failure::{Context, Failure};
 use crate::report::{peak_rss_bytes, percentiles, Report};
 use crate::workload::{Driver, PhaseTiming, BATCH_SIZE};
@@ -83,6 +92,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Utxo(UtxoCommand::Quick(args)) => utxo_quick(&args),
+        Command::Union(args) => union_bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -93,16 +103,21 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs `utxo quick` in a temporary directory, prints the table and writes the JSON file.
-fn utxo_quick(args: &QuickArgs) -> Result<(), Failure> {
-    let dir = match &args.dir {
+/// Runs `f` in a fresh temporary directory under `parent` (default: the system's temporary
+/// directory), then removes the directory unless `keep`.
+pub fn in_temp_dir<T>(
+    parent: Option<&Path>,
+    keep: bool,
+    f: impl FnOnce(&Path) -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    let dir = match parent {
         Some(parent) => tempfile::tempdir_in(parent)
             .context(|| format!("creating a benchmark directory in {}", parent.display()))?,
         None => tempfile::tempdir().context(|| "creating a benchmark directory".to_string())?,
     };
     eprintln!("benchmark directory: {}", dir.path().display());
-    let report = bench_in(dir.path(), args);
-    if args.keep {
+    let result = f(dir.path());
+    if keep {
         let kept = dir.keep();
         eprintln!("kept the benchmark directory {}", kept.display());
     } else {
@@ -110,7 +125,12 @@ fn utxo_quick(args: &QuickArgs) -> Result<(), Failure> {
         dir.close()
             .context(|| format!("removing the benchmark directory {}", path.display()))?;
     }
-    let report = report?;
+    result
+}
+
+/// Runs `utxo quick` in a temporary directory, prints the table and writes the JSON file.
+fn utxo_quick(args: &QuickArgs) -> Result<(), Failure> {
+    let report = in_temp_dir(args.dir.as_deref(), args.keep, |dir| bench_in(dir, args))?;
     print!("{}", report.table());
     if let Some(path) = &args.json {
         report.write_json(path)?;
@@ -124,14 +144,19 @@ fn utxo_quick(args: &QuickArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The table configuration of the UTxO benchmark.
-fn utxo_table_config(args: &QuickArgs) -> TableConfig {
+/// The table configuration of the UTxO benchmark (also used by `union`): the compact index,
+/// Bloom filters at FPR 1e-3, incremental merges, `KeepNewest`.
+pub fn utxo_table_config(
+    write_buffer: usize,
+    merge_batch_size: usize,
+    disk_cache: DiskCacheArg,
+) -> TableConfig {
     TableConfig {
         index: IndexType::Compact,
         bloom: cairn::BloomAlloc::TargetFpr(1e-3),
-        write_buffer_entries: args.write_buffer,
-        merge_batch_size: args.merge_batch_size,
-        disk_cache: args.disk_cache.policy(),
+        write_buffer_entries: write_buffer,
+        merge_batch_size,
+        disk_cache: disk_cache.policy(),
         merge_schedule: cairn::MergeSchedule::Incremental,
         resolve: cairn::Resolve::KeepNewest,
     }
@@ -147,7 +172,11 @@ fn bench_in(dir: &Path, args: &QuickArgs) -> Result<Report, Failure> {
     let session = Session::open_with(Arc::new(RealFs), dir, options)
         .context(|| format!("opening a session in {}", dir.display()))?;
     let table = session
-        .new_table(utxo_table_config(args))
+        .new_table(utxo_table_config(
+            args.write_buffer,
+            args.merge_batch_size,
+            args.disk_cache,
+        ))
         .context(|| "creating the table".to_string())?;
     let mut report = Report {
         engine: "cairn",

@@ -111,11 +111,7 @@ impl Report {
                 format!("{:.3}", self.lookup_p99_batch_ms),
             ),
             ("lookup mismatches", self.lookup_mismatches.to_string()),
-            (
-                "peak RSS MiB",
-                self.peak_rss_bytes
-                    .map_or("n/a".into(), |b| format!("{:.1}", b as f64 / MIB)),
-            ),
+            ("peak RSS MiB", rss_mib(self.peak_rss_bytes)),
             ("levels", self.levels.to_string()),
             ("runs", self.runs.to_string()),
             (
@@ -153,28 +149,43 @@ impl Report {
 
     /// The report as a two-column table: metric names left-aligned, values right-aligned.
     pub fn table(&self) -> String {
-        let rows = self.rows();
-        let name_width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-        let value_width = rows.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
-        let mut out = format!("{:<name_width$}  {:>value_width$}\n", "metric", "value");
-        out.push_str(&format!(
-            "{}  {}\n",
-            "-".repeat(name_width),
-            "-".repeat(value_width)
-        ));
-        for (name, value) in rows {
-            out.push_str(&format!("{name:<name_width$}  {value:>value_width$}\n"));
-        }
-        out
+        render_rows(&self.rows())
     }
 
     /// Writes the report to `path` as one JSON object (and a newline).
     pub fn write_json(&self, path: &Path) -> Result<(), Failure> {
-        let mut text =
-            serde_json::to_string_pretty(self).context(|| "serialising the report".to_string())?;
-        text.push('\n');
-        std::fs::write(path, text).context(|| format!("writing {}", path.display()))
+        write_json(self, path)
     }
+}
+
+/// `rows` as a two-column table under a "metric / value" header: names left-aligned, values
+/// right-aligned.
+pub fn render_rows(rows: &[(&'static str, String)]) -> String {
+    let name_width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let value_width = rows.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+    let mut out = format!("{:<name_width$}  {:>value_width$}\n", "metric", "value");
+    out.push_str(&format!(
+        "{}  {}\n",
+        "-".repeat(name_width),
+        "-".repeat(value_width)
+    ));
+    for (name, value) in rows {
+        out.push_str(&format!("{name:<name_width$}  {value:>value_width$}\n"));
+    }
+    out
+}
+
+/// Writes `value` to `path` as pretty-printed JSON (and a newline).
+pub fn write_json(value: &impl Serialize, path: &Path) -> Result<(), Failure> {
+    let mut text =
+        serde_json::to_string_pretty(value).context(|| "serialising the report".to_string())?;
+    text.push('\n');
+    std::fs::write(path, text).context(|| format!("writing {}", path.display()))
+}
+
+/// A peak RSS in MiB with one decimal, or "n/a".
+pub fn rss_mib(bytes: Option<u64>) -> String {
+    bytes.map_or("n/a".into(), |b| format!("{:.1}", b as f64 / MIB))
 }
 
 /// The `--snapshot` rows of the table.

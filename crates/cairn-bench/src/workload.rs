@@ -10,6 +10,7 @@
 //! write buffer, which every 20,000 updates is written out as a run, and pay at most a bounded
 //! number of merge steps each (sequential I/O). CPU for keys and checks is about 1 µs per key.
 
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use cairn::{LookupResult, Table, Update};
@@ -41,8 +42,8 @@ pub struct PhaseTiming {
 }
 
 /// Prints a line to stderr each time another tenth of the work is done.
-struct Progress {
-    label: &'static str,
+pub struct Progress {
+    label: String,
     unit: &'static str,
     total: u64,
     tenths_reported: u64,
@@ -50,9 +51,10 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(label: &'static str, unit: &'static str, total: u64) -> Progress {
+    /// A reporter for `total` units of work, named `label` in its lines.
+    pub fn new(label: impl Into<String>, unit: &'static str, total: u64) -> Progress {
         Progress {
-            label,
+            label: label.into(),
             unit,
             total,
             tenths_reported: 0,
@@ -61,7 +63,7 @@ impl Progress {
     }
 
     /// Records that `done` units (of `ops_per_unit` operations each) are complete.
-    fn update(&mut self, done: u64, ops_per_unit: u64) {
+    pub fn update(&mut self, done: u64, ops_per_unit: u64) {
         let tenths = done * 10 / self.total.max(1);
         if tenths <= self.tenths_reported {
             return;
@@ -81,19 +83,25 @@ impl Progress {
 
 /// Inserts ids `0..entries` in chunks of [`SETUP_CHUNK`] and returns the seconds it took.
 pub fn setup(table: &Table, entries: u64, seed: u64) -> Result<f64, Failure> {
+    fill(table, 0..entries, seed, "setup")
+}
+
+/// Inserts the ids of `ids` (key and value of each, see [`utxo_key`] and [`utxo_value`]) in
+/// chunks of [`SETUP_CHUNK`], with progress lines named `label`, and returns the seconds it took.
+pub fn fill(table: &Table, ids: Range<u64>, seed: u64, label: &str) -> Result<f64, Failure> {
     let start = Instant::now();
-    let mut progress = Progress::new("setup", "entries", entries);
+    let mut progress = Progress::new(label, "entries", ids.end.saturating_sub(ids.start));
     let mut chunk: Vec<([u8; KEY_BYTES], [u8; VALUE_BYTES])> = Vec::with_capacity(SETUP_CHUNK);
-    let mut id = 0;
-    while id < entries {
-        let end = (id + SETUP_CHUNK as u64).min(entries);
+    let mut id = ids.start;
+    while id < ids.end {
+        let end = (id + SETUP_CHUNK as u64).min(ids.end);
         chunk.clear();
         chunk.extend((id..end).map(|i| (utxo_key(i, seed), utxo_value(i))));
         table
             .inserts(&chunk)
-            .context(|| format!("setup: inserting ids {id}..{end}"))?;
+            .context(|| format!("{label}: inserting ids {id}..{end}"))?;
         id = end;
-        progress.update(id, 1);
+        progress.update(id - ids.start, 1);
     }
     Ok(start.elapsed().as_secs_f64())
 }

@@ -92,9 +92,6 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// The table's union is not finished; supply its remaining union credits first.
-    #[error("the table's union is still in progress")]
-    UnionInProgress,
     /// A table configuration was rejected.
     #[error("invalid table config: {0}")]
     InvalidConfig(String),

@@ -306,14 +306,9 @@ impl Levels {
         Ok(steps)
     }
 
-    /// The structure of the levels, with every run listed once in `runs` and named by its index
-    /// there. A finished merge is recorded as its output.
-    pub(crate) fn shape(&self) -> (Vec<LevelShape>, Vec<Arc<Run>>) {
-        let mut runs: Vec<Arc<Run>> = Vec::new();
-        let mut name = |run: &Arc<Run>| {
-            runs.push(run.clone());
-            runs.len() - 1
-        };
+    /// The structure of the levels, naming every run through `name` (which gives its index in
+    /// the snapshot). A finished merge is recorded as its output.
+    pub(crate) fn shape(&self, name: &mut dyn FnMut(&Arc<Run>) -> usize) -> Vec<LevelShape> {
         let mut shapes = Vec::with_capacity(self.levels.len());
         for level in &self.levels {
             let incoming = match &level.incoming {
@@ -328,15 +323,15 @@ impl Levels {
                             last_level: merge.kind() == MergeKind::LastLevel,
                             nominal_debt: m.nominal_debt,
                             nominal_credits: m.nominal_credits,
-                            inputs: merge.inputs().iter().map(&mut name).collect(),
+                            inputs: merge.inputs().iter().map(&mut *name).collect(),
                         },
                     }
                 }
             };
-            let resident = level.resident.iter().map(&mut name).collect();
+            let resident = level.resident.iter().map(&mut *name).collect();
             shapes.push(LevelShape { incoming, resident });
         }
-        (shapes, runs)
+        shapes
     }
 
     /// Rebuilds levels from a recorded structure over opened runs: merges in progress restart

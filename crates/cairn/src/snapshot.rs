@@ -22,10 +22,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::{BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, TableConfig};
+use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::fs::{read_all, FileSystem, FileWriter};
-use crate::run::{run_file_path, Run, RunFile};
+use crate::run::{run_file_path, Run, RunFile, RunParams, RunWriter};
 use crate::schedule::{IncomingShape, LevelShape};
+use crate::union::{UnionContents, UnionLevel};
+use crate::write_buffer::MemBlob;
 
 const MAGIC: &[u8; 8] = b"CRNSNAPM";
 const VERSION: u32 = 1;
@@ -75,6 +78,24 @@ impl ResolveTag {
     }
 }
 
+/// A pending union as a snapshot records it: its inputs' views and the credits spent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct UnionShape {
+    pub(crate) inputs: Vec<ViewShape>,
+    pub(crate) produced: u64,
+}
+
+/// One input of a pending union: its write buffer (as a run), its runs, its own union.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ViewShape {
+    pub(crate) buffer: Option<usize>,
+    pub(crate) runs: Vec<usize>,
+    pub(crate) union: Option<Box<UnionShape>>,
+}
+
+/// Deepest nesting of unions a snapshot may record.
+const UNION_DEPTH_MAX: usize = 16;
+
 /// The decoded contents of a snapshot's `metadata` file.
 #[derive(Clone, Debug)]
 pub(crate) struct SnapshotMeta {
@@ -86,6 +107,8 @@ pub(crate) struct SnapshotMeta {
     pub(crate) run_count: usize,
     pub(crate) write_buffer: Option<usize>,
     pub(crate) levels: Vec<LevelShape>,
+    /// A union still in progress below the levels.
+    pub(crate) union: Option<UnionShape>,
 }
 
 struct Writer(Vec<u8>);
@@ -193,6 +216,13 @@ impl SnapshotMeta {
             w.u32(level.resident.len() as u32);
             level.resident.iter().for_each(|&i| w.run(i));
         }
+        match &self.union {
+            Some(union) => {
+                w.u8(1);
+                encode_union(&mut w, union);
+            }
+            None => w.u8(0),
+        }
         // Extensions: none in version 1 (room for typed sections such as a state root).
         w.u32(0);
         let crc = crc32c::crc32c(&w.0);
@@ -259,6 +289,11 @@ impl SnapshotMeta {
             let resident = (0..n).map(|_| r.run(run_count)).collect::<Result<_>>()?;
             levels.push(LevelShape { incoming, resident });
         }
+        let union = match r.u8()? {
+            0 => None,
+            1 => Some(decode_union(&mut r, run_count, 0)?),
+            _ => return Err(bad("bad union flag")),
+        };
         if r.u32()? != 0 {
             return Err(bad("unknown extensions"));
         }
@@ -272,8 +307,9 @@ impl SnapshotMeta {
             run_count,
             write_buffer,
             levels,
+            union,
         };
-        meta.check_runs_used_once()?;
+        meta.check_runs_used()?;
         Ok(meta)
     }
 
@@ -297,12 +333,13 @@ impl SnapshotMeta {
         levels
     }
 
-    /// Every run index appears exactly once in the structure.
-    fn check_runs_used_once(&self) -> Result<()> {
+    /// Every run is used: exactly once in the levels and write buffer; runs of a pending union's
+    /// inputs may be shared between inputs (a union of a table with its duplicate).
+    fn check_runs_used(&self) -> Result<()> {
         let mut seen = vec![false; self.run_count];
-        let mut mark = |i: usize| -> Result<()> {
+        let mut mark = |i: usize, shared: bool| -> Result<()> {
             match seen.get_mut(i) {
-                Some(s) if !*s => {
+                Some(s) if shared || !*s => {
                     *s = true;
                     Ok(())
                 }
@@ -313,23 +350,87 @@ impl SnapshotMeta {
             }
         };
         for i in self.write_buffer.iter() {
-            mark(*i)?;
+            mark(*i, false)?;
         }
         for level in &self.levels {
             match &level.incoming {
-                IncomingShape::Single(i) => mark(*i)?,
+                IncomingShape::Single(i) => mark(*i, false)?,
                 IncomingShape::Merging { inputs, .. } => {
-                    inputs.iter().try_for_each(|&i| mark(i))?
+                    inputs.iter().try_for_each(|&i| mark(i, false))?
                 }
                 IncomingShape::Empty => {}
             }
-            level.resident.iter().try_for_each(|&i| mark(i))?;
+            level.resident.iter().try_for_each(|&i| mark(i, false))?;
+        }
+        let mut stack: Vec<&UnionShape> = self.union.iter().collect();
+        while let Some(union) = stack.pop() {
+            for view in &union.inputs {
+                view.buffer.iter().try_for_each(|&i| mark(i, true))?;
+                view.runs.iter().try_for_each(|&i| mark(i, true))?;
+                stack.extend(view.union.as_deref());
+            }
         }
         if seen.iter().any(|s| !s) {
             return Err(Error::corrupt("snapshot metadata", "a run is not used"));
         }
         Ok(())
     }
+}
+
+fn encode_union(w: &mut Writer, union: &UnionShape) {
+    w.u64(union.produced);
+    w.u32(union.inputs.len() as u32);
+    for view in &union.inputs {
+        match view.buffer {
+            Some(i) => {
+                w.u8(1);
+                w.run(i);
+            }
+            None => w.u8(0),
+        }
+        w.u32(view.runs.len() as u32);
+        view.runs.iter().for_each(|&i| w.run(i));
+        match &view.union {
+            Some(nested) => {
+                w.u8(1);
+                encode_union(w, nested);
+            }
+            None => w.u8(0),
+        }
+    }
+}
+
+fn decode_union(r: &mut Reader<'_>, run_count: usize, depth: usize) -> Result<UnionShape> {
+    let bad = |d: &str| Error::corrupt("snapshot metadata", d.to_string());
+    if depth >= UNION_DEPTH_MAX {
+        return Err(bad("unions nested too deeply"));
+    }
+    let produced = r.u64()?;
+    let n = r.count(RUNS_MAX)?;
+    let mut inputs = Vec::with_capacity(n.min(64));
+    for _ in 0..n {
+        let buffer = match r.u8()? {
+            0 => None,
+            1 => Some(r.run(run_count)?),
+            _ => return Err(bad("bad buffer flag")),
+        };
+        let k = r.count(RUNS_MAX)?;
+        let runs = (0..k).map(|_| r.run(run_count)).collect::<Result<_>>()?;
+        let union = match r.u8()? {
+            0 => None,
+            1 => Some(Box::new(decode_union(r, run_count, depth + 1)?)),
+            _ => return Err(bad("bad union flag")),
+        };
+        inputs.push(ViewShape {
+            buffer,
+            runs,
+            union,
+        });
+    }
+    if inputs.is_empty() {
+        return Err(bad("a union without inputs"));
+    }
+    Ok(UnionShape { inputs, produced })
 }
 
 fn encode_config(w: &mut Writer, c: &TableConfig, resolve: ResolveTag) {
@@ -412,13 +513,73 @@ fn decode_config(r: &mut Reader<'_>) -> Result<(TableConfig, ResolveTag)> {
     Ok((config, resolve))
 }
 
+/// The files of a snapshot being saved, in index order: runs to hard-link, or buffers to write
+/// as runs. Runs shared between several places get one index.
+#[derive(Default)]
+pub(crate) struct SnapshotPlan {
+    items: Vec<PlanItem>,
+    linked: std::collections::HashMap<*const Run, usize>,
+}
+
+enum PlanItem {
+    Link(Arc<Run>),
+    Write(Vec<(Vec<u8>, Entry<MemBlob>)>),
+}
+
+impl SnapshotPlan {
+    /// The index of `run` (the same index every time it is named).
+    pub(crate) fn name(&mut self, run: &Arc<Run>) -> usize {
+        let items = &mut self.items;
+        *self.linked.entry(Arc::as_ptr(run)).or_insert_with(|| {
+            items.push(PlanItem::Link(run.clone()));
+            items.len() - 1
+        })
+    }
+
+    /// The index of a write buffer to be written as a run (`None` if it is empty).
+    pub(crate) fn buffer(&mut self, entries: Vec<(Vec<u8>, Entry<MemBlob>)>) -> Option<usize> {
+        if entries.is_empty() {
+            return None;
+        }
+        self.items.push(PlanItem::Write(entries));
+        Some(self.items.len() - 1)
+    }
+
+    /// Records a pending union: its inputs' buffers and runs.
+    pub(crate) fn union(&mut self, union: &UnionLevel) -> Option<UnionShape> {
+        let UnionContents::Pending(views) = union.contents() else {
+            return None;
+        };
+        let inputs = views
+            .iter()
+            .map(|view| ViewShape {
+                buffer: self.buffer(view.buffer.clone()),
+                runs: view.runs.iter().map(|r| self.name(r)).collect(),
+                union: view
+                    .union
+                    .as_ref()
+                    .and_then(|u| self.union(u))
+                    .map(Box::new),
+            })
+            .collect();
+        Some(UnionShape {
+            inputs,
+            produced: union.produced(),
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+}
+
 /// What a table hands to [`save`]: its contents at one instant.
 pub(crate) struct SnapshotContents {
     pub(crate) config: TableConfig,
+    pub(crate) plan: SnapshotPlan,
     pub(crate) levels: Vec<LevelShape>,
-    pub(crate) runs: Vec<Arc<Run>>,
-    /// The write buffer written as a run into the snapshot's directory (already kept on drop).
-    pub(crate) write_buffer: Option<Arc<Run>>,
+    pub(crate) write_buffer: Option<usize>,
+    pub(crate) union: Option<UnionShape>,
 }
 
 /// The directory of snapshot `name`.
@@ -434,7 +595,8 @@ pub(crate) fn temp_dir(snapshots: &Path, name: &str, n: u64) -> PathBuf {
 /// Links the runs into `tmp`, writes the metadata, fsyncs everything and renames `tmp` to the
 /// snapshot's directory.
 pub(crate) fn save(
-    fs: &dyn FileSystem,
+    fs: &Arc<dyn FileSystem>,
+    params: &RunParams,
     tmp: &Path,
     target: &Path,
     label: &str,
@@ -446,25 +608,27 @@ pub(crate) fn save(
             label.len()
         )));
     }
-    let mut run_count = contents.runs.len();
-    for (i, run) in contents.runs.iter().enumerate() {
-        for file in RunFile::ALL {
-            fs.hard_link(&run.file_path(file), &run_file_path(tmp, i as u64, file))?;
+    let run_count = contents.plan.len();
+    for (i, item) in contents.plan.items.into_iter().enumerate() {
+        match item {
+            PlanItem::Link(run) => {
+                for file in RunFile::ALL {
+                    fs.hard_link(&run.file_path(file), &run_file_path(tmp, i as u64, file))?;
+                }
+            }
+            PlanItem::Write(entries) => write_buffer_run(fs, params, tmp, i as u64, &entries)?,
         }
     }
-    let write_buffer = contents.write_buffer.as_ref().map(|_| {
-        run_count += 1;
-        run_count - 1
-    });
     let meta = SnapshotMeta {
         label: label.to_string(),
         resolve: ResolveTag::of(&contents.config.resolve),
         config: contents.config,
         run_count,
-        write_buffer,
+        write_buffer: contents.write_buffer,
         levels: contents.levels,
+        union: contents.union,
     };
-    let mut file = FileWriter::create(fs, &tmp.join("metadata"))?;
+    let mut file = FileWriter::create(&**fs, &tmp.join("metadata"))?;
     file.write(&meta.encode())?;
     file.finish(true)?;
     for name in fs.list_dir(tmp)? {
@@ -474,6 +638,32 @@ pub(crate) fn save(
     fs.rename(tmp, target)?;
     if let Some(parent) = target.parent() {
         fs.sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+/// Writes a write buffer's entries as run `number` in `dir` (files kept when the run is dropped).
+fn write_buffer_run(
+    fs: &Arc<dyn FileSystem>,
+    params: &RunParams,
+    dir: &Path,
+    number: u64,
+    entries: &[(Vec<u8>, Entry<MemBlob>)],
+) -> Result<()> {
+    let params = RunParams {
+        dir: dir.to_path_buf(),
+        ..params.clone()
+    };
+    let mut writer = RunWriter::new(fs.clone(), &params, number, entries.len() as u64, true)?;
+    for (key, entry) in entries {
+        let blob = match entry {
+            Entry::Insert(_, Some(blob)) => Some(&blob[..]),
+            _ => None,
+        };
+        writer.push(key, entry.op(), entry.value(), blob)?;
+    }
+    if let Some(run) = writer.finish()? {
+        run.keep_files();
     }
     Ok(())
 }
@@ -520,7 +710,7 @@ mod tests {
                 ..TableConfig::default()
             },
             resolve: ResolveTag::AddU64Le,
-            run_count: 6,
+            run_count: 9,
             write_buffer: Some(5),
             levels: vec![
                 LevelShape {
@@ -541,6 +731,28 @@ mod tests {
                     resident: vec![],
                 },
             ],
+            union: Some(UnionShape {
+                produced: 3,
+                inputs: vec![
+                    ViewShape {
+                        buffer: Some(6),
+                        runs: vec![7, 3],
+                        union: None,
+                    },
+                    ViewShape {
+                        buffer: None,
+                        runs: vec![],
+                        union: Some(Box::new(UnionShape {
+                            produced: 0,
+                            inputs: vec![ViewShape {
+                                buffer: None,
+                                runs: vec![8],
+                                union: None,
+                            }],
+                        })),
+                    },
+                ],
+            }),
         }
     }
 
@@ -577,6 +789,7 @@ mod tests {
         let back = SnapshotMeta::decode(&golden).unwrap();
         assert_eq!(back.encode(), bytes);
         assert_eq!(back.levels, meta.levels);
+        assert_eq!(back.union, meta.union);
         assert_eq!(back.label, "utxo-v1");
         for len in 0..bytes.len() {
             assert!(SnapshotMeta::decode(&bytes[..len]).is_err());

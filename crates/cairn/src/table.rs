@@ -32,7 +32,7 @@ use crate::schedule::{
     merge_steps_per_update_max, IncomingShape, LevelShape, Levels, MergeContext,
 };
 use crate::session::SessionInner;
-use crate::snapshot::{self, ResolveTag, SnapshotContents, SnapshotMeta};
+use crate::snapshot::{self, ResolveTag, SnapshotContents, SnapshotMeta, SnapshotPlan, UnionShape};
 use crate::union::{TableView, UnionContents, UnionLevel};
 use crate::write_buffer::{MemBlob, WriteBuffer};
 
@@ -653,61 +653,34 @@ impl Table {
     }
 
     fn save_snapshot_into(&self, tmp: &Path, target: &Path, label: &str) -> Result<()> {
-        let (buffer, (levels, runs)) = {
+        let mut plan = SnapshotPlan::default();
+        let (mut levels, write_buffer, union) = {
             let state = self.read()?;
-            if let Some(union) = &state.union {
-                match union.contents() {
-                    UnionContents::Pending(_) => {
-                        return Err(Error::UnionInProgress);
-                    }
-                    UnionContents::Done(run) => {
-                        // Saved as the last level it will migrate to.
-                        let (mut levels, mut runs) = state.levels.shape();
-                        if let Some(run) = run {
-                            levels.push(LevelShape {
-                                incoming: IncomingShape::Single(runs.len()),
-                                resident: Vec::new(),
-                            });
-                            runs.push(run);
-                        }
-                        (state.write_buffer.copy_from(None), (levels, runs))
-                    }
-                }
-            } else {
-                (state.write_buffer.copy_from(None), state.levels.shape())
-            }
+            let levels = state.levels.shape(&mut |run| plan.name(run));
+            let write_buffer = plan.buffer(state.write_buffer.copy_from(None));
+            (levels, write_buffer, state.union.clone())
         };
-        let fs = self.inner.session.fs();
-        let write_buffer = if buffer.is_empty() {
-            None
-        } else {
-            let params = RunParams {
-                dir: tmp.to_path_buf(),
-                ..self.inner.params.clone()
-            };
-            let number = runs.len() as u64;
-            let mut writer =
-                RunWriter::new(fs.clone(), &params, number, buffer.len() as u64, true)?;
-            for (key, entry) in &buffer {
-                let blob = match entry {
-                    Entry::Insert(_, Some(blob)) => Some(&blob[..]),
-                    _ => None,
-                };
-                writer.push(key, entry.op(), entry.value(), blob)?;
+        let union = match union.as_ref().map(|u| (u, u.contents())) {
+            Some((_, UnionContents::Done(Some(run)))) => {
+                // A finished union is saved as the last level it migrates to.
+                levels.push(LevelShape {
+                    incoming: IncomingShape::Single(plan.name(&run)),
+                    resident: Vec::new(),
+                });
+                None
             }
-            let run = writer.finish()?;
-            if let Some(run) = &run {
-                run.keep_files();
-            }
-            run
+            Some((union, UnionContents::Pending(_))) => plan.union(union),
+            Some((_, UnionContents::Done(None))) | None => None,
         };
         let contents = SnapshotContents {
             config: self.inner.config.clone(),
+            plan,
             levels,
-            runs,
             write_buffer,
+            union,
         };
-        snapshot::save(&**fs, tmp, target, label, contents)
+        let fs = self.inner.session.fs();
+        snapshot::save(fs, &self.inner.params, tmp, target, label, contents)
     }
 
     /// Opens snapshot `name` as a new table of `session` (see [`crate::Session::open_snapshot`]).
@@ -765,12 +738,19 @@ impl Table {
             Some(i) => write_buffer_from_run(&runs[i], &config.resolve)?,
             None => WriteBuffer::default(),
         };
-        let levels = with_merge_context(&session, &config, &params, false, |ctx| {
+        let union = match &meta.union {
+            Some(shape) => Some(Arc::new(
+                union_from_shape(&session, &config, &params, shape, &runs)
+                    .map_err(|e| corrupted(dir.join("metadata"), e))?,
+            )),
+            None => None,
+        };
+        let levels = with_merge_context(&session, &config, &params, union.is_some(), |ctx| {
             Levels::from_shape(ctx, &meta.levels, &runs)
         })
         .map_err(|e| corrupted(dir.join("metadata"), e))?;
         drop(runs);
-        Table::with_contents(session, config, params, write_buffer, levels, None)
+        Table::with_contents(session, config, params, write_buffer, levels, union)
     }
 
     // --------------------------------------------------------------------------------------------
@@ -853,6 +833,57 @@ fn open_snapshot_runs(
         }
     }
     Ok(runs)
+}
+
+/// Rebuilds a pending union from a snapshot and replays the credits it had been paid, so its
+/// remaining debt is what it was when saved.
+fn union_from_shape(
+    session: &SessionInner,
+    config: &TableConfig,
+    params: &RunParams,
+    shape: &UnionShape,
+    runs: &[Arc<Run>],
+) -> Result<UnionLevel> {
+    let run = |i: usize| {
+        runs.get(i)
+            .cloned()
+            .ok_or_else(|| Error::corrupt("snapshot metadata", format!("run {i} does not exist")))
+    };
+    let mut views = Vec::with_capacity(shape.inputs.len());
+    for input in &shape.inputs {
+        let buffer = match input.buffer {
+            Some(i) => write_buffer_from_run(&run(i)?, &config.resolve)?.copy_from(None),
+            None => Vec::new(),
+        };
+        let union = match &input.union {
+            Some(nested) => Some(Arc::new(union_from_shape(
+                session, config, params, nested, runs,
+            )?)),
+            None => None,
+        };
+        let runs = input
+            .runs
+            .iter()
+            .map(|&i| run(i))
+            .collect::<Result<Vec<_>>>()?;
+        views.push(Arc::new(TableView {
+            buffer,
+            runs,
+            union,
+        }));
+    }
+    let caching = config.disk_cache != crate::config::DiskCachePolicy::None;
+    let union = UnionLevel::new(
+        session.fs().clone(),
+        params.clone(),
+        config.resolve.clone(),
+        caching,
+        views,
+    );
+    if shape.produced > 0 {
+        union.supply_credits(shape.produced, || session.next_run_number())?;
+    }
+    Ok(union)
 }
 
 /// Reads a snapshot's write-buffer run back into a write buffer (blobs into memory).

@@ -251,6 +251,11 @@ impl UnionLevel {
         }
     }
 
+    /// Credits spent so far (output keys produced).
+    pub(crate) fn produced(&self) -> u64 {
+        self.lock().produced
+    }
+
     /// An upper bound on the credits still needed to finish; never increases.
     pub(crate) fn remaining_debt(&self) -> u64 {
         let state = self.lock();

@@ -296,8 +296,8 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
     let mut updates = 0u64;
     // The other live tables (duplicates, opened snapshots): table, model, update count.
     let mut others: Vec<(cairn::Table, Model, u64)> = Vec::new();
-    // Saved snapshots: name -> model at the time of saving.
-    let mut snapshots: BTreeMap<String, Model> = BTreeMap::new();
+    // Saved snapshots: name -> model and remaining union debt at the time of saving.
+    let mut snapshots: BTreeMap<String, (Model, u64)> = BTreeMap::new();
     let snapshot_name = |s: u8| format!("snap-{s}");
     let overrides = || cairn::SnapshotOverrides {
         resolve: Some(resolve.clone()),
@@ -477,12 +477,11 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::SaveSnapshot(s) => {
                 let name = snapshot_name(*s);
-                let union_pending = table.remaining_union_debt().unwrap() > 0;
+                let debt = table.remaining_union_debt().unwrap();
                 match table.save_snapshot(&name, "model") {
-                    Err(Error::UnionInProgress) => prop_assert!(union_pending),
                     Ok(()) => {
                         prop_assert!(!snapshots.contains_key(&name), "saved over {}", name);
-                        snapshots.insert(name, model.clone());
+                        snapshots.insert(name, (model.clone(), debt));
                     }
                     Err(Error::SnapshotExists(_)) => prop_assert!(snapshots.contains_key(&name)),
                     Err(e) => return Err(TestCaseError::fail(format!("save: {e}"))),
@@ -494,10 +493,13 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                 let name = snapshot_name(*s);
                 match session.open_snapshot(&name, "model", overrides()) {
                     Ok(t) => {
-                        let saved = snapshots.get(&name);
-                        prop_assert!(saved.is_some(), "opened a snapshot never saved");
+                        let Some((saved, debt)) = snapshots.get(&name) else {
+                            return Err(TestCaseError::fail("opened a snapshot never saved"));
+                        };
+                        // A union in progress is restored with the debt it had.
+                        prop_assert_eq!(t.remaining_union_debt().unwrap(), *debt);
                         if others.len() < 4 {
-                            others.push((t, saved.cloned().unwrap_or_default(), 0));
+                            others.push((t, saved.clone(), 0));
                         }
                     }
                     Err(Error::SnapshotMissing(_)) => prop_assert!(!snapshots.contains_key(&name)),
@@ -601,7 +603,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
             check_result(other_model, k, &r)?;
         }
     }
-    for (name, saved) in &snapshots {
+    for (name, (saved, _)) in &snapshots {
         let t = session.open_snapshot(name, "model", overrides()).unwrap();
         let all: Vec<Vec<u8>> = (0..300).map(key).collect();
         for (k, r) in all.iter().zip(t.lookups(&all).unwrap()) {
