@@ -283,6 +283,8 @@ fn saved_snapshot() -> (MemFs, Vec<PathBuf>) {
     let session = open_session(&fs);
     let table = session.new_table(config()).unwrap();
     fill(&table, 600);
+    // Every kind of file must be there to be corrupted: a write buffer and blobs.
+    assert!(table.stats().unwrap().write_buffer_entries > 0);
     table.save_snapshot("victim", "l").unwrap();
     drop(table);
     session.close();
@@ -292,6 +294,9 @@ fn saved_snapshot() -> (MemFs, Vec<PathBuf>) {
         .filter(|p| p.starts_with("/s/snapshots/victim"))
         .filter(|p| !fs.file_bytes(p).unwrap().is_empty())
         .collect();
+    for ext in ["keyops", "blobs", "filter", "index", "checksums", "metadata"] {
+        assert!(files.iter().any(|p| p.to_string_lossy().ends_with(ext)), "{ext}");
+    }
     (fs, files)
 }
 
