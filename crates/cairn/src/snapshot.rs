@@ -552,14 +552,23 @@ impl SnapshotPlan {
         };
         let inputs = views
             .iter()
-            .map(|view| ViewShape {
-                buffer: self.buffer(view.buffer.clone()),
-                runs: view.runs.iter().map(|r| self.name(r)).collect(),
-                union: view
-                    .union
-                    .as_ref()
-                    .and_then(|u| self.union(u))
-                    .map(Box::new),
+            .map(|view| {
+                let buffer = self.buffer(view.buffer.clone());
+                let mut runs: Vec<usize> = view.runs.iter().map(|r| self.name(r)).collect();
+                let nested = match view.union.as_ref().map(|u| (u, u.contents())) {
+                    Some((u, UnionContents::Pending(_))) => self.union(u).map(Box::new),
+                    // A finished nested union is the view's oldest run.
+                    Some((_, UnionContents::Done(Some(run)))) => {
+                        runs.push(self.name(&run));
+                        None
+                    }
+                    Some((_, UnionContents::Done(None))) | None => None,
+                };
+                ViewShape {
+                    buffer,
+                    runs,
+                    union: nested,
+                }
             })
             .collect();
         Some(UnionShape {

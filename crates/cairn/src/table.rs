@@ -836,7 +836,7 @@ fn open_snapshot_runs(
 }
 
 /// Rebuilds a pending union from a snapshot and replays the credits it had been paid, so its
-/// remaining debt is what it was when saved.
+/// remaining debt is at most what it was when saved.
 fn union_from_shape(
     session: &SessionInner,
     config: &TableConfig,

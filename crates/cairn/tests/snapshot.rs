@@ -294,8 +294,18 @@ fn saved_snapshot() -> (MemFs, Vec<PathBuf>) {
         .filter(|p| p.starts_with("/s/snapshots/victim"))
         .filter(|p| !fs.file_bytes(p).unwrap().is_empty())
         .collect();
-    for ext in ["keyops", "blobs", "filter", "index", "checksums", "metadata"] {
-        assert!(files.iter().any(|p| p.to_string_lossy().ends_with(ext)), "{ext}");
+    for ext in [
+        "keyops",
+        "blobs",
+        "filter",
+        "index",
+        "checksums",
+        "metadata",
+    ] {
+        assert!(
+            files.iter().any(|p| p.to_string_lossy().ends_with(ext)),
+            "{ext}"
+        );
     }
     (fs, files)
 }
