@@ -169,7 +169,27 @@ impl Levels {
 
     /// Adds `run` as a new last level below the others (a finished union migrating in). A run
     /// too large for that level is promoted further down when runs next arrive there.
-    pub(crate) fn push_last_level(&mut self, run: Arc<Run>) {
+    ///
+    /// The run is placed on the first level below the existing ones whose levelled size,
+    /// `B * T^level`, holds it (with empty levels in between), so that the merges that later
+    /// take it in have the debt the schedule expects.
+    pub(crate) fn push_last_level(&mut self, run: Arc<Run>, write_buffer_entries: u64) {
+        let mut level = (self.levels.len() + 1).max(2);
+        let fits = |level: usize| {
+            SIZE_RATIO
+                .checked_pow(level as u32)
+                .and_then(|p| p.checked_mul(write_buffer_entries))
+                .is_none_or(|size| run.entries() <= size)
+        };
+        while !fits(level) {
+            level += 1;
+        }
+        while self.levels.len() + 1 < level {
+            self.levels.push(Level {
+                incoming: Incoming::Empty,
+                resident: Vec::new(),
+            });
+        }
         self.levels.push(Level {
             incoming: Incoming::Single(run),
             resident: Vec::new(),

@@ -341,13 +341,23 @@ impl Session {
         if !self.snapshot_exists(name)? {
             return Err(Error::SnapshotMissing(name.to_string()));
         }
+        // Renamed out of the way first, so a crash never leaves a half-deleted snapshot under its
+        // name (a leftover `.tmp-*` directory is removed when the session opens).
         let fs = self.inner.fs();
-        fs.remove_dir_all(&self.inner.snapshots_dir.join(name))?;
-        fs.sync_dir(&self.inner.snapshots_dir)
+        let doomed = snapshot::temp_dir(
+            &self.inner.snapshots_dir,
+            name,
+            self.inner.next_run_number(),
+        );
+        fs.rename(&self.inner.snapshots_dir.join(name), &doomed)?;
+        fs.sync_dir(&self.inner.snapshots_dir)?;
+        fs.remove_dir_all(&doomed)
     }
 
     /// Copies snapshot `name` into `target`, a directory that must not exist yet (on the same
-    /// file system as the session). The copy is fsynced and can be imported elsewhere.
+    /// file system as the session). The copy is fsynced. It can be imported into a session with
+    /// the same salt (this one, a restored copy of its directory, or one opened with
+    /// [`SessionOptions::salt`] set to [`Session::salt`]): Bloom filters are built with the salt.
     pub fn export_snapshot(&self, name: &str, target: impl AsRef<Path>) -> Result<()> {
         if !self.snapshot_exists(name)? {
             return Err(Error::SnapshotMissing(name.to_string()));

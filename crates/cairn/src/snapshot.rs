@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::fs::{read_all, FileSystem, FileWriter};
 use crate::run::{run_file_path, Run, RunFile, RunParams, RunWriter};
 use crate::schedule::{IncomingShape, LevelShape};
-use crate::union::{UnionContents, UnionLevel};
+use crate::union::{TableView, UnionContents};
 use crate::write_buffer::MemBlob;
 
 const MAGIC: &[u8; 8] = b"CRNSNAPM";
@@ -545,24 +545,24 @@ impl SnapshotPlan {
         Some(self.items.len() - 1)
     }
 
-    /// Records a pending union: its inputs' buffers and runs.
-    pub(crate) fn union(&mut self, union: &UnionLevel) -> Option<UnionShape> {
-        let UnionContents::Pending(views) = union.contents() else {
-            return None;
-        };
+    /// Records a pending union (its inputs' views and the credits it was paid): each input's
+    /// buffer and runs, a finished nested union as the input's oldest run, a pending one
+    /// recursively. Each union's state is read once, as it may finish concurrently.
+    pub(crate) fn union(&mut self, views: &[Arc<TableView>], produced: u64) -> UnionShape {
         let inputs = views
             .iter()
             .map(|view| {
                 let buffer = self.buffer(view.buffer.clone());
                 let mut runs: Vec<usize> = view.runs.iter().map(|r| self.name(r)).collect();
-                let nested = match view.union.as_ref().map(|u| (u, u.contents())) {
-                    Some((u, UnionContents::Pending(_))) => self.union(u).map(Box::new),
-                    // A finished nested union is the view's oldest run.
-                    Some((_, UnionContents::Done(Some(run)))) => {
+                let nested = match view.union.as_ref().map(|u| u.state()) {
+                    Some((UnionContents::Pending(views), produced)) => {
+                        Some(Box::new(self.union(&views, produced)))
+                    }
+                    Some((UnionContents::Done(Some(run)), _)) => {
                         runs.push(self.name(&run));
                         None
                     }
-                    Some((_, UnionContents::Done(None))) | None => None,
+                    Some((UnionContents::Done(None), _)) | None => None,
                 };
                 ViewShape {
                     buffer,
@@ -571,10 +571,7 @@ impl SnapshotPlan {
                 }
             })
             .collect();
-        Some(UnionShape {
-            inputs,
-            produced: union.produced(),
-        })
+        UnionShape { inputs, produced }
     }
 
     fn len(&self) -> usize {
@@ -687,6 +684,15 @@ pub(crate) fn read_meta(fs: &dyn FileSystem, dir: &Path) -> Result<SnapshotMeta>
 /// Copies every file of `from` into a new directory `to` (through `tmp`, renamed at the end),
 /// fsyncing each file and the directory.
 pub(crate) fn copy_dir(fs: &dyn FileSystem, from: &Path, tmp: &Path, to: &Path) -> Result<()> {
+    let result = copy_dir_via(fs, from, tmp, to);
+    if result.is_err() && fs.exists(tmp).unwrap_or(false) {
+        // Best effort; a leftover `.tmp-*` under `snapshots/` is removed when the session opens.
+        let _ = fs.remove_dir_all(tmp);
+    }
+    result
+}
+
+fn copy_dir_via(fs: &dyn FileSystem, from: &Path, tmp: &Path, to: &Path) -> Result<()> {
     fs.create_dir_all(tmp)?;
     for name in fs.list_dir(from)? {
         let source = from.join(&name);

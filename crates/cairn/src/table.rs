@@ -314,8 +314,8 @@ impl Table {
 
     fn apply_one(&self, state: &mut TableState, key: &[u8], entry: Entry<MemBlob>) -> Result<()> {
         state.epoch += 1;
-        migrate_finished_union(state);
         let config = &self.inner.config;
+        migrate_finished_union(state, config.write_buffer_entries);
         let union_below = state.union.is_some();
         let steps = with_merge_context(
             &self.inner.session,
@@ -486,7 +486,11 @@ impl Table {
     /// Starting costs O(1) I/O (write buffers are copied in memory, runs are shared); the work is
     /// paid with [`Table::supply_union_credits`], one output key per credit, while lookups, range
     /// lookups and cursors see the whole union at all times. Errors: [`Error::InvalidConfig`]
-    /// for no tables or tables of different sessions.
+    /// for no tables, tables of different sessions, or tables with different resolve functions
+    /// (a custom function must be the same `Arc`).
+    ///
+    /// When a key is in several inputs their values are combined and the result has no blob
+    /// (as an upsert drops a blob), even with `KeepNewest`.
     pub fn incremental_unions(tables: &[&Table]) -> Result<Table> {
         let Some(first) = tables.first() else {
             return Err(Error::InvalidConfig(
@@ -500,6 +504,18 @@ impl Table {
         {
             return Err(Error::InvalidConfig(
                 "every table of a union must belong to the same session".into(),
+            ));
+        }
+        let same_resolve =
+            |t: &&Table| match (&t.inner.config.resolve, &first.inner.config.resolve) {
+                (Resolve::KeepNewest, Resolve::KeepNewest)
+                | (Resolve::AddU64Le, Resolve::AddU64Le) => true,
+                (Resolve::Custom(a), Resolve::Custom(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            };
+        if !tables.iter().all(same_resolve) {
+            return Err(Error::InvalidConfig(
+                "every table of a union must use the same resolve function".into(),
             ));
         }
         let views = tables
@@ -565,7 +581,7 @@ impl Table {
         let result = union.supply_credits(credits, || session.next_run_number());
         match result {
             Ok(leftover) => {
-                migrate_finished_union(&mut state);
+                migrate_finished_union(&mut state, self.inner.config.write_buffer_entries);
                 Ok(leftover)
             }
             Err(e) => {
@@ -660,8 +676,9 @@ impl Table {
             let write_buffer = plan.buffer(state.write_buffer.copy_from(None));
             (levels, write_buffer, state.union.clone())
         };
-        let union = match union.as_ref().map(|u| (u, u.contents())) {
-            Some((_, UnionContents::Done(Some(run)))) => {
+        // The union's state is read once: it may finish concurrently (through a duplicate).
+        let union = match union.as_ref().map(|u| u.state()) {
+            Some((UnionContents::Done(Some(run)), _)) => {
                 // A finished union is saved as the last level it migrates to.
                 levels.push(LevelShape {
                     incoming: IncomingShape::Single(plan.name(&run)),
@@ -669,8 +686,8 @@ impl Table {
                 });
                 None
             }
-            Some((union, UnionContents::Pending(_))) => plan.union(union),
-            Some((_, UnionContents::Done(None))) | None => None,
+            Some((UnionContents::Pending(views), produced)) => Some(plan.union(&views, produced)),
+            Some((UnionContents::Done(None), _)) | None => None,
         };
         let contents = SnapshotContents {
             config: self.inner.config.clone(),
@@ -703,6 +720,22 @@ impl Table {
         };
         let meta =
             snapshot::read_meta(&*fs, &dir).map_err(|e| corrupted(dir.join("metadata"), e))?;
+        let drops_deletes = meta.levels.iter().any(|l| {
+            matches!(
+                l.incoming,
+                IncomingShape::Merging {
+                    last_level: true,
+                    ..
+                }
+            )
+        });
+        if meta.union.is_some() && drops_deletes {
+            let e = Error::corrupt(
+                "snapshot metadata",
+                "a merge drops deletes above a union in progress",
+            );
+            return Err(corrupted(dir.join("metadata"), e));
+        }
         if meta.label != label {
             return Err(Error::SnapshotLabelMismatch {
                 expected: label.to_string(),
@@ -911,14 +944,16 @@ fn write_buffer_from_run(run: &Arc<Run>, resolve: &Resolve) -> Result<WriteBuffe
 
 /// Once a table's union has finished, its run becomes the table's new last level (and deletes
 /// may be dropped again by last-level merges).
-fn migrate_finished_union(state: &mut TableState) {
+fn migrate_finished_union(state: &mut TableState, write_buffer_entries: usize) {
     let done = match state.union.as_ref().map(|u| u.contents()) {
         Some(UnionContents::Done(run)) => run,
         _ => return,
     };
     state.union = None;
     if let Some(run) = done {
-        state.levels.push_last_level(run);
+        state
+            .levels
+            .push_last_level(run, write_buffer_entries as u64);
     }
 }
 

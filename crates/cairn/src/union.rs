@@ -10,9 +10,10 @@
 //! with [`crate::Resolve::KeepNewest`] the leftmost table wins.
 //!
 //! Costs: starting a union copies each input's write buffer (memory, no disk I/O) and takes
-//! `Arc`s of its runs: O(1) I/O. One union credit produces one output key of the union merge; its
-//! work is one comparison per input source and the entries it consumes, at most one per source
-//! (write buffers and runs of every input, so O(inputs * log n)). The debt starts at the total
+//! `Arc`s of its runs: O(1) I/O. One union credit produces one output key of the union merge;
+//! its work is one comparison per input source and the entries it consumes, one per source
+//! holding the key, plus the deleted keys it skips on the way (so a credit is O(inputs * log n)
+//! amortised, but one credit can skip a long run of deleted keys). The debt starts at the total
 //! number of input entries (an upper bound on the output keys), goes down by one per credit, and
 //! is zero once the merge has finished; it never increases. While the union is pending, a lookup
 //! consults every input (a batched lookup per input); once it is finished, one run.
@@ -251,9 +252,14 @@ impl UnionLevel {
         }
     }
 
-    /// Credits spent so far (output keys produced).
-    pub(crate) fn produced(&self) -> u64 {
-        self.lock().produced
+    /// The contents and the credits spent so far, read together.
+    pub(crate) fn state(&self) -> (UnionContents, u64) {
+        let state = self.lock();
+        let contents = match &state.output {
+            Some(run) => UnionContents::Done(run.clone()),
+            None => UnionContents::Pending(state.inputs.clone()),
+        };
+        (contents, state.produced)
     }
 
     /// An upper bound on the credits still needed to finish; never increases.

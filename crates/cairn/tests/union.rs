@@ -100,3 +100,60 @@ fn nested_unions_survive_snapshots_at_every_stage() {
         check(&o, &m2, "opened paid");
     }
 }
+
+#[test]
+fn unions_need_one_resolve_function() {
+    let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+    fs.create_dir_all(Path::new("/s")).unwrap();
+    let s = Session::open_with(fs, "/s", SessionOptions::default()).unwrap();
+    let a = s.new_table(TableConfig::default()).unwrap();
+    let b = s
+        .new_table(TableConfig {
+            resolve: Resolve::AddU64Le,
+            ..TableConfig::default()
+        })
+        .unwrap();
+    assert!(matches!(
+        Table::incremental_unions(&[&a, &b]),
+        Err(cairn::Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        Table::incremental_unions(&[]),
+        Err(cairn::Error::InvalidConfig(_))
+    ));
+}
+
+/// A finished union migrates to the level its size calls for, so the merges that later take it
+/// in stay within the per-update bound.
+#[test]
+fn a_migrated_union_keeps_the_merge_bound() {
+    let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+    fs.create_dir_all(Path::new("/s")).unwrap();
+    let s = Session::open_with(fs, "/s", SessionOptions::default()).unwrap();
+    let cfg = TableConfig {
+        write_buffer_entries: 16,
+        merge_batch_size: 1,
+        ..TableConfig::default()
+    };
+    let input = s.new_table(cfg.clone()).unwrap();
+    for i in 0..20_000u32 {
+        input.insert(&i.to_be_bytes(), b"v").unwrap();
+    }
+    let union = Table::unions(&[&input]).unwrap();
+    for i in 20_000..40_000u32 {
+        union.insert(&i.to_be_bytes(), b"w").unwrap();
+        let stats = union.stats().unwrap();
+        assert!(
+            stats.merge_steps_last_update <= stats.merge_steps_bound_per_update,
+            "{stats:?}"
+        );
+    }
+    assert_eq!(
+        union.lookup(&5u32.to_be_bytes()).unwrap().value(),
+        Some(&b"v"[..])
+    );
+    assert_eq!(
+        union.lookup(&25_000u32.to_be_bytes()).unwrap().value(),
+        Some(&b"w"[..])
+    );
+}
