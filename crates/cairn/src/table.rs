@@ -524,14 +524,7 @@ impl Table {
             .collect::<Result<Vec<_>>>()?;
         let config = first.inner.config.clone();
         let params = first.inner.params.clone();
-        let caching = config.disk_cache != crate::config::DiskCachePolicy::None;
-        let union = UnionLevel::new(
-            session.fs().clone(),
-            params.clone(),
-            config.resolve.clone(),
-            caching,
-            views,
-        );
+        let union = new_union_level(&session, &config, &params, views);
         Table::with_contents(
             session,
             config,
@@ -868,6 +861,24 @@ fn open_snapshot_runs(
     Ok(runs)
 }
 
+/// A union level over `views` for a table with this config; its output run is read through the
+/// page cache unless the table caches nothing.
+fn new_union_level(
+    session: &SessionInner,
+    config: &TableConfig,
+    params: &RunParams,
+    views: Vec<Arc<TableView>>,
+) -> UnionLevel {
+    let caching = config.disk_cache != crate::config::DiskCachePolicy::None;
+    UnionLevel::new(
+        session.fs().clone(),
+        params.clone(),
+        config.resolve.clone(),
+        caching,
+        views,
+    )
+}
+
 /// Rebuilds a pending union from a snapshot and replays the credits it had been paid, so its
 /// remaining debt is at most what it was when saved.
 fn union_from_shape(
@@ -905,14 +916,7 @@ fn union_from_shape(
             union,
         }));
     }
-    let caching = config.disk_cache != crate::config::DiskCachePolicy::None;
-    let union = UnionLevel::new(
-        session.fs().clone(),
-        params.clone(),
-        config.resolve.clone(),
-        caching,
-        views,
-    );
+    let union = new_union_level(session, config, params, views);
     if shape.produced > 0 {
         union.supply_credits(shape.produced, || session.next_run_number())?;
     }

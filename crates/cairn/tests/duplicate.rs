@@ -2,86 +2,15 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use cairn::fs::{FileLock, FileSystem, MemFs, ReadOptions, ReadableFile, WritableFile};
+mod common;
+
+use cairn::fs::{FileSystem, MemFs};
 use cairn::{IndexType, MergeSchedule, Resolve, Session, SessionOptions, Table, TableConfig};
+use common::TestFs;
 use proptest::prelude::*;
-
-/// A file system that counts the files created and the bytes appended.
-#[derive(Debug, Default)]
-struct Counting {
-    inner: MemFs,
-    files_created: AtomicU64,
-    bytes_written: Arc<AtomicU64>,
-}
-
-#[derive(Debug)]
-struct CountingFile {
-    inner: Box<dyn WritableFile>,
-    bytes_written: Arc<AtomicU64>,
-}
-
-impl WritableFile for CountingFile {
-    fn append(&mut self, bytes: &[u8]) -> cairn::Result<()> {
-        self.bytes_written
-            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        self.inner.append(bytes)
-    }
-    fn sync(&mut self) -> cairn::Result<()> {
-        self.inner.sync()
-    }
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-}
-
-impl FileSystem for Counting {
-    fn create_dir_all(&self, path: &Path) -> cairn::Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn list_dir(&self, path: &Path) -> cairn::Result<Vec<String>> {
-        self.inner.list_dir(path)
-    }
-    fn exists(&self, path: &Path) -> cairn::Result<bool> {
-        self.inner.exists(path)
-    }
-    fn is_dir(&self, path: &Path) -> cairn::Result<bool> {
-        self.inner.is_dir(path)
-    }
-    fn remove_file(&self, path: &Path) -> cairn::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn remove_dir_all(&self, path: &Path) -> cairn::Result<()> {
-        self.inner.remove_dir_all(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> cairn::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn hard_link(&self, from: &Path, to: &Path) -> cairn::Result<()> {
-        self.inner.hard_link(from, to)
-    }
-    fn sync_dir(&self, path: &Path) -> cairn::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn sync_file(&self, path: &Path) -> cairn::Result<()> {
-        self.inner.sync_file(path)
-    }
-    fn create(&self, path: &Path) -> cairn::Result<Box<dyn WritableFile>> {
-        self.files_created.fetch_add(1, Ordering::Relaxed);
-        Ok(Box::new(CountingFile {
-            inner: self.inner.create(path)?,
-            bytes_written: self.bytes_written.clone(),
-        }))
-    }
-    fn open(&self, path: &Path, options: ReadOptions) -> cairn::Result<Arc<dyn ReadableFile>> {
-        self.inner.open(path, options)
-    }
-    fn try_lock(&self, path: &Path) -> cairn::Result<Option<Box<dyn FileLock>>> {
-        self.inner.try_lock(path)
-    }
-}
 
 fn session(fs: Arc<dyn FileSystem>) -> Session {
     fs.create_dir_all(Path::new("/s")).unwrap();
@@ -97,7 +26,7 @@ fn key(k: u16) -> Vec<u8> {
 
 #[test]
 fn duplicate_writes_no_data() {
-    let fs = Arc::new(Counting::default());
+    let fs = Arc::new(TestFs::default());
     let session = session(fs.clone());
     let table = session
         .new_table(TableConfig {

@@ -2,71 +2,13 @@
 //! outlive their session, and inputs that would break a resolve function's associativity.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use cairn::fs::{FileLock, FileSystem, MemFs, ReadOptions, ReadableFile, WritableFile};
+mod common;
+
+use cairn::fs::{FileSystem, MemFs};
 use cairn::{Error, Resolve, Session, SessionOptions, TableConfig};
-
-/// A file system whose `create` fails once for the first path ending in a chosen suffix.
-#[derive(Debug, Default)]
-struct FailOnce {
-    inner: MemFs,
-    fail_create: Mutex<Option<String>>,
-}
-
-impl FileSystem for FailOnce {
-    fn create_dir_all(&self, path: &Path) -> cairn::Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn list_dir(&self, path: &Path) -> cairn::Result<Vec<String>> {
-        self.inner.list_dir(path)
-    }
-    fn exists(&self, path: &Path) -> cairn::Result<bool> {
-        self.inner.exists(path)
-    }
-    fn is_dir(&self, path: &Path) -> cairn::Result<bool> {
-        self.inner.is_dir(path)
-    }
-    fn remove_file(&self, path: &Path) -> cairn::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn remove_dir_all(&self, path: &Path) -> cairn::Result<()> {
-        self.inner.remove_dir_all(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> cairn::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn hard_link(&self, from: &Path, to: &Path) -> cairn::Result<()> {
-        self.inner.hard_link(from, to)
-    }
-    fn sync_dir(&self, path: &Path) -> cairn::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn sync_file(&self, path: &Path) -> cairn::Result<()> {
-        self.inner.sync_file(path)
-    }
-    fn create(&self, path: &Path) -> cairn::Result<Box<dyn WritableFile>> {
-        let mut fail = self.fail_create.lock().unwrap();
-        if fail
-            .as_deref()
-            .is_some_and(|suffix| path.to_string_lossy().ends_with(suffix))
-        {
-            *fail = None;
-            return Err(Error::Io {
-                op: "create",
-                path: path.to_path_buf(),
-                source: std::io::Error::other("injected"),
-            });
-        }
-        self.inner.create(path)
-    }
-    fn open(&self, path: &Path, options: ReadOptions) -> cairn::Result<Arc<dyn ReadableFile>> {
-        self.inner.open(path, options)
-    }
-    fn try_lock(&self, path: &Path) -> cairn::Result<Option<Box<dyn FileLock>>> {
-        self.inner.try_lock(path)
-    }
-}
+use common::TestFs;
 
 fn session_on(fs: Arc<dyn FileSystem>) -> Session {
     if !fs.exists(Path::new("/s")).unwrap() {
@@ -86,7 +28,7 @@ fn config(write_buffer_entries: usize) -> TableConfig {
 #[test]
 fn a_failed_flush_breaks_the_table_instead_of_losing_data_silently() {
     for suffix in [".filter", ".keyops", ".index", ".checksums"] {
-        let fs = Arc::new(FailOnce::default());
+        let fs = Arc::new(TestFs::default());
         let session = session_on(fs.clone());
         let table = session.new_table(config(4)).unwrap();
         for k in 0..19u8 {
