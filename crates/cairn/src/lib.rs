@@ -25,6 +25,9 @@ mod cursor;
 mod entry;
 pub mod error;
 pub mod fs;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(test)]
 mod golden;
 pub mod index;

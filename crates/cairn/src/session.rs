@@ -44,7 +44,7 @@ fn encode_metadata(salt: u64) -> Vec<u8> {
 }
 
 /// Decodes the session metadata file (total: any bytes give a salt or an error).
-fn decode_metadata(bytes: &[u8]) -> Result<u64> {
+pub(crate) fn decode_metadata(bytes: &[u8]) -> Result<u64> {
     let bad = |detail: &str| Error::corrupt("session metadata", detail.to_string());
     if bytes.len() < 12 || &bytes[..8] != METADATA_MAGIC {
         return Err(bad("bad magic"));

@@ -30,8 +30,8 @@ use crate::schedule::{IncomingShape, LevelShape};
 use crate::union::{TableView, UnionContents};
 use crate::write_buffer::MemBlob;
 
-const MAGIC: &[u8; 8] = b"CRNSNAPM";
-const VERSION: u32 = 1;
+pub(crate) const MAGIC: &[u8; 8] = b"CRNSNAPM";
+pub(crate) const VERSION: u32 = 1;
 /// Longest snapshot label, in bytes.
 pub const SNAPSHOT_LABEL_BYTES_MAX: usize = 4096;
 const LEVELS_MAX: u32 = 64;
@@ -483,9 +483,9 @@ fn decode_config(r: &mut Reader<'_>) -> Result<(TableConfig, ResolveTag)> {
         _ => return Err(bad("index type")),
     };
     let disk_cache = match (r.u8()?, r.u32()?) {
-        (0, _) => DiskCachePolicy::All,
+        (0, 0) => DiskCachePolicy::All,
         (1, l) => DiskCachePolicy::LevelsUpTo(l),
-        (2, _) => DiskCachePolicy::None,
+        (2, 0) => DiskCachePolicy::None,
         _ => return Err(bad("disk cache policy")),
     };
     let merge_batch_size = usize::try_from(r.u64()?).map_err(|_| bad("merge batch"))?;
