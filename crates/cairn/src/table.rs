@@ -949,9 +949,8 @@ fn write_buffer_from_run(run: &Arc<Run>, resolve: &Resolve) -> Result<WriteBuffe
 /// Once a table's union has finished, its run becomes the table's new last level (and deletes
 /// may be dropped again by last-level merges).
 fn migrate_finished_union(state: &mut TableState, write_buffer_entries: usize) {
-    let done = match state.union.as_ref().map(|u| u.contents()) {
-        Some(UnionContents::Done(run)) => run,
-        _ => return,
+    let Some(done) = state.union.as_ref().and_then(|u| u.finished()) else {
+        return;
     };
     state.union = None;
     if let Some(run) = done {

@@ -252,6 +252,12 @@ impl UnionLevel {
         }
     }
 
+    /// The union's run once it has finished (`Some(None)` if it is empty), without copying the
+    /// inputs: cheap enough for every update to ask.
+    pub(crate) fn finished(&self) -> Option<Option<Arc<Run>>> {
+        self.lock().output.clone()
+    }
+
     /// The contents and the credits spent so far, read together.
     pub(crate) fn state(&self) -> (UnionContents, u64) {
         let state = self.lock();
