@@ -39,27 +39,14 @@ pub enum UtxoCommand {
 /// Options of `utxo quick`.
 #[derive(Debug, Args)]
 pub struct QuickArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Entries inserted by the (timed) setup step; at least 256, so a batch can delete 256.
     #[arg(long, value_parser = clap::value_parser!(u64).range(256..))]
     pub entries: u64,
     /// Batches in the run phase, and again in the lookup-only pass.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub batches: u64,
-    /// Parent of the temporary benchmark directory (default: the system's temporary directory).
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
-    /// Write the results as one JSON object to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Seed of the key generator, the batch choices and the Bloom-filter salt.
-    #[arg(long, default_value_t = 1337)]
-    pub seed: u64,
-    /// Block I/O backend of batched lookups.
-    #[arg(long, value_enum, default_value_t = IoArg::Auto)]
-    pub io: IoArg,
-    /// Which runs are read through the page cache (none: O_DIRECT lookups).
-    #[arg(long, value_enum, default_value_t = DiskCacheArg::None)]
-    pub disk_cache: DiskCacheArg,
     /// serial: lookups then updates in every batch, then a lookup-only pass; lookup-only: only
     /// the lookup-only pass.
     #[arg(long, value_enum, default_value_t = Mode::Serial)]
@@ -68,24 +55,17 @@ pub struct QuickArgs {
     /// results are then also reported as ratios to its queue-depth-32 random-read IOPS.
     #[arg(long, value_name = "PATH")]
     pub fio_baseline: Option<PathBuf>,
-    /// Keep the benchmark directory instead of removing it at exit.
-    #[arg(long)]
-    pub keep: bool,
     /// After setup, save the table as snapshot "bench", measure its files, open it again, check
     /// keys through the reopened table and delete the snapshot.
     #[arg(long)]
     pub snapshot: bool,
-    /// Entries of the table's write buffer.
-    #[arg(long, default_value_t = 20_000)]
-    pub write_buffer: usize,
-    /// Merge steps done at once (smaller: smoother latency; larger: less overhead).
-    #[arg(long, default_value_t = 1_000)]
-    pub merge_batch_size: usize,
 }
 
 /// Options of `union`.
 #[derive(Debug, Args)]
 pub struct UnionArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Tables in the union; table t holds ids t*N/2 .. t*N/2 + N, so neighbours share half.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub tables: u64,
@@ -95,6 +75,14 @@ pub struct UnionArgs {
     /// Lookups in each of the three lookup passes (in batches of 256).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub lookups: u64,
+    /// Union credits per `supply_union_credits` call while paying the debt off.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub credit_chunk: u64,
+}
+
+/// Options every benchmark command takes.
+#[derive(Debug, Args)]
+pub struct CommonArgs {
     /// Parent of the temporary benchmark directory (default: the system's temporary directory).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -110,18 +98,15 @@ pub struct UnionArgs {
     /// Which runs are read through the page cache (none: O_DIRECT lookups).
     #[arg(long, value_enum, default_value_t = DiskCacheArg::None)]
     pub disk_cache: DiskCacheArg,
-    /// Union credits per `supply_union_credits` call while paying the debt off.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub credit_chunk: u64,
-    /// Entries of each table's write buffer.
-    #[arg(long, default_value_t = 20_000)]
-    pub write_buffer: usize,
-    /// Merge steps done at once while filling the tables.
-    #[arg(long, default_value_t = 1_000)]
-    pub merge_batch_size: usize,
     /// Keep the benchmark directory instead of removing it at exit.
     #[arg(long)]
     pub keep: bool,
+    /// Entries of each table's write buffer.
+    #[arg(long, default_value_t = 20_000)]
+    pub write_buffer: usize,
+    /// Merge steps done at once (smaller: smoother latency; larger: less overhead).
+    #[arg(long, default_value_t = 1_000)]
+    pub merge_batch_size: usize,
 }
 
 /// `--io`.

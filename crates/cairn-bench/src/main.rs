@@ -130,9 +130,11 @@ pub fn in_temp_dir<T>(
 
 /// Runs `utxo quick` in a temporary directory, prints the table and writes the JSON file.
 fn utxo_quick(args: &QuickArgs) -> Result<(), Failure> {
-    let report = in_temp_dir(args.dir.as_deref(), args.keep, |dir| bench_in(dir, args))?;
+    let report = in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
+        bench_in(dir, args)
+    })?;
     print!("{}", report.table());
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.common.json {
         report.write_json(path)?;
     }
     if report.mismatches() > 0 {
@@ -166,16 +168,16 @@ pub fn utxo_table_config(
 /// are closed before this returns, so the directory can be removed.
 fn bench_in(dir: &Path, args: &QuickArgs) -> Result<Report, Failure> {
     let options = SessionOptions {
-        io_backend: args.io.kind(),
-        salt: Some(args.seed),
+        io_backend: args.common.io.kind(),
+        salt: Some(args.common.seed),
     };
     let session = Session::open_with(Arc::new(RealFs), dir, options)
         .context(|| format!("opening a session in {}", dir.display()))?;
     let table = session
         .new_table(utxo_table_config(
-            args.write_buffer,
-            args.merge_batch_size,
-            args.disk_cache,
+            args.common.write_buffer,
+            args.common.merge_batch_size,
+            args.common.disk_cache,
         ))
         .context(|| "creating the table".to_string())?;
     let mut report = Report {
@@ -183,15 +185,15 @@ fn bench_in(dir: &Path, args: &QuickArgs) -> Result<Report, Failure> {
         mode: args.mode.name(),
         entries: args.entries,
         batches: args.batches,
-        seed: args.seed,
+        seed: args.common.seed,
         io_backend: io_backend_name(session.io_backend()),
-        disk_cache: args.disk_cache.name(),
+        disk_cache: args.common.disk_cache.name(),
         ..Report::default()
     };
-    report.setup_seconds = workload::setup(&table, args.entries, args.seed)?;
+    report.setup_seconds = workload::setup(&table, args.entries, args.common.seed)?;
     report.setup_entries_per_sec = args.entries as f64 / report.setup_seconds.max(1e-9);
     if args.snapshot {
-        let stats = snapshot::measure(&session, &table, dir, args.entries, args.seed)?;
+        let stats = snapshot::measure(&session, &table, dir, args.entries, args.common.seed)?;
         report.snapshot = Some(stats);
     }
     if let Some(script) = &args.fio_baseline {
@@ -210,7 +212,7 @@ fn bench_in(dir: &Path, args: &QuickArgs) -> Result<Report, Failure> {
 /// Runs the serial phase (unless lookup-only) and the lookup-only pass, filling in the rates,
 /// latencies, mismatch count and fio ratios.
 fn run_phases(table: &Table, args: &QuickArgs, report: &mut Report) -> Result<(), Failure> {
-    let mut driver = Driver::new(table, args.entries, args.seed);
+    let mut driver = Driver::new(table, args.entries, args.common.seed);
     let serial = match args.mode {
         Mode::Serial => Some(driver.run_serial(args.batches)?),
         Mode::LookupOnly => None,

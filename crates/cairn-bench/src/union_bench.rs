@@ -74,9 +74,11 @@ pub fn spanning_ids(ranges: &[Range<u64>]) -> Range<u64> {
 
 /// Runs `union` in a temporary directory, prints the table and writes the JSON file.
 pub fn run(args: &UnionArgs) -> Result<(), Failure> {
-    let report = in_temp_dir(args.dir.as_deref(), args.keep, |dir| bench_in(dir, args))?;
+    let report = in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
+        bench_in(dir, args)
+    })?;
     print!("{}", report.table());
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.common.json {
         report.write_json(path)?;
     }
     match report.problems() {
@@ -89,8 +91,8 @@ pub fn run(args: &UnionArgs) -> Result<(), Failure> {
 /// session are closed before this returns, so the directory can be removed.
 fn bench_in(dir: &Path, args: &UnionArgs) -> Result<UnionReport, Failure> {
     let options = SessionOptions {
-        io_backend: args.io.kind(),
-        salt: Some(args.seed),
+        io_backend: args.common.io.kind(),
+        salt: Some(args.common.seed),
     };
     let session = Session::open_with(Arc::new(RealFs), dir, options)
         .context(|| format!("opening a session in {}", dir.display()))?;
@@ -99,9 +101,9 @@ fn bench_in(dir: &Path, args: &UnionArgs) -> Result<UnionReport, Failure> {
         tables: args.tables,
         entries_per_table: args.entries_per_table,
         lookups: args.lookups,
-        seed: args.seed,
+        seed: args.common.seed,
         io_backend: io_backend_name(session.io_backend()),
-        disk_cache: args.disk_cache.name(),
+        disk_cache: args.common.disk_cache.name(),
         credit_chunk: args.credit_chunk,
         ..UnionReport::default()
     };
@@ -123,7 +125,11 @@ fn fill_tables(
     args: &UnionArgs,
     report: &mut UnionReport,
 ) -> Result<Vec<Table>, Failure> {
-    let config = utxo_table_config(args.write_buffer, args.merge_batch_size, args.disk_cache);
+    let config = utxo_table_config(
+        args.common.write_buffer,
+        args.common.merge_batch_size,
+        args.common.disk_cache,
+    );
     let ranges: Vec<Range<u64>> = (0..args.tables)
         .map(|t| table_ids(t, args.entries_per_table))
         .collect();
@@ -133,7 +139,7 @@ fn fill_tables(
         let table = session
             .new_table(config.clone())
             .context(|| format!("creating table {t}"))?;
-        report.fill_seconds += fill(&table, ids, args.seed, &format!("fill table {t}"))?;
+        report.fill_seconds += fill(&table, ids, args.common.seed, &format!("fill table {t}"))?;
         let stats = table
             .stats()
             .context(|| format!("reading the statistics of table {t}"))?;
@@ -233,7 +239,7 @@ fn lookup_pass(
     args: &UnionArgs,
     label: &str,
 ) -> Result<LookupPass, Failure> {
-    let mut rng = SplitMix64::new(args.seed ^ LOOKUP_STREAM);
+    let mut rng = SplitMix64::new(args.common.seed ^ LOOKUP_STREAM);
     let batches = args.lookups.div_ceil(BATCH_SIZE as u64);
     let mut progress = Progress::new(label, "batches", batches);
     let mut pass = LookupPass {
@@ -249,7 +255,7 @@ fn lookup_pass(
         batch_ids.extend((0..size).map(|_| ids.start + rng.below(ids.end - ids.start)));
         let keys: Vec<[u8; KEY_BYTES]> = batch_ids
             .iter()
-            .map(|&id| utxo_key(id, args.seed))
+            .map(|&id| utxo_key(id, args.common.seed))
             .collect();
         let call = Instant::now();
         let results = table
