@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use crate::bloom::{key_hash, BloomBuilder, BloomFilter, BloomParams};
 use crate::error::{Error, Result};
-use crate::fs::{FileSystem, FileWriter, ReadOptions, ReadableFile};
+use crate::fs::{DeferredRemovals, FileSystem, FileWriter, ReadOptions, ReadableFile};
 use crate::index::{Index, IndexBuilder, IndexType};
 use crate::page::{self, BlobSpan, EntryRef, Op, PageBuilder, PageView, PAGE_BYTES};
 
@@ -160,6 +160,8 @@ impl RunChecksums {
 #[derive(Clone, Debug)]
 pub(crate) struct RunParams {
     pub(crate) dir: PathBuf,
+    /// Where released runs queue their files for removal (the session's queue).
+    pub(crate) removals: Arc<DeferredRemovals>,
     pub(crate) salt: u64,
     pub(crate) bloom: BloomParams,
     pub(crate) index: IndexType,
@@ -169,7 +171,7 @@ pub(crate) struct RunParams {
 /// a write that failed half way).
 #[derive(Debug)]
 struct UnfinishedFiles {
-    fs: Arc<dyn FileSystem>,
+    removals: Arc<DeferredRemovals>,
     dir: PathBuf,
     number: u64,
     armed: bool,
@@ -178,12 +180,12 @@ struct UnfinishedFiles {
 impl Drop for UnfinishedFiles {
     fn drop(&mut self) {
         if self.armed {
-            for file in RunFile::ALL {
-                // Best effort: leftovers are removed when the session is next opened.
-                let _ = self
-                    .fs
-                    .remove_file(&run_file_path(&self.dir, self.number, file));
-            }
+            // Removed by the session's next operation (see `DeferredRemovals`).
+            self.removals.defer(
+                RunFile::ALL
+                    .into_iter()
+                    .map(|file| run_file_path(&self.dir, self.number, file)),
+            );
         }
     }
 }
@@ -222,7 +224,7 @@ impl RunWriter {
         caching: bool,
     ) -> Result<RunWriter> {
         let mut unfinished = UnfinishedFiles {
-            fs: fs.clone(),
+            removals: params.removals.clone(),
             dir: params.dir.clone(),
             number,
             armed: false,
@@ -345,7 +347,17 @@ impl RunWriter {
             FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Checksums))?;
         sums_file.write(&checksums.encode())?;
         sums_file.finish(false)?;
-        let run = Run::from_parts(fs, dir, number, self.caching, filter, index, checksums)?;
+        let removals = self.unfinished.removals.clone();
+        let run = Run::from_parts(
+            fs,
+            removals,
+            dir,
+            number,
+            self.caching,
+            filter,
+            index,
+            checksums,
+        )?;
         // From here on the run owns its files.
         self.unfinished.armed = false;
         Ok(Some(run))
@@ -356,6 +368,8 @@ impl RunWriter {
 #[derive(Debug)]
 pub(crate) struct Run {
     fs: Arc<dyn FileSystem>,
+    /// Where the run's files are queued for removal when it is dropped.
+    removals: Arc<DeferredRemovals>,
     dir: PathBuf,
     number: u64,
     caching: bool,
@@ -371,8 +385,10 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    #[allow(clippy::too_many_arguments)]
     fn from_parts(
         fs: Arc<dyn FileSystem>,
+        removals: Arc<DeferredRemovals>,
         dir: PathBuf,
         number: u64,
         caching: bool,
@@ -393,6 +409,7 @@ impl Run {
         )?;
         Ok(Arc::new(Run {
             fs,
+            removals,
             dir,
             number,
             caching,
@@ -416,17 +433,16 @@ impl Run {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Opens run `number` in `dir`, verifying every file against its recorded size and CRC32C,
-    /// the filter's salt against `salt`, and that the index agrees with the key/ops file.
-    /// Cost: reads every file once (O(run size)).
-    #[allow(dead_code)] // used by snapshots (next layer) and tests
+    /// Opens run `number` in `params.dir`, verifying every file against its recorded size and
+    /// CRC32C, the filter's salt against `params.salt`, and that the index agrees with the
+    /// key/ops file. Cost: reads every file once (O(run size)).
     pub(crate) fn open(
         fs: Arc<dyn FileSystem>,
-        dir: &Path,
+        params: &RunParams,
         number: u64,
         caching: bool,
-        salt: u64,
     ) -> Result<Arc<Run>> {
+        let (dir, salt) = (&params.dir, params.salt);
         let sums_path = run_file_path(dir, number, RunFile::Checksums);
         let checksums = RunChecksums::decode(&crate::fs::read_all(&*fs, &sums_path)?)
             .map_err(|e| e.in_file(&sums_path))?;
@@ -480,6 +496,7 @@ impl Run {
         }
         Run::from_parts(
             fs,
+            params.removals.clone(),
             dir.to_path_buf(),
             number,
             caching,
@@ -586,13 +603,10 @@ impl Drop for Run {
         if self.keep_files.load(std::sync::atomic::Ordering::Relaxed) {
             return;
         }
-        // Errors cannot be returned from drop. A file left behind is harmless: the session wipes
-        // its `active` directory when it is next opened.
-        for file in RunFile::ALL {
-            let _ = self
-                .fs
-                .remove_file(&run_file_path(&self.dir, self.number, file));
-        }
+        // Errors cannot be returned from drop: the files are queued, and the session's next
+        // operation removes them and reports any failure (see `DeferredRemovals`).
+        self.removals
+            .defer(RunFile::ALL.into_iter().map(|file| self.file_path(file)));
     }
 }
 
@@ -759,6 +773,7 @@ mod tests {
     fn params(index: IndexType) -> RunParams {
         RunParams {
             dir: PathBuf::from("/r"),
+            removals: Arc::default(),
             salt: 42,
             bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
             index,
@@ -807,10 +822,14 @@ mod tests {
                 cursor.advance().unwrap();
             }
             assert_eq!(i, 2000);
-            let reopened = Run::open(fs.clone(), &p.dir, 7, true, 42).unwrap();
+            let reopened = Run::open(fs.clone(), &p, 7, true).unwrap();
             assert_eq!(reopened.entries(), 2000);
+            let other_salt = RunParams {
+                salt: 43,
+                ..p.clone()
+            };
             assert!(matches!(
-                Run::open(fs.clone(), &p.dir, 7, true, 43),
+                Run::open(fs.clone(), &other_salt, 7, true),
                 Err(Error::CorruptFile {
                     what: "bloom filter",
                     ..
@@ -827,13 +846,12 @@ mod tests {
                 let at = bad.len() / 2;
                 bad[at] ^= 0x10;
                 mem.set_file_bytes(&path, bad);
-                assert!(
-                    Run::open(fs.clone(), &p.dir, 7, true, 42).is_err(),
-                    "{file:?}"
-                );
+                assert!(Run::open(fs.clone(), &p, 7, true).is_err(), "{file:?}");
                 mem.set_file_bytes(&path, good);
             }
             drop((run, reopened, cursor));
+            assert!(!mem.file_paths().is_empty(), "removal is deferred");
+            p.removals.remove_now(&*fs).unwrap();
             assert!(
                 mem.file_paths().is_empty(),
                 "files removed when the run is dropped"

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, Weak};
 use crate::config::TableConfig;
 use crate::cursor::CursorInner;
 use crate::error::{Error, Result};
-use crate::fs::{read_all, write_atomic, FileLock, FileSystem, RealFs};
+use crate::fs::{read_all, write_atomic, DeferredRemovals, FileLock, FileSystem, RealFs};
 use crate::io::{BlockIo, IoBackendKind};
 use crate::snapshot::{self, validate_name};
 use crate::table::{SnapshotOverrides, Table, TableInner};
@@ -104,6 +104,8 @@ pub(crate) struct SessionInner {
     snapshots_dir: PathBuf,
     salt: u64,
     io: BlockIo,
+    /// Files of released runs, removed at the start of the next operation.
+    removals: Arc<DeferredRemovals>,
     state: Mutex<SessionState>,
 }
 
@@ -120,12 +122,37 @@ impl SessionInner {
         &self.snapshots_dir
     }
 
+    /// Fails with [`Error::SessionClosed`] after `close`; then removes the files of released
+    /// runs (see [`DeferredRemovals`]).
     fn check_open(&self) -> Result<()> {
-        if self.lock_state().open {
-            Ok(())
-        } else {
-            Err(Error::SessionClosed)
+        if !self.lock_state().open {
+            return Err(Error::SessionClosed);
         }
+        self.remove_released()
+    }
+
+    /// Removes the files of released runs if it can, for operations that cannot report an
+    /// error (closing). A failure leaves the file queued: the next operation retries the removal
+    /// and reports the error.
+    pub(crate) fn try_remove_released(&self) {
+        if self.lock_state().open {
+            let _ = self.removals.remove_now(&*self.fs);
+        }
+    }
+
+    /// The queue of files that released runs left for removal.
+    pub(crate) fn removals(&self) -> &Arc<DeferredRemovals> {
+        &self.removals
+    }
+
+    /// Removes the files of released runs; an I/O error fails the calling operation before it
+    /// does anything else. Nothing is removed once the session is closed (the next session
+    /// empties `active/`).
+    pub(crate) fn remove_released(&self) -> Result<()> {
+        if !self.lock_state().open {
+            return Ok(());
+        }
+        self.removals.remove_now(&*self.fs)
     }
 
     pub(crate) fn salt(&self) -> u64 {
@@ -267,6 +294,7 @@ impl Session {
                 snapshots_dir,
                 salt,
                 io,
+                removals: Arc::default(),
                 state: Mutex::new(SessionState {
                     open: true,
                     lock: Some(lock),
@@ -295,6 +323,7 @@ impl Session {
     /// Creates an empty table. Fails with [`Error::InvalidConfig`] for an invalid config and
     /// [`Error::SessionClosed`] after [`Session::close`].
     pub fn new_table(&self, config: TableConfig) -> Result<Table> {
+        self.inner.check_open()?;
         Table::new(self.inner.clone(), config)
     }
 
@@ -396,7 +425,9 @@ impl Session {
         snapshot::copy_dir(&**fs, source, &tmp, &self.inner.snapshots_dir.join(name))
     }
 
-    /// Closes the session: closes every table and releases the directory lock. Idempotent.
+    /// Closes the session: closes every table and cursor, removes the files of released runs
+    /// where it can (the next session removes any that remain), and releases the directory lock.
+    /// Idempotent.
     pub fn close(&self) {
         let (tables, cursors, lock) = {
             let mut state = self.inner.lock_state();
@@ -413,6 +444,9 @@ impl Session {
         for table in tables.iter().filter_map(Weak::upgrade) {
             table.close();
         }
+        // Last chance to free the space now; whatever fails is removed by the next session,
+        // which empties `active/`.
+        let _ = self.inner.removals.remove_now(&*self.inner.fs);
         // Only now may another session take the directory.
         drop(lock);
     }

@@ -141,11 +141,14 @@ impl TableState {
 impl TableInner {
     /// Closes the table: drops the write buffer and releases every run.
     pub(crate) fn close(&self) {
-        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-        state.open = false;
-        state.write_buffer.clear();
-        state.levels = Levels::default();
-        state.union = None;
+        {
+            let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+            state.open = false;
+            state.write_buffer.clear();
+            state.levels = Levels::default();
+            state.union = None;
+        }
+        self.session.try_remove_released();
     }
 }
 
@@ -154,6 +157,7 @@ impl Table {
         let bloom = config.validate()?;
         let params = RunParams {
             dir: session.active_dir().to_path_buf(),
+            removals: session.removals().clone(),
             salt: session.salt(),
             bloom,
             index: config.index,
@@ -225,15 +229,20 @@ impl Table {
         &self.inner.config
     }
 
+    /// The table's state for reading, after the session's queued file removals (which fail the
+    /// operation before it starts if they fail).
     fn read(&self) -> Result<RwLockReadGuard<'_, TableState>> {
         let state = self.inner.state.read().unwrap_or_else(|p| p.into_inner());
         state.check_usable()?;
+        self.inner.session.remove_released()?;
         Ok(state)
     }
 
+    /// The table's state for writing, after the session's queued file removals.
     fn write(&self) -> Result<RwLockWriteGuard<'_, TableState>> {
         let state = self.inner.state.write().unwrap_or_else(|p| p.into_inner());
         state.check_usable()?;
+        self.inner.session.remove_released()?;
         Ok(state)
     }
 
@@ -700,16 +709,42 @@ impl Table {
         label: &str,
         overrides: SnapshotOverrides,
     ) -> Result<Table> {
+        let result = Table::open_snapshot_runs_and_state(session.clone(), name, label, overrides);
+        if result.is_err() {
+            // Runs opened before the failure were released: free their links now if possible.
+            session.try_remove_released();
+        }
+        result
+    }
+
+    fn open_snapshot_runs_and_state(
+        session: Arc<SessionInner>,
+        name: &str,
+        label: &str,
+        overrides: SnapshotOverrides,
+    ) -> Result<Table> {
         snapshot::validate_name(name)?;
         let fs = session.fs().clone();
         let dir = snapshot::snapshot_dir(session.snapshots_dir(), name);
         if !fs.is_dir(&dir)? {
             return Err(Error::SnapshotMissing(name.to_string()));
         }
-        let corrupted = |path: PathBuf, e: Error| Error::SnapshotCorrupted {
-            name: name.to_string(),
-            path,
-            source: Box::new(e),
+        // A missing or short file is corruption; any other I/O error is the disk's, not the
+        // snapshot's, and is returned as it is (opening again may succeed).
+        let corrupted = |path: PathBuf, e: Error| match e {
+            Error::Io { ref source, .. }
+                if !matches!(
+                    source.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
+                ) =>
+            {
+                e
+            }
+            e => Error::SnapshotCorrupted {
+                name: name.to_string(),
+                path,
+                source: Box::new(e),
+            },
         };
         let meta =
             snapshot::read_meta(&*fs, &dir).map_err(|e| corrupted(dir.join("metadata"), e))?;
@@ -754,6 +789,7 @@ impl Table {
         }
         let params = RunParams {
             dir: session.active_dir().to_path_buf(),
+            removals: session.removals().clone(),
             salt: session.salt(),
             bloom: config.validate()?,
             index: config.index,
@@ -783,6 +819,10 @@ impl Table {
     // Life cycle and statistics
 
     /// Closes the table and releases its runs. Idempotent.
+    ///
+    /// Files no other handle uses are removed now where possible; one whose removal fails stays
+    /// queued, and the session's next operation retries it and reports the error (or the next
+    /// session removes it when it empties `active/`).
     pub fn close(&self) {
         self.inner.close();
     }
@@ -849,7 +889,7 @@ fn open_snapshot_runs(
             }
         }
         let caching = config.disk_cache.caches_level(level);
-        match Run::open(fs.clone(), &params.dir, number, caching, session.salt()) {
+        match Run::open(fs.clone(), params, number, caching) {
             Ok(run) => runs.push(run),
             Err(e) => {
                 remove_links();

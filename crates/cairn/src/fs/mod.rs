@@ -6,16 +6,20 @@
 //!
 //! May call: the standard library and `libc`. Must never touch: engine structures (runs, tables).
 //!
-//! Fault injection (a later layer) wraps any `FileSystem` in another `FileSystem`: every method
-//! returns a `Result`, files are trait objects, and nothing outside this module holds a raw path
-//! to the operating system, so a wrapper sees every operation.
+//! Every method returns a `Result`, files are trait objects, and nothing outside this module holds
+//! a raw path to the operating system, so the simulated file system ([`sim`]) sees every operation:
+//! it models what survives a power loss and injects faults from a seeded plan.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
+
+pub mod sim;
+
+pub use sim::{CrashReport, FaultKind, FaultPlan, FsOp, InjectedFault, MemFs};
 
 /// How a file is opened for reading.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -189,6 +193,49 @@ impl FileWriter {
             self.file.sync()?;
         }
         Ok((self.written_bytes, self.crc))
+    }
+}
+
+/// Files whose last user let go, waiting to be removed; one queue per session.
+///
+/// A run is released in `Drop`, which cannot report an error, so it only queues its files here.
+/// The session removes them at the start of its next operation, and if a removal fails that
+/// operation fails before doing anything else (so it can simply be retried): no error is
+/// swallowed, and the failed file stays queued. Files still queued when the session closes are
+/// removed when the directory is next opened (opening empties `active/`).
+///
+/// Cost: an atomic load per operation when the queue is empty; one `remove_file` per queued file.
+#[derive(Debug, Default)]
+pub(crate) struct DeferredRemovals {
+    pending: AtomicBool,
+    paths: Mutex<Vec<PathBuf>>,
+}
+
+impl DeferredRemovals {
+    /// Queues files for removal (no I/O).
+    pub(crate) fn defer(&self, paths: impl IntoIterator<Item = PathBuf>) {
+        let mut queue = self.paths.lock().unwrap_or_else(|p| p.into_inner());
+        queue.extend(paths);
+        self.pending.store(!queue.is_empty(), Ordering::Release);
+    }
+
+    /// Removes every queued file. A file already gone counts as removed; any other failure is
+    /// returned, and that file and the ones after it stay queued.
+    pub(crate) fn remove_now(&self, fs: &dyn FileSystem) -> Result<()> {
+        if !self.pending.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut queue = self.paths.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(path) = queue.last() {
+            match fs.remove_file(path) {
+                Ok(()) => {}
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            queue.pop();
+        }
+        self.pending.store(false, Ordering::Release);
+        Ok(())
     }
 }
 
@@ -398,349 +445,6 @@ impl ReadableFile for RealReadable {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         use std::os::fd::AsRawFd;
         Some(self.file.as_raw_fd())
-    }
-}
-
-// ------------------------------------------------------------------------------------------------
-// The simulated file system.
-
-type MemData = Arc<RwLock<Vec<u8>>>;
-
-#[derive(Debug, Default)]
-struct MemState {
-    files: BTreeMap<PathBuf, MemData>,
-    dirs: BTreeSet<PathBuf>,
-    locks: BTreeSet<PathBuf>,
-}
-
-/// An in-memory file system for tests. Files removed while open stay readable through the open
-/// handles, as on POSIX. Clones share the same state.
-#[derive(Debug, Default, Clone)]
-pub struct MemFs {
-    state: Arc<Mutex<MemState>>,
-}
-
-impl MemFs {
-    /// An empty simulated file system with only the root directory.
-    pub fn new() -> MemFs {
-        let fs = MemFs::default();
-        fs.lock_state().dirs.insert(PathBuf::from("/"));
-        fs
-    }
-
-    fn lock_state(&self) -> std::sync::MutexGuard<'_, MemState> {
-        // A poisoned lock only means another thread panicked mid-operation; the maps stay valid.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn not_found(op: &'static str, path: &Path) -> Error {
-        Error::io(op, path, std::io::ErrorKind::NotFound.into())
-    }
-
-    /// The current contents of a file (for tests that corrupt or inspect files).
-    pub fn file_bytes(&self, path: &Path) -> Option<Vec<u8>> {
-        let state = self.lock_state();
-        let data = state.files.get(path)?;
-        let bytes = data.read().unwrap_or_else(|p| p.into_inner()).clone();
-        Some(bytes)
-    }
-
-    /// Replaces the contents of a file (for tests that corrupt files).
-    pub fn set_file_bytes(&self, path: &Path, bytes: Vec<u8>) -> bool {
-        let state = self.lock_state();
-        match state.files.get(path) {
-            Some(data) => {
-                *data.write().unwrap_or_else(|p| p.into_inner()) = bytes;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Every file path, sorted.
-    pub fn file_paths(&self) -> Vec<PathBuf> {
-        self.lock_state().files.keys().cloned().collect()
-    }
-}
-
-#[derive(Debug)]
-struct MemWritable {
-    data: MemData,
-    path: PathBuf,
-}
-
-#[derive(Debug)]
-struct MemReadable {
-    data: MemData,
-    path: PathBuf,
-    direct: bool,
-}
-
-#[derive(Debug)]
-struct MemLock {
-    state: Arc<Mutex<MemState>>,
-    path: PathBuf,
-}
-
-impl Drop for MemLock {
-    fn drop(&mut self) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.locks.remove(&self.path);
-    }
-}
-
-impl FileLock for MemLock {}
-
-fn parent_of(path: &Path) -> PathBuf {
-    path.parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("/"))
-}
-
-impl FileSystem for MemFs {
-    fn create_dir_all(&self, path: &Path) -> Result<()> {
-        let mut state = self.lock_state();
-        if state.files.contains_key(path) {
-            return Err(Error::io(
-                "create_dir_all",
-                path,
-                std::io::ErrorKind::AlreadyExists.into(),
-            ));
-        }
-        for ancestor in path.ancestors() {
-            if !ancestor.as_os_str().is_empty() {
-                state.dirs.insert(ancestor.to_path_buf());
-            }
-        }
-        Ok(())
-    }
-
-    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
-        let state = self.lock_state();
-        if !state.dirs.contains(path) {
-            return Err(Self::not_found("read_dir", path));
-        }
-        let mut names: Vec<String> = state
-            .files
-            .keys()
-            .chain(state.dirs.iter())
-            .filter(|p| p.parent() == Some(path))
-            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .collect();
-        names.sort();
-        names.dedup();
-        Ok(names)
-    }
-
-    fn exists(&self, path: &Path) -> Result<bool> {
-        let state = self.lock_state();
-        Ok(state.files.contains_key(path) || state.dirs.contains(path))
-    }
-
-    fn is_dir(&self, path: &Path) -> Result<bool> {
-        Ok(self.lock_state().dirs.contains(path))
-    }
-
-    fn remove_file(&self, path: &Path) -> Result<()> {
-        match self.lock_state().files.remove(path) {
-            Some(_) => Ok(()),
-            None => Err(Self::not_found("remove_file", path)),
-        }
-    }
-
-    fn remove_dir_all(&self, path: &Path) -> Result<()> {
-        let mut state = self.lock_state();
-        if !state.dirs.contains(path) {
-            return Err(Self::not_found("remove_dir_all", path));
-        }
-        state.files.retain(|p, _| !p.starts_with(path));
-        state.dirs.retain(|p| !p.starts_with(path));
-        Ok(())
-    }
-
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        let mut state = self.lock_state();
-        if !state.dirs.contains(&parent_of(to)) {
-            return Err(Self::not_found("rename", to));
-        }
-        if state.dirs.contains(from) {
-            if state.dirs.contains(to) || state.files.contains_key(to) {
-                return Err(Error::io(
-                    "rename",
-                    to,
-                    std::io::ErrorKind::AlreadyExists.into(),
-                ));
-            }
-            let moved = |p: &Path| to.join(p.strip_prefix(from).unwrap_or(p));
-            let dirs: Vec<PathBuf> = state
-                .dirs
-                .iter()
-                .filter(|d| d.starts_with(from))
-                .cloned()
-                .collect();
-            for d in dirs {
-                state.dirs.remove(&d);
-                state.dirs.insert(moved(&d));
-            }
-            let files: Vec<PathBuf> = state
-                .files
-                .keys()
-                .filter(|f| f.starts_with(from))
-                .cloned()
-                .collect();
-            for f in files {
-                if let Some(data) = state.files.remove(&f) {
-                    state.files.insert(moved(&f), data);
-                }
-            }
-            return Ok(());
-        }
-        let data = state
-            .files
-            .remove(from)
-            .ok_or_else(|| Self::not_found("rename", from))?;
-        state.files.insert(to.to_path_buf(), data);
-        Ok(())
-    }
-
-    fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
-        let mut state = self.lock_state();
-        if state.files.contains_key(to) {
-            return Err(Error::io(
-                "hard_link",
-                to,
-                std::io::ErrorKind::AlreadyExists.into(),
-            ));
-        }
-        if !state.dirs.contains(&parent_of(to)) {
-            return Err(Self::not_found("hard_link", to));
-        }
-        let data = state
-            .files
-            .get(from)
-            .cloned()
-            .ok_or_else(|| Self::not_found("hard_link", from))?;
-        state.files.insert(to.to_path_buf(), data);
-        Ok(())
-    }
-
-    fn sync_dir(&self, path: &Path) -> Result<()> {
-        if self.lock_state().dirs.contains(path) {
-            Ok(())
-        } else {
-            Err(Self::not_found("fsync_dir", path))
-        }
-    }
-
-    fn sync_file(&self, path: &Path) -> Result<()> {
-        if self.lock_state().files.contains_key(path) {
-            Ok(())
-        } else {
-            Err(Self::not_found("fsync", path))
-        }
-    }
-
-    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        let mut state = self.lock_state();
-        if state.files.contains_key(path) || state.dirs.contains(path) {
-            return Err(Error::io(
-                "create",
-                path,
-                std::io::ErrorKind::AlreadyExists.into(),
-            ));
-        }
-        if !state.dirs.contains(&parent_of(path)) {
-            return Err(Self::not_found("create", path));
-        }
-        let data: MemData = Arc::default();
-        state.files.insert(path.to_path_buf(), data.clone());
-        Ok(Box::new(MemWritable {
-            data,
-            path: path.to_path_buf(),
-        }))
-    }
-
-    fn open(&self, path: &Path, options: ReadOptions) -> Result<Arc<dyn ReadableFile>> {
-        let state = self.lock_state();
-        let data = state
-            .files
-            .get(path)
-            .cloned()
-            .ok_or_else(|| Self::not_found("open", path))?;
-        Ok(Arc::new(MemReadable {
-            data,
-            path: path.to_path_buf(),
-            direct: options.direct,
-        }))
-    }
-
-    fn try_lock(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>> {
-        let mut state = self.lock_state();
-        if !state.dirs.contains(&parent_of(path)) {
-            return Err(Self::not_found("open_lock", path));
-        }
-        state.files.entry(path.to_path_buf()).or_default();
-        if !state.locks.insert(path.to_path_buf()) {
-            return Ok(None);
-        }
-        Ok(Some(Box::new(MemLock {
-            state: self.state.clone(),
-            path: path.to_path_buf(),
-        })))
-    }
-}
-
-impl WritableFile for MemWritable {
-    fn append(&mut self, bytes: &[u8]) -> Result<()> {
-        self.data
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(bytes);
-        Ok(())
-    }
-
-    fn sync(&mut self) -> Result<()> {
-        Ok(())
-    }
-
-    fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl ReadableFile for MemReadable {
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        let data = self.data.read().unwrap_or_else(|p| p.into_inner());
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        let end = start.checked_add(buf.len());
-        match end {
-            Some(end) if end <= data.len() => {
-                buf.copy_from_slice(&data[start..end]);
-                Ok(())
-            }
-            _ => Err(Error::io(
-                "read",
-                &self.path,
-                std::io::ErrorKind::UnexpectedEof.into(),
-            )),
-        }
-    }
-
-    fn len_bytes(&self) -> Result<u64> {
-        Ok(self.data.read().unwrap_or_else(|p| p.into_inner()).len() as u64)
-    }
-
-    fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn is_direct(&self) -> bool {
-        self.direct
-    }
-
-    #[cfg(unix)]
-    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
-        None
     }
 }
 
