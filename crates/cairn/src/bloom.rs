@@ -92,6 +92,29 @@ impl BloomParams {
                 "bloom filter false-positive rate {fpr} is outside {FPR_MIN} ..= {FPR_MAX}"
             )));
         }
+        // The search below evaluates the FPR model at up to ~1,260 grid points (milliseconds),
+        // and every table creation and snapshot open asks: remember the answers.
+        static KNOWN: std::sync::Mutex<Vec<(u64, BloomParams)>> = std::sync::Mutex::new(Vec::new());
+        let known = |fpr: f64| {
+            let known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+            known
+                .iter()
+                .find(|(bits, _)| *bits == fpr.to_bits())
+                .map(|(_, p)| *p)
+        };
+        if let Some(params) = known(fpr) {
+            return Ok(params);
+        }
+        let params = Self::search_fpr(fpr)?;
+        let mut cache = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() < 64 {
+            cache.push((fpr.to_bits(), params));
+        }
+        Ok(params)
+    }
+
+    /// The smallest grid point whose predicted FPR is at most `fpr`.
+    fn search_fpr(fpr: f64) -> Result<BloomParams> {
         // bits_per_entry = (20 + step) / 20, so every grid point is the nearest f64 to a
         // multiple of 0.05 (no accumulated rounding).
         let steps = ((BITS_PER_ENTRY_MAX - BITS_PER_ENTRY_MIN) * 20.0).round() as u32;

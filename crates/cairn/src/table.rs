@@ -616,8 +616,12 @@ impl Table {
     /// exclusive or open: `a..b`, `a..=b`, `a..`, `..b`, `..` with `a, b: &[u8]`, or a pair of
     /// [`Bound`]s such as `(Bound::Excluded(a), Bound::Unbounded)`. An empty range gives nothing.
     ///
-    /// Cost: as a cursor, plus the entries returned (all held in memory).
+    /// Cost: as a cursor, plus the entries returned (all held in memory). Errors:
+    /// [`Error::KeyTooLarge`] when either bound is longer than [`KEY_SIZE_MAX`].
     pub fn range_lookup<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Vec<CursorEntry>> {
+        if let Bound::Included(k) | Bound::Excluded(k) = range.end_bound() {
+            check_key(k)?;
+        }
         let from = match range.start_bound() {
             Bound::Included(k) | Bound::Excluded(k) => Some(*k),
             Bound::Unbounded => None,
@@ -654,6 +658,7 @@ impl Table {
     /// [`Error::SnapshotExists`], I/O errors.
     pub fn save_snapshot(&self, name: &str, label: &str) -> Result<()> {
         snapshot::validate_name(name)?;
+        drop(self.read()?); // a closed or broken table writes nothing
         let session = &self.inner.session;
         let fs = session.fs();
         let target = snapshot::snapshot_dir(session.snapshots_dir(), name);

@@ -508,6 +508,11 @@ impl MemFs {
         self.lock_state().crash_after = Some(n);
     }
 
+    /// Cuts the power now: every primitive fails until [`MemFs::recover`].
+    pub fn cut_power(&self) {
+        self.lock_state().crashed = true;
+    }
+
     /// Whether the power is off.
     pub fn is_crashed(&self) -> bool {
         self.lock_state().crashed

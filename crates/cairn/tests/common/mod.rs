@@ -1,5 +1,8 @@
 //! Test helpers shared by integration tests.
 
+#[allow(dead_code)]
+pub mod ledger;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,6 +13,7 @@ use cairn::Error;
 /// The in-memory file system, instrumented: it counts the files created and the bytes
 /// appended, and can fail the next `create` of a path ending in a chosen suffix.
 #[derive(Debug, Default)]
+#[allow(dead_code)]
 pub struct TestFs {
     pub inner: MemFs,
     pub fail_create: Mutex<Option<String>>,
@@ -18,6 +22,7 @@ pub struct TestFs {
 }
 
 #[derive(Debug)]
+#[allow(dead_code)]
 struct CountingFile {
     inner: Box<dyn WritableFile>,
     bytes_written: Arc<AtomicU64>,
