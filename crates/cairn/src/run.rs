@@ -427,6 +427,12 @@ impl Run {
         run_file_path(&self.dir, self.number, file)
     }
 
+    /// The CRC32C of the run's checksums file (its canonical encoding), which pins every file
+    /// of the run.
+    pub(crate) fn checksums_crc(&self) -> u32 {
+        crc32c::crc32c(&self.checksums.encode())
+    }
+
     /// Leaves the run's files in place when it is dropped.
     pub(crate) fn keep_files(&self) {
         self.keep_files
@@ -455,13 +461,11 @@ impl Run {
                 matches!(file, RunFile::Filter | RunFile::Index),
             )?;
             if actual_size != size {
-                return Err(Error::corrupt(
-                    "run file",
-                    format!(
-                        "{} has {actual_size} bytes, expected {size}",
-                        path.display()
-                    ),
-                ));
+                return Err(Error::CorruptFile {
+                    path,
+                    what: "run file",
+                    detail: format!("{actual_size} bytes, expected {size}"),
+                });
             }
             if actual_crc != crc {
                 return Err(Error::ChecksumMismatch {

@@ -31,7 +31,7 @@ use crate::union::{TableView, UnionContents};
 use crate::write_buffer::MemBlob;
 
 pub(crate) const MAGIC: &[u8; 8] = b"CRNSNAPM";
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 /// Longest snapshot label, in bytes.
 pub const SNAPSHOT_LABEL_BYTES_MAX: usize = 4096;
 const LEVELS_MAX: u32 = 64;
@@ -105,6 +105,10 @@ pub(crate) struct SnapshotMeta {
     pub(crate) config: TableConfig,
     pub(crate) resolve: ResolveTag,
     pub(crate) run_count: usize,
+    /// The CRC32C of each run's checksums file, which names the size and CRC32C of every other
+    /// file of the run: it ties each run index to exactly the files saved under it, so runs
+    /// swapped with each other, or a stale checksums file, are caught.
+    pub(crate) run_sums: Vec<u32>,
     pub(crate) write_buffer: Option<usize>,
     pub(crate) levels: Vec<LevelShape>,
     /// A union still in progress below the levels.
@@ -184,6 +188,7 @@ impl SnapshotMeta {
         w.0.extend_from_slice(self.label.as_bytes());
         encode_config(&mut w, &self.config, self.resolve);
         w.u32(self.run_count as u32);
+        self.run_sums.iter().for_each(|&crc| w.u32(crc));
         match self.write_buffer {
             Some(i) => {
                 w.u8(1);
@@ -255,6 +260,7 @@ impl SnapshotMeta {
             .to_string();
         let (config, resolve) = decode_config(&mut r)?;
         let run_count = r.count(RUNS_MAX)?;
+        let run_sums = (0..run_count).map(|_| r.u32()).collect::<Result<_>>()?;
         let write_buffer = match r.u8()? {
             0 => None,
             1 => Some(r.run(run_count)?),
@@ -305,6 +311,7 @@ impl SnapshotMeta {
             config,
             resolve,
             run_count,
+            run_sums,
             write_buffer,
             levels,
             union,
@@ -615,21 +622,25 @@ pub(crate) fn save(
         )));
     }
     let run_count = contents.plan.len();
+    let mut run_sums = Vec::with_capacity(run_count);
     for (i, item) in contents.plan.items.into_iter().enumerate() {
-        match item {
+        let sum = match item {
             PlanItem::Link(run) => {
                 for file in RunFile::ALL {
                     fs.hard_link(&run.file_path(file), &run_file_path(tmp, i as u64, file))?;
                 }
+                run.checksums_crc()
             }
             PlanItem::Write(entries) => write_buffer_run(fs, params, tmp, i as u64, &entries)?,
-        }
+        };
+        run_sums.push(sum);
     }
     let meta = SnapshotMeta {
         label: label.to_string(),
         resolve: ResolveTag::of(&contents.config.resolve),
         config: contents.config,
         run_count,
+        run_sums,
         write_buffer: contents.write_buffer,
         levels: contents.levels,
         union: contents.union,
@@ -648,14 +659,15 @@ pub(crate) fn save(
     Ok(())
 }
 
-/// Writes a write buffer's entries as run `number` in `dir` (files kept when the run is dropped).
+/// Writes a write buffer's entries as run `number` in `dir` (files kept when the run is dropped);
+/// returns the CRC32C of its checksums file.
 fn write_buffer_run(
     fs: &Arc<dyn FileSystem>,
     params: &RunParams,
     dir: &Path,
     number: u64,
     entries: &[(Vec<u8>, Entry<MemBlob>)],
-) -> Result<()> {
+) -> Result<u32> {
     let params = RunParams {
         dir: dir.to_path_buf(),
         ..params.clone()
@@ -668,10 +680,16 @@ fn write_buffer_run(
         };
         writer.push(key, entry.op(), entry.value(), blob)?;
     }
-    if let Some(run) = writer.finish()? {
-        run.keep_files();
+    match writer.finish()? {
+        Some(run) => {
+            run.keep_files();
+            Ok(run.checksums_crc())
+        }
+        None => Err(Error::corrupt(
+            "snapshot",
+            "an empty write buffer was planned as a run",
+        )),
     }
-    Ok(())
 }
 
 /// Reads and checks a snapshot's metadata, naming the file in any error.
@@ -726,6 +744,7 @@ mod tests {
             },
             resolve: ResolveTag::AddU64Le,
             run_count: 9,
+            run_sums: (0..9).map(|i| 0x1111_1111 * i).collect(),
             write_buffer: Some(5),
             levels: vec![
                 LevelShape {
@@ -800,7 +819,7 @@ mod tests {
     fn metadata_round_trip_golden_and_totality() {
         let meta = sample();
         let bytes = meta.encode();
-        let golden = crate::golden::check_golden("snapshot-metadata-v1.bin", &bytes);
+        let golden = crate::golden::check_golden("snapshot-metadata-v2.bin", &bytes);
         let back = SnapshotMeta::decode(&golden).unwrap();
         assert_eq!(back.encode(), bytes);
         assert_eq!(back.levels, meta.levels);

@@ -895,6 +895,14 @@ fn open_snapshot_runs(
         }
         let caching = config.disk_cache.caches_level(level);
         match Run::open(fs.clone(), params, number, caching) {
+            Ok(run) if run.checksums_crc() != meta.run_sums[i] => {
+                // Dropping the run queues its links for removal.
+                let e = Error::corrupt(
+                    "snapshot",
+                    format!("run {i} is not the run the snapshot saved (checksums file differs)"),
+                );
+                return Err((snapshot_file(RunFile::Checksums), e));
+            }
             Ok(run) => runs.push(run),
             Err(e) => {
                 remove_links();

@@ -334,3 +334,149 @@ proptest! {
         prop_assert!(active_files(&fs).is_empty(), "a failed open leaked files");
     }
 }
+
+/// Opens "victim" and asserts a corruption error naming `blame` (any file of the snapshot when
+/// `None`), with nothing left behind in `active/`.
+fn assert_corruption_reported(fs: &MemFs, blame: Option<&Path>, what: &str) {
+    let session = open_session(fs);
+    match session.open_snapshot("victim", "l", SnapshotOverrides::default()) {
+        Err(Error::SnapshotCorrupted { path, .. }) => {
+            assert!(path.starts_with("/s/snapshots/victim"), "{what}: {path:?}");
+            if let Some(blame) = blame {
+                assert_eq!(path, blame, "{what}: the error must name the damaged file");
+            }
+        }
+        Err(e) => panic!("{what}: wrong error {e}"),
+        Ok(_) => panic!("{what}: the damaged snapshot was opened"),
+    }
+    assert!(
+        active_files(fs).is_empty(),
+        "{what}: a failed open leaked files"
+    );
+}
+
+/// A snapshot with at least two runs and a write buffer, plus an older snapshot "old" of the same
+/// table (its runs are different files with the same names).
+fn saved_snapshot_with_history() -> (MemFs, Vec<PathBuf>) {
+    let fs = MemFs::new();
+    let session = open_session(&fs);
+    let table = session.new_table(config()).unwrap();
+    fill(&table, 300);
+    table.save_snapshot("old", "l").unwrap();
+    fill(&table, 600);
+    table.save_snapshot("victim", "l").unwrap();
+    drop(table);
+    session.close();
+    let files: Vec<PathBuf> = fs
+        .file_paths()
+        .into_iter()
+        .filter(|p| p.starts_with("/s/snapshots/victim"))
+        .collect();
+    assert!(files.iter().any(|p| p.ends_with("1.keyops")), "{files:?}");
+    (fs, files)
+}
+
+#[test]
+fn truncated_files_are_reported() {
+    let (_, files) = saved_snapshot_with_history();
+    for path in files {
+        let (fs, _) = saved_snapshot_with_history();
+        let bytes = fs.file_bytes(&path).unwrap();
+        if bytes.is_empty() {
+            continue;
+        }
+        for keep in [0, bytes.len() / 2, bytes.len() - 1] {
+            let (fs, _) = saved_snapshot_with_history();
+            fs.set_file_bytes(&path, bytes[..keep].to_vec());
+            let what = format!("{} cut to {keep} bytes", path.display());
+            assert_corruption_reported(&fs, Some(&path), &what);
+        }
+    }
+}
+
+#[test]
+fn missing_files_are_reported() {
+    let (_, files) = saved_snapshot_with_history();
+    for path in files {
+        let (fs, _) = saved_snapshot_with_history();
+        fs.remove_file(&path).unwrap();
+        assert_corruption_reported(&fs, Some(&path), &format!("{} removed", path.display()));
+    }
+}
+
+#[test]
+fn files_swapped_between_runs_are_reported() {
+    let (_, files) = saved_snapshot_with_history();
+    let runs: Vec<String> = files
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str()?.strip_suffix(".checksums"))
+        .map(str::to_string)
+        .collect();
+    assert!(runs.len() >= 2, "{runs:?}");
+    let dir = Path::new("/s/snapshots/victim");
+    for ext in ["keyops", "blobs", "filter", "index", "checksums"] {
+        // One kind of file swapped between runs 0 and 1, then all five (a whole run swapped).
+        for all in [false, true] {
+            let (fs, _) = saved_snapshot_with_history();
+            let exts: Vec<&str> = if all {
+                vec!["keyops", "blobs", "filter", "index", "checksums"]
+            } else {
+                vec![ext]
+            };
+            let mut changed = false;
+            for ext in exts {
+                let a = dir.join(format!("{}.{ext}", runs[0]));
+                let b = dir.join(format!("{}.{ext}", runs[1]));
+                let (bytes_a, bytes_b) = (fs.file_bytes(&a).unwrap(), fs.file_bytes(&b).unwrap());
+                changed |= bytes_a != bytes_b;
+                fs.set_file_bytes(&a, bytes_b);
+                fs.set_file_bytes(&b, bytes_a);
+            }
+            if changed {
+                let what = format!(
+                    "runs 0 and 1 swapped ({})",
+                    if all { "all files" } else { ext }
+                );
+                assert_corruption_reported(&fs, None, &what);
+            }
+        }
+    }
+}
+
+/// A checksums file (or a whole run) from an older snapshot of the same table: each file is
+/// self-consistent, but not what this snapshot saved.
+#[test]
+fn stale_checksums_files_and_stale_runs_are_reported() {
+    let (_, files) = saved_snapshot_with_history();
+    let mut tested = 0;
+    for path in files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "checksums"))
+    {
+        let name = path.file_name().unwrap();
+        let old = Path::new("/s/snapshots/old").join(name);
+        for whole_run in [false, true] {
+            let (fs, _) = saved_snapshot_with_history();
+            let Some(stale) = fs.file_bytes(&old) else {
+                continue;
+            };
+            if stale == fs.file_bytes(path).unwrap() {
+                continue; // a run both snapshots share
+            }
+            if whole_run {
+                let stem = path.file_stem().unwrap().to_str().unwrap();
+                for ext in ["keyops", "blobs", "filter", "index", "checksums"] {
+                    let file = format!("{stem}.{ext}");
+                    let bytes = fs.file_bytes(&Path::new("/s/snapshots/old").join(&file));
+                    fs.set_file_bytes(&path.with_file_name(&file), bytes.unwrap());
+                }
+                assert_corruption_reported(&fs, Some(path), &format!("stale run {stem}"));
+            } else {
+                fs.set_file_bytes(path, stale);
+                assert_corruption_reported(&fs, None, &format!("stale {}", path.display()));
+            }
+            tested += 1;
+        }
+    }
+    assert!(tested >= 2, "no stale run was tried");
+}
