@@ -286,11 +286,15 @@ impl Cursor {
     }
 
     /// The next entry, or `None` at the end of the table.
+    ///
+    /// Errors: [`Error::CursorClosed`], [`Error::Io`].
     pub fn next(&self) -> Result<Option<CursorEntry>> {
         self.with(|e| e.next_entry())
     }
 
     /// Up to `n` next entries (fewer only at the end of the table).
+    ///
+    /// Errors: [`Error::CursorClosed`], [`Error::Io`].
     pub fn take(&self, n: usize) -> Result<Vec<CursorEntry>> {
         self.with(|e| {
             let mut out = Vec::with_capacity(n.min(4096));
@@ -305,6 +309,8 @@ impl Cursor {
     }
 
     /// Entries while `keep(key)` holds; the first entry that fails it is consumed and dropped.
+    ///
+    /// Errors: [`Error::CursorClosed`], [`Error::Io`].
     pub fn take_while(&self, mut keep: impl FnMut(&[u8]) -> bool) -> Result<Vec<CursorEntry>> {
         self.with(|e| {
             let mut out = Vec::new();

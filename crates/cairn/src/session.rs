@@ -212,6 +212,8 @@ pub struct Session {
 impl Session {
     /// Opens the session in `dir` on the real file system: creates it when `dir` is empty,
     /// restores it otherwise. `dir` must exist.
+    ///
+    /// Errors: as [`Session::open_with`].
     pub fn open(dir: impl AsRef<Path>) -> Result<Session> {
         Session::open_with(Arc::new(RealFs), dir, SessionOptions::default())
     }
@@ -346,6 +348,8 @@ impl Session {
     }
 
     /// Names of the saved snapshots, sorted.
+    ///
+    /// Errors: [`Error::SessionClosed`], [`Error::Io`].
     pub fn list_snapshots(&self) -> Result<Vec<String>> {
         self.inner.check_open()?;
         let fs = self.inner.fs();
@@ -359,6 +363,8 @@ impl Session {
     }
 
     /// Whether snapshot `name` exists.
+    ///
+    /// Errors: [`Error::SessionClosed`], [`Error::InvalidSnapshotName`], [`Error::Io`].
     pub fn snapshot_exists(&self, name: &str) -> Result<bool> {
         self.inner.check_open()?;
         validate_name(name)?;
@@ -366,6 +372,10 @@ impl Session {
     }
 
     /// Deletes snapshot `name` (its files; tables opened from it are not affected).
+    ///
+    /// Errors: [`Error::SessionClosed`], [`Error::InvalidSnapshotName`],
+    /// [`Error::SnapshotMissing`], [`Error::Io`] (the snapshot is then either intact or gone: it is
+    /// renamed away first).
     pub fn delete_snapshot(&self, name: &str) -> Result<()> {
         if !self.snapshot_exists(name)? {
             return Err(Error::SnapshotMissing(name.to_string()));
@@ -387,6 +397,9 @@ impl Session {
     /// file system as the session). The copy is fsynced. It can be imported into a session with
     /// the same salt (this one, a restored copy of its directory, or one opened with
     /// [`SessionOptions::salt`] set to [`Session::salt`]): Bloom filters are built with the salt.
+    ///
+    /// Errors: [`Error::SessionClosed`], [`Error::InvalidSnapshotName`],
+    /// [`Error::SnapshotMissing`], [`Error::SnapshotDirectory`] (the target exists), [`Error::Io`].
     pub fn export_snapshot(&self, name: &str, target: impl AsRef<Path>) -> Result<()> {
         if !self.snapshot_exists(name)? {
             return Err(Error::SnapshotMissing(name.to_string()));
@@ -405,6 +418,10 @@ impl Session {
 
     /// Copies the snapshot exported in `source` into this session as snapshot `name`. The copy
     /// is atomic; its contents are verified when the snapshot is opened.
+    ///
+    /// Errors: [`Error::SessionClosed`], [`Error::InvalidSnapshotName`], [`Error::SnapshotExists`],
+    /// [`Error::SnapshotDirectory`] (the source is missing), [`Error::Io`] (the snapshot is then
+    /// either absent or complete).
     pub fn import_snapshot(&self, name: &str, source: impl AsRef<Path>) -> Result<()> {
         if self.snapshot_exists(name)? {
             return Err(Error::SnapshotExists(name.to_string()));

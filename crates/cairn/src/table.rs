@@ -205,6 +205,9 @@ impl Table {
     /// (files are reference-counted and deleted when the last user lets go) and every merge in
     /// progress (merge work paid through one handle is not done again through the other), and
     /// copies the write buffer (at most `write_buffer_entries` entries of memory).
+    ///
+    /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::SessionClosed`],
+    /// [`Error::Io`] (removing released files).
     pub fn duplicate(&self) -> Result<Table> {
         let (write_buffer, levels, union) = {
             let state = self.read()?;
@@ -250,26 +253,45 @@ impl Table {
     // Updates
 
     /// Sets `key` to `value` (dropping any blob).
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::TableClosed`],
+    /// [`Error::TableBroken`], [`Error::Io`] (the table is then broken, unless the error came from
+    /// removing released files before the update started).
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.updates(&[(key, Update::Insert(value))])
     }
 
     /// Sets `key` to `value` with a blob.
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::BlobTooLarge`],
+    /// [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`] (the table is then broken,
+    /// unless the error came from removing released files before the update started).
     pub fn insert_with_blob(&self, key: &[u8], value: &[u8], blob: &[u8]) -> Result<()> {
         self.updates(&[(key, Update::InsertWithBlob(value, blob))])
     }
 
     /// Removes `key`.
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`] (the table is then broken, unless the error came from removing released files
+    /// before the update started).
     pub fn delete(&self, key: &[u8]) -> Result<()> {
         self.updates(&[(key, Update::Delete)])
     }
 
     /// Combines `value` with the key's current value (see [`Update::Upsert`]).
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::InvalidUpdate`] (an
+    /// `AddU64Le` value that is not 8 bytes), [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`] (the table is then broken, unless the error came from removing released files
+    /// before the update started).
     pub fn upsert(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.updates(&[(key, Update::Upsert(value))])
     }
 
     /// Inserts every pair, in order.
+    ///
+    /// Errors: as [`Table::updates`].
     pub fn inserts<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<()> {
         let batch: Vec<_> = pairs
             .iter()
@@ -279,12 +301,16 @@ impl Table {
     }
 
     /// Deletes every key, in order.
+    ///
+    /// Errors: as [`Table::updates`].
     pub fn deletes<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<()> {
         let batch: Vec<_> = keys.iter().map(|k| (k.as_ref(), Update::Delete)).collect();
         self.updates(&batch)
     }
 
     /// Upserts every pair, in order.
+    ///
+    /// Errors: as [`Table::updates`].
     pub fn upserts<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<()> {
         let batch: Vec<_> = pairs
             .iter()
@@ -299,6 +325,11 @@ impl Table {
     /// before anything is applied. Each update then costs O(log B) in the write buffer plus at
     /// most [`TableStats::merge_steps_bound_per_update`] merge steps (incremental schedule); the
     /// update that fills the write buffer also writes it out as a run (B entries, sequential I/O).
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::BlobTooLarge`],
+    /// [`Error::InvalidUpdate`] (input errors refuse the whole batch before anything is applied),
+    /// [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`] (the table is then broken,
+    /// unless the error came from removing released files before the update started).
     pub fn updates(&self, batch: &[(&[u8], Update<'_>)]) -> Result<()> {
         for (key, update) in batch {
             validate(key, update, &self.inner.config.resolve)?;
@@ -374,6 +405,9 @@ impl Table {
     // Lookups
 
     /// Looks up one key.
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`].
     pub fn lookup(&self, key: &[u8]) -> Result<LookupResult> {
         let mut results = self.lookups(&[key])?;
         Ok(results.pop().unwrap_or(LookupResult::NotFound))
@@ -384,6 +418,9 @@ impl Table {
     ///
     /// Bounds: at most `keys.len() * runs` page-span reads (in practice about one per present
     /// key, plus `fpr * runs` per key); memory 4 KiB per read for the duration of the call.
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`].
     pub fn lookups<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<LookupResult>> {
         for key in keys {
             check_key(key.as_ref())?;
@@ -417,11 +454,17 @@ impl Table {
     }
 
     /// Whether `key` is present.
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`].
     pub fn member(&self, key: &[u8]) -> Result<bool> {
         Ok(self.lookup(key)?.value().is_some())
     }
 
     /// Whether each key is present.
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`].
     pub fn members<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         Ok(self
             .lookups(keys)?
@@ -441,6 +484,9 @@ impl Table {
     }
 
     /// Reads several blobs; fails on the first invalid reference.
+    ///
+    /// Errors: [`Error::BlobRefInvalid`] (a reference from another table or made stale by an
+    /// update), [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`].
     pub fn retrieve_blobs(&self, blobs: &[BlobRef]) -> Result<Vec<Vec<u8>>> {
         blobs.iter().map(|b| self.retrieve_blob(b)).collect()
     }
@@ -545,11 +591,15 @@ impl Table {
     }
 
     /// The union of `self` and `other`, started incrementally (see [`Table::incremental_unions`]).
+    ///
+    /// Errors: as [`Table::incremental_unions`].
     pub fn incremental_union(&self, other: &Table) -> Result<Table> {
         Table::incremental_unions(&[self, other])
     }
 
     /// The union of `tables`, done at once (see [`Table::incremental_unions`]).
+    ///
+    /// Errors: as [`Table::incremental_unions`], plus I/O errors of the union work.
     pub fn unions(tables: &[&Table]) -> Result<Table> {
         let table = Table::incremental_unions(tables)?;
         while table.remaining_union_debt()? > 0 {
@@ -560,6 +610,8 @@ impl Table {
     }
 
     /// The union of `self` and `other`, done at once.
+    ///
+    /// Errors: as [`Table::unions`].
     pub fn union(&self, other: &Table) -> Result<Table> {
         Table::unions(&[self, other])
     }
@@ -567,6 +619,8 @@ impl Table {
     /// An upper bound on the union credits still needed to finish this table's union (0 when it
     /// has none or it is finished). It never increases; work supplied through a duplicate
     /// lowers it too.
+    ///
+    /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`].
     pub fn remaining_union_debt(&self) -> Result<u64> {
         let state = self.read()?;
         Ok(state.union.as_ref().map_or(0, |u| u.remaining_debt()))
@@ -574,6 +628,9 @@ impl Table {
 
     /// Does up to `credits` steps of union work (one output key each) and returns the credits
     /// left over, which is positive only when the union has finished.
+    ///
+    /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`] (the table is then
+    /// broken, unless the error came from removing released files before the update started).
     pub fn supply_union_credits(&self, credits: u64) -> Result<u64> {
         let mut state = self.write()?;
         let Some(union) = state.union.clone() else {
@@ -598,6 +655,8 @@ impl Table {
     ///
     /// Cost: one span read per run to start; memory: a copy of the write buffer plus a 64 KiB
     /// chunk per run.
+    ///
+    /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`].
     pub fn cursor(&self) -> Result<Cursor> {
         self.register(Cursor::new(self.merged_entries(None)?))
     }
@@ -608,6 +667,9 @@ impl Table {
     }
 
     /// A cursor starting at the first key `>= key` (see [`Table::cursor`]).
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`].
     pub fn cursor_at(&self, key: &[u8]) -> Result<Cursor> {
         self.register(Cursor::new(self.merged_entries(Some(key))?))
     }
@@ -833,6 +895,8 @@ impl Table {
     }
 
     /// Counters describing the table.
+    ///
+    /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`].
     pub fn stats(&self) -> Result<TableStats> {
         let state = self.read()?;
         let (runs, merges_in_progress, filter_and_index_bytes) = state.levels.stats();
