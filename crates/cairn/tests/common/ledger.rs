@@ -315,6 +315,37 @@ impl World {
         self.tables.len() < TABLES_MAX
     }
 
+    /// After an error, without restarting: every live table must either answer exactly as its
+    /// model says (a failed operation changed nothing) or refuse with `TableBroken` (a failed
+    /// update or merge); broken tables are closed. Returns how many were broken.
+    pub fn check_after_error(&mut self) -> Result<usize, TestCaseError> {
+        let mut broken = 0;
+        let mut kept = Vec::new();
+        for (table, model) in std::mem::take(&mut self.tables) {
+            match check_table(&table, &model)? {
+                Ok(()) => kept.push((table, model)),
+                Err(Error::TableBroken(_)) => {
+                    broken += 1;
+                    table.close();
+                }
+                Err(e) => {
+                    return Err(TestCaseError::fail(format!(
+                        "after an error a table neither works nor says it is broken: {e}"
+                    )))
+                }
+            }
+        }
+        self.tables = kept;
+        if self.tables.is_empty() {
+            let table = self
+                .session()
+                .new_table(self.config.clone())
+                .map_err(|e| TestCaseError::fail(format!("new_table after an error: {e}")))?;
+            self.tables.push((table, Model::new()));
+        }
+        Ok(broken)
+    }
+
     /// After an error or a power loss: drops every handle, opens the session again (without
     /// faults), and checks every snapshot. Each snapshot the model holds must be listed (unless
     /// the failed operation may have deleted it); each listed one must be known to the model (or
