@@ -382,6 +382,10 @@ pub(crate) struct Run {
     checksums: RunChecksums,
     /// When set, dropping the run leaves its files in place (a run written into a snapshot).
     keep_files: std::sync::atomic::AtomicBool,
+    /// Set when an fsync of one of its files failed: the kernel may have dropped the dirty pages,
+    /// and a later fsync would report success without making them durable, so snapshots copy
+    /// this run instead of linking it.
+    sync_failed: std::sync::atomic::AtomicBool,
 }
 
 impl Run {
@@ -419,6 +423,7 @@ impl Run {
             index,
             checksums,
             keep_files: std::sync::atomic::AtomicBool::new(false),
+            sync_failed: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -431,6 +436,30 @@ impl Run {
     /// of the run.
     pub(crate) fn checksums_crc(&self) -> u32 {
         crc32c::crc32c(&self.checksums.encode())
+    }
+
+    /// Records that an fsync of one of the run's files failed (see `sync_failed`).
+    pub(crate) fn mark_sync_failed(&self) {
+        self.sync_failed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether an fsync of one of the run's files ever failed.
+    pub(crate) fn sync_failed(&self) -> bool {
+        self.sync_failed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The size and CRC32C recorded for one of the checksummed files.
+    pub(crate) fn recorded_checksum(&self, file: RunFile) -> Option<(u64, u32)> {
+        RunFile::CHECKSUMMED
+            .iter()
+            .position(|f| *f == file)
+            .map(|i| self.checksums.files[i])
+    }
+
+    /// The encoding of the run's checksums file.
+    pub(crate) fn checksums_bytes(&self) -> Vec<u8> {
+        self.checksums.encode()
     }
 
     /// Leaves the run's files in place when it is dropped.

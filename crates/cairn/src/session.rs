@@ -220,6 +220,10 @@ impl Session {
 
     /// Opens the session in `dir` on the given file system with the given options.
     ///
+    /// A new session's files are fsynced, but `dir` itself belongs to the caller: make its own
+    /// entry in its parent durable (create it and fsync the parent) before relying on it. A
+    /// first open that failed half way can simply be retried.
+    ///
     /// Errors: [`Error::SessionDirMissing`], [`Error::SessionLocked`] if another live session
     /// holds the directory, [`Error::SessionCorrupted`] if a non-empty directory is not a session.
     pub fn open_with(
@@ -242,7 +246,17 @@ impl Session {
             .into_iter()
             .filter(|name| name != "lock")
             .collect();
-        let salt = if entries.is_empty() {
+        // A first open that failed or lost power half way leaves some of these behind, all
+        // empty and no metadata: the directory is still new.
+        let mut unfinished_creation = true;
+        for name in &entries {
+            unfinished_creation &= match name.as_str() {
+                "active" | "snapshots" => fs.list_dir(&dir.join(name))?.is_empty(),
+                "metadata.tmp" => true,
+                _ => false,
+            };
+        }
+        let salt = if unfinished_creation {
             let salt = match options.salt {
                 Some(salt) => salt,
                 None => random_salt(&dir)?,
@@ -275,6 +289,10 @@ impl Session {
                     fs.remove_dir_all(&snapshots_dir.join(name))?;
                 }
             }
+            // A save, import or delete that failed after its rename (at the final fsync of
+            // `snapshots/`) left a change that is visible but not durable: make every snapshot
+            // listed from now on durable.
+            fs.sync_dir(&snapshots_dir)?;
             // Tables are not durable between snapshots: whatever an earlier session left in
             // `active` is garbage.
             for name in fs.list_dir(&active_dir)? {
@@ -393,13 +411,13 @@ impl Session {
         fs.remove_dir_all(&doomed)
     }
 
-    /// Copies snapshot `name` into `target`, a directory that must not exist yet (on the same
-    /// file system as the session). The copy is fsynced. It can be imported into a session with
+    /// Copies snapshot `name` into `target`, a directory that must not exist yet and whose parent
+    /// must (on the same file system as the session). The copy is fsynced. It can be imported into a session with
     /// the same salt (this one, a restored copy of its directory, or one opened with
     /// [`SessionOptions::salt`] set to [`Session::salt`]): Bloom filters are built with the salt.
     ///
     /// Errors: [`Error::SessionClosed`], [`Error::InvalidSnapshotName`],
-    /// [`Error::SnapshotMissing`], [`Error::SnapshotDirectory`] (the target exists), [`Error::Io`].
+    /// [`Error::SnapshotMissing`], [`Error::SnapshotDirectory`] (the target exists, or its parent does not), [`Error::Io`].
     pub fn export_snapshot(&self, name: &str, target: impl AsRef<Path>) -> Result<()> {
         if !self.snapshot_exists(name)? {
             return Err(Error::SnapshotMissing(name.to_string()));
@@ -412,7 +430,19 @@ impl Session {
                 reason: "the export directory already exists".into(),
             });
         }
+        // The parent must exist: creating it here would leave it without an fsync of its own.
+        let parent = target.parent().unwrap_or(Path::new("/"));
+        if !fs.is_dir(parent)? {
+            return Err(Error::SnapshotDirectory {
+                path: target.to_path_buf(),
+                reason: "the export directory's parent does not exist".into(),
+            });
+        }
+        // Run numbers restart in every process: a leftover of an earlier crash may be in the way.
         let tmp = target.with_file_name(format!(".tmp-export-{}", self.inner.next_run_number()));
+        if fs.exists(&tmp)? {
+            fs.remove_dir_all(&tmp)?;
+        }
         snapshot::copy_dir(&**fs, &self.inner.snapshots_dir.join(name), &tmp, target)
     }
 

@@ -623,15 +623,26 @@ pub(crate) fn save(
     }
     let run_count = contents.plan.len();
     let mut run_sums = Vec::with_capacity(run_count);
+    // The linked runs by index, to blame one whose fsync fails.
+    let mut linked: Vec<Option<Arc<Run>>> = Vec::with_capacity(run_count);
     for (i, item) in contents.plan.items.into_iter().enumerate() {
         let sum = match item {
             PlanItem::Link(run) => {
-                for file in RunFile::ALL {
-                    fs.hard_link(&run.file_path(file), &run_file_path(tmp, i as u64, file))?;
+                if run.sync_failed() {
+                    copy_run(&**fs, &run, tmp, i as u64)?;
+                } else {
+                    for file in RunFile::ALL {
+                        fs.hard_link(&run.file_path(file), &run_file_path(tmp, i as u64, file))?;
+                    }
                 }
-                run.checksums_crc()
+                let sum = run.checksums_crc();
+                linked.push(Some(run));
+                sum
             }
-            PlanItem::Write(entries) => write_buffer_run(fs, params, tmp, i as u64, &entries)?,
+            PlanItem::Write(entries) => {
+                linked.push(None);
+                write_buffer_run(fs, params, tmp, i as u64, &entries)?
+            }
         };
         run_sums.push(sum);
     }
@@ -647,14 +658,49 @@ pub(crate) fn save(
     };
     let mut file = FileWriter::create(&**fs, &tmp.join("metadata"))?;
     file.write(&meta.encode())?;
-    file.finish(true)?;
+    file.finish(false)?; // synced below with every other file
+                         // Every file, in name order, then the directory: only then is the rename published.
     for name in fs.list_dir(tmp)? {
-        fs.sync_file(&tmp.join(name))?;
+        if let Err(e) = fs.sync_file(&tmp.join(&name)) {
+            // A later save must not trust a later fsync of the same file: copy it instead.
+            let index = name.split('.').next().and_then(|i| i.parse::<usize>().ok());
+            if let Some(Some(run)) = index.and_then(|i| linked.get(i)) {
+                run.mark_sync_failed();
+            }
+            return Err(e);
+        }
     }
     fs.sync_dir(tmp)?;
     fs.rename(tmp, target)?;
     if let Some(parent) = target.parent() {
         fs.sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+/// Copies the files of `run` into `dir` as run `number` (for a run whose fsync failed once, whose
+/// files a hard link would share), checking each copied file against the run's recorded size and
+/// CRC32C so that pages the kernel dropped and re-read wrong are not saved.
+fn copy_run(fs: &dyn FileSystem, run: &Run, dir: &Path, number: u64) -> Result<()> {
+    for file in RunFile::ALL {
+        let source = run.file_path(file);
+        let bytes = match file {
+            RunFile::Checksums => run.checksums_bytes(),
+            _ => read_all(fs, &source)?,
+        };
+        if let Some((size, crc)) = run.recorded_checksum(file) {
+            let actual = crc32c::crc32c(&bytes);
+            if bytes.len() as u64 != size || actual != crc {
+                return Err(Error::ChecksumMismatch {
+                    path: source,
+                    expected: crc,
+                    actual,
+                });
+            }
+        }
+        let mut out = FileWriter::create(fs, &run_file_path(dir, number, file))?;
+        out.write(&bytes)?;
+        out.finish(false)?;
     }
     Ok(())
 }

@@ -861,8 +861,13 @@ impl Table {
             bloom: config.validate()?,
             index: config.index,
         };
-        let runs = open_snapshot_runs(&session, &dir, &meta, &config, &params)
-            .map_err(|(path, e)| corrupted(path, e))?;
+        let runs =
+            open_snapshot_runs(&session, &dir, &meta, &config, &params).map_err(|(path, e)| {
+                match path {
+                    Some(path) => corrupted(path, e),
+                    None => e,
+                }
+            })?;
         let write_buffer = match meta.write_buffer {
             Some(i) => write_buffer_from_run(&runs[i], &config.resolve)?,
             None => WriteBuffer::default(),
@@ -929,7 +934,8 @@ impl Drop for Table {
 }
 
 /// Links every run of the snapshot in `dir` into `active/` under fresh numbers and opens it,
-/// verifying every file. On error, returns the snapshot file to blame; runs opened so far are
+/// verifying every file. On error, returns the snapshot file to blame (none when the error is
+/// not the snapshot's); runs opened so far are
 /// released (their links removed) when the vector is dropped.
 fn open_snapshot_runs(
     session: &SessionInner,
@@ -937,16 +943,20 @@ fn open_snapshot_runs(
     meta: &SnapshotMeta,
     config: &TableConfig,
     params: &RunParams,
-) -> std::result::Result<Vec<Arc<Run>>, (PathBuf, Error)> {
+) -> std::result::Result<Vec<Arc<Run>>, (Option<PathBuf>, Error)> {
     let fs = session.fs();
     let mut runs = Vec::with_capacity(meta.run_count);
     for (i, level) in meta.run_levels().into_iter().enumerate() {
         let number = session.next_run_number();
         let snapshot_file = |file: RunFile| run_file_path(dir, i as u64, file);
+        // Removed by the session (the open fails, then removes what it can; the rest is retried
+        // and reported by the next operation).
         let remove_links = || {
-            for file in RunFile::ALL {
-                let _ = fs.remove_file(&run_file_path(&params.dir, number, file));
-            }
+            params.removals.defer(
+                RunFile::ALL
+                    .into_iter()
+                    .map(|file| run_file_path(&params.dir, number, file)),
+            )
         };
         for file in RunFile::ALL {
             if let Err(e) = fs.hard_link(
@@ -954,7 +964,13 @@ fn open_snapshot_runs(
                 &run_file_path(&params.dir, number, file),
             ) {
                 remove_links();
-                return Err((snapshot_file(file), e));
+                // A missing snapshot file is corruption; a link that failed for another reason
+                // (into `active/`) is the disk's error, not the snapshot's.
+                return match fs.exists(&snapshot_file(file)) {
+                    Ok(false) => Err((Some(snapshot_file(file)), e)),
+                    Ok(true) => Err((None, e)),
+                    Err(stat) => Err((None, stat)),
+                };
             }
         }
         let caching = config.disk_cache.caches_level(level);
@@ -965,13 +981,13 @@ fn open_snapshot_runs(
                     "snapshot",
                     format!("run {i} is not the run the snapshot saved (checksums file differs)"),
                 );
-                return Err((snapshot_file(RunFile::Checksums), e));
+                return Err((Some(snapshot_file(RunFile::Checksums)), e));
             }
             Ok(run) => runs.push(run),
             Err(e) => {
                 remove_links();
                 let file = RunFile::from_path(e.path()).unwrap_or(RunFile::Checksums);
-                return Err((snapshot_file(file), e));
+                return Err((Some(snapshot_file(file)), e));
             }
         }
     }

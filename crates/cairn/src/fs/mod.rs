@@ -220,7 +220,7 @@ impl DeferredRemovals {
     }
 
     /// Removes every queued file. A file already gone counts as removed; any other failure is
-    /// returned, and that file and the ones after it stay queued.
+    /// returned, and that file and the ones not yet tried stay queued.
     pub(crate) fn remove_now(&self, fs: &dyn FileSystem) -> Result<()> {
         if !self.pending.load(Ordering::Acquire) {
             return Ok(());

@@ -12,15 +12,19 @@
 //! durable, and only what it names:
 //!
 //! - a file's contents up to its length when it was last synced ([`WritableFile::sync`] or
-//!   [`FileSystem::sync_file`]);
+//!   [`FileSystem::sync_file`]), unless an fsync of it ever failed: then, as on Linux, whatever
+//!   was dirty may have been dropped, and later fsyncs report success without making anything
+//!   more durable;
 //! - a directory's entries (names and the inodes they point to) as they were when the directory
 //!   was last synced ([`FileSystem::sync_dir`]).
 //!
 //! [`MemFs::recover`] simulates a power loss followed by a reboot: each directory independently
 //! either keeps its current entries (the system wrote them back on its own) or reverts to its
 //! durable ones, and each file's unsynced tail is dropped, kept, kept in part, or replaced by junk
-//! (a torn write). This is the adversary POSIX allows: anything not fsynced may or may not be
-//! there, in any combination across directories.
+//! (a torn write). Anything not fsynced may or may not be there, in any combination across
+//! directories; within one directory the unsynced changes survive together or not at all (as a
+//! journaling file system keeps a rename atomic). `remove_dir_all` removes one entry at a time,
+//! each a primitive of its own, so a fault or a power loss can stop it half way.
 //!
 //! # Faults
 //!
@@ -201,6 +205,18 @@ struct Contents {
     data: Vec<u8>,
     /// Bytes of `data` that are durable.
     synced: usize,
+    /// An fsync of this file failed: as on Linux, the dirty data may have been dropped from the
+    /// write-back queue, so later fsyncs report success without making it durable.
+    sync_lost: bool,
+}
+
+impl Contents {
+    /// What an fsync that succeeds does.
+    fn sync(&mut self) {
+        if !self.sync_lost {
+            self.synced = self.data.len();
+        }
+    }
 }
 
 type Inode = Arc<RwLock<Contents>>;
@@ -567,6 +583,7 @@ impl MemFs {
                 report.files_torn += 1;
             }
             contents.synced = contents.data.len();
+            contents.sync_lost = false;
         }
         for dir in state.dirs.values_mut() {
             dir.durable = dir.entries.clone();
@@ -594,6 +611,7 @@ impl MemFs {
             Ok(Some(Node::File(inode))) => {
                 let mut contents = write_contents(&inode);
                 contents.synced = bytes.len();
+                contents.sync_lost = false;
                 contents.data = bytes;
                 true
             }
@@ -725,20 +743,23 @@ impl FileSystem for MemFs {
 
     fn remove_dir_all(&self, path: &Path) -> Result<()> {
         let mut state = self.lock_state();
-        state.begin(FsOp::RemoveDir, path, 0)?;
         let (id, name) = state.parent("remove_dir_all", path)?;
-        match state.dir(id).entries.get(&name) {
-            Some(Node::Dir(_)) => {
-                state.dir_mut(id).entries.remove(&name);
-                state.collect_dirs();
-                Ok(())
-            }
-            _ => Err(io_error(
+        let Some(Node::Dir(target)) = state.dir(id).entries.get(&name).cloned() else {
+            state.begin(FsOp::RemoveDir, path, 0)?;
+            return Err(io_error(
                 "remove_dir_all",
                 path,
                 std::io::ErrorKind::NotFound,
-            )),
-        }
+            ));
+        };
+        // One entry at a time, each a primitive, as the real call does.
+        let result = state.empty_dir(target, path).and_then(|()| {
+            state.begin(FsOp::RemoveDir, path, 0)?;
+            state.dir_mut(id).entries.remove(&name);
+            Ok(())
+        });
+        state.collect_dirs();
+        result
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -802,11 +823,16 @@ impl FileSystem for MemFs {
 
     fn sync_file(&self, path: &Path) -> Result<()> {
         let mut state = self.lock_state();
-        state.begin(FsOp::SyncFile, path, 0)?;
-        match state.node(path)? {
+        let node = state.node(path)?;
+        if let Err(e) = state.begin(FsOp::SyncFile, path, 0) {
+            if let Some(Node::File(inode)) = node {
+                write_contents(&inode).sync_lost = true;
+            }
+            return Err(e);
+        }
+        match node {
             Some(Node::File(inode)) => {
-                let mut contents = write_contents(&inode);
-                contents.synced = contents.data.len();
+                write_contents(&inode).sync();
                 Ok(())
             }
             _ => Err(io_error("fsync", path, std::io::ErrorKind::NotFound)),
@@ -874,6 +900,23 @@ impl FileSystem for MemFs {
 }
 
 impl State {
+    /// Removes everything below directory `id` (at `path`), files first, depth first.
+    fn empty_dir(&mut self, id: DirId, path: &Path) -> Result<()> {
+        let entries: Vec<(String, Node)> = self.dir(id).entries.clone().into_iter().collect();
+        for (name, node) in entries {
+            let child = path.join(&name);
+            match node {
+                Node::File(_) => self.begin(FsOp::RemoveFile, &child, 0)?,
+                Node::Dir(sub) => {
+                    self.empty_dir(sub, &child)?;
+                    self.begin(FsOp::RemoveDir, &child, 0)?
+                }
+            };
+            self.dir_mut(id).entries.remove(&name);
+        }
+        Ok(())
+    }
+
     /// Each directory's parent, through current entries.
     fn clone_parent_map(&self) -> HashMap<DirId, DirId> {
         let mut parents = HashMap::new();
@@ -915,9 +958,11 @@ impl WritableFile for MemWritable {
     }
 
     fn sync(&mut self) -> Result<()> {
-        begin(&self.state, FsOp::SyncFile, &self.path, 0)?;
-        let mut contents = write_contents(&self.inode);
-        contents.synced = contents.data.len();
+        if let Err(e) = begin(&self.state, FsOp::SyncFile, &self.path, 0) {
+            write_contents(&self.inode).sync_lost = true;
+            return Err(e);
+        }
+        write_contents(&self.inode).sync();
         Ok(())
     }
 

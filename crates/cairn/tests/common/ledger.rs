@@ -315,6 +315,20 @@ impl World {
         self.tables.len() < TABLES_MAX
     }
 
+    /// Closes the current table (one that reported `TableBroken`); keeps one table live.
+    /// Returns whether one was closed.
+    pub fn close_current(&mut self) -> bool {
+        let Some((table, _)) = self.tables.pop() else {
+            return false;
+        };
+        table.close();
+        if self.tables.is_empty() {
+            let table = self.session().new_table(self.config.clone());
+            self.tables.push((table.expect("new_table"), Model::new()));
+        }
+        true
+    }
+
     /// After an error, without restarting: every live table must either answer exactly as its
     /// model says (a failed operation changed nothing) or refuse with `TableBroken` (a failed
     /// update or merge); broken tables are closed. Returns how many were broken.
@@ -362,7 +376,7 @@ impl World {
         self.session = Some(session);
         let mut certain = self.snapshots.clone();
         let mut possible = BTreeMap::new();
-        match self.uncertain.take() {
+        match self.uncertain.clone() {
             Some(Uncertain::MaybeSaved(name, model)) => {
                 possible.insert(name, model);
             }
@@ -391,6 +405,7 @@ impl World {
             snapshots.insert(name, model.clone());
         }
         self.snapshots = snapshots;
+        self.uncertain = None;
         let table = self
             .session()
             .new_table(self.config.clone())
