@@ -27,6 +27,9 @@ pub enum Command {
     /// lsm-tree's table-union benchmark: lookups on one table, then on the incremental union of
     /// several partly overlapping tables with its full debt, then once the debt is paid off.
     Union(UnionArgs),
+    /// lsm-tree's upsert benchmark: insert vs upsert of the same data, and repeated upserts vs
+    /// lookup-then-insert of the same keys.
+    Upsert(UpsertArgs),
 }
 
 /// The variants of the UTxO benchmark.
@@ -78,6 +81,28 @@ pub struct UnionArgs {
     /// Union credits per `supply_union_credits` call while paying the debt off.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub credit_chunk: u64,
+}
+
+/// Options of `upsert` (defaults: lsm-tree's parameters).
+#[derive(Debug, Args)]
+pub struct UpsertArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Distinct keys (64 bytes each, with 64-byte values).
+    #[arg(long, default_value_t = 80_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub elements: u64,
+    /// Operations per batch.
+    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub batch: u64,
+    /// Write-buffer entries of every table (lsm-tree's: 1,000; `--write-buffer` is ignored).
+    #[arg(long, default_value_t = 1_000)]
+    pub upsert_write_buffer: usize,
+    /// How often each key is upserted (or looked up and inserted) in the second comparison.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub upserts_per_key: u64,
+    /// Repetitions of every measurement; medians are reported.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeat: u64,
 }
 
 /// Options every benchmark command takes.

@@ -73,6 +73,7 @@ mod report;
 mod snapshot;
 mod union_bench;
 mod union_report;
+mod upsert_bench;
 mod workload;
 
 use std::path::Path;
@@ -93,6 +94,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Utxo(UtxoCommand::Quick(args)) => utxo_quick(&args),
         Command::Union(args) => union_bench::run(&args),
+        Command::Upsert(args) => upsert_bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

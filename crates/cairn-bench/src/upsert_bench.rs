@@ -1,0 +1,354 @@
+//! `cairn-bench upsert`: lsm-tree's upsert benchmark (requirement P2).
+//!
+//! Owns: the two comparisons and their report. Must never touch: the engine's internals (it uses
+//! the public `Table` API only).
+//!
+//! lsm-tree's parameters: 64-byte keys and values, 80,000 elements, addition as the resolve
+//! function, 250 operations per batch, a 1,000-entry write buffer, 10 upserts per key. A value
+//! is a counter: its first 8 bytes are a little-endian `u64`, the other 56 are zero, and the
+//! resolve function adds the counters (associative, as upserts require).
+//!
+//! 1. **Insert vs upsert.** Into an empty table, every element once, in batches: `inserts` in one
+//!    table, `upserts` in another. The same data; an upsert must cost what an insert costs
+//!    (target: within 5%).
+//! 2. **Upserts vs lookup-then-insert.** Every element `upserts_per_key` times, in batches: an
+//!    `upserts` call adding 1, against a `lookups` call followed by an `inserts` call of the
+//!    incremented values. Target: upserts at least 2x faster.
+//!
+//! Each measurement runs in a fresh session and table, `--repeat` times, alternating the two
+//! sides, and the medians are reported. At the end every key of both tables of comparison 2 is
+//! looked up: each counter must equal `upserts_per_key` (any other value fails the command).
+
+use std::path::Path;
+use std::time::Instant;
+
+use cairn::{Resolve, Session, SessionOptions, Table, TableConfig};
+use serde::Serialize;
+
+use crate::cli::UpsertArgs;
+use crate::failure::{Context, Failure};
+use crate::keys::SplitMix64;
+use crate::report::{peak_rss_bytes, render_rows, rss_mib, write_json};
+
+/// Bytes of a key and of a value.
+const ELEMENT_BYTES: usize = 64;
+
+/// The results, also written as JSON.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct UpsertReport {
+    /// Always "upsert".
+    pub benchmark: &'static str,
+    /// Always "cairn".
+    pub engine: &'static str,
+    /// Distinct keys.
+    pub elements: u64,
+    /// Operations per batch.
+    pub batch: u64,
+    /// Write-buffer entries.
+    pub write_buffer: usize,
+    /// Upserts (or lookup-then-inserts) per key in comparison 2.
+    pub upserts_per_key: u64,
+    /// Repetitions of every measurement.
+    pub repeat: u64,
+    /// Median milliseconds to insert every element once.
+    pub insert_ms: f64,
+    /// Median milliseconds to upsert every element once.
+    pub upsert_ms: f64,
+    /// `upsert_ms / insert_ms`.
+    pub upsert_over_insert: f64,
+    /// Median milliseconds of the repeated upserts.
+    pub repeated_upserts_ms: f64,
+    /// Median milliseconds of the repeated lookup-then-inserts.
+    pub lookup_then_insert_ms: f64,
+    /// `lookup_then_insert_ms / repeated_upserts_ms`.
+    pub upsert_speedup: f64,
+    /// Every measured time, in run order, for the record.
+    pub samples_ms: Samples,
+    /// Keys whose final counter was wrong (must be 0).
+    pub mismatches: u64,
+    /// The process's peak resident set.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Raw times of each measurement.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Samples {
+    /// Insert every element once.
+    pub insert: Vec<f64>,
+    /// Upsert every element once.
+    pub upsert: Vec<f64>,
+    /// Repeated upserts.
+    pub repeated_upserts: Vec<f64>,
+    /// Repeated lookup-then-inserts.
+    pub lookup_then_insert: Vec<f64>,
+}
+
+fn key(i: u64, seed: u64) -> [u8; ELEMENT_BYTES] {
+    let mut rng = SplitMix64::new(i ^ seed.rotate_left(17));
+    let mut key = [0u8; ELEMENT_BYTES];
+    for chunk in key.chunks_mut(8) {
+        chunk.copy_from_slice(&rng.next_u64().to_le_bytes());
+    }
+    key
+}
+
+fn counter(n: u64) -> [u8; ELEMENT_BYTES] {
+    let mut value = [0u8; ELEMENT_BYTES];
+    value[..8].copy_from_slice(&n.to_le_bytes());
+    value
+}
+
+fn counter_of(value: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(value.get(..8)?.try_into().ok()?))
+}
+
+/// Adds the counters of two values.
+fn add_counters() -> Resolve {
+    Resolve::custom(|newer, older| {
+        let sum = counter_of(newer)
+            .unwrap_or(0)
+            .wrapping_add(counter_of(older).unwrap_or(0));
+        counter(sum).to_vec()
+    })
+}
+
+fn config(args: &UpsertArgs) -> TableConfig {
+    TableConfig {
+        write_buffer_entries: args.upsert_write_buffer,
+        resolve: add_counters(),
+        disk_cache: args.common.disk_cache.policy(),
+        merge_batch_size: args.common.merge_batch_size,
+        ..TableConfig::default()
+    }
+}
+
+/// Runs the benchmark, prints the table and writes the JSON file.
+pub fn run(args: &UpsertArgs) -> Result<(), Failure> {
+    let report = crate::in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
+        bench_in(dir, args)
+    })?;
+    print!("{}", table(&report));
+    if let Some(path) = &args.common.json {
+        write_json(&report, path)?;
+    }
+    if report.mismatches > 0 {
+        return Err(Failure(format!(
+            "{} keys ended with a wrong counter",
+            report.mismatches
+        )));
+    }
+    Ok(())
+}
+
+fn bench_in(dir: &Path, args: &UpsertArgs) -> Result<UpsertReport, Failure> {
+    let keys: Vec<[u8; ELEMENT_BYTES]> = (0..args.elements)
+        .map(|i| key(i, args.common.seed))
+        .collect();
+    let mut samples = Samples::default();
+    let mut mismatches = 0;
+    for round in 0..args.repeat as usize {
+        eprintln!("round {} of {}", round + 1, args.repeat);
+        // Alternate which side goes first, so neither always meets a colder cache.
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for side in order {
+            let ms = with_table(dir, args, round * 4 + side, |table| {
+                let one = counter(1);
+                let timer = Instant::now();
+                for batch in keys.chunks(args.batch as usize) {
+                    let pairs: Vec<(&[u8], &[u8])> =
+                        batch.iter().map(|k| (&k[..], &one[..])).collect();
+                    if side == 0 {
+                        table.inserts(&pairs)
+                    } else {
+                        table.upserts(&pairs)
+                    }
+                    .context(|| "writing a batch".to_string())?;
+                }
+                Ok(timer.elapsed().as_secs_f64() * 1e3)
+            })?;
+            if side == 0 {
+                samples.insert.push(ms);
+            } else {
+                samples.upsert.push(ms);
+            }
+        }
+        for side in order {
+            let (ms, wrong) = with_table(dir, args, round * 4 + 2 + side, |table| {
+                let timer = Instant::now();
+                for _ in 0..args.upserts_per_key {
+                    for batch in keys.chunks(args.batch as usize) {
+                        if side == 0 {
+                            repeat_by_upsert(table, batch)?;
+                        } else {
+                            repeat_by_lookup_then_insert(table, batch)?;
+                        }
+                    }
+                }
+                let ms = timer.elapsed().as_secs_f64() * 1e3;
+                Ok((ms, check_counters(table, &keys, args.upserts_per_key)?))
+            })?;
+            mismatches += wrong;
+            if side == 0 {
+                samples.repeated_upserts.push(ms);
+            } else {
+                samples.lookup_then_insert.push(ms);
+            }
+        }
+    }
+    let insert_ms = median(&samples.insert);
+    let upsert_ms = median(&samples.upsert);
+    let repeated_upserts_ms = median(&samples.repeated_upserts);
+    let lookup_then_insert_ms = median(&samples.lookup_then_insert);
+    Ok(UpsertReport {
+        benchmark: "upsert",
+        engine: "cairn",
+        elements: args.elements,
+        batch: args.batch,
+        write_buffer: args.upsert_write_buffer,
+        upserts_per_key: args.upserts_per_key,
+        repeat: args.repeat,
+        insert_ms,
+        upsert_ms,
+        upsert_over_insert: upsert_ms / insert_ms,
+        repeated_upserts_ms,
+        lookup_then_insert_ms,
+        upsert_speedup: lookup_then_insert_ms / repeated_upserts_ms,
+        samples_ms: samples,
+        mismatches,
+        peak_rss_bytes: peak_rss_bytes(),
+    })
+}
+
+/// Runs `f` on a new table in a new session in `dir/<n>`, then closes both.
+fn with_table<T>(
+    dir: &Path,
+    args: &UpsertArgs,
+    n: usize,
+    f: impl FnOnce(&Table) -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    let dir = dir.join(n.to_string());
+    std::fs::create_dir(&dir).context(|| format!("creating {}", dir.display()))?;
+    let options = SessionOptions {
+        io_backend: args.common.io.kind(),
+        salt: Some(args.common.seed),
+    };
+    let session = Session::open_with(std::sync::Arc::new(cairn::fs::RealFs), &dir, options)
+        .context(|| format!("opening a session in {}", dir.display()))?;
+    let table = session
+        .new_table(config(args))
+        .context(|| "creating the table".to_string())?;
+    let result = f(&table);
+    table.close();
+    session.close();
+    std::fs::remove_dir_all(&dir).context(|| format!("removing {}", dir.display()))?;
+    result
+}
+
+fn repeat_by_upsert(table: &Table, batch: &[[u8; ELEMENT_BYTES]]) -> Result<(), Failure> {
+    let one = counter(1);
+    let pairs: Vec<(&[u8], &[u8])> = batch.iter().map(|k| (&k[..], &one[..])).collect();
+    table
+        .upserts(&pairs)
+        .context(|| "upserting a batch".to_string())
+}
+
+fn repeat_by_lookup_then_insert(
+    table: &Table,
+    batch: &[[u8; ELEMENT_BYTES]],
+) -> Result<(), Failure> {
+    let found = table
+        .lookups(batch)
+        .context(|| "looking up a batch".to_string())?;
+    let values: Vec<[u8; ELEMENT_BYTES]> = found
+        .iter()
+        .map(|r| counter(r.value().and_then(counter_of).unwrap_or(0) + 1))
+        .collect();
+    let pairs: Vec<(&[u8], &[u8])> = batch
+        .iter()
+        .zip(&values)
+        .map(|(k, v)| (&k[..], &v[..]))
+        .collect();
+    table
+        .inserts(&pairs)
+        .context(|| "inserting a batch".to_string())
+}
+
+/// Keys whose counter is not `expected`.
+fn check_counters(
+    table: &Table,
+    keys: &[[u8; ELEMENT_BYTES]],
+    expected: u64,
+) -> Result<u64, Failure> {
+    let mut wrong = 0;
+    for batch in keys.chunks(1024) {
+        let found = table
+            .lookups(batch)
+            .context(|| "checking the counters".to_string())?;
+        wrong += found
+            .iter()
+            .filter(|r| r.value().and_then(counter_of) != Some(expected))
+            .count() as u64;
+    }
+    Ok(wrong)
+}
+
+fn median(samples: &[f64]) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+fn table(r: &UpsertReport) -> String {
+    render_rows(&[
+        ("benchmark", "upsert (lsm-tree's parameters)".to_string()),
+        ("elements", r.elements.to_string()),
+        (
+            "key / value bytes",
+            format!("{ELEMENT_BYTES} / {ELEMENT_BYTES}"),
+        ),
+        ("batch", r.batch.to_string()),
+        ("write buffer", r.write_buffer.to_string()),
+        ("repeat (medians)", r.repeat.to_string()),
+        ("insert ms", format!("{:.1}", r.insert_ms)),
+        ("upsert ms", format!("{:.1}", r.upsert_ms)),
+        (
+            "upsert / insert",
+            format!("{:.3} (target within 5%)", r.upsert_over_insert),
+        ),
+        ("upserts per key", r.upserts_per_key.to_string()),
+        (
+            "repeated upserts ms",
+            format!("{:.1}", r.repeated_upserts_ms),
+        ),
+        (
+            "lookup-then-insert ms",
+            format!("{:.1}", r.lookup_then_insert_ms),
+        ),
+        (
+            "upsert speed-up",
+            format!("{:.2}x (target at least 2x)", r.upsert_speedup),
+        ),
+        ("wrong counters", r.mismatches.to_string()),
+        ("peak RSS MiB", rss_mib(r.peak_rss_bytes)),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_add_and_medians_are_medians() {
+        let resolve = add_counters();
+        let sum = resolve.apply(&counter(3), &counter(4));
+        assert_eq!(counter_of(&sum), Some(7));
+        assert_eq!(sum.len(), ELEMENT_BYTES);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_ne!(key(1, 7), key(2, 7));
+    }
+}
