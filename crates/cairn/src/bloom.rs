@@ -118,20 +118,39 @@ impl BloomParams {
         // bits_per_entry = (20 + step) / 20, so every grid point is the nearest f64 to a
         // multiple of 0.05 (no accumulated rounding).
         let steps = ((BITS_PER_ENTRY_MAX - BITS_PER_ENTRY_MIN) * 20.0).round() as u32;
-        for step in 0..=steps {
+        let at = |step: u32| {
             let bits_per_entry = f64::from(20 + step) / 20.0;
             let (hashes, predicted) = best_hashes(bits_per_entry);
-            if predicted <= fpr {
-                return Ok(BloomParams {
+            (
+                BloomParams {
                     bits_per_entry,
                     hashes,
-                });
+                },
+                predicted,
+            )
+        };
+        if at(steps).1 > fpr {
+            return Err(Error::InvalidConfig(format!(
+                "bloom filter false-positive rate {fpr} is not reachable with at most \
+                 {BITS_PER_ENTRY_MAX} bits per entry"
+            )));
+        }
+        // The predicted rate falls as bits grow: binary search for the first grid point that
+        // reaches `fpr` (about 11 evaluations of the model instead of up to 1,260), then step
+        // back over any rounding wobble so the answer is the smallest such point.
+        let (mut lo, mut hi) = (0u32, steps);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if at(mid).1 <= fpr {
+                hi = mid;
+            } else {
+                lo = mid + 1;
             }
         }
-        Err(Error::InvalidConfig(format!(
-            "bloom filter false-positive rate {fpr} is not reachable with at most \
-             {BITS_PER_ENTRY_MAX} bits per entry"
-        )))
+        while lo > 0 && at(lo - 1).1 <= fpr {
+            lo -= 1;
+        }
+        Ok(at(lo).0)
     }
 
     /// The best number of hashes (1 ..= 32) for a given bits-per-entry. Valid 1.0 ..= 64.0
@@ -623,6 +642,27 @@ mod tests {
             (predicted / 1.5..=predicted * 1.5).contains(&measured),
             "params {params:?} predicted {predicted} measured {measured}"
         );
+    }
+
+    #[test]
+    fn fpr_search_agrees_with_a_linear_scan() {
+        let steps = ((BITS_PER_ENTRY_MAX - BITS_PER_ENTRY_MIN) * 20.0).round() as u32;
+        for i in 0..60 {
+            let target = 10f64.powf(-0.3 - f64::from(i) * 0.15);
+            let linear = (0..=steps).find_map(|step| {
+                let bits = f64::from(20 + step) / 20.0;
+                let (hashes, predicted) = best_hashes(bits);
+                (predicted <= target).then_some(BloomParams {
+                    bits_per_entry: bits,
+                    hashes,
+                })
+            });
+            match (linear, BloomParams::search_fpr(target)) {
+                (Some(want), Ok(got)) => assert_eq!(got, want, "{target}"),
+                (None, Err(_)) => {}
+                (want, got) => panic!("{target}: {want:?} vs {got:?}"),
+            }
+        }
     }
 
     #[test]
