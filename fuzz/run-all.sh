@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for SECONDS each (default 240; `operations` gets 7/4 of that), with a
+# corpus under CORPUS (default fuzz/corpus, git-ignored) seeded from the golden files, and prints
+# one summary line per target. A crash is saved under fuzz/artifacts/<target>/.
+#   fuzz/run-all.sh [SECONDS] [CORPUS]
+set -uo pipefail
+cd "$(dirname "$0")"
+secs=${1:-240}
+corpus=${2:-corpus}
+golden=../crates/cairn/testdata/golden
+declare -A seeds=(
+  [page]="page-v1.bin" [bloom]="bloom-v1.bin" [index]="index-compact-v1.bin index-ordinary-v1.bin"
+  [run_checksums]="run-checksums-v1.txt" [session_metadata]="session-metadata-v1.bin"
+  [snapshot_metadata]="snapshot-metadata-v2.bin" [operations]=""
+)
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
+RUSTC_BOOTSTRAP=1 cargo fuzz build -s none || exit 1
+for target in page bloom index run_checksums session_metadata snapshot_metadata operations; do
+  mkdir -p "$corpus/$target"
+  for f in ${seeds[$target]}; do cp "$golden/$f" "$corpus/$target/"; done
+  t=$secs; extra=()
+  if [ "$target" = operations ]; then t=$((secs * 7 / 4)); extra=(-max_len=512); fi
+  log="$corpus/$target.log"
+  RUSTC_BOOTSTRAP=1 cargo fuzz run -s none "$target" "$corpus/$target" -- \
+    -max_total_time="$t" "${extra[@]}" >"$log" 2>&1
+  echo "$target: exit $?, $(grep -E '^Done [0-9]+ runs' "$log" | tail -1)"
+done
