@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 
 use cairn::{DiskCachePolicy, IoBackendKind};
+
+use crate::engine::EngineKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Benchmarks for the Cairn storage engine.
@@ -37,6 +39,99 @@ pub enum Command {
 pub enum UtxoCommand {
     /// Build a table in a temporary directory, then run the batches against it.
     Quick(QuickArgs),
+    /// Build the initial table of an engine in `<db>/<engine>` and make it durable (Cairn: a
+    /// snapshot), for `utxo run`.
+    Setup(SetupArgs),
+    /// Open the table `utxo setup` built and run the batches against it.
+    Run(RunArgs),
+}
+
+/// Options of `utxo setup`.
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    /// The engine.
+    #[arg(long, value_enum, default_value_t = EngineKind::Cairn)]
+    pub engine: EngineKind,
+    /// Directory holding one subdirectory per engine (created if missing).
+    #[arg(long)]
+    pub db: PathBuf,
+    /// Entries of the initial table.
+    #[arg(long, default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(256..))]
+    pub entries: u64,
+    /// Seed of the key generator (recorded for `run`).
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub engine_args: EngineArgs,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// How `utxo setup` and `utxo run` open an engine.
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    /// Read through the page cache instead of with O_DIRECT (where the engine supports it).
+    #[arg(long)]
+    pub cached: bool,
+    /// Cairn: entries of the write buffer.
+    #[arg(long, default_value_t = 20_000)]
+    pub write_buffer: usize,
+    /// Cairn: merge steps done at once.
+    #[arg(long, default_value_t = 1_000)]
+    pub merge_batch_size: usize,
+}
+
+/// Options of `utxo run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The engine.
+    #[arg(long, value_enum, default_value_t = EngineKind::Cairn)]
+    pub engine: EngineKind,
+    /// The directory given to `utxo setup`.
+    #[arg(long)]
+    pub db: PathBuf,
+    /// Batches to run.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batches: u64,
+    /// serial, pipelined (two threads, lookups overlapped with the previous batch's updates) or
+    /// lookup-only.
+    #[arg(long, value_enum, default_value_t = RunMode::Serial)]
+    pub mode: RunMode,
+    /// Compare every lookup result with an in-memory model.
+    #[arg(long)]
+    pub check: bool,
+    #[command(flatten)]
+    pub engine_args: EngineArgs,
+    /// A script run as `PATH DIR 8` that prints {"qd1_iops":..,"qd32_iops":..} for DIR, run
+    /// before the batches on the engine's directory.
+    #[arg(long, value_name = "PATH")]
+    pub fio_baseline: Option<PathBuf>,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// `utxo run --mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RunMode {
+    /// Lookups then updates, batch after batch.
+    Serial,
+    /// Lookups of batch n+1 overlapped with the updates of batch n, then corrected.
+    Pipelined,
+    /// Only lookups.
+    LookupOnly,
+}
+
+impl RunMode {
+    /// The name used in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunMode::Serial => "serial",
+            RunMode::Pipelined => "pipelined",
+            RunMode::LookupOnly => "lookup-only",
+        }
+    }
 }
 
 /// Options of `utxo quick`.

@@ -65,6 +65,14 @@
 //! [`union_report::UnionReport`] for the fields of its results.
 
 mod cli;
+mod engine;
+mod engine_cairn;
+#[cfg(feature = "fjall")]
+mod engine_fjall;
+#[cfg(feature = "lmdb")]
+mod engine_lmdb;
+#[cfg(feature = "rocksdb")]
+mod engine_rocksdb;
 mod failure;
 mod fio;
 mod keys;
@@ -74,6 +82,7 @@ mod snapshot;
 mod union_bench;
 mod union_report;
 mod upsert_bench;
+mod utxo_run;
 mod workload;
 
 use std::path::Path;
@@ -93,6 +102,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Utxo(UtxoCommand::Quick(args)) => utxo_quick(&args),
+        Command::Utxo(UtxoCommand::Setup(args)) => utxo_run::setup(&args),
+        Command::Utxo(UtxoCommand::Run(args)) => utxo_run::run(&args),
         Command::Union(args) => union_bench::run(&args),
         Command::Upsert(args) => upsert_bench::run(&args),
     };

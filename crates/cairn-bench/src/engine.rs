@@ -1,0 +1,202 @@
+//! One interface for every engine the UTxO benchmark drives: Cairn and its peers (RocksDB, LMDB,
+//! fjall, each behind a cargo feature of its own).
+//!
+//! Owns: the [`Engine`] and [`Reader`] traits, [`EngineKind`] and [`open`]. Each implementation
+//! lives in its own module and uses only its engine's public API, with the settings its own
+//! documentation recommends for random point reads (stated by [`Engine::settings`]). Must never
+//! touch: the workload (which keys, which checks), which is the driver's.
+//!
+//! An engine instance owns one directory. `setup` builds the initial table there and makes it
+//! durable ([`Engine::finish_load`]: a snapshot for Cairn, a flush and sync for the others); `run`
+//! opens the same directory again ([`EngineKind::open`] with `create: false`).
+
+use std::path::Path;
+
+use crate::failure::Failure;
+use crate::keys::{KEY_BYTES, VALUE_BYTES};
+
+/// A UTxO key.
+pub type Key = [u8; KEY_BYTES];
+/// A UTxO value.
+pub type Value = [u8; VALUE_BYTES];
+
+/// How an engine is opened.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Read with the disk cache off (`O_DIRECT`) where the engine supports it.
+    pub direct_io: bool,
+    /// Seed for anything random in the engine's setup (Cairn's Bloom-filter salt).
+    pub seed: u64,
+    /// Cairn only: the write buffer's entries.
+    pub write_buffer: usize,
+    /// Cairn only: merge steps done at once.
+    pub merge_batch_size: usize,
+}
+
+/// An engine holding one table of UTxO entries.
+///
+/// `Send + Sync`: the pipelined mode looks up through [`Engine::reader`] on one thread while
+/// another applies updates.
+pub trait Engine: Send + Sync {
+    /// The engine's name in reports: `cairn`, `rocksdb`, `lmdb` or `fjall`.
+    fn name(&self) -> &'static str;
+
+    /// The settings in use, in words, for the report (cache sizes, filters, I/O mode).
+    fn settings(&self) -> String;
+
+    /// Inserts a chunk of the initial table during setup (keys are fresh; the engine may use a
+    /// bulk-loading path).
+    fn load(&self, chunk: &[(Key, Value)]) -> Result<(), Failure>;
+
+    /// Ends the setup: the table must survive the process and be opened by `run`.
+    fn finish_load(&self) -> Result<(), Failure>;
+
+    /// Looks up a batch: `result[i]` is the value of `keys[i]`, if present. Engines with a
+    /// batched read path (Cairn's `lookups`, RocksDB's `MultiGet`) use it.
+    fn lookups(&self, keys: &[Key]) -> Result<Vec<Option<Value>>, Failure>;
+
+    /// Applies one batch of inserts (fresh keys) and deletes (present keys) as one write.
+    fn update(&self, inserts: &[(Key, Value)], deletes: &[Key]) -> Result<(), Failure>;
+
+    /// A read view frozen now (later updates are invisible through it), for the lookups of the
+    /// pipelined mode: Cairn's `duplicate`, a read transaction or a snapshot elsewhere.
+    fn reader(&self) -> Result<Box<dyn Reader + '_>, Failure>;
+}
+
+/// A frozen read view of an engine's table.
+pub trait Reader: Send {
+    /// As [`Engine::lookups`], on the frozen view.
+    fn lookups(&self, keys: &[Key]) -> Result<Vec<Option<Value>>, Failure>;
+}
+
+/// The engines `--engine` can name (a peer is available only when built with its feature).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineKind {
+    /// Cairn.
+    Cairn,
+    /// RocksDB (feature `rocksdb`).
+    Rocksdb,
+    /// LMDB through heed (feature `lmdb`).
+    Lmdb,
+    /// fjall (feature `fjall`).
+    Fjall,
+}
+
+impl EngineKind {
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Cairn => "cairn",
+            EngineKind::Rocksdb => "rocksdb",
+            EngineKind::Lmdb => "lmdb",
+            EngineKind::Fjall => "fjall",
+        }
+    }
+
+    /// Opens the engine's table in `dir`, or with `create` creates it (refusing a directory that
+    /// already holds one).
+    pub fn open(
+        self,
+        dir: &Path,
+        create: bool,
+        options: &EngineOptions,
+    ) -> Result<Box<dyn Engine>, Failure> {
+        let _ = (dir, create, options);
+        match self {
+            EngineKind::Cairn => Ok(Box::new(crate::engine_cairn::CairnEngine::open(
+                dir, create, options,
+            )?)),
+            #[cfg(feature = "rocksdb")]
+            EngineKind::Rocksdb => Ok(Box::new(crate::engine_rocksdb::RocksEngine::open(
+                dir, create, options,
+            )?)),
+            #[cfg(feature = "lmdb")]
+            EngineKind::Lmdb => Ok(Box::new(crate::engine_lmdb::LmdbEngine::open(
+                dir, create, options,
+            )?)),
+            #[cfg(feature = "fjall")]
+            EngineKind::Fjall => Ok(Box::new(crate::engine_fjall::FjallEngine::open(
+                dir, create, options,
+            )?)),
+            #[allow(unreachable_patterns)]
+            other => Err(Failure(format!(
+                "this cairn-bench was built without the `{}` feature: rebuild with \
+                 `--features {}`",
+                other.name(),
+                other.name()
+            ))),
+        }
+    }
+}
+
+/// The behaviour every engine must show, checked by each engine's test: load, make durable,
+/// reopen, look up present and absent keys, update, and keep a frozen view.
+#[cfg(test)]
+pub(crate) mod conformance {
+    use super::*;
+    use crate::keys::{utxo_key, utxo_value};
+
+    fn entry(i: u64) -> (Key, Value) {
+        (utxo_key(i, 7), utxo_value(i))
+    }
+
+    /// Runs the checks on `kind` in a temporary directory.
+    pub(crate) fn check(kind: EngineKind) {
+        let options = EngineOptions {
+            direct_io: false,
+            seed: 7,
+            write_buffer: 64,
+            merge_batch_size: 16,
+        };
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join(kind.name());
+        std::fs::create_dir_all(&path).expect("the engine's directory");
+        {
+            let engine = kind.open(&path, true, &options).expect("create");
+            let entries: Vec<_> = (0..1_000).map(entry).collect();
+            for chunk in entries.chunks(300) {
+                engine.load(chunk).expect("load");
+            }
+            engine.finish_load().expect("finish_load");
+        }
+        let engine = kind.open(&path, false, &options).expect("reopen");
+        assert_eq!(engine.name(), kind.name());
+        assert!(!engine.settings().is_empty());
+        let keys: Vec<Key> = (995..1_005).map(|i| utxo_key(i, 7)).collect();
+        let found = engine.lookups(&keys).expect("lookups");
+        for (i, value) in (995..1_005).zip(&found) {
+            assert_eq!(*value, (i < 1_000).then(|| utxo_value(i)), "id {i}");
+        }
+        let before = engine.reader().expect("reader");
+        let inserts: Vec<_> = (1_000..1_010).map(entry).collect();
+        let deletes: Vec<Key> = (0..10).map(|i| utxo_key(i, 7)).collect();
+        engine.update(&inserts, &deletes).expect("update");
+        let ids: Vec<u64> = (0..20).chain(1_000..1_020).collect();
+        let probe: Vec<Key> = ids.iter().map(|&i| utxo_key(i, 7)).collect();
+        let now = engine.lookups(&probe).expect("lookups after the update");
+        let then = before.lookups(&probe).expect("lookups through the reader");
+        for ((&i, now), then) in ids.iter().zip(&now).zip(&then) {
+            let present_now = (10..1_010).contains(&i);
+            assert_eq!(*now, present_now.then(|| utxo_value(i)), "engine, id {i}");
+            assert_eq!(*then, (i < 1_000).then(|| utxo_value(i)), "reader, id {i}");
+        }
+        drop(before);
+        drop(engine);
+        // `create` never overwrites a table, and opening a directory without one fails.
+        assert!(
+            kind.open(&path, true, &options).is_err(),
+            "create over a table"
+        );
+        let empty = dir.path().join("empty");
+        std::fs::create_dir_all(&empty).expect("an empty directory");
+        assert!(
+            kind.open(&empty, false, &options).is_err(),
+            "open without a table"
+        );
+    }
+
+    #[test]
+    fn cairn_conforms() {
+        check(EngineKind::Cairn);
+    }
+}
