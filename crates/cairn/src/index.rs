@@ -1201,19 +1201,12 @@ mod tests {
         assert_eq!(index.encode().len(), index.encoded_len());
     }
 
-    /// Deterministic pseudo-random numbers (SplitMix64).
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-        fn key(&mut self, len: usize) -> Vec<u8> {
-            (0..len).map(|_| self.next() as u8).collect()
-        }
+    /// Deterministic pseudo-random numbers.
+    type Rng = crate::fs::SplitMix64;
+
+    /// A random key of `len` bytes.
+    fn random_key(rng: &mut Rng, len: usize) -> Vec<u8> {
+        (0..len).map(|_| rng.next_u64() as u8).collect()
     }
 
     /// Keys that clash heavily: a shared 8-byte prefix, short keys whose zero padding collides,
@@ -1230,9 +1223,9 @@ mod tests {
         }
         keys.insert(b"prefix0".to_vec());
         keys.insert(b"prefix01".to_vec());
-        let mut rng = Rng(7);
+        let mut rng = Rng::new(7);
         for _ in 0..20 {
-            keys.insert(rng.key(16));
+            keys.insert(random_key(&mut rng, 16));
         }
         let keys: Vec<_> = keys.into_iter().collect();
         chop(
@@ -1318,8 +1311,8 @@ mod tests {
     #[test]
     fn round_trip_both_kinds() {
         let spans = clashing_spans();
-        let mut rng = Rng(99);
-        let probes: Vec<Vec<u8>> = (0..200).map(|i| rng.key(i % 20)).collect();
+        let mut rng = Rng::new(99);
+        let probes: Vec<Vec<u8>> = (0..200).map(|i| random_key(&mut rng, i % 20)).collect();
         for kind in [IndexType::Compact, IndexType::Ordinary] {
             let index = build(kind, &spans);
             let bytes = index.encode();
@@ -1375,9 +1368,9 @@ mod tests {
 
     #[test]
     fn decode_single_bit_flips_never_panic() {
-        let mut rng = Rng(5);
+        let mut rng = Rng::new(5);
         let probes: Vec<Vec<u8>> = (0..30)
-            .map(|i| rng.key(i % 12))
+            .map(|i| random_key(&mut rng, i % 12))
             .chain([b"aaaaaaaa2".to_vec(), vec![0], vec![0, 0]])
             .collect();
         let mut accepted = 0;
@@ -1499,8 +1492,8 @@ mod tests {
 
     #[test]
     fn write_to_uses_bounded_chunks() {
-        let mut rng = Rng(1);
-        let mut keys: Vec<Vec<u8>> = (0..20_000).map(|_| rng.key(16)).collect();
+        let mut rng = Rng::new(1);
+        let mut keys: Vec<Vec<u8>> = (0..20_000).map(|_| random_key(&mut rng, 16)).collect();
         keys.sort();
         keys.dedup();
         let spans = chop(&keys, &[(1, 1), (1, 2)]);
@@ -1569,8 +1562,8 @@ mod tests {
 
     #[test]
     fn compact_memory_is_about_66_bits_per_page() {
-        let mut rng = Rng(42);
-        let mut keys: Vec<Vec<u8>> = (0..10_000).map(|_| rng.key(34)).collect();
+        let mut rng = Rng::new(42);
+        let mut keys: Vec<Vec<u8>> = (0..10_000).map(|_| random_key(&mut rng, 34)).collect();
         keys.sort();
         let spans = chop(&keys, &[(1, 1)]);
         let index = build(IndexType::Compact, &spans);

@@ -20,17 +20,8 @@ fn updates_total() -> u64 {
         .unwrap_or(1_000_000)
 }
 
-/// A small deterministic generator (SplitMix64).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
+/// A small deterministic generator.
+type Rng = cairn::fs::SplitMix64;
 
 fn key(id: u64) -> [u8; 16] {
     let mut k = [0u8; 16];
@@ -54,12 +45,12 @@ fn run(write_buffer: usize, merge_batch: usize) {
             ..TableConfig::default()
         })
         .unwrap();
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let mut next_id = 0u64;
     let total = updates_total();
     let mut worst_ratio = 0.0f64;
     for _ in 0..total {
-        let r = rng.next();
+        let r = rng.next_u64();
         let id = match r % 8 {
             // Fresh inserts make the table grow...
             0..=3 => {
@@ -67,7 +58,7 @@ fn run(write_buffer: usize, merge_batch: usize) {
                 next_id
             }
             // ...the rest hit existing keys: deletes, upserts and overwrites.
-            _ => (rng.next() % next_id.max(1)) + 1,
+            _ => (rng.next_u64() % next_id.max(1)) + 1,
         };
         let k = key(id);
         let v = 1u64.to_le_bytes();

@@ -27,11 +27,9 @@ const KEEP: u64 = 4;
 
 type Model = BTreeMap<Vec<u8>, u64>;
 
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
+/// A well-mixed hash of `x`.
+fn mix(x: u64) -> u64 {
+    cairn::fs::SplitMix64::new(x).next_u64()
 }
 
 /// Update `i` of batch `n`: (key, Some(value) to insert, or an upsert, or a delete).

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 
 pub mod sim;
 
-pub use sim::{CrashReport, FaultKind, FaultPlan, FsOp, InjectedFault, MemFs};
+pub use sim::{CrashReport, FaultKind, FaultPlan, FsOp, InjectedFault, MemFs, SplitMix64};
 
 /// How a file is opened for reading.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -176,12 +176,19 @@ pub struct CrashReport {
     pub files_torn: usize,
 }
 
-/// SplitMix64: a small, well-mixed generator; the simulation needs reproducibility, not quality.
+/// SplitMix64: a small, well-mixed generator; the simulation (and the tests built on it) need
+/// reproducibility, not statistical quality.
 #[derive(Clone, Debug)]
-struct Rng(u64);
+pub struct SplitMix64(u64);
 
-impl Rng {
-    fn next(&mut self) -> u64 {
+impl SplitMix64 {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -191,12 +198,12 @@ impl Rng {
 
     /// True with probability `p`.
     fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && ((self.next() >> 11) as f64) < p * (1u64 << 53) as f64
+        p > 0.0 && ((self.next_u64() >> 11) as f64) < p * (1u64 << 53) as f64
     }
 
     /// Uniform in `0..n` (`n > 0`).
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.next_u64() % n
     }
 }
 
@@ -260,7 +267,7 @@ struct State {
     dirs: HashMap<DirId, Dir>,
     next_dir: DirId,
     locks: BTreeSet<PathBuf>,
-    plan: Option<(FaultPlan, Rng)>,
+    plan: Option<(FaultPlan, SplitMix64)>,
     fail_after: Option<u64>,
     crash_after: Option<u64>,
     crashed: bool,
@@ -376,10 +383,10 @@ impl State {
             path: path.to_path_buf(),
             kind,
         });
-        let prefix = |rng: &mut Rng| rng.below(len.max(1) as u64) as usize;
+        let prefix = |rng: &mut SplitMix64| rng.below(len.max(1) as u64) as usize;
         let rng = &mut self
             .plan
-            .get_or_insert_with(|| (FaultPlan::noisy(0, 0.0), Rng(0)))
+            .get_or_insert_with(|| (FaultPlan::noisy(0, 0.0), SplitMix64(0)))
             .1;
         match kind {
             FaultKind::Error => Err(Error::io(
@@ -508,7 +515,7 @@ impl MemFs {
     /// Replaces the fault plan (its generator restarts from its seed); `None` stops injecting.
     pub fn set_fault_plan(&self, plan: Option<FaultPlan>) {
         self.lock_state().plan = plan.map(|plan| {
-            let rng = Rng(plan.seed);
+            let rng = SplitMix64(plan.seed);
             (plan, rng)
         });
     }
@@ -550,7 +557,7 @@ impl MemFs {
     /// be used again.
     pub fn recover(&self, seed: u64) -> CrashReport {
         let mut state = self.lock_state();
-        let mut rng = Rng(seed ^ 0x5EED_C4A5);
+        let mut rng = SplitMix64(seed ^ 0x5EED_C4A5);
         let mut report = CrashReport::default();
         let mut ids: Vec<DirId> = state.dirs.keys().copied().collect();
         ids.sort_unstable();
@@ -576,7 +583,7 @@ impl MemFs {
                         let keep = synced + 1 + rng.below(tail as u64) as usize;
                         contents.data.truncate(keep);
                         for byte in &mut contents.data[synced..keep] {
-                            *byte = rng.next() as u8;
+                            *byte = rng.next_u64() as u8;
                         }
                     }
                 }
