@@ -69,6 +69,13 @@ pub trait Reader: Send {
     fn lookups(&self, keys: &[Key]) -> Result<Vec<Option<Value>>, Failure>;
 }
 
+/// Turns a stored value into a [`Value`]: a value of another length is a failure, not a panic.
+pub fn value_from(stored: Option<&[u8]>) -> Result<Option<Value>, Failure> {
+    stored
+        .map(|v| Value::try_from(v).map_err(|_| Failure(format!("a value of {} bytes", v.len()))))
+        .transpose()
+}
+
 /// The engines `--engine` can name (a peer is available only when built with its feature).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum EngineKind {
@@ -101,7 +108,6 @@ impl EngineKind {
         create: bool,
         options: &EngineOptions,
     ) -> Result<Box<dyn Engine>, Failure> {
-        let _ = (dir, create, options);
         match self {
             EngineKind::Cairn => Ok(Box::new(crate::engine_cairn::CairnEngine::open(
                 dir, create, options,

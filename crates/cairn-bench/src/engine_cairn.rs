@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cairn::{Session, SessionOptions, SnapshotOverrides, Table, Update};
 
 use crate::cli::DiskCacheArg;
-use crate::engine::{Engine, EngineOptions, Key, Reader, Value};
+use crate::engine::{value_from, Engine, EngineOptions, Key, Reader, Value};
 use crate::failure::{Context, Failure};
 
 /// The snapshot `setup` saves and `run` opens.
@@ -85,15 +85,7 @@ fn values(table: &Table, keys: &[Key]) -> Result<Vec<Option<Value>>, Failure> {
     let results = table
         .lookups(keys)
         .context(|| "looking up a batch".to_string())?;
-    results
-        .iter()
-        .map(|r| match r.value() {
-            None => Ok(None),
-            Some(v) => Value::try_from(v)
-                .map(Some)
-                .map_err(|_| Failure(format!("a value of {} bytes", v.len()))),
-        })
-        .collect()
+    results.iter().map(|r| value_from(r.value())).collect()
 }
 
 impl Engine for CairnEngine {

@@ -154,15 +154,10 @@ fn values(
 ) -> Result<Vec<Option<Value>>, Failure> {
     keys.iter()
         .map(|key| {
-            match db
+            let stored = db
                 .get(txn, &key[..])
-                .context(|| "looking up a key".to_string())?
-            {
-                None => Ok(None),
-                Some(v) => Value::try_from(v)
-                    .map(Some)
-                    .map_err(|_| Failure(format!("a value of {} bytes", v.len()))),
-            }
+                .context(|| "looking up a key".to_string())?;
+            crate::engine::value_from(stored)
         })
         .collect()
 }

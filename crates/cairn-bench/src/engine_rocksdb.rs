@@ -144,12 +144,7 @@ fn values(
 
 /// Turns a stored value into a [`Value`], failing on a wrong length.
 fn value(stored: Option<DBPinnableSlice<'_>>) -> Result<Option<Value>, Failure> {
-    match stored {
-        None => Ok(None),
-        Some(v) => Value::try_from(&v[..])
-            .map(Some)
-            .map_err(|_| Failure(format!("a value of {} bytes", v.len()))),
-    }
+    crate::engine::value_from(stored.as_deref())
 }
 
 impl Engine for RocksEngine {

@@ -208,6 +208,8 @@ pub struct Percentiles {
     pub p50: f64,
     /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
     /// Maximum.
     pub max: f64,
 }
@@ -224,6 +226,7 @@ pub fn percentiles(samples: &[f64]) -> Percentiles {
     Percentiles {
         p50: rank(0.50),
         p99: rank(0.99),
+        p999: rank(0.999),
         max: sorted[sorted.len() - 1],
     }
 }
@@ -252,6 +255,9 @@ mod tests {
         assert_eq!((p.p50, p.p99, p.max), (50.0, 99.0, 100.0));
         assert_eq!(percentiles(&[]), Percentiles::default());
         assert_eq!(percentiles(&[3.0]).p99, 3.0);
+        let thousand: Vec<f64> = (1..=1000).map(f64::from).collect();
+        let p = percentiles(&thousand);
+        assert_eq!((p.p50, p.p99, p.p999, p.max), (500.0, 990.0, 999.0, 1000.0));
     }
 
     #[test]

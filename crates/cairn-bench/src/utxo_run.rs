@@ -37,7 +37,7 @@ use crate::failure::{Context, Failure};
 use crate::fio;
 use crate::keys::{utxo_key, utxo_value, SplitMix64};
 use crate::live::LiveSet;
-use crate::report::{peak_rss_bytes, render_rows, rss_mib, write_json};
+use crate::report::{peak_rss_bytes, percentiles, render_rows, rss_mib, write_json};
 use crate::workload::{Progress, BATCH_SIZE, SETUP_CHUNK};
 
 /// Separates the batch-choice stream from the key streams (as in `workload`).
@@ -284,7 +284,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         _ => 3 * BATCH_SIZE,
     } as f64;
     let ops_per_sec = ops_per_batch * args.batches as f64 / seconds.max(1e-9);
-    let p = quantiles(&batch_ms);
+    let p = percentiles(&batch_ms);
     let report = RunReport {
         benchmark: "utxo-run",
         engine: record.engine,
@@ -296,10 +296,10 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         mismatches: driver.mismatches,
         ops_per_sec,
         seconds,
-        p50_batch_ms: p[0],
-        p99_batch_ms: p[1],
-        p999_batch_ms: p[2],
-        max_batch_ms: p[3],
+        p50_batch_ms: p.p50,
+        p99_batch_ms: p.p99,
+        p999_batch_ms: p.p999,
+        max_batch_ms: p.max,
         peak_rss_bytes: peak_rss_bytes(),
         bytes_read: io.map(|io| io.read_bytes),
         bytes_written: io.map(|io| io.write_bytes),
@@ -355,18 +355,6 @@ fn run_table(r: &RunReport) -> String {
             opt(r.ops_per_qd32_iops.map(|v| format!("{v:.3}"))),
         ),
     ])
-}
-
-/// p50, p99, p99.9 and max of `samples` (nearest rank; zeros when empty).
-fn quantiles(samples: &[f64]) -> [f64; 4] {
-    if samples.is_empty() {
-        return [0.0; 4];
-    }
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank =
-        |p: f64| sorted[((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
-    [rank(0.5), rank(0.99), rank(0.999), sorted[sorted.len() - 1]]
 }
 
 /// One batch's choices, made on the model.
@@ -483,10 +471,10 @@ impl Driver<'_> {
             let engine = self.engine;
             let start = Instant::now();
             let view = engine.reader()?;
-            let next_keys = next.as_ref().map(|b| b.lookup_keys.clone());
+            let next_keys = next.as_ref().map(|b| &b.lookup_keys[..]);
             let (update, lookups) = std::thread::scope(|scope| {
                 let lookups = scope.spawn(move || match next_keys {
-                    Some(keys) => view.lookups(&keys).map(Some),
+                    Some(keys) => view.lookups(keys).map(Some),
                     None => Ok(None),
                 });
                 let update = engine.update(&current.inserts, &current.deletes);
@@ -574,16 +562,4 @@ fn cgroup_memory_limit() -> Option<u64> {
         }
     }
     None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantiles_by_nearest_rank() {
-        let samples: Vec<f64> = (1..=1000).map(f64::from).collect();
-        assert_eq!(quantiles(&samples), [500.0, 990.0, 999.0, 1000.0]);
-        assert_eq!(quantiles(&[]), [0.0; 4]);
-    }
 }

@@ -92,25 +92,7 @@ impl BloomParams {
                 "bloom filter false-positive rate {fpr} is outside {FPR_MIN} ..= {FPR_MAX}"
             )));
         }
-        // The search below evaluates the FPR model at up to ~1,260 grid points (milliseconds),
-        // and every table creation and snapshot open asks: remember the answers.
-        static KNOWN: std::sync::Mutex<Vec<(u64, BloomParams)>> = std::sync::Mutex::new(Vec::new());
-        let known = |fpr: f64| {
-            let known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
-            known
-                .iter()
-                .find(|(bits, _)| *bits == fpr.to_bits())
-                .map(|(_, p)| *p)
-        };
-        if let Some(params) = known(fpr) {
-            return Ok(params);
-        }
-        let params = Self::search_fpr(fpr)?;
-        let mut cache = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.len() < 64 {
-            cache.push((fpr.to_bits(), params));
-        }
-        Ok(params)
+        Self::search_fpr(fpr)
     }
 
     /// The smallest grid point whose predicted FPR is at most `fpr`.
@@ -136,8 +118,9 @@ impl BloomParams {
             )));
         }
         // The predicted rate falls as bits grow: binary search for the first grid point that
-        // reaches `fpr` (about 11 evaluations of the model instead of up to 1,260), then step
-        // back over any rounding wobble so the answer is the smallest such point.
+        // reaches `fpr` (about 11 evaluations of the model instead of up to 1,260: every table
+        // creation and snapshot open sizes its filters), then step back over any rounding wobble
+        // so the answer is the smallest such point.
         let (mut lo, mut hi) = (0u32, steps);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use crate::config::{BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, TableConfig};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
-use crate::fs::{read_all, FileSystem, FileWriter};
+use crate::fs::{copy_file, read_all, FileSystem, FileWriter};
 use crate::run::{run_file_path, Run, RunFile, RunParams, RunWriter};
 use crate::schedule::{IncomingShape, LevelShape};
 use crate::union::{TableView, UnionContents};
@@ -684,23 +684,22 @@ pub(crate) fn save(
 fn copy_run(fs: &dyn FileSystem, run: &Run, dir: &Path, number: u64) -> Result<()> {
     for file in RunFile::ALL {
         let source = run.file_path(file);
-        let bytes = match file {
-            RunFile::Checksums => run.checksums_bytes(),
-            _ => read_all(fs, &source)?,
+        let target = run_file_path(dir, number, file);
+        let Some((size, crc)) = run.recorded_checksum(file) else {
+            // The checksums file: written from the run's own record.
+            let mut out = FileWriter::create(fs, &target)?;
+            out.write(&run.checksums_bytes())?;
+            out.finish(false)?;
+            continue;
         };
-        if let Some((size, crc)) = run.recorded_checksum(file) {
-            let actual = crc32c::crc32c(&bytes);
-            if bytes.len() as u64 != size || actual != crc {
-                return Err(Error::ChecksumMismatch {
-                    path: source,
-                    expected: crc,
-                    actual,
-                });
-            }
+        let (copied_size, actual) = copy_file(fs, &source, &target)?;
+        if copied_size != size || actual != crc {
+            return Err(Error::ChecksumMismatch {
+                path: source,
+                expected: crc,
+                actual,
+            });
         }
-        let mut out = FileWriter::create(fs, &run_file_path(dir, number, file))?;
-        out.write(&bytes)?;
-        out.finish(false)?;
     }
     Ok(())
 }
@@ -763,10 +762,9 @@ fn copy_dir_via(fs: &dyn FileSystem, from: &Path, tmp: &Path, to: &Path) -> Resu
         if fs.is_dir(&source)? {
             continue;
         }
-        let bytes = read_all(fs, &source)?;
-        let mut file = FileWriter::create(fs, &tmp.join(&name))?;
-        file.write(&bytes)?;
-        file.finish(true)?;
+        let target = tmp.join(&name);
+        copy_file(fs, &source, &target)?;
+        fs.sync_file(&target)?;
     }
     fs.sync_dir(tmp)?;
     fs.rename(tmp, to)?;

@@ -460,6 +460,29 @@ impl World {
         Ok(Ok(()))
     }
 
+    /// `inserts` (or, with `upsert`, `upserts`) of key-value pairs.
+    fn pairs(&mut self, kvs: &[(u8, u64)], upsert: bool) -> StepResult {
+        let pairs: Vec<(Vec<u8>, [u8; 8])> = kvs
+            .iter()
+            .map(|(k, v)| (key(*k), v.to_le_bytes()))
+            .collect();
+        let (table, model) = self.current()?;
+        io!(if upsert {
+            table.upserts(&pairs)
+        } else {
+            table.inserts(&pairs)
+        });
+        for (k, v) in kvs {
+            let update = if upsert {
+                Upd::Upsert(*v)
+            } else {
+                Upd::Insert(*v)
+            };
+            apply(model, *k, &update);
+        }
+        Ok(Ok(()))
+    }
+
     /// Runs one operation against the engine and the model. `Ok(Err(e))`: the engine returned
     /// `e` (the model is unchanged); `Err`: the engine gave a wrong answer.
     pub fn step(&mut self, op: &Op) -> StepResult {
@@ -469,30 +492,8 @@ impl World {
             Op::Delete(k) => self.updates(&[(*k, Upd::Delete)]),
             Op::Upsert(k, v) => self.updates(&[(*k, Upd::Upsert(*v))]),
             Op::Updates(batch) => self.updates(batch),
-            Op::Inserts(kvs) => {
-                let pairs: Vec<(Vec<u8>, [u8; 8])> = kvs
-                    .iter()
-                    .map(|(k, v)| (key(*k), v.to_le_bytes()))
-                    .collect();
-                let (table, model) = self.current()?;
-                io!(table.inserts(&pairs));
-                for (k, v) in kvs {
-                    apply(model, *k, &Upd::Insert(*v));
-                }
-                Ok(Ok(()))
-            }
-            Op::Upserts(kvs) => {
-                let pairs: Vec<(Vec<u8>, [u8; 8])> = kvs
-                    .iter()
-                    .map(|(k, v)| (key(*k), v.to_le_bytes()))
-                    .collect();
-                let (table, model) = self.current()?;
-                io!(table.upserts(&pairs));
-                for (k, v) in kvs {
-                    apply(model, *k, &Upd::Upsert(*v));
-                }
-                Ok(Ok(()))
-            }
+            Op::Inserts(kvs) => self.pairs(kvs, false),
+            Op::Upserts(kvs) => self.pairs(kvs, true),
             Op::Deletes(ks) => {
                 let keys: Vec<Vec<u8>> = ks.iter().map(|k| key(*k)).collect();
                 let (table, model) = self.current()?;
