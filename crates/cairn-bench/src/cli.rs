@@ -32,6 +32,9 @@ pub enum Command {
     /// lsm-tree's upsert benchmark: insert vs upsert of the same data, and repeated upserts vs
     /// lookup-then-insert of the same keys.
     Upsert(UpsertArgs),
+    /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
+    /// report with SVG charts.
+    Report(crate::report_cmd::ReportArgs),
 }
 
 /// The variants of the UTxO benchmark.
@@ -44,6 +47,9 @@ pub enum UtxoCommand {
     Setup(SetupArgs),
     /// Open the table `utxo setup` built and run the batches against it.
     Run(RunArgs),
+    /// Set up and run every engine in every mode, each run in a memory cgroup of its own with
+    /// the page cache dropped before it, then write the report.
+    Suite(SuiteArgs),
 }
 
 /// Options of `utxo setup`.
@@ -107,9 +113,58 @@ pub struct RunArgs {
     /// before the batches on the engine's directory.
     #[arg(long, value_name = "PATH")]
     pub fio_baseline: Option<PathBuf>,
+    /// Run in a memory cgroup of its own with this limit (e.g. 1G), page cache included, so
+    /// every engine gets the same memory; without cgroup support the run says so and goes on
+    /// unlimited.
+    #[arg(long, value_parser = crate::cgroup::parse_size)]
+    pub memory_limit: Option<u64>,
     /// Write the results as one JSON object to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+/// Options of `utxo suite`.
+#[derive(Debug, Args)]
+pub struct SuiteArgs {
+    /// Directory holding one subdirectory per engine (as for `utxo setup`).
+    #[arg(long)]
+    pub db: PathBuf,
+    /// Directory for the JSON records and the report (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Entries of each engine's initial table.
+    #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(256..))]
+    pub entries: u64,
+    /// Batches of each run.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batches: u64,
+    /// Engines, in order (default: every engine this binary was built with).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub engines: Vec<EngineKind>,
+    /// Modes run on each engine, in order (default: serial, pipelined, lookup-only).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub modes: Vec<RunMode>,
+    /// Memory limit of each run's own cgroup (page cache included).
+    #[arg(long, default_value = "1G", value_parser = crate::cgroup::parse_size)]
+    pub memory_limit: u64,
+    /// The fio script (see `utxo run --fio-baseline`), run once on `--db` before the runs.
+    #[arg(long, value_name = "PATH")]
+    pub fio_baseline: Option<PathBuf>,
+    /// Compare every lookup with the model.
+    #[arg(long)]
+    pub check: bool,
+    /// Keep an engine's existing setup when it has the same entries and seed and no failed run.
+    #[arg(long)]
+    pub reuse_setup: bool,
+    /// Remove each engine's directory once its runs are done (for tables too large to keep
+    /// side by side).
+    #[arg(long)]
+    pub remove_after: bool,
+    /// Seed of the key generator.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub engine_args: EngineArgs,
 }
 
 /// `utxo run --mode`.

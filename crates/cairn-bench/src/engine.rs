@@ -100,6 +100,26 @@ impl EngineKind {
         }
     }
 
+    /// Every engine, in report order.
+    pub fn all() -> [EngineKind; 4] {
+        [
+            EngineKind::Cairn,
+            EngineKind::Rocksdb,
+            EngineKind::Lmdb,
+            EngineKind::Fjall,
+        ]
+    }
+
+    /// Whether this binary was built with the engine (its cargo feature).
+    pub fn available(self) -> bool {
+        match self {
+            EngineKind::Cairn => true,
+            EngineKind::Rocksdb => cfg!(feature = "rocksdb"),
+            EngineKind::Lmdb => cfg!(feature = "lmdb"),
+            EngineKind::Fjall => cfg!(feature = "fjall"),
+        }
+    }
+
     /// Opens the engine's table in `dir`, or with `create` creates it (refusing a directory that
     /// already holds one).
     pub fn open(

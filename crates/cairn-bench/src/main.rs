@@ -64,6 +64,7 @@
 //! `supply_union_credits`. See the [`union_bench`] module for the phases and
 //! [`union_report::UnionReport`] for the fields of its results.
 
+mod cgroup;
 mod cli;
 mod engine;
 mod engine_cairn;
@@ -78,7 +79,9 @@ mod fio;
 mod keys;
 mod live;
 mod report;
+mod report_cmd;
 mod snapshot;
+mod suite;
 mod union_bench;
 mod union_report;
 mod upsert_bench;
@@ -100,12 +103,18 @@ use crate::workload::{Driver, PhaseTiming, BATCH_SIZE};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(failure) = cgroup::join_from_env() {
+        eprintln!("cairn-bench: error: {failure}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Utxo(UtxoCommand::Quick(args)) => utxo_quick(&args),
         Command::Utxo(UtxoCommand::Setup(args)) => utxo_run::setup(&args),
         Command::Utxo(UtxoCommand::Run(args)) => utxo_run::run(&args),
+        Command::Utxo(UtxoCommand::Suite(args)) => suite::run(&args),
         Command::Union(args) => union_bench::run(&args),
         Command::Upsert(args) => upsert_bench::run(&args),
+        Command::Report(args) => report_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -159,10 +159,16 @@ impl Report {
 }
 
 /// `rows` as a two-column table under a "metric / value" header: names left-aligned, values
-/// right-aligned.
+/// right-aligned (a value longer than 24 characters, such as a settings line, is not counted
+/// in the column's width).
 pub fn render_rows(rows: &[(&'static str, String)]) -> String {
     let name_width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-    let value_width = rows.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+    let value_width = rows
+        .iter()
+        .map(|(_, v)| v.len())
+        .filter(|&n| n <= 24)
+        .max()
+        .unwrap_or(0);
     let mut out = format!("{:<name_width$}  {:>value_width$}\n", "metric", "value");
     out.push_str(&format!(
         "{}  {}\n",

@@ -7,9 +7,15 @@
 //! - `setup` creates `<db>/<engine>/table/`, loads ids `0..entries` in chunks of 10,000 (keys and
 //!   values as in [`crate::keys`]), makes the table durable ([`Engine::finish_load`]) and records
 //!   the entry count and seed. Its own throughput is reported.
-//! - `run` opens the table again (Cairn: its setup snapshot; a peer: a fresh copy of the setup's
-//!   directory in `<db>/<engine>/run-copy/`, made before the clock starts) and executes `batches` batches: 256 lookups of live ids chosen
+//! - `run` opens the table again and executes `batches` batches: 256 lookups of live ids chosen
 //!   uniformly, then one update of 256 inserts of fresh ids and 256 deletes of distinct live ids.
+//!   Cairn starts every run from its setup snapshot. A peer has no cheap snapshot, so its runs
+//!   change its table in place, one after the other: `<db>/<engine>/run-state.json` lists the
+//!   runs applied so far, and the next run replays their choices on the model (no engine calls)
+//!   before its own batches, so its lookups and checks see exactly the table's contents. A run
+//!   that did not finish marks the state unknown, and later runs refuse the table until `setup`
+//!   builds it again. (Copying a 100M-entry table for every run would need twice its disk space;
+//!   10,000 batches change 2.5% of it.)
 //!   - `serial`: lookups, then updates, batch after batch.
 //!   - `pipelined`: two threads. While batch n's updates are applied, the lookups of batch n+1
 //!     run on a read view taken before them ([`Engine::reader`]: a Cairn duplicate, a snapshot
@@ -19,6 +25,10 @@
 //!
 //!   With `--check` every (corrected) lookup result is compared with the model: each looked-up
 //!   id is live, so the result must be exactly its value.
+//!
+//! With `--memory-limit`, `run` starts itself again in a memory cgroup of its own with that
+//! limit (page cache included; see [`crate::cgroup`]) and adds the cgroup's peak usage to the
+//! record as `cgroup_peak_bytes`.
 //!
 //! Reported: ops/s (lookups + inserts + deletes per second of the run), batch latency
 //! percentiles (the engine time of a batch; in pipelined mode the wall time of the overlapped
@@ -31,6 +41,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cgroup;
 use crate::cli::{EngineArgs, RunArgs, RunMode, SetupArgs};
 use crate::engine::{Engine, EngineKind, EngineOptions, Key, Value};
 use crate::failure::{Context, Failure};
@@ -201,32 +212,51 @@ pub fn setup(args: &SetupArgs) -> Result<(), Failure> {
             ("bytes written", opt(report.bytes_written)),
         ])
     );
+    write_json(&report, &dir.join(SETUP_REPORT))?;
     if let Some(path) = &args.json {
         write_json(&report, path)?;
     }
     Ok(())
 }
 
-/// Copies the directory tree `from` to `to`, replacing `to`.
-fn copy_tree(from: &Path, to: &Path) -> Result<(), Failure> {
-    if to.exists() {
-        std::fs::remove_dir_all(to).context(|| format!("removing {}", to.display()))?;
-    }
-    std::fs::create_dir_all(to).context(|| format!("creating {}", to.display()))?;
-    for entry in std::fs::read_dir(from).context(|| format!("listing {}", from.display()))? {
-        let entry = entry.context(|| format!("listing {}", from.display()))?;
-        let (source, target) = (entry.path(), to.join(entry.file_name()));
-        if entry
-            .file_type()
-            .context(|| format!("inspecting {}", source.display()))?
-            .is_dir()
-        {
-            copy_tree(&source, &target)?;
-        } else {
-            std::fs::copy(&source, &target).context(|| format!("copying {}", source.display()))?;
+/// The setup's report, kept beside the table so `utxo suite --reuse-setup` can show it.
+pub const SETUP_REPORT: &str = "setup-report.json";
+
+/// The runs applied in place to a peer's table since its setup (see the module doc).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct RunState {
+    /// A run started and did not record its end: the table's contents are unknown.
+    in_progress: bool,
+    /// The runs applied, in order.
+    history: Vec<Applied>,
+}
+
+/// One run applied to a table.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+struct Applied {
+    /// Whether its batches updated the table (serial, pipelined) or only looked up.
+    with_updates: bool,
+    /// Batches run.
+    batches: u64,
+}
+
+const RUN_STATE: &str = "run-state.json";
+
+impl RunState {
+    fn load(dir: &Path) -> Result<RunState, Failure> {
+        let path = dir.join(RUN_STATE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                serde_json::from_str(&text).context(|| format!("parsing {}", path.display()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(RunState::default()),
+            Err(e) => Err(Failure(format!("reading {}: {e}", path.display()))),
         }
     }
-    Ok(())
+
+    fn save(&self, dir: &Path) -> Result<(), Failure> {
+        write_json(self, &dir.join(RUN_STATE))
+    }
 }
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -235,6 +265,12 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 
 /// `utxo run`.
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
+    if let Some(limit) = args.memory_limit {
+        if !cgroup::in_child() {
+            let argv: Vec<String> = std::env::args().skip(1).collect();
+            return run_limited(&argv, limit, args.json.as_deref());
+        }
+    }
     let dir = engine_dir(&args.db, args.engine.name());
     let record_path = dir.join("setup.json");
     let text = std::fs::read_to_string(&record_path)
@@ -246,22 +282,25 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         None => None,
     };
     let opts = options(&args.engine_args, record.seed);
-    // A run changes the table: Cairn's starts from the setup snapshot; a peer's starts from a
-    // fresh copy of the setup's directory (not timed).
-    let table_dir = if args.engine == EngineKind::Cairn {
-        dir.join("table")
+    // Cairn starts from its setup snapshot; a peer's runs change its table in place.
+    let in_place = args.engine != EngineKind::Cairn;
+    let mut state = if in_place {
+        RunState::load(&dir)?
     } else {
-        let copy = dir.join("run-copy");
-        let start = Instant::now();
-        copy_tree(&dir.join("table"), &copy)?;
-        eprintln!(
-            "copied the setup table to {} in {:.1} s",
-            copy.display(),
-            start.elapsed().as_secs_f64()
-        );
-        copy
+        RunState::default()
     };
-    let engine = args.engine.open(&table_dir, false, &opts)?;
+    if state.in_progress {
+        return Err(Failure(format!(
+            "an earlier run of {} did not finish, so its table's contents are unknown: run \
+             `utxo setup` again",
+            args.engine.name()
+        )));
+    }
+    if in_place {
+        state.in_progress = true;
+        state.save(&dir)?;
+    }
+    let engine = args.engine.open(&dir.join("table"), false, &opts)?;
     let mut driver = Driver {
         engine: &*engine,
         seed: record.seed,
@@ -270,6 +309,11 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         check: args.check,
         mismatches: 0,
     };
+    for applied in &state.history {
+        for _ in 0..applied.batches {
+            driver.choose(applied.with_updates);
+        }
+    }
     let io_before = ProcIo::read();
     let start = Instant::now();
     let batch_ms = match args.mode {
@@ -310,6 +354,14 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     };
     drop(driver);
     drop(engine);
+    if in_place {
+        state.history.push(Applied {
+            with_updates: args.mode != RunMode::LookupOnly,
+            batches: args.batches,
+        });
+        state.in_progress = false;
+        state.save(&dir)?;
+    }
     print!("{}", run_table(&report));
     if let Some(path) = &args.json {
         write_json(&report, path)?;
@@ -321,6 +373,37 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         )));
     }
     Ok(())
+}
+
+/// Runs `utxo run` with `argv` again in a memory cgroup limited to `limit` bytes, then adds the
+/// cgroup's peak usage to the JSON record at `json`.
+pub fn run_limited(argv: &[String], limit: u64, json: Option<&Path>) -> Result<(), Failure> {
+    let memory = cgroup::run_child(argv, limit)?;
+    let peak = memory.peak_bytes.map_or_else(
+        || "-".to_string(),
+        |b| format!("{:.1}", b as f64 / (1 << 20) as f64),
+    );
+    println!("cgroup peak MiB (resident + page cache): {peak}");
+    if let Some(path) = json {
+        add_cgroup_fields(path, &memory)?;
+    }
+    Ok(())
+}
+
+/// Adds `cgroup_peak_bytes` and `cgroup` (the hierarchy) to the JSON record at `path`.
+pub fn add_cgroup_fields(path: &Path, memory: &cgroup::ChildMemory) -> Result<(), Failure> {
+    let text = std::fs::read_to_string(path).context(|| format!("reading {}", path.display()))?;
+    let mut record: serde_json::Value =
+        serde_json::from_str(&text).context(|| format!("parsing {}", path.display()))?;
+    let Some(fields) = record.as_object_mut() else {
+        return Err(Failure(format!("{} is not a JSON object", path.display())));
+    };
+    fields.insert("cgroup_peak_bytes".into(), memory.peak_bytes.into());
+    fields.insert(
+        "cgroup".into(),
+        memory.version.map(|v| v.name().to_string()).into(),
+    );
+    write_json(&record, path)
 }
 
 fn run_table(r: &RunReport) -> String {

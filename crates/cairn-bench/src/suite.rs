@@ -1,0 +1,334 @@
+//! `cairn-bench utxo suite`: the side-by-side comparison of P1 and P4 in one invocation. For each
+//! engine in turn: `utxo setup` (unless an equal setup is reused), then `utxo run` in each mode,
+//! each run a child process in a memory cgroup of its own with the same limit (page cache
+//! included) and with the page cache dropped before it; then `suite.json` and the report.
+//!
+//! Owns: the order of the steps, the suite record (machine, commit, command, fio baseline) and
+//! the records directory. Must never touch: an engine (every step is a child `cairn-bench`
+//! process, so each engine's memory is its own), or the report's layout ([`crate::report_cmd`]).
+//!
+//! The fio baseline is measured once, on `--db`, before the first run; the report divides every
+//! run's ops/s by it.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cgroup;
+use crate::cli::{EngineArgs, RunMode, SuiteArgs};
+use crate::engine::EngineKind;
+use crate::failure::{Context, Failure};
+use crate::fio;
+use crate::report::write_json;
+use crate::utxo_run::{add_cgroup_fields, SetupRecord, SETUP_REPORT};
+
+/// The machine a suite ran on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    /// `model name` of the first CPU in `/proc/cpuinfo`.
+    pub cpu: Option<String>,
+    /// CPUs available to the process.
+    pub cores: usize,
+    /// `MemTotal` of `/proc/meminfo`.
+    pub mem_total_bytes: Option<u64>,
+    /// The kernel release.
+    pub kernel: Option<String>,
+}
+
+/// `suite.json`: how one suite invocation was run.
+#[derive(Clone, Debug, Serialize)]
+pub struct SuiteRecord {
+    /// Always "utxo-suite".
+    pub benchmark: &'static str,
+    /// When the suite started (UTC, RFC 3339).
+    pub date: String,
+    /// `git describe --always --dirty` of the working directory, if it is a checkout.
+    pub commit: Option<String>,
+    /// The command line.
+    pub command: String,
+    /// The machine.
+    pub machine: Machine,
+    /// Entries of each initial table.
+    pub entries: u64,
+    /// Batches of each run.
+    pub batches: u64,
+    /// Each run's cgroup limit, or `None` without cgroup support.
+    pub memory_limit_bytes: Option<u64>,
+    /// "v1", "v2", or `None` without cgroup support.
+    pub cgroup: Option<&'static str>,
+    /// Whether the page cache was dropped before every run (needs root).
+    pub page_cache_dropped: bool,
+    /// The disk's 4 KiB random-read IOPS at queue depth 1.
+    pub fio_qd1_iops: Option<f64>,
+    /// The same at queue depth 32.
+    pub fio_qd32_iops: Option<f64>,
+    /// The engines, in order.
+    pub engines: Vec<&'static str>,
+    /// The modes, in order.
+    pub modes: Vec<&'static str>,
+}
+
+/// `utxo suite`.
+pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
+    let engines = if args.engines.is_empty() {
+        EngineKind::all()
+            .into_iter()
+            .filter(|e| e.available())
+            .collect()
+    } else {
+        args.engines.clone()
+    };
+    if let Some(missing) = engines.iter().find(|e| !e.available()) {
+        return Err(Failure(format!(
+            "this cairn-bench was built without the `{0}` feature: rebuild with `--features {0}`",
+            missing.name()
+        )));
+    }
+    let modes = if args.modes.is_empty() {
+        vec![RunMode::Serial, RunMode::Pipelined, RunMode::LookupOnly]
+    } else {
+        args.modes.clone()
+    };
+    std::fs::create_dir_all(&args.out).context(|| format!("creating {}", args.out.display()))?;
+    std::fs::create_dir_all(&args.db).context(|| format!("creating {}", args.db.display()))?;
+    let mut record = SuiteRecord {
+        benchmark: "utxo-suite",
+        date: now_rfc3339(),
+        commit: git_commit(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: machine(),
+        entries: args.entries,
+        batches: args.batches,
+        memory_limit_bytes: None,
+        cgroup: None,
+        page_cache_dropped: true,
+        fio_qd1_iops: None,
+        fio_qd32_iops: None,
+        engines: engines.iter().map(|e| e.name()).collect(),
+        modes: modes.iter().map(|m| m.name()).collect(),
+    };
+    if let Some(script) = &args.fio_baseline {
+        let baseline = fio::measure(script, &args.db)?;
+        (record.fio_qd1_iops, record.fio_qd32_iops) = (baseline.qd1_iops, Some(baseline.qd32_iops));
+    }
+    for &engine in &engines {
+        setup(args, engine)?;
+        for &mode in &modes {
+            if !cgroup::drop_page_cache() {
+                record.page_cache_dropped = false;
+                eprintln!("cairn-bench: could not drop the page cache (needs root)");
+            }
+            let json = args
+                .out
+                .join(format!("run-{}-{}.json", engine.name(), mode.name()));
+            eprintln!("== {} {} ==", engine.name(), mode.name());
+            let memory =
+                cgroup::run_child(&run_argv(args, engine, mode, &json), args.memory_limit)?;
+            add_cgroup_fields(&json, &memory)?;
+            record.memory_limit_bytes = memory.limit_bytes;
+            record.cgroup = memory.version.map(cgroup::Version::name);
+        }
+        if args.remove_after {
+            let dir = args.db.join(engine.name());
+            std::fs::remove_dir_all(&dir).context(|| format!("removing {}", dir.display()))?;
+        }
+    }
+    write_json(&record, &args.out.join("suite.json"))?;
+    let report = crate::report_cmd::write_report(&args.out)?;
+    eprintln!("report: {}", report.display());
+    Ok(())
+}
+
+/// Builds `engine`'s table with a `utxo setup` child (no memory limit: the setup is not part of
+/// the measurement), or keeps an equal one with `--reuse-setup`; copies its record to `--out`.
+fn setup(args: &SuiteArgs, engine: EngineKind) -> Result<(), Failure> {
+    let dir = args.db.join(engine.name());
+    let out = args.out.join(format!("setup-{}.json", engine.name()));
+    if args.reuse_setup && reusable(&dir, args) {
+        eprintln!(
+            "== {}: reusing the setup in {} ==",
+            engine.name(),
+            dir.display()
+        );
+        let kept = dir.join(SETUP_REPORT);
+        if kept.exists() {
+            std::fs::copy(&kept, &out).context(|| format!("copying {}", kept.display()))?;
+        }
+        return Ok(());
+    }
+    eprintln!("== {} setup ==", engine.name());
+    let mut argv = vec![
+        "utxo".to_string(),
+        "setup".into(),
+        "--engine".into(),
+        engine.name().into(),
+        "--db".into(),
+        path_arg(&args.db),
+        "--entries".into(),
+        args.entries.to_string(),
+        "--seed".into(),
+        args.seed.to_string(),
+        "--json".into(),
+        path_arg(&out),
+    ];
+    argv.extend(engine_argv(&args.engine_args));
+    run_plain(&argv)
+}
+
+/// Whether `dir` holds a finished setup of the same entries and seed with no unfinished run.
+fn reusable(dir: &Path, args: &SuiteArgs) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join("setup.json")) else {
+        return false;
+    };
+    let Ok(record) = serde_json::from_str::<SetupRecord>(&text) else {
+        return false;
+    };
+    let unfinished = std::fs::read_to_string(dir.join("run-state.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<RunStateFlag>(&t).ok())
+        .is_some_and(|s| s.in_progress);
+    record.entries == args.entries && record.seed == args.seed && !unfinished
+}
+
+/// The one field of `run-state.json` the suite reads.
+#[derive(Deserialize)]
+struct RunStateFlag {
+    in_progress: bool,
+}
+
+fn run_argv(args: &SuiteArgs, engine: EngineKind, mode: RunMode, json: &Path) -> Vec<String> {
+    let mut argv = vec![
+        "utxo".to_string(),
+        "run".into(),
+        "--engine".into(),
+        engine.name().into(),
+        "--db".into(),
+        path_arg(&args.db),
+        "--mode".into(),
+        mode.name().into(), // clap's value names are the report names
+        "--batches".into(),
+        args.batches.to_string(),
+        "--json".into(),
+        path_arg(json),
+    ];
+    if args.check {
+        argv.push("--check".into());
+    }
+    argv.extend(engine_argv(&args.engine_args));
+    argv
+}
+
+fn engine_argv(args: &EngineArgs) -> Vec<String> {
+    let mut argv = vec![
+        "--write-buffer".to_string(),
+        args.write_buffer.to_string(),
+        "--merge-batch-size".into(),
+        args.merge_batch_size.to_string(),
+    ];
+    if args.cached {
+        argv.push("--cached".into());
+    }
+    argv
+}
+
+fn path_arg(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// Runs this binary with `argv` and waits; a failure is an error.
+fn run_plain(argv: &[String]) -> Result<(), Failure> {
+    let exe = std::env::current_exe().context(|| "finding this binary".to_string())?;
+    let status = Command::new(exe)
+        .args(argv)
+        .status()
+        .context(|| format!("starting cairn-bench {}", argv.join(" ")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Failure(format!(
+            "cairn-bench {} failed ({status})",
+            argv.join(" ")
+        )))
+    }
+}
+
+fn machine() -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
+        .map(|(_, name)| name.trim().to_string());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_total_bytes = meminfo.lines().find_map(|l| {
+        let kib: u64 = l
+            .strip_prefix("MemTotal:")?
+            .trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kib * 1024)
+    });
+    Machine {
+        cpu,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        mem_total_bytes,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .map(|s| s.trim().to_string()),
+    }
+}
+
+fn git_commit() -> Option<String> {
+    let output = Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=10"])
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+/// The current time as `YYYY-MM-DDTHH:MM:SSZ`.
+fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    rfc3339(secs)
+}
+
+/// Formats seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian).
+fn rfc3339(secs: u64) -> String {
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's days-to-civil algorithm, shifted so March is the first month.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_795_400_000), "2026-11-23T02:13:20Z");
+        assert_eq!(rfc3339(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
+}
