@@ -82,7 +82,8 @@ const RUN: &str = "utxo-run";
 #[derive(Debug, Deserialize)]
 struct Suite {
     date: String,
-    commit: String,
+    #[serde(default)]
+    commit: Option<String>,
     command: String,
     machine: Machine,
     entries: u64,
@@ -101,10 +102,13 @@ struct Suite {
 /// The machine of a suite.
 #[derive(Debug, Deserialize)]
 struct Machine {
-    cpu: String,
+    #[serde(default)]
+    cpu: Option<String>,
     cores: u64,
-    mem_total_bytes: u64,
-    kernel: String,
+    #[serde(default)]
+    mem_total_bytes: Option<u64>,
+    #[serde(default)]
+    kernel: Option<String>,
 }
 
 /// A `utxo-setup` record.
@@ -569,15 +573,18 @@ fn suite_provenance(suite: &Suite, suites: usize) -> String {
     } else {
         "```"
     };
+    let known = |text: &Option<String>| md_cell(text.as_deref().unwrap_or("unknown"));
+    let memory = or_unknown(machine.mem_total_bytes, |b| {
+        format!("{:.1}", b as f64 / GIB)
+    });
     let mut lines = vec![
         format!(
-            "- Machine: {}, {} cores, {:.1} GiB memory, kernel {}.",
-            md_cell(&machine.cpu),
+            "- Machine: {}, {} cores, {memory} GiB memory, kernel {}.",
+            known(&machine.cpu),
             machine.cores,
-            machine.mem_total_bytes as f64 / GIB,
-            md_cell(&machine.kernel)
+            known(&machine.kernel)
         ),
-        format!("- Commit: `{}`.", md_cell(&suite.commit)),
+        format!("- Commit: `{}`.", known(&suite.commit)),
         format!(
             "- Workload: {} entries, {} batches per run.",
             thousands(suite.entries as f64),
@@ -605,6 +612,11 @@ fn suite_provenance(suite: &Suite, suites: usize) -> String {
         ));
     }
     lines.join("\n") + "\n"
+}
+
+/// `f(value)` or "unknown".
+fn or_unknown<T>(value: Option<T>, f: impl FnOnce(T) -> String) -> String {
+    value.map_or_else(|| "unknown".to_string(), f)
 }
 
 /// The memory limit and the cgroup version, in words.
@@ -1365,6 +1377,8 @@ mod tests {
         no_cache["page_cache_dropped"] = json!(false);
         no_cache["cgroup"] = Value::Null;
         no_cache["memory_limit_bytes"] = Value::Null;
+        no_cache["commit"] = Value::Null;
+        no_cache["machine"] = json!({"cpu": null, "cores": 2, "mem_total_bytes": null});
         put(dir.path(), "suite.json", &no_cache);
         write_report(dir.path()).unwrap();
         let md = read(dir.path(), "README.md");
@@ -1377,6 +1391,9 @@ mod tests {
         assert!(md.contains("between 2.0x (against rocksdb) and 4.0x (against lmdb)"));
         assert!(md.contains("**could not be dropped**"));
         assert!(md.contains("no memory limit (no cgroup support on this machine)"));
+        let machine = "- Machine: unknown, 2 cores, unknown GiB memory, kernel unknown.";
+        assert!(md.contains(machine), "{md}");
+        assert!(md.contains("- Commit: `unknown`."));
         check_svg(&read(dir.path(), "memory.svg"));
     }
 

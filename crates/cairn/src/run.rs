@@ -664,7 +664,25 @@ pub(crate) struct RunCursor {
     span_entries: usize,
     /// The current entry within the span.
     entry: usize,
+    /// The current entry, decoded once when the cursor reaches it (merges peek at every
+    /// input's entry once per output entry).
+    current: Option<Decoded>,
     done: bool,
+}
+
+/// Where the current entry's parts lie in [`RunCursor`]'s chunk.
+#[derive(Clone, Copy, Debug)]
+struct Decoded {
+    key: (usize, usize),
+    op: Op,
+    value: (usize, usize),
+    blob: Option<BlobSpan>,
+}
+
+/// The position of `part`, a subslice of `whole`, as a start and end offset.
+fn offsets_in(whole: &[u8], part: &[u8]) -> (usize, usize) {
+    let start = (part.as_ptr() as usize).wrapping_sub(whole.as_ptr() as usize);
+    (start, start.wrapping_add(part.len()))
 }
 
 impl RunCursor {
@@ -709,6 +727,7 @@ impl RunCursor {
             span_pages: 0,
             span_entries: 0,
             entry: 0,
+            current: None,
             done: false,
         };
         cursor.load_span(start_page)?;
@@ -753,6 +772,7 @@ impl RunCursor {
     fn load_span(&mut self, first: u64) -> Result<()> {
         if first >= self.page_count {
             self.done = true;
+            self.current = None;
             return Ok(());
         }
         self.ensure_pages(first, 1)?;
@@ -763,6 +783,26 @@ impl RunCursor {
         self.span_pages = pages;
         self.entry = 0;
         self.span_entries = self.span()?.len();
+        self.decode()
+    }
+
+    /// Decodes the current entry into `current`.
+    fn decode(&mut self) -> Result<()> {
+        if self.done {
+            self.current = None;
+            return Ok(());
+        }
+        let decoded = {
+            let span = self.span()?;
+            let e = span.entry(self.entry)?;
+            Decoded {
+                key: offsets_in(&self.chunk, e.key),
+                op: e.op,
+                value: offsets_in(&self.chunk, e.value),
+                blob: e.blob,
+            }
+        };
+        self.current = Some(decoded);
         Ok(())
     }
 
@@ -778,11 +818,23 @@ impl RunCursor {
     }
 
     /// The current entry, or `None` at the end of the run.
+    ///
+    /// Cost: O(1); the entry was decoded when the cursor reached it.
     pub(crate) fn peek(&self) -> Result<Option<EntryRef<'_>>> {
-        if self.done {
+        let Some(d) = self.current else {
             return Ok(None);
-        }
-        self.span()?.entry(self.entry).map(Some)
+        };
+        let part = |(start, end): (usize, usize)| {
+            self.chunk
+                .get(start..end)
+                .ok_or_else(|| Error::corrupt("run", "cursor entry outside its chunk"))
+        };
+        Ok(Some(EntryRef {
+            key: part(d.key)?,
+            op: d.op,
+            value: part(d.value)?,
+            blob: d.blob,
+        }))
     }
 
     /// Moves to the next entry.
@@ -792,9 +844,10 @@ impl RunCursor {
         }
         self.entry += 1;
         if self.entry >= self.span_entries {
-            self.load_span(self.span_first + self.span_pages)?;
+            self.load_span(self.span_first + self.span_pages)
+        } else {
+            self.decode()
         }
-        Ok(())
     }
 }
 

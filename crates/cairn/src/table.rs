@@ -204,7 +204,9 @@ impl Table {
     /// An independently writable copy of the table, made without disk I/O: it shares every run
     /// (files are reference-counted and deleted when the last user lets go) and every merge in
     /// progress (merge work paid through one handle is not done again through the other), and
-    /// copies the write buffer (at most `write_buffer_entries` entries of memory).
+    /// shares the write buffer (a persistent map: O(1) to share; each handle's next update
+    /// copies only the O(log B) map nodes on its path). Cost: O(levels + runs) reference
+    /// counts.
     ///
     /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::SessionClosed`],
     /// [`Error::Io`] (removing released files).

@@ -6,10 +6,14 @@
 //! the buffer into a run) or the levels.
 //!
 //! Bounds: at most `write_buffer_entries` keys (the table flushes when it is reached); an update is
-//! O(log B) comparisons and one allocation for a new key.
+//! O(log B) comparisons and one allocation for a new key. The map is persistent (`imbl::OrdMap`,
+//! a B-tree whose nodes are shared between clones), so [`Clone`] is O(1): a duplicate table or a
+//! snapshot shares the buffer, and the first update after a clone copies only the O(log B) nodes
+//! on its path.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use imbl::OrdMap;
 
 use crate::config::Resolve;
 use crate::entry::Entry;
@@ -20,7 +24,7 @@ pub(crate) type MemBlob = Arc<[u8]>;
 /// The in-memory level 0 of a table.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct WriteBuffer {
-    entries: BTreeMap<Vec<u8>, Entry<MemBlob>>,
+    entries: OrdMap<Vec<u8>, Entry<MemBlob>>,
 }
 
 impl WriteBuffer {
@@ -31,7 +35,7 @@ impl WriteBuffer {
 
     /// Applies one update: inserts and deletes replace the buffered entry, upserts combine with it.
     pub(crate) fn apply(&mut self, key: &[u8], entry: Entry<MemBlob>, resolve: &Resolve) {
-        match self.entries.get_mut(key) {
+        match self.entries.get_mut::<[u8]>(key) {
             Some(slot) => {
                 let older = std::mem::replace(slot, Entry::Delete);
                 *slot = match entry {
@@ -47,7 +51,7 @@ impl WriteBuffer {
 
     /// The buffered entry for `key`.
     pub(crate) fn get(&self, key: &[u8]) -> Option<&Entry<MemBlob>> {
-        self.entries.get(key)
+        self.entries.get::<[u8]>(key)
     }
 
     /// Iterates the entries in key order.
@@ -60,8 +64,8 @@ impl WriteBuffer {
         let range = match from {
             Some(key) => self
                 .entries
-                .range::<[u8], _>((std::ops::Bound::Included(key), std::ops::Bound::Unbounded)),
-            None => self.entries.range::<[u8], _>(..),
+                .range::<_, [u8]>((std::ops::Bound::Included(key), std::ops::Bound::Unbounded)),
+            None => self.entries.range::<_, [u8]>(..),
         };
         range.map(|(k, e)| (k.clone(), e.clone())).collect()
     }
