@@ -156,6 +156,10 @@ pub struct SuiteArgs {
     /// Keep an engine's existing setup when it has the same entries and seed and no failed run.
     #[arg(long)]
     pub reuse_setup: bool,
+    /// Leave the page cache alone between runs (by default it is written back and dropped
+    /// before every run, so no engine starts with its table cached).
+    #[arg(long)]
+    pub keep_page_cache: bool,
     /// Remove each engine's directory once its runs are done (for tables too large to keep
     /// side by side).
     #[arg(long)]

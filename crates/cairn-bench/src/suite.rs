@@ -115,7 +115,9 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
     for &engine in &engines {
         setup(args, engine)?;
         for &mode in &modes {
-            if !cgroup::drop_page_cache() {
+            if args.keep_page_cache {
+                record.page_cache_dropped = false;
+            } else if !cgroup::drop_page_cache() {
                 record.page_cache_dropped = false;
                 eprintln!("cairn-bench: could not drop the page cache (needs root)");
             }

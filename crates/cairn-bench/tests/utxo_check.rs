@@ -61,3 +61,84 @@ fn every_mode_passes_the_check_on_a_small_table() {
         }
     }
 }
+
+#[test]
+fn suite_runs_every_mode_in_its_own_cgroup_and_writes_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, out) = (dir.path().join("db"), dir.path().join("out"));
+    bench(&[
+        "utxo",
+        "suite",
+        "--db",
+        db.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--engines",
+        "cairn",
+        "--entries",
+        "5000",
+        "--batches",
+        "20",
+        "--check",
+        "--memory-limit",
+        "512M",
+        "--keep-page-cache",
+        "--write-buffer",
+        "1000",
+        "--cached",
+    ]);
+    let report = std::fs::read_to_string(out.join("README.md")).unwrap();
+    for mode in ["serial", "pipelined", "lookup-only"] {
+        assert!(report.contains(&format!("| cairn | {mode} |")), "{report}");
+        let record = std::fs::read_to_string(out.join(format!("run-cairn-{mode}.json"))).unwrap();
+        assert!(record.contains("\"mismatches\": 0"), "{record}");
+        // The cgroup fields are present (null on a machine without a memory controller).
+        assert!(record.contains("\"cgroup_peak_bytes\""), "{record}");
+    }
+    for chart in ["ops.svg", "latency.svg", "memory.svg"] {
+        assert!(out.join(chart).exists(), "{chart}");
+    }
+    assert!(out.join("suite.json").exists());
+}
+
+#[test]
+fn a_run_that_did_not_finish_makes_the_peer_table_unusable() {
+    let Some(engine) = std::env::var("CAIRN_BENCH_ENGINES")
+        .ok()
+        .and_then(|e| e.split(',').find(|e| *e != "cairn").map(str::to_string))
+    else {
+        return; // Only peers change their table in place.
+    };
+    let db = tempfile::tempdir().unwrap();
+    let db_path = db.path().to_str().unwrap();
+    bench(&[
+        "utxo",
+        "setup",
+        "--engine",
+        &engine,
+        "--db",
+        db_path,
+        "--entries",
+        "2000",
+    ]);
+    std::fs::write(
+        db.path().join(&engine).join("run-state.json"),
+        r#"{"in_progress": true, "history": []}"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn-bench"))
+        .args([
+            "utxo",
+            "run",
+            "--engine",
+            &engine,
+            "--db",
+            db_path,
+            "--batches",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did not finish"));
+}
