@@ -1,7 +1,7 @@
 //! One interface for every engine the UTxO benchmark drives: Cairn and its peers (RocksDB, LMDB,
 //! fjall, each behind a cargo feature of its own).
 //!
-//! Owns: the [`Engine`] and [`Reader`] traits, [`EngineKind`] and [`open`]. Each implementation
+//! Owns: the [`Engine`] and [`Reader`] traits, [`EngineKind`] and [`EngineKind::open`]. Each implementation
 //! lives in its own module and uses only its engine's public API, with the settings its own
 //! documentation recommends for random point reads (stated by [`Engine::settings`]). Must never
 //! touch: the workload (which keys, which checks), which is the driver's.

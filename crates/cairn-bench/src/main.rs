@@ -57,6 +57,20 @@
 //! Progress lines go to stderr, the results table to stdout, and `--json FILE` writes the same
 //! results as one JSON object (see [`report::Report`] for the fields).
 //!
+//! # `cairn-bench utxo setup`, `utxo run`, `utxo suite` and `report`
+//!
+//! The same workload on any engine behind [`engine::Engine`] (Cairn, and with their cargo
+//! features RocksDB, LMDB and fjall), with the table built once by `setup` and used by every
+//! `run` (modes serial, pipelined and lookup-only; `--check` compares every lookup with a model;
+//! `--memory-limit` runs it in a memory cgroup of its own). `utxo suite` does it all for every
+//! engine in one invocation, each run in its own cgroup with the same limit and the page cache
+//! dropped before it, and `report` turns the JSON records into `README.md` with SVG charts. See
+//! the [`utxo_run`], [`suite`], [`cgroup`] and [`report_cmd`] modules.
+//!
+//! # `cairn-bench upsert`
+//!
+//! lsm-tree's upsert benchmark (P2): see [`upsert_bench`].
+//!
 //! # `cairn-bench union --tables T --entries-per-table N --lookups L`
 //!
 //! lsm-tree's table-union benchmark: lookups on one table, then on the incremental union of T
