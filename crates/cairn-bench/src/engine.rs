@@ -48,6 +48,18 @@ pub trait Engine: Send + Sync {
     /// bulk-loading path).
     fn load(&self, chunk: &[(Key, Value)]) -> Result<(), Failure>;
 
+    /// Whether `setup` should hand this engine the initial table in key order, through
+    /// [`Engine::load_sorted`], for an append-only bulk-loading path.
+    fn wants_sorted_load(&self) -> bool {
+        false
+    }
+
+    /// As [`Engine::load`], for a chunk whose keys are sorted and follow every key loaded
+    /// before it (only called when [`Engine::wants_sorted_load`]).
+    fn load_sorted(&self, chunk: &[(Key, Value)]) -> Result<(), Failure> {
+        self.load(chunk)
+    }
+
     /// Ends the setup: the table must survive the process and be opened by `run`.
     fn finish_load(&self) -> Result<(), Failure>;
 

@@ -34,17 +34,18 @@ impl WriteBuffer {
     }
 
     /// Applies one update: inserts and deletes replace the buffered entry, upserts combine with it.
+    ///
+    /// Cost: one map traversal for a new key (the common case), two when an upsert meets a
+    /// buffered entry.
     pub(crate) fn apply(&mut self, key: &[u8], entry: Entry<MemBlob>, resolve: &Resolve) {
-        match self.entries.get_mut::<[u8]>(key) {
-            Some(slot) => {
-                let older = std::mem::replace(slot, Entry::Delete);
-                *slot = match entry {
-                    Entry::Upsert(_) => entry.combine_older(older.op(), older.value(), resolve),
-                    _ => entry,
-                };
-            }
-            None => {
-                self.entries.insert(key.to_vec(), entry);
+        let is_upsert = matches!(entry, Entry::Upsert(_));
+        let Some(older) = self.entries.insert(key.to_vec(), entry) else {
+            return;
+        };
+        if is_upsert {
+            if let Some(slot) = self.entries.get_mut::<[u8]>(key) {
+                let newer = std::mem::replace(slot, Entry::Delete);
+                *slot = newer.combine_older(older.op(), older.value(), resolve);
             }
         }
     }
