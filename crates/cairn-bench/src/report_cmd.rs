@@ -996,7 +996,8 @@ impl Chart {
         }
     }
 
-    /// The limit as a dashed red line with its label.
+    /// The limit as a dashed red line, labelled at the right end of the legend row (above the
+    /// plot, where no bar label can cover it).
     fn limit_line(&self, svg: &mut Svg, scale: &Scale) {
         let Some((value, label)) = &self.limit else {
             return;
@@ -1004,8 +1005,16 @@ impl Chart {
         let y = scale.y(*value);
         let dash = "stroke-dasharray=\"6 4\" stroke-width=\"1.5\"";
         svg.line((PLOT_LEFT, y), (PLOT_RIGHT, y), "#d62728", dash);
+        let text_width = 6.5 * label.chars().count() as f64;
+        let sample_right = PLOT_RIGHT - text_width - 6.0;
+        svg.line(
+            (sample_right - 24.0, 50.0),
+            (sample_right, 50.0),
+            "#d62728",
+            dash,
+        );
         let attrs = "font-size=\"11\" text-anchor=\"end\" fill=\"#d62728\"";
-        svg.text(PLOT_RIGHT - 2.0, y - 4.0, attrs, label);
+        svg.text(PLOT_RIGHT, 54.0, attrs, label);
     }
 
     /// The label lines under each group.
