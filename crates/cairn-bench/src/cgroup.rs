@@ -70,6 +70,22 @@ fn own_memory_cgroup() -> Option<(PathBuf, Version)> {
     None
 }
 
+/// The memory limit of this process's own cgroup, if one is set (v1 `memory.limit_in_bytes`,
+/// v2 `memory.max`; "max" or a v1 value near `u64::MAX` means none).
+pub fn own_limit() -> Option<u64> {
+    let (dir, version) = own_memory_cgroup()?;
+    let text = std::fs::read_to_string(dir.join(limit_file(version))).ok()?;
+    text.trim().parse::<u64>().ok().filter(|&v| v < 1 << 60)
+}
+
+/// The file holding a cgroup's memory limit.
+fn limit_file(version: Version) -> &'static str {
+    match version {
+        Version::V1 => "memory.limit_in_bytes",
+        Version::V2 => "memory.max",
+    }
+}
+
 impl MemCgroup {
     /// Creates a fresh cgroup named `name` under this process's memory cgroup, limited to
     /// `limit` bytes (page cache included). `Ok(None)` when the machine has no memory cgroup
@@ -89,11 +105,7 @@ impl MemCgroup {
             version,
             limit,
         };
-        let file = match version {
-            Version::V1 => "memory.limit_in_bytes",
-            Version::V2 => "memory.max",
-        };
-        let path = cgroup.dir.join(file);
+        let path = cgroup.dir.join(limit_file(version));
         std::fs::write(&path, limit.to_string())
             .context(|| format!("setting {}", path.display()))?;
         if version == Version::V2 {
@@ -175,35 +187,42 @@ pub struct ChildMemory {
 /// waits for it. Without cgroup support the child runs unlimited and a line says so. A child
 /// that fails is an error.
 pub fn run_child(args: &[String], limit: u64) -> Result<ChildMemory, Failure> {
-    let exe = std::env::current_exe().context(|| "finding this binary".to_string())?;
     let name = format!("cairn-bench-{}", std::process::id());
     let cgroup = MemCgroup::create(&name, limit)?;
-    let mut command = Command::new(exe);
-    command.args(args);
-    match &cgroup {
-        Some(cgroup) => {
-            command.env(CGROUP_ENV, cgroup.dir());
-        }
-        None => eprintln!(
+    if cgroup.is_none() {
+        eprintln!(
             "cairn-bench: this machine has no memory cgroup controller: running WITHOUT the \
              memory limit of {limit} bytes"
-        ),
+        );
+    }
+    run_self(args, cgroup.as_ref())?;
+    Ok(ChildMemory {
+        limit_bytes: cgroup.as_ref().map(MemCgroup::limit),
+        peak_bytes: cgroup.as_ref().and_then(MemCgroup::peak_bytes),
+        version: cgroup.as_ref().map(MemCgroup::version),
+    })
+}
+
+/// Runs this binary again with `args` (in `cgroup`, if given) and waits; a child that fails is
+/// an error.
+pub fn run_self(args: &[String], cgroup: Option<&MemCgroup>) -> Result<(), Failure> {
+    let exe = std::env::current_exe().context(|| "finding this binary".to_string())?;
+    let mut command = Command::new(exe);
+    command.args(args);
+    if let Some(cgroup) = cgroup {
+        command.env(CGROUP_ENV, cgroup.dir());
     }
     let status = command
         .status()
         .context(|| format!("starting cairn-bench {}", args.join(" ")))?;
-    let memory = ChildMemory {
-        limit_bytes: cgroup.as_ref().map(MemCgroup::limit),
-        peak_bytes: cgroup.as_ref().and_then(MemCgroup::peak_bytes),
-        version: cgroup.as_ref().map(MemCgroup::version),
-    };
-    if !status.success() {
-        return Err(Failure(format!(
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Failure(format!(
             "cairn-bench {} failed ({status})",
             args.join(" ")
-        )));
+        )))
     }
-    Ok(memory)
 }
 
 /// Writes dirty pages back and drops the page cache (needs root). Returns whether it worked.

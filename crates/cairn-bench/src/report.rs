@@ -80,7 +80,8 @@ pub struct Report {
     pub snapshot: Option<SnapshotStats>,
 }
 
-const MIB: f64 = 1024.0 * 1024.0;
+/// Bytes in a MiB.
+pub const MIB: f64 = 1024.0 * 1024.0;
 
 impl Report {
     /// The report as (metric, value) rows.

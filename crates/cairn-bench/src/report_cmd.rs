@@ -28,6 +28,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::failure::{Context, Failure};
+use crate::report::{rss_mib, MIB};
 
 /// Options of `report`.
 #[derive(Debug, clap::Args)]
@@ -715,7 +716,6 @@ fn or_dash<T>(value: Option<T>, f: impl FnOnce(T) -> String) -> String {
 // Number formats
 // ---------------------------------------------------------------------------------------------
 
-const MIB: f64 = 1024.0 * 1024.0;
 const GIB: f64 = 1024.0 * MIB;
 
 /// Rounded to an integer with thousands separators: 128929.1 → "128,929".
@@ -737,7 +737,7 @@ fn thousands(value: f64) -> String {
 
 /// Bytes in MiB, one decimal.
 fn mib_text(bytes: u64) -> String {
-    format!("{:.1}", bytes as f64 / MIB)
+    rss_mib(Some(bytes))
 }
 
 /// Milliseconds with about three significant digits.

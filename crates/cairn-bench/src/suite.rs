@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::cgroup;
 use crate::cli::{EngineArgs, RunMode, SuiteArgs};
@@ -21,7 +21,7 @@ use crate::engine::EngineKind;
 use crate::failure::{Context, Failure};
 use crate::fio;
 use crate::report::write_json;
-use crate::utxo_run::{add_cgroup_fields, SetupRecord, SETUP_REPORT};
+use crate::utxo_run::{add_cgroup_fields, reusable_setup, SETUP_REPORT};
 
 /// The machine a suite ran on.
 #[derive(Clone, Debug, Serialize)]
@@ -147,7 +147,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
 fn setup(args: &SuiteArgs, engine: EngineKind) -> Result<(), Failure> {
     let dir = args.db.join(engine.name());
     let out = args.out.join(format!("setup-{}.json", engine.name()));
-    if args.reuse_setup && reusable(&dir, args) {
+    if args.reuse_setup && reusable_setup(&dir, args.entries, args.seed) {
         eprintln!(
             "== {}: reusing the setup in {} ==",
             engine.name(),
@@ -175,28 +175,7 @@ fn setup(args: &SuiteArgs, engine: EngineKind) -> Result<(), Failure> {
         path_arg(&out),
     ];
     argv.extend(engine_argv(&args.engine_args));
-    run_plain(&argv)
-}
-
-/// Whether `dir` holds a finished setup of the same entries and seed with no unfinished run.
-fn reusable(dir: &Path, args: &SuiteArgs) -> bool {
-    let Ok(text) = std::fs::read_to_string(dir.join("setup.json")) else {
-        return false;
-    };
-    let Ok(record) = serde_json::from_str::<SetupRecord>(&text) else {
-        return false;
-    };
-    let unfinished = std::fs::read_to_string(dir.join("run-state.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<RunStateFlag>(&t).ok())
-        .is_some_and(|s| s.in_progress);
-    record.entries == args.entries && record.seed == args.seed && !unfinished
-}
-
-/// The one field of `run-state.json` the suite reads.
-#[derive(Deserialize)]
-struct RunStateFlag {
-    in_progress: bool,
+    cgroup::run_self(&argv, None)
 }
 
 fn run_argv(args: &SuiteArgs, engine: EngineKind, mode: RunMode, json: &Path) -> Vec<String> {
@@ -236,23 +215,6 @@ fn engine_argv(args: &EngineArgs) -> Vec<String> {
 
 fn path_arg(path: &Path) -> String {
     path.to_string_lossy().into_owned()
-}
-
-/// Runs this binary with `argv` and waits; a failure is an error.
-fn run_plain(argv: &[String]) -> Result<(), Failure> {
-    let exe = std::env::current_exe().context(|| "finding this binary".to_string())?;
-    let status = Command::new(exe)
-        .args(argv)
-        .status()
-        .context(|| format!("starting cairn-bench {}", argv.join(" ")))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(Failure(format!(
-            "cairn-bench {} failed ({status})",
-            argv.join(" ")
-        )))
-    }
 }
 
 fn machine() -> Machine {

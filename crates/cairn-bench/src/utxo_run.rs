@@ -201,7 +201,7 @@ pub fn setup(args: &SetupArgs) -> Result<(), Failure> {
         seed: args.seed,
         seconds,
     };
-    write_json(&record, &dir.join("setup.json"))?;
+    write_json(&record, &dir.join(SETUP_RECORD))?;
     let io = ProcIo::read().since(io_before);
     let report = SetupReport {
         benchmark: "utxo-setup",
@@ -238,6 +238,20 @@ pub fn setup(args: &SetupArgs) -> Result<(), Failure> {
 
 /// The setup's report, kept beside the table so `utxo suite --reuse-setup` can show it.
 pub const SETUP_REPORT: &str = "setup-report.json";
+
+/// What `setup` records for `run`, beside the table.
+const SETUP_RECORD: &str = "setup.json";
+
+/// Whether the engine directory `dir` holds a finished setup of `entries` entries from `seed`
+/// that no unfinished run has left in an unknown state (so `utxo suite --reuse-setup` may use
+/// it). Any unreadable record means no.
+pub fn reusable_setup(dir: &Path, entries: u64, seed: u64) -> bool {
+    let record = std::fs::read_to_string(dir.join(SETUP_RECORD))
+        .ok()
+        .and_then(|text| serde_json::from_str::<SetupRecord>(&text).ok());
+    let finished = RunState::load(dir).is_ok_and(|state| !state.in_progress);
+    record.is_some_and(|r| r.entries == entries && r.seed == seed) && finished
+}
 
 /// The runs applied in place to a peer's table since its setup (see the module doc).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -289,7 +303,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         }
     }
     let dir = engine_dir(&args.db, args.engine.name());
-    let record_path = dir.join("setup.json");
+    let record_path = dir.join(SETUP_RECORD);
     let text = std::fs::read_to_string(&record_path)
         .context(|| format!("reading {} (run `utxo setup` first)", record_path.display()))?;
     let record: SetupRecord =
@@ -364,7 +378,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         peak_rss_bytes: peak_rss_bytes(),
         bytes_read: io.map(|io| io.read_bytes),
         bytes_written: io.map(|io| io.write_bytes),
-        memory_limit_bytes: cgroup_memory_limit(),
+        memory_limit_bytes: cgroup::own_limit(),
         fio_qd1_iops: fio.and_then(|f| f.qd1_iops),
         fio_qd32_iops: fio.map(|f| f.qd32_iops),
         ops_per_qd32_iops: fio.map(|f| ops_per_sec / f.qd32_iops),
@@ -396,11 +410,10 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
 /// cgroup's peak usage to the JSON record at `json`.
 pub fn run_limited(argv: &[String], limit: u64, json: Option<&Path>) -> Result<(), Failure> {
     let memory = cgroup::run_child(argv, limit)?;
-    let peak = memory.peak_bytes.map_or_else(
-        || "-".to_string(),
-        |b| format!("{:.1}", b as f64 / (1 << 20) as f64),
+    println!(
+        "cgroup peak MiB (resident + page cache): {}",
+        rss_mib(memory.peak_bytes)
     );
-    println!("cgroup peak MiB (resident + page cache): {peak}");
     if let Some(path) = json {
         add_cgroup_fields(path, &memory)?;
     }
@@ -640,26 +653,4 @@ impl Since for Option<ProcIo> {
             write_bytes: now.write_bytes.saturating_sub(before.write_bytes),
         })
     }
-}
-
-/// The memory limit of this process's cgroup (v2 `memory.max`, or v1 `memory.limit_in_bytes`),
-/// if one is set.
-fn cgroup_memory_limit() -> Option<u64> {
-    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    for line in cgroups.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let file = if controllers.is_empty() {
-            format!("/sys/fs/cgroup{path}/memory.max")
-        } else if controllers.split(',').any(|c| c == "memory") {
-            format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")
-        } else {
-            continue;
-        };
-        if let Ok(text) = std::fs::read_to_string(file) {
-            // "max", or a v1 "unlimited" value near u64::MAX, means no limit.
-            return text.trim().parse::<u64>().ok().filter(|&v| v < 1 << 60);
-        }
-    }
-    None
 }
