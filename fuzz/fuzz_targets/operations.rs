@@ -31,7 +31,7 @@ fn check(table: &Table, model: &Model) {
     let scanned: Vec<(Vec<u8>, Vec<u8>)> = table
         .cursor()
         .unwrap()
-        .take(usize::MAX)
+        .by_ref().take(usize::MAX).collect::<cairn::Result<Vec<_>>>()
         .unwrap()
         .into_iter()
         .map(|e| (e.key, e.value))

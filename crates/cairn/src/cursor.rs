@@ -1,28 +1,82 @@
 //! Cursors and range lookups: stable, sorted views of a table.
 //!
-//! Owns: [`Cursor`], [`CursorEntry`] and the k-way merge that reads the write buffer and every run
-//! of a table together, newest first, resolving each key exactly as a lookup does (through
-//! [`crate::entry::Entry::combine_older`]; deletes hide older entries, upserts combine).
+//! Owns: [`Cursor`], [`CursorEntry`], and [`MergedEntries`], the resolved stream of a frozen
+//! table view: the write buffer, every run and (through [`EntryStream`]) a pending union, read
+//! together with [`crate::kmerge::KMerge`] newest first and resolved exactly as a lookup resolves
+//! them (deletes hide older entries, upserts combine).
 //!
-//! May call: `run` (sequential cursors over runs), `entry`, `lookup` (blob references). Must never
-//! touch: the table's live state. A cursor is a *stable view*: it owns a copy of the write buffer's
-//! entries from its start key on (at most `write_buffer_entries`) and `Arc`s of the runs it reads,
-//! which are immutable, so later updates of the table (and merges they trigger) are invisible.
+//! May call: `kmerge`, `run` (sequential cursors over runs), `write_buffer`, `entry`, `lookup`
+//! (blob references), `session` (to keep the session alive and be closed with it). Must never
+//! touch: the table's live state, or the union level (a pending union is just another
+//! [`EntryStream`], supplied by the caller).
+//!
+//! A cursor is a *stable view*: it holds an O(1) clone of the persistent write buffer and `Arc`s
+//! of the runs it reads, which are immutable, so later updates of the table (and the merges they
+//! trigger) are invisible through it.
 //!
 //! Costs: opening a cursor does one index search per run (plus one span read per run); each entry
 //! returned costs a comparison per source (write buffer + runs) and sequential 64 KiB reads.
-//! Memory: one 64 KiB chunk per run plus the write-buffer copy.
+//! Memory: one 64 KiB chunk per run plus [`BUFFER_CHUNK`] write-buffer entries, whatever the size
+//! of the write buffer or of the range.
 
+use std::collections::VecDeque;
+use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
 use crate::config::Resolve;
 use crate::entry::Entry;
 use crate::error::{Error, Result};
+use crate::kmerge::{Head, KMerge, MergeSource};
 use crate::lookup::{BlobRef, BlobSource};
 use crate::page::Op;
 use crate::run::{Run, RunCursor};
-use crate::union::{UnionContents, UnionLevel, UnionStream};
-use crate::write_buffer::MemBlob;
+use crate::session::SessionInner;
+use crate::write_buffer::{MemBlob, WriteBuffer};
+
+/// Write-buffer entries a stream copies out of the (shared, persistent) buffer at a time.
+pub(crate) const BUFFER_CHUNK: usize = 64;
+
+/// A range of keys, for [`crate::Table::range`]: any of Rust's range forms (`a..b`, `a..=b`,
+/// `a..`, `..b`, `..=b`, `..`) or a pair of [`Bound`]s, with keys of any type that is
+/// `AsRef<[u8]>` (`&[u8]`, `Vec<u8>`, `&str`, `[u8; N]`, ...).
+pub trait KeyRange {
+    /// The lower bound.
+    fn start_key(&self) -> Bound<&[u8]>;
+    /// The upper bound.
+    fn end_key(&self) -> Bound<&[u8]>;
+}
+
+/// Implements [`KeyRange`] for a range type through its `RangeBounds` implementation.
+macro_rules! key_range {
+    ($($range:ty),*) => {$(
+        impl<K: AsRef<[u8]>> KeyRange for $range {
+            fn start_key(&self) -> Bound<&[u8]> {
+                std::ops::RangeBounds::start_bound(self).map(|k| k.as_ref())
+            }
+            fn end_key(&self) -> Bound<&[u8]> {
+                std::ops::RangeBounds::end_bound(self).map(|k| k.as_ref())
+            }
+        }
+    )*};
+}
+
+key_range!(
+    std::ops::Range<K>,
+    std::ops::RangeInclusive<K>,
+    std::ops::RangeFrom<K>,
+    std::ops::RangeTo<K>,
+    std::ops::RangeToInclusive<K>,
+    (Bound<K>, Bound<K>)
+);
+
+impl KeyRange for std::ops::RangeFull {
+    fn start_key(&self) -> Bound<&[u8]> {
+        Bound::Unbounded
+    }
+    fn end_key(&self) -> Bound<&[u8]> {
+        Bound::Unbounded
+    }
+}
 
 /// One entry read through a cursor or a range lookup.
 #[derive(Clone, Debug)]
@@ -43,40 +97,139 @@ pub(crate) struct RawEntry {
     pub(crate) blob: Option<BlobSource>,
 }
 
-/// A source of the merge: the write-buffer copy, one run, or a pending union (oldest).
+/// A stream of resolved entries (inserts only: deletes are gone, upserts are settled) in key
+/// order: a table view's [`MergedEntries`], or a pending union's stream.
+pub(crate) trait EntryStream: std::fmt::Debug + Send {
+    /// The next entry, or `None` at the end.
+    fn next_raw(&mut self) -> Result<Option<RawEntry>>;
+}
+
+/// An [`EntryStream`] with its next entry read ahead, so that it can be merged.
+#[derive(Debug)]
+pub(crate) struct Peeked<I> {
+    stream: I,
+    head: Option<RawEntry>,
+}
+
+impl<I: EntryStream> Peeked<I> {
+    /// Reads the stream's first entry.
+    pub(crate) fn new(mut stream: I) -> Result<Peeked<I>> {
+        let head = stream.next_raw()?;
+        Ok(Peeked { stream, head })
+    }
+}
+
+impl<I: EntryStream> MergeSource for Peeked<I> {
+    type Blob = BlobSource;
+
+    fn head(&self) -> Result<Option<Head<'_, BlobSource>>> {
+        Ok(self.head.as_ref().map(|e| Head {
+            key: &e.key,
+            op: Op::Insert,
+            value: &e.value,
+            blob: e.blob.clone(),
+        }))
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        if self.head.is_some() {
+            self.head = self.stream.next_raw()?;
+        }
+        Ok(())
+    }
+}
+
+/// The write buffer as a merge source: an O(1) clone of the persistent map, read
+/// [`BUFFER_CHUNK`] entries at a time (O(log B) per chunk), so no stream copies the buffer.
+#[derive(Debug)]
+pub(crate) struct BufferSource {
+    buffer: WriteBuffer,
+    chunk: VecDeque<(Vec<u8>, Entry<MemBlob>)>,
+    /// Where the next chunk starts.
+    next: Bound<Vec<u8>>,
+    exhausted: bool,
+}
+
+impl BufferSource {
+    /// The buffer's entries from the first key `>= from` (or the first key).
+    pub(crate) fn new(buffer: WriteBuffer, from: Option<&[u8]>) -> BufferSource {
+        let mut source = BufferSource {
+            buffer,
+            chunk: VecDeque::new(),
+            next: match from {
+                Some(key) => Bound::Included(key.to_vec()),
+                None => Bound::Unbounded,
+            },
+            exhausted: false,
+        };
+        source.refill();
+        source
+    }
+
+    fn refill(&mut self) {
+        if !self.chunk.is_empty() || self.exhausted {
+            return;
+        }
+        self.chunk.extend(
+            self.buffer
+                .chunk(self.next.as_ref().map(Vec::as_slice), BUFFER_CHUNK),
+        );
+        match self.chunk.back() {
+            Some((key, _)) if self.chunk.len() == BUFFER_CHUNK => {
+                self.next = Bound::Excluded(key.clone());
+            }
+            _ => {
+                self.exhausted = true;
+                // Nothing more will be read: let go of the buffer's nodes.
+                self.buffer = WriteBuffer::default();
+            }
+        }
+    }
+}
+
+impl MergeSource for BufferSource {
+    type Blob = BlobSource;
+
+    fn head(&self) -> Result<Option<Head<'_, BlobSource>>> {
+        Ok(self.chunk.front().map(|(key, entry)| Head {
+            key,
+            op: entry.op(),
+            value: entry.value(),
+            blob: match entry {
+                Entry::Insert(_, Some(blob)) => Some(BlobSource::Memory(blob.clone())),
+                _ => None,
+            },
+        }))
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        self.chunk.pop_front();
+        self.refill();
+        Ok(())
+    }
+}
+
+/// A source of a table view's stream, newest first: the write buffer, one run, or a pending
+/// union (oldest).
 #[derive(Debug)]
 enum Source {
-    Buffer {
-        entries: Vec<(Vec<u8>, Entry<MemBlob>)>,
-        next: usize,
-    },
+    Buffer(BufferSource),
     Run(RunCursor),
-    Union {
-        stream: Box<UnionStream>,
-        head: Option<RawEntry>,
-    },
+    Nested(Peeked<Box<dyn EntryStream>>),
 }
 
-/// The head of a source, borrowed.
-struct Head<'a> {
-    key: &'a [u8],
-    op: Op,
-    value: &'a [u8],
-    blob: Option<BlobSource>,
+impl EntryStream for Box<dyn EntryStream> {
+    fn next_raw(&mut self) -> Result<Option<RawEntry>> {
+        (**self).next_raw()
+    }
 }
 
-impl Source {
-    fn head(&self) -> Result<Option<Head<'_>>> {
+impl MergeSource for Source {
+    type Blob = BlobSource;
+
+    fn head(&self) -> Result<Option<Head<'_, BlobSource>>> {
         match self {
-            Source::Buffer { entries, next } => Ok(entries.get(*next).map(|(key, entry)| Head {
-                key,
-                op: entry.op(),
-                value: entry.value(),
-                blob: match entry {
-                    Entry::Insert(_, Some(blob)) => Some(BlobSource::Memory(blob.clone())),
-                    _ => None,
-                },
-            })),
+            Source::Buffer(buffer) => buffer.head(),
             Source::Run(cursor) => Ok(cursor.peek()?.map(|e| Head {
                 key: e.key,
                 op: e.op,
@@ -85,152 +238,113 @@ impl Source {
                     .blob
                     .map(|span| BlobSource::File(cursor.run().blobs().clone(), span)),
             })),
-            Source::Union { head, .. } => Ok(head.as_ref().map(|e| Head {
-                key: &e.key,
-                op: Op::Insert,
-                value: &e.value,
-                blob: e.blob.clone(),
-            })),
+            Source::Nested(stream) => stream.head(),
         }
     }
 
     fn advance(&mut self) -> Result<()> {
         match self {
-            Source::Buffer { next, .. } => {
-                *next += 1;
-                Ok(())
-            }
+            Source::Buffer(buffer) => buffer.advance(),
             Source::Run(cursor) => cursor.advance(),
-            Source::Union { stream, head } => {
-                *head = stream.next()?;
-                Ok(())
-            }
+            Source::Nested(stream) => stream.advance(),
         }
     }
 }
 
-/// The merged, resolved stream of a table's entries in key order.
+/// The merged, resolved stream of a frozen table view in key order.
 #[derive(Debug)]
 pub(crate) struct MergedEntries {
-    /// Newest first: the write buffer, the runs, then the union level.
-    sources: Vec<Source>,
+    merge: KMerge<Source>,
     resolve: Resolve,
-    key: Vec<u8>,
 }
 
 impl MergedEntries {
-    /// A stream starting at the first key `>= from` (or the first key at all).
+    /// A stream starting at the first key `>= from` (or the first key at all) over, newest
+    /// first, `buffer`, `runs` and `older` (a pending union's stream, already positioned at
+    /// `from`).
     pub(crate) fn new(
-        buffer: Vec<(Vec<u8>, Entry<MemBlob>)>,
+        buffer: WriteBuffer,
         runs: &[Arc<Run>],
-        union: Option<&Arc<UnionLevel>>,
+        older: Option<Box<dyn EntryStream>>,
         from: Option<&[u8]>,
         resolve: Resolve,
     ) -> Result<MergedEntries> {
         let mut sources = Vec::with_capacity(runs.len() + 2);
-        sources.push(Source::Buffer {
-            entries: buffer,
-            next: 0,
-        });
-        let seek = |run: &Arc<Run>| match from {
-            Some(key) => RunCursor::seek(run.clone(), key),
-            None => RunCursor::new(run.clone()),
-        };
+        sources.push(Source::Buffer(BufferSource::new(buffer, from)));
         for run in runs {
-            sources.push(Source::Run(seek(run)?));
+            let cursor = match from {
+                Some(key) => RunCursor::seek(run.clone(), key)?,
+                None => RunCursor::new(run.clone())?,
+            };
+            sources.push(Source::Run(cursor));
         }
-        match union.map(|u| u.contents()) {
-            Some(UnionContents::Pending(views)) => {
-                let mut stream = Box::new(UnionStream::new(&views, from, &resolve)?);
-                let head = stream.next()?;
-                sources.push(Source::Union { stream, head });
-            }
-            Some(UnionContents::Done(Some(run))) => sources.push(Source::Run(seek(&run)?)),
-            Some(UnionContents::Done(None)) | None => {}
+        if let Some(stream) = older {
+            sources.push(Source::Nested(Peeked::new(stream)?));
         }
         Ok(MergedEntries {
-            sources,
+            merge: KMerge::new(sources),
             resolve,
-            key: Vec::new(),
         })
     }
+}
 
-    /// The next live entry, or `None` at the end.
-    pub(crate) fn next_raw(&mut self) -> Result<Option<RawEntry>> {
+impl EntryStream for MergedEntries {
+    fn next_raw(&mut self) -> Result<Option<RawEntry>> {
         loop {
-            let Some(first) = self.min_source()? else {
+            let Some((key, combined, _)) = self.merge.next_combined(&self.resolve)? else {
                 return Ok(None);
             };
-            let mut combined: Option<Entry<BlobSource>> = None;
-            self.key.clear();
-            for i in first..self.sources.len() {
-                let Some(head) = self.sources[i].head()? else {
-                    continue;
-                };
-                if i == first {
-                    self.key.extend_from_slice(head.key);
-                } else if head.key != self.key.as_slice() {
-                    continue;
-                }
-                combined = Some(match combined {
-                    None => match head.op {
-                        Op::Insert => Entry::Insert(head.value.to_vec(), head.blob),
-                        Op::Upsert => Entry::Upsert(head.value.to_vec()),
-                        Op::Delete => Entry::Delete,
-                    },
-                    Some(newer) => newer.combine_older(head.op, head.value, &self.resolve),
-                });
-                self.sources[i].advance()?;
-            }
-            match combined.and_then(Entry::into_last_level) {
-                Some(Entry::Insert(value, blob)) => {
-                    return Ok(Some(RawEntry {
-                        key: self.key.clone(),
-                        value,
-                        blob,
-                    }))
-                }
-                // Deleted: move on to the next key.
-                _ => continue,
+            // Deleted keys are skipped.
+            if let Some(Entry::Insert(value, blob)) = combined.into_last_level() {
+                return Ok(Some(RawEntry {
+                    key: key.to_vec(),
+                    value,
+                    blob,
+                }));
             }
         }
-    }
-
-    /// The newest source holding the smallest current key.
-    fn min_source(&self) -> Result<Option<usize>> {
-        let mut min: Option<(usize, &[u8])> = None;
-        for (i, source) in self.sources.iter().enumerate() {
-            if let Some(head) = source.head()? {
-                if min.is_none_or(|(_, key)| head.key < key) {
-                    min = Some((i, head.key));
-                }
-            }
-        }
-        Ok(min.map(|(i, _)| i))
     }
 }
 
 /// A merged stream whose entries are handed to users, with blob references stamped with the
-/// table's id and epoch.
+/// table's id and epoch, ending at an upper bound.
 #[derive(Debug)]
 pub(crate) struct StampedEntries {
     entries: MergedEntries,
     table_id: u64,
     epoch: u64,
+    end: Bound<Vec<u8>>,
 }
 
 impl StampedEntries {
-    pub(crate) fn new(entries: MergedEntries, table_id: u64, epoch: u64) -> StampedEntries {
+    pub(crate) fn new(
+        entries: MergedEntries,
+        table_id: u64,
+        epoch: u64,
+        end: Bound<Vec<u8>>,
+    ) -> StampedEntries {
         StampedEntries {
             entries,
             table_id,
             epoch,
+            end,
         }
     }
 
-    /// The next entry for a user.
-    pub(crate) fn next_entry(&mut self) -> Result<Option<CursorEntry>> {
-        Ok(self.entries.next_raw()?.map(|e| CursorEntry {
+    /// The next entry for a user, or `None` past the end bound.
+    fn next_entry(&mut self) -> Result<Option<CursorEntry>> {
+        let Some(e) = self.entries.next_raw()? else {
+            return Ok(None);
+        };
+        let within = match &self.end {
+            Bound::Included(end) => e.key <= *end,
+            Bound::Excluded(end) => e.key < *end,
+            Bound::Unbounded => true,
+        };
+        if !within {
+            return Ok(None);
+        }
+        Ok(Some(CursorEntry {
             key: e.key,
             value: e.value,
             blob: e.blob.map(|source| BlobRef {
@@ -242,13 +356,25 @@ impl StampedEntries {
     }
 }
 
-/// A stable, sorted view of a table as it was when the cursor was opened.
+/// A stable, sorted view of a table (or of a range of it) as it was when the cursor was opened.
 ///
-/// Reads through one cursor are serialised (it is `Send + Sync`; share it with an `Arc`).
-/// Closing the cursor, or the session, makes later reads fail with [`Error::CursorClosed`].
+/// A cursor is an [`Iterator`] of `Result<CursorEntry>`: collect it, loop over it, or use any
+/// iterator adaptor (`cursor.by_ref().take(100)`, `take_while`, ...); [`Cursor::peek`] looks at
+/// the next entry without consuming it. Once the cursor or its session is closed, its next read
+/// returns [`Error::CursorClosed`] (even at the end, or with an entry peeked at). After an error
+/// the cursor is finished: it returns the error once, then `None`.
+///
+/// A cursor keeps its session open (and the runs it reads alive) until it is dropped; dropping
+/// the table it came from does not affect it. It is `Send + Sync`.
 #[derive(Debug)]
 pub struct Cursor {
     inner: Arc<CursorInner>,
+    /// Keeps the session (its directory lock and its I/O engine) alive while the cursor is.
+    _session: Arc<SessionInner>,
+    /// An entry read ahead by [`Cursor::peek`].
+    peeked: Option<CursorEntry>,
+    /// Set by an error: the cursor is finished.
+    failed: bool,
 }
 
 /// A cursor's state, shared with its session so that closing the session closes it.
@@ -260,16 +386,21 @@ pub(crate) struct CursorInner {
 impl CursorInner {
     /// Releases the cursor's runs; later reads fail with [`Error::CursorClosed`].
     pub(crate) fn close(&self) {
+        // A poisoned lock only means a resolve function panicked while this cursor read: the
+        // state is dropped either way.
         *self.state.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }
 
 impl Cursor {
-    pub(crate) fn new(entries: StampedEntries) -> Cursor {
+    pub(crate) fn new(entries: StampedEntries, session: Arc<SessionInner>) -> Cursor {
         Cursor {
             inner: Arc::new(CursorInner {
                 state: Mutex::new(Some(entries)),
             }),
+            _session: session,
+            peeked: None,
+            failed: false,
         }
     }
 
@@ -277,55 +408,54 @@ impl Cursor {
         &self.inner
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut StampedEntries) -> Result<T>) -> Result<T> {
-        let mut state = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
-        match state.as_mut() {
-            Some(entries) => f(entries),
-            None => Err(Error::CursorClosed),
+    /// Reads the next entry (the peeked one first) from the shared state, which tells whether
+    /// the cursor was closed; an error finishes the cursor.
+    fn read_next(&mut self) -> Result<Option<CursorEntry>> {
+        if self.failed {
+            return Ok(None);
         }
+        let result = match self.inner.state.lock() {
+            // A resolve function panicked while this cursor was reading: its sources may have
+            // advanced past entries it never returned.
+            Err(_) => Err(Error::TableBroken(
+                "a panic interrupted a read through this cursor".into(),
+            )),
+            Ok(mut state) => match state.as_mut() {
+                None => Err(Error::CursorClosed),
+                Some(_) if self.peeked.is_some() => Ok(self.peeked.take()),
+                Some(entries) => entries.next_entry(),
+            },
+        };
+        if result.is_err() {
+            self.failed = true;
+            self.peeked = None;
+        }
+        result
     }
 
-    /// The next entry, or `None` at the end of the table.
+    /// The next entry without consuming it: `Ok(None)` at the end.
     ///
-    /// Errors: [`Error::CursorClosed`], [`Error::Io`].
-    pub fn next(&self) -> Result<Option<CursorEntry>> {
-        self.with(|e| e.next_entry())
+    /// Errors: [`Error::CursorClosed`], [`Error::TableBroken`] (a resolve function panicked
+    /// during an earlier read), [`Error::Io`]. After an error the cursor is finished.
+    pub fn peek(&mut self) -> Result<Option<&CursorEntry>> {
+        if self.peeked.is_none() {
+            self.peeked = self.read_next()?;
+        }
+        Ok(self.peeked.as_ref())
     }
 
-    /// Up to `n` next entries (fewer only at the end of the table).
-    ///
-    /// Errors: [`Error::CursorClosed`], [`Error::Io`].
-    pub fn take(&self, n: usize) -> Result<Vec<CursorEntry>> {
-        self.with(|e| {
-            let mut out = Vec::with_capacity(n.min(4096));
-            while out.len() < n {
-                match e.next_entry()? {
-                    Some(entry) => out.push(entry),
-                    None => break,
-                }
-            }
-            Ok(out)
-        })
-    }
-
-    /// Entries while `keep(key)` holds; the first entry that fails it is consumed and dropped.
-    ///
-    /// Errors: [`Error::CursorClosed`], [`Error::Io`].
-    pub fn take_while(&self, mut keep: impl FnMut(&[u8]) -> bool) -> Result<Vec<CursorEntry>> {
-        self.with(|e| {
-            let mut out = Vec::new();
-            while let Some(entry) = e.next_entry()? {
-                if !keep(&entry.key) {
-                    break;
-                }
-                out.push(entry);
-            }
-            Ok(out)
-        })
-    }
-
-    /// Closes the cursor and releases the runs it holds. Idempotent.
+    /// Closes the cursor and releases the runs it holds. Idempotent; later reads return
+    /// [`Error::CursorClosed`] once.
     pub fn close(&self) {
         self.inner.close();
+    }
+}
+
+impl Iterator for Cursor {
+    type Item = Result<CursorEntry>;
+
+    /// The next entry; `None` at the end of the table or range, and after an error.
+    fn next(&mut self) -> Option<Result<CursorEntry>> {
+        self.read_next().transpose()
     }
 }

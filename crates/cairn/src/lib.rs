@@ -32,6 +32,7 @@ pub mod fuzzing;
 mod golden;
 pub mod index;
 pub mod io;
+mod kmerge;
 mod lookup;
 mod merge;
 pub mod page;
@@ -49,7 +50,7 @@ mod write_buffer;
 pub struct ReadmeDoctests;
 
 pub use config::{BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, TableConfig};
-pub use cursor::{Cursor, CursorEntry};
+pub use cursor::{Cursor, CursorEntry, KeyRange};
 pub use error::{Error, Result};
 pub use io::IoBackendKind;
 pub use lookup::{BlobRef, LookupResult};

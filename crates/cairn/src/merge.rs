@@ -5,7 +5,7 @@
 //! key are combined newest first through [`crate::entry::Entry::combine_older`]; a last-level merge
 //! drops deletes and turns upserts into inserts.
 //!
-//! May call: `run` (cursors and writers), `entry`. Must never touch: the level structure or the
+//! May call: `kmerge` (the k-way merge), `run` (cursors and writers), `entry`. Must never touch: the level structure or the
 //! credit accounting (that is `schedule`'s job), tables or sessions.
 //!
 //! Costs: a step compares the current keys of the k inputs (k <= T + 1 = 5), so a step is a few
@@ -19,6 +19,7 @@ use crate::config::Resolve;
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
+use crate::kmerge::{Head, KMerge, MergeSource};
 use crate::page::{BlobSpan, Op};
 use crate::run::{Run, RunCursor, RunParams, RunWriter};
 
@@ -37,13 +38,13 @@ pub(crate) struct MergingRun {
     kind: MergeKind,
     resolve: Resolve,
     inputs: Vec<Arc<Run>>,
-    cursors: Vec<RunCursor>,
+    /// The merge of the inputs' cursors, newest first (empty once finished).
+    inputs_merge: KMerge<RunCursor>,
     writer: Option<RunWriter>,
     debt: u64,
     steps_done: u64,
     /// Set when finished; `None` inside if every entry was dropped.
     output: Option<Option<Arc<Run>>>,
-    key: Vec<u8>,
     /// Set when a step failed half way: the merge (shared by duplicates) refuses further work.
     failed: bool,
 }
@@ -70,12 +71,11 @@ impl MergingRun {
             kind,
             resolve,
             inputs,
-            cursors,
+            inputs_merge: KMerge::new(cursors),
             writer: Some(writer),
             debt,
             steps_done: 0,
             output: None,
-            key: Vec::new(),
             failed: false,
         })
     }
@@ -127,7 +127,7 @@ impl MergingRun {
         let mut done = 0;
         while done < steps && !self.is_done() {
             done += self.step()?;
-            if self.cursors.iter().all(RunCursor::is_done) {
+            if self.inputs_merge.sources().iter().all(RunCursor::is_done) {
                 self.finish()?;
             }
         }
@@ -141,24 +141,7 @@ impl MergingRun {
 
     /// Produces one output key; returns the input entries it consumed.
     fn step(&mut self) -> Result<u64> {
-        // Find the smallest current key, and how many inputs hold it (one peek per input).
-        let mut min: Option<(usize, &[u8])> = None;
-        let mut holders = 0;
-        for (i, cursor) in self.cursors.iter().enumerate() {
-            let Some(entry) = cursor.peek()? else {
-                continue;
-            };
-            match min {
-                Some((_, current)) if entry.key > current => {}
-                Some((_, current)) if entry.key == current => holders += 1,
-                _ => {
-                    min = Some((i, entry.key));
-                    holders = 1;
-                }
-            }
-        }
-        let min = min.map(|(i, _)| i);
-        let Some(first) = min else {
+        let Some(group) = self.inputs_merge.peek_group()? else {
             self.finish()?;
             return Ok(0);
         };
@@ -166,9 +149,9 @@ impl MergingRun {
             .writer
             .as_mut()
             .expect("an unfinished merge has a writer");
-        if holders == 1 {
+        if group.holders == 1 {
             // The common case: copy the entry straight from the input page.
-            let cursor = &mut self.cursors[first];
+            let cursor = self.inputs_merge.source_mut(group.first);
             if let Some(e) = cursor.peek()? {
                 let keep = match (self.kind, e.op) {
                     (MergeKind::LastLevel, Op::Delete) => None,
@@ -188,42 +171,22 @@ impl MergingRun {
             return Ok(1);
         }
         // Several inputs hold the key: combine newest first.
-        self.key.clear();
-        if let Some(e) = self.cursors[first].peek()? {
-            self.key.extend_from_slice(e.key);
-        }
-        let mut combined: Option<Entry<(usize, BlobSpan)>> = None;
-        let mut consumed = 0;
-        for i in first..self.cursors.len() {
-            let cursor = &mut self.cursors[i];
-            let Some(e) = cursor.peek()? else { continue };
-            if e.key != self.key.as_slice() {
-                continue;
-            }
-            combined = Some(match combined {
-                None => match e.op {
-                    Op::Insert => Entry::Insert(e.value.to_vec(), e.blob.map(|b| (i, b))),
-                    Op::Upsert => Entry::Upsert(e.value.to_vec()),
-                    Op::Delete => Entry::Delete,
-                },
-                Some(newer) => newer.combine_older(e.op, e.value, &self.resolve),
-            });
-            cursor.advance()?;
-            consumed += 1;
-        }
-        let combined = match (self.kind, combined) {
-            (MergeKind::LastLevel, Some(c)) => c.into_last_level(),
-            (MergeKind::MidLevel, c) => c,
-            (_, None) => None,
+        let Some((key, combined, consumed)) = self.inputs_merge.next_combined(&self.resolve)?
+        else {
+            return Ok(0);
+        };
+        let combined = match self.kind {
+            MergeKind::LastLevel => combined.into_last_level(),
+            MergeKind::MidLevel => Some(combined),
         };
         if let Some(entry) = combined {
             let blob = match &entry {
-                Entry::Insert(_, Some((input, span))) => {
-                    Some(self.inputs[*input].read_blob(*span)?)
-                }
+                // Only the newest entry's blob can survive a fold (an upsert drops the blob of
+                // the insert below it), so the blob is in the newest holder's run.
+                Entry::Insert(_, Some(span)) => Some(self.inputs[group.first].read_blob(*span)?),
                 _ => None,
             };
-            writer.push(&self.key, entry.op(), entry.value(), blob.as_deref())?;
+            writer.push(key, entry.op(), entry.value(), blob.as_deref())?;
         }
         self.steps_done += consumed;
         Ok(consumed)
@@ -233,9 +196,27 @@ impl MergingRun {
         if let Some(writer) = self.writer.take() {
             let output = writer.finish()?;
             debug_assert_eq!(self.steps_done, self.debt);
-            self.cursors.clear();
+            self.inputs_merge = KMerge::new(Vec::new());
             self.output = Some(output);
         }
         Ok(())
+    }
+}
+
+/// A run cursor is a merge source whose blobs are spans of its run's blob file.
+impl MergeSource for RunCursor {
+    type Blob = BlobSpan;
+
+    fn head(&self) -> Result<Option<Head<'_, BlobSpan>>> {
+        Ok(self.peek()?.map(|e| Head {
+            key: e.key,
+            op: e.op,
+            value: e.value,
+            blob: e.blob,
+        }))
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        RunCursor::advance(self)
     }
 }

@@ -222,7 +222,7 @@ impl Levels {
             let Incoming::Merging(m) = &mut level.incoming else {
                 continue;
             };
-            let mut merge = lock(&m.merge);
+            let mut merge = lock_for_work(&m.merge)?;
             if merge.is_done() {
                 continue;
             }
@@ -434,10 +434,22 @@ impl Levels {
     }
 }
 
-/// Locks a shared merge. A poisoned lock is recovered: a merge that failed half way refuses
-/// further work by itself (see `MergingRun::steps`).
+/// Locks a shared merge to read it (its inputs, output and progress). A poisoned lock is
+/// recovered: a panic inside a merge step (a user's resolve function) leaves the inputs
+/// untouched and no output, so what a reader sees (the inputs, for lookups and snapshots) is
+/// still right.
 fn lock(merge: &Mutex<MergingRun>) -> MutexGuard<'_, MergingRun> {
     merge.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Locks a shared merge to do work on it. A poisoned lock means a panic interrupted a step half
+/// way (some inputs advanced, nothing written): going on would lose entries, so the table (and
+/// every duplicate sharing the merge) gets [`Error::TableBroken`]. A merge that failed with an
+/// error refuses further work by itself (see `MergingRun::steps`).
+fn lock_for_work(merge: &Mutex<MergingRun>) -> Result<MutexGuard<'_, MergingRun>> {
+    merge.lock().map_err(|_| {
+        Error::TableBroken("a panic interrupted a merge shared with this table".into())
+    })
 }
 
 /// Finishes a level's incoming merge (if needed) and returns its run and the steps performed.
@@ -446,7 +458,7 @@ fn complete_incoming(incoming: &mut Incoming) -> Result<(Option<Arc<Run>>, u64)>
         Incoming::Single(run) => Ok((Some(run.clone()), 0)),
         Incoming::Empty => Ok((None, 0)),
         Incoming::Merging(m) => {
-            let mut merge = lock(&m.merge);
+            let mut merge = lock_for_work(&m.merge)?;
             let steps = merge.complete()?;
             let out = merge.output().cloned().flatten();
             Ok((out, steps))

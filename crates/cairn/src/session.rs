@@ -12,7 +12,7 @@
 //! May call: `fs`, `io`, `table`. Must never touch: run contents.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::config::TableConfig;
@@ -88,9 +88,10 @@ impl Default for SessionOptions {
     }
 }
 
+/// What closing a session changes, behind one mutex: only opening and closing tables and
+/// cursors take it, never a table's reads or updates.
 #[derive(Debug)]
 struct SessionState {
-    open: bool,
     lock: Option<Box<dyn FileLock>>,
     tables: Vec<Weak<TableInner>>,
     cursors: Vec<Weak<CursorInner>>,
@@ -106,6 +107,8 @@ pub(crate) struct SessionInner {
     io: BlockIo,
     /// Files of released runs, removed at the start of the next operation.
     removals: Arc<DeferredRemovals>,
+    /// Cleared by `close`; read without a lock by every table operation.
+    open: AtomicBool,
     state: Mutex<SessionState>,
 }
 
@@ -125,7 +128,7 @@ impl SessionInner {
     /// Fails with [`Error::SessionClosed`] after `close`; then removes the files of released
     /// runs (see [`DeferredRemovals`]).
     fn check_open(&self) -> Result<()> {
-        if !self.lock_state().open {
+        if !self.is_open() {
             return Err(Error::SessionClosed);
         }
         self.remove_released()
@@ -135,7 +138,7 @@ impl SessionInner {
     /// error (closing). A failure leaves the file queued: the next operation retries the removal
     /// and reports the error.
     pub(crate) fn try_remove_released(&self) {
-        if self.lock_state().open {
+        if self.is_open() {
             let _ = self.removals.remove_now(&*self.fs);
         }
     }
@@ -149,7 +152,7 @@ impl SessionInner {
     /// does anything else. Nothing is removed once the session is closed (the next session
     /// empties `active/`).
     pub(crate) fn remove_released(&self) -> Result<()> {
-        if !self.lock_state().open {
+        if !self.is_open() {
             return Ok(());
         }
         self.removals.remove_now(&*self.fs)
@@ -174,14 +177,46 @@ impl SessionInner {
         TABLE_IDS.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Whether the session is open (no lock taken).
+    pub(crate) fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// The registry of tables and cursors. A poisoned lock is recovered: the registry is a list
+    /// of weak references, consistent at every point where a panic could occur.
     fn lock_state(&self) -> std::sync::MutexGuard<'_, SessionState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Closes the session: closes every table and cursor, removes the files of released runs
+    /// where it can, and releases the directory lock. Idempotent.
+    fn close(&self) {
+        let (tables, cursors, lock) = {
+            let mut state = self.lock_state();
+            self.open.store(false, Ordering::Release);
+            (
+                std::mem::take(&mut state.tables),
+                std::mem::take(&mut state.cursors),
+                state.lock.take(),
+            )
+        };
+        for cursor in cursors.iter().filter_map(Weak::upgrade) {
+            cursor.close();
+        }
+        for table in tables.iter().filter_map(Weak::upgrade) {
+            table.close();
+        }
+        // Last chance to free the space now; whatever fails is removed by the next session,
+        // which empties `active/`.
+        let _ = self.removals.remove_now(&*self.fs);
+        // Only now may another session take the directory.
+        drop(lock);
     }
 
     /// Records a new cursor so that closing the session closes it.
     pub(crate) fn register_cursor(&self, cursor: &Arc<CursorInner>) -> Result<()> {
         let mut state = self.lock_state();
-        if !state.open {
+        if !self.is_open() {
             return Err(Error::SessionClosed);
         }
         state.cursors.retain(|c| c.strong_count() > 0);
@@ -192,7 +227,7 @@ impl SessionInner {
     /// Records a new table so that closing the session closes it.
     pub(crate) fn register_table(&self, table: &Arc<TableInner>) -> Result<()> {
         let mut state = self.lock_state();
-        if !state.open {
+        if !self.is_open() {
             return Err(Error::SessionClosed);
         }
         state.tables.retain(|t| t.strong_count() > 0);
@@ -201,10 +236,21 @@ impl SessionInner {
     }
 }
 
+impl Drop for SessionInner {
+    /// The last handle (session, table or cursor) is gone: release the directory.
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
 /// A session: the owner of one directory and of the tables in it.
 ///
-/// `Session` is `Send + Sync` and cheap to share with an `Arc`.
-#[derive(Debug)]
+/// `Session` is a cheap, cloneable handle (an `Arc` inside), `Send + Sync`. The session stays
+/// open, holding its directory's lock, while any handle to it, or to one of its tables or
+/// cursors, is alive: a function may open a session, create a table and return only the table.
+/// The lock is released when the last of them is dropped, or at once by [`Session::close`],
+/// which also closes every table and cursor of the session.
+#[derive(Debug, Clone)]
 pub struct Session {
     inner: Arc<SessionInner>,
 }
@@ -315,8 +361,8 @@ impl Session {
                 salt,
                 io,
                 removals: Arc::default(),
+                open: AtomicBool::new(true),
                 state: Mutex::new(SessionState {
-                    open: true,
                     lock: Some(lock),
                     tables: Vec::new(),
                     cursors: Vec::new(),
@@ -472,41 +518,18 @@ impl Session {
         snapshot::copy_dir(&**fs, source, &tmp, &self.inner.snapshots_dir.join(name))
     }
 
-    /// Closes the session: closes every table and cursor, removes the files of released runs
-    /// where it can (the next session removes any that remain), and releases the directory lock.
-    /// Idempotent.
+    /// Closes the session now, for every handle: closes every table and cursor (their later
+    /// calls fail with [`Error::TableClosed`] and [`Error::CursorClosed`], and this session's
+    /// with [`Error::SessionClosed`]), removes the files of released runs where it can (the next
+    /// session removes any that remain), and releases the directory lock. Idempotent. Dropping
+    /// every handle has the same effect without the need to call it.
     pub fn close(&self) {
-        let (tables, cursors, lock) = {
-            let mut state = self.inner.lock_state();
-            state.open = false;
-            (
-                std::mem::take(&mut state.tables),
-                std::mem::take(&mut state.cursors),
-                state.lock.take(),
-            )
-        };
-        for cursor in cursors.iter().filter_map(Weak::upgrade) {
-            cursor.close();
-        }
-        for table in tables.iter().filter_map(Weak::upgrade) {
-            table.close();
-        }
-        // Last chance to free the space now; whatever fails is removed by the next session,
-        // which empties `active/`.
-        let _ = self.inner.removals.remove_now(&*self.inner.fs);
-        // Only now may another session take the directory.
-        drop(lock);
+        self.inner.close();
     }
 
     /// Whether the session is open.
     pub fn is_open(&self) -> bool {
-        self.inner.lock_state().open
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.close();
+        self.inner.is_open()
     }
 }
 

@@ -28,7 +28,7 @@ use crate::fs::{copy_file, read_all, FileSystem, FileWriter};
 use crate::run::{run_file_path, Run, RunFile, RunParams, RunWriter};
 use crate::schedule::{IncomingShape, LevelShape};
 use crate::union::{TableView, UnionContents};
-use crate::write_buffer::MemBlob;
+use crate::write_buffer::WriteBuffer;
 
 pub(crate) const MAGIC: &[u8; 8] = b"CRNSNAPM";
 pub(crate) const VERSION: u32 = 2;
@@ -530,7 +530,8 @@ pub(crate) struct SnapshotPlan {
 
 enum PlanItem {
     Link(Arc<Run>),
-    Write(Vec<(Vec<u8>, Entry<MemBlob>)>),
+    /// A write buffer (an O(1) clone of the persistent map) to write out as a run.
+    Write(WriteBuffer),
 }
 
 impl SnapshotPlan {
@@ -544,7 +545,7 @@ impl SnapshotPlan {
     }
 
     /// The index of a write buffer to be written as a run (`None` if it is empty).
-    pub(crate) fn buffer(&mut self, entries: Vec<(Vec<u8>, Entry<MemBlob>)>) -> Option<usize> {
+    pub(crate) fn buffer(&mut self, entries: WriteBuffer) -> Option<usize> {
         if entries.is_empty() {
             return None;
         }
@@ -595,6 +596,77 @@ pub(crate) struct SnapshotContents {
     pub(crate) union: Option<UnionShape>,
 }
 
+impl SnapshotContents {
+    /// Refuses, before anything is written, contents that the decoder would refuse: every limit
+    /// [`SnapshotMeta::decode`] enforces (label size, runs, levels, union inputs and nesting) is
+    /// checked here against what would be encoded, so a snapshot that saves always opens.
+    ///
+    /// Errors: [`Error::InvalidConfig`] for a label over [`SNAPSHOT_LABEL_BYTES_MAX`] bytes,
+    /// [`Error::TableTooLarge`] for contents over a format limit.
+    pub(crate) fn check_limits(&self, label: &str) -> Result<()> {
+        if label.len() > SNAPSHOT_LABEL_BYTES_MAX {
+            return Err(Error::InvalidConfig(format!(
+                "snapshot label of {} bytes exceeds {SNAPSHOT_LABEL_BYTES_MAX}",
+                label.len()
+            )));
+        }
+        let too_large = |what: String| Err(Error::TableTooLarge(what));
+        if self.plan.len() > RUNS_MAX as usize {
+            return too_large(format!(
+                "a snapshot holds at most {RUNS_MAX} runs; this table has {}",
+                self.plan.len()
+            ));
+        }
+        if self.levels.len() > LEVELS_MAX as usize {
+            return too_large(format!(
+                "a snapshot holds at most {LEVELS_MAX} levels; this table has {}",
+                self.levels.len()
+            ));
+        }
+        for level in &self.levels {
+            let merging = match &level.incoming {
+                IncomingShape::Merging { inputs, .. } => inputs.len(),
+                _ => 0,
+            };
+            let runs = merging.max(level.resident.len());
+            if runs > RUNS_MAX as usize {
+                return too_large(format!("a level of {runs} runs exceeds {RUNS_MAX}"));
+            }
+        }
+        if let Some(union) = &self.union {
+            check_union_limits(union, 0)?;
+        }
+        Ok(())
+    }
+}
+
+/// The limits [`decode_union`] enforces, checked on a union about to be saved at `depth`.
+fn check_union_limits(union: &UnionShape, depth: usize) -> Result<()> {
+    if depth >= UNION_DEPTH_MAX {
+        return Err(Error::TableTooLarge(format!(
+            "a snapshot holds unions nested at most {UNION_DEPTH_MAX} deep; this table's are deeper"
+        )));
+    }
+    if union.inputs.len() > RUNS_MAX as usize {
+        return Err(Error::TableTooLarge(format!(
+            "a snapshot holds unions of at most {RUNS_MAX} tables; this one has {}",
+            union.inputs.len()
+        )));
+    }
+    for input in &union.inputs {
+        if input.runs.len() > RUNS_MAX as usize {
+            return Err(Error::TableTooLarge(format!(
+                "a union input of {} runs exceeds {RUNS_MAX}",
+                input.runs.len()
+            )));
+        }
+        if let Some(nested) = &input.union {
+            check_union_limits(nested, depth + 1)?;
+        }
+    }
+    Ok(())
+}
+
 /// The directory of snapshot `name`.
 pub(crate) fn snapshot_dir(snapshots: &Path, name: &str) -> PathBuf {
     snapshots.join(name)
@@ -615,12 +687,7 @@ pub(crate) fn save(
     label: &str,
     contents: SnapshotContents,
 ) -> Result<()> {
-    if label.len() > SNAPSHOT_LABEL_BYTES_MAX {
-        return Err(Error::InvalidConfig(format!(
-            "snapshot label of {} bytes exceeds {SNAPSHOT_LABEL_BYTES_MAX}",
-            label.len()
-        )));
-    }
+    contents.check_limits(label)?;
     let run_count = contents.plan.len();
     let mut run_sums = Vec::with_capacity(run_count);
     // The linked runs by index, to blame one whose fsync fails.
@@ -639,9 +706,9 @@ pub(crate) fn save(
                 linked.push(Some(run));
                 sum
             }
-            PlanItem::Write(entries) => {
+            PlanItem::Write(buffer) => {
                 linked.push(None);
-                write_buffer_run(fs, params, tmp, i as u64, &entries)?
+                write_buffer_run(fs, params, tmp, i as u64, &buffer)?
             }
         };
         run_sums.push(sum);
@@ -711,14 +778,14 @@ fn write_buffer_run(
     params: &RunParams,
     dir: &Path,
     number: u64,
-    entries: &[(Vec<u8>, Entry<MemBlob>)],
+    entries: &WriteBuffer,
 ) -> Result<u32> {
     let params = RunParams {
         dir: dir.to_path_buf(),
         ..params.clone()
     };
     let mut writer = RunWriter::new(fs.clone(), &params, number, entries.len() as u64, true)?;
-    for (key, entry) in entries {
+    for (key, entry) in entries.iter() {
         let blob = match entry {
             Entry::Insert(_, Some(blob)) => Some(&blob[..]),
             _ => None,

@@ -17,11 +17,11 @@
 
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use crate::config::{MergeSchedule, Resolve, TableConfig};
-use crate::cursor::{Cursor, CursorEntry, MergedEntries, StampedEntries};
+use crate::cursor::{Cursor, CursorEntry, KeyRange, StampedEntries};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::lookup::{lookup_runs, results, BlobRef, BlobSource, LookupResult, Partial};
@@ -47,6 +47,9 @@ pub struct SnapshotOverrides {
     /// A different merge batch size.
     pub merge_batch_size: Option<usize>,
 }
+
+/// Why a table whose lock was poisoned is broken.
+const PANICKED: &str = "a panic (in a resolve function) interrupted an update of this table";
 
 /// Largest blob, in bytes.
 pub const BLOB_SIZE_MAX: u64 = u32::MAX as u64;
@@ -119,9 +122,15 @@ pub(crate) struct TableInner {
 
 /// A table: a sorted map from byte-string keys to byte-string values (with optional blobs).
 ///
-/// `Table` is `Send + Sync`; share it between threads with an `Arc`. Closing the table or its
-/// session makes every later call fail with [`Error::TableClosed`].
-#[derive(Debug)]
+/// `Table` is a cheap, cloneable handle (an `Arc` inside), `Send + Sync`: clone it to use the
+/// same table from several threads. A clone is the *same* table (an update through one handle is
+/// seen through every other); [`Table::duplicate`] makes an independent copy instead.
+///
+/// A table keeps its session open: it stays usable after every [`crate::Session`] handle is
+/// dropped, and its memory and files are released when its last handle (and the last cursor
+/// reading it) is dropped. Only an explicit [`Table::close`] or [`crate::Session::close`] ends it
+/// early; later calls then fail with [`Error::TableClosed`].
+#[derive(Debug, Clone)]
 pub struct Table {
     inner: Arc<TableInner>,
 }
@@ -142,6 +151,7 @@ impl TableInner {
     /// Closes the table: drops the write buffer and releases every run.
     pub(crate) fn close(&self) {
         {
+            // A poisoned lock is recovered: closing only drops the state.
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
             state.open = false;
             state.write_buffer.clear();
@@ -236,16 +246,36 @@ impl Table {
 
     /// The table's state for reading, after the session's queued file removals (which fail the
     /// operation before it starts if they fail).
+    ///
+    /// A poisoned lock (a resolve function panicked during an update, which may have left the
+    /// write buffer or a merge half done) is never read through: the table is broken.
     fn read(&self) -> Result<RwLockReadGuard<'_, TableState>> {
-        let state = self.inner.state.read().unwrap_or_else(|p| p.into_inner());
+        let state = match self.inner.state.read() {
+            Ok(state) => state,
+            Err(_) => {
+                // Mark it broken for good (the write path records the cause).
+                drop(self.write());
+                return Err(Error::TableBroken(PANICKED.into()));
+            }
+        };
         state.check_usable()?;
         self.inner.session.remove_released()?;
         Ok(state)
     }
 
-    /// The table's state for writing, after the session's queued file removals.
+    /// The table's state for writing, after the session's queued file removals. A poisoned lock
+    /// marks the table broken (see [`Table::read`]).
     fn write(&self) -> Result<RwLockWriteGuard<'_, TableState>> {
-        let state = self.inner.state.write().unwrap_or_else(|p| p.into_inner());
+        let state = match self.inner.state.write() {
+            Ok(state) => state,
+            Err(poisoned) => {
+                let mut state = poisoned.into_inner();
+                state.broken.get_or_insert_with(|| PANICKED.into());
+                // The cause is recorded in the state: later calls see a broken table.
+                self.inner.state.clear_poison();
+                state
+            }
+        };
         state.check_usable()?;
         self.inner.session.remove_released()?;
         Ok(state)
@@ -259,8 +289,8 @@ impl Table {
     /// Errors: [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::TableClosed`],
     /// [`Error::TableBroken`], [`Error::Io`] (the table is then broken, unless the error came from
     /// removing released files before the update started).
-    pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.updates(&[(key, Update::Insert(value))])
+    pub fn insert(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.updates(&[(key, Update::Insert(value.as_ref()))])
     }
 
     /// Sets `key` to `value` with a blob.
@@ -268,8 +298,13 @@ impl Table {
     /// Errors: [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::BlobTooLarge`],
     /// [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`] (the table is then broken,
     /// unless the error came from removing released files before the update started).
-    pub fn insert_with_blob(&self, key: &[u8], value: &[u8], blob: &[u8]) -> Result<()> {
-        self.updates(&[(key, Update::InsertWithBlob(value, blob))])
+    pub fn insert_with_blob(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        blob: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        self.updates(&[(key, Update::InsertWithBlob(value.as_ref(), blob.as_ref()))])
     }
 
     /// Removes `key`.
@@ -277,7 +312,7 @@ impl Table {
     /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
     /// [`Error::Io`] (the table is then broken, unless the error came from removing released files
     /// before the update started).
-    pub fn delete(&self, key: &[u8]) -> Result<()> {
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         self.updates(&[(key, Update::Delete)])
     }
 
@@ -287,8 +322,8 @@ impl Table {
     /// `AddU64Le` value that is not 8 bytes), [`Error::TableClosed`], [`Error::TableBroken`],
     /// [`Error::Io`] (the table is then broken, unless the error came from removing released files
     /// before the update started).
-    pub fn upsert(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.updates(&[(key, Update::Upsert(value))])
+    pub fn upsert(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.updates(&[(key, Update::Upsert(value.as_ref()))])
     }
 
     /// Inserts every pair, in order.
@@ -332,12 +367,31 @@ impl Table {
     /// [`Error::InvalidUpdate`] (input errors refuse the whole batch before anything is applied),
     /// [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`] (the table is then broken,
     /// unless the error came from removing released files before the update started).
-    pub fn updates(&self, batch: &[(&[u8], Update<'_>)]) -> Result<()> {
+    ///
+    /// Keys may be anything that is `AsRef<[u8]>` (`&[u8]`, `Vec<u8>`, `&str`, `[u8; N]`, ...):
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let session = cairn::Session::open(dir.path()).unwrap();
+    /// # let table = session.new_table(cairn::TableConfig::default()).unwrap();
+    /// use cairn::Update;
+    /// table.updates(&[("alice", Update::Insert(b"10")), ("bob", Update::Delete)])?;
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    ///
+    /// An empty batch changes nothing (blob references stay valid).
+    pub fn updates<K: AsRef<[u8]>>(&self, batch: &[(K, Update<'_>)]) -> Result<()> {
         for (key, update) in batch {
-            validate(key, update, &self.inner.config.resolve)?;
+            validate(key.as_ref(), update, &self.inner.config.resolve)?;
+        }
+        if batch.is_empty() {
+            // Still report a closed or broken table.
+            drop(self.read()?);
+            return Ok(());
         }
         let mut state = self.write()?;
         for (key, update) in batch {
+            let key = key.as_ref();
             let entry: Entry<MemBlob> = match update {
                 Update::Insert(v) => Entry::Insert(v.to_vec(), None),
                 Update::InsertWithBlob(v, b) => Entry::Insert(v.to_vec(), Some(Arc::from(*b))),
@@ -410,7 +464,7 @@ impl Table {
     ///
     /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
     /// [`Error::Io`].
-    pub fn lookup(&self, key: &[u8]) -> Result<LookupResult> {
+    pub fn lookup(&self, key: impl AsRef<[u8]>) -> Result<LookupResult> {
         let mut results = self.lookups(&[key])?;
         Ok(results.pop().unwrap_or(LookupResult::NotFound))
     }
@@ -459,7 +513,7 @@ impl Table {
     ///
     /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
     /// [`Error::Io`].
-    pub fn member(&self, key: &[u8]) -> Result<bool> {
+    pub fn member(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         Ok(self.lookup(key)?.value().is_some())
     }
 
@@ -476,13 +530,26 @@ impl Table {
     }
 
     /// Reads the blob a lookup returned a reference to. Fails with [`Error::BlobRefInvalid`] if
-    /// the table has been updated since that lookup, or if the reference came from another table.
+    /// the table has been updated since that lookup (an empty [`Table::updates`] batch does not
+    /// count), or if the reference came from another table.
+    ///
+    /// Errors: [`Error::BlobRefInvalid`], [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`].
     pub fn retrieve_blob(&self, blob: &BlobRef) -> Result<Vec<u8>> {
         let state = self.read()?;
         if blob.table_id != self.inner.id || blob.epoch != state.epoch {
             return Err(Error::BlobRefInvalid);
         }
         blob.read()
+    }
+
+    /// Whether `blob` can still be read through this table: it came from this table (or from a
+    /// cursor over it) and the table has not been updated since.
+    ///
+    /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`].
+    pub fn blob_ref_is_valid(&self, blob: &BlobRef) -> Result<bool> {
+        let state = self.read()?;
+        Ok(blob.table_id == self.inner.id && blob.epoch == state.epoch)
     }
 
     /// Reads several blobs; fails on the first invalid reference.
@@ -496,40 +563,28 @@ impl Table {
     // --------------------------------------------------------------------------------------------
     // Cursors and range lookups
 
-    /// The table's entries from the first key `>= from` (or the first key), as a stable view.
-    fn merged_entries(&self, from: Option<&[u8]>) -> Result<StampedEntries> {
+    /// The table's entries from the first key `>= from` (or the first key) up to `end`, as a
+    /// stable view. Cost: O(1) memory for the write buffer (a persistent map, shared).
+    fn merged_entries(&self, from: Option<&[u8]>, end: Bound<Vec<u8>>) -> Result<StampedEntries> {
         if let Some(key) = from {
             check_key(key)?;
         }
-        let mut runs = Vec::new();
-        let (buffer, epoch, union) = {
-            let state = self.read()?;
-            state.levels.runs_newest_first(&mut runs);
-            (
-                state.write_buffer.copy_from(from),
-                state.epoch,
-                state.union.clone(),
-            )
-        };
-        let entries = MergedEntries::new(
-            buffer,
-            &runs,
-            union.as_ref(),
-            from,
-            self.inner.config.resolve.clone(),
-        )?;
-        Ok(StampedEntries::new(entries, self.inner.id, epoch))
+        let view = self.view()?;
+        let entries = view.stream(from, &self.inner.config.resolve)?;
+        Ok(StampedEntries::new(entries, self.inner.id, view.epoch, end))
     }
 
-    /// A frozen view of the table for a union: O(B) memory for the write buffer, no disk I/O.
+    /// A frozen view of the table (for a union or a stream): an O(1) clone of the write buffer
+    /// and `Arc`s of the runs; no copy, no disk I/O.
     fn view(&self) -> Result<TableView> {
         let state = self.read()?;
         let mut runs = Vec::new();
         state.levels.runs_newest_first(&mut runs);
         Ok(TableView {
-            buffer: state.write_buffer.copy_from(None),
+            buffer: state.write_buffer.clone(),
             runs,
             union: state.union.clone(),
+            epoch: state.epoch,
         })
     }
 
@@ -653,62 +708,70 @@ impl Table {
     }
 
     /// A cursor over the whole table in key order. It is a stable view: updates made after it
-    /// opens are invisible through it.
+    /// opens are invisible through it. See [`Cursor`].
     ///
-    /// Cost: one span read per run to start; memory: a copy of the write buffer plus a 64 KiB
-    /// chunk per run.
+    /// Cost: one span read per run to start; memory: a 64 KiB chunk per run and a small chunk of
+    /// the write buffer, whatever the table's size (the write buffer is shared, not copied).
     ///
     /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`].
     pub fn cursor(&self) -> Result<Cursor> {
-        self.register(Cursor::new(self.merged_entries(None)?))
-    }
-
-    fn register(&self, cursor: Cursor) -> Result<Cursor> {
-        self.inner.session.register_cursor(cursor.inner())?;
-        Ok(cursor)
+        self.range(..)
     }
 
     /// A cursor starting at the first key `>= key` (see [`Table::cursor`]).
     ///
     /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
     /// [`Error::Io`].
-    pub fn cursor_at(&self, key: &[u8]) -> Result<Cursor> {
-        self.register(Cursor::new(self.merged_entries(Some(key))?))
+    pub fn cursor_at(&self, key: impl AsRef<[u8]>) -> Result<Cursor> {
+        self.range(key.as_ref()..)
     }
 
-    /// Every entry whose key lies in `range`, in key order; both bounds may be inclusive,
-    /// exclusive or open: `a..b`, `a..=b`, `a..`, `..b`, `..` with `a, b: &[u8]`, or a pair of
-    /// [`Bound`]s such as `(Bound::Excluded(a), Bound::Unbounded)`. An empty range gives nothing.
+    /// A cursor over every entry whose key lies in `range`, in key order (see [`Table::cursor`]).
+    /// Both bounds may be inclusive, exclusive or open: `a..b`, `a..=b`, `a..`, `..b`, `..`, or
+    /// a pair of [`Bound`]s such as `(Bound::Excluded(a), Bound::Unbounded)`, with `a` and `b`
+    /// anything `AsRef<[u8]>` (`&[u8]`, `Vec<u8>`, `&str`, ...). An empty range gives nothing.
     ///
-    /// Cost: as a cursor, plus the entries returned (all held in memory). Errors:
-    /// [`Error::KeyTooLarge`] when either bound is longer than [`KEY_SIZE_MAX`].
-    pub fn range_lookup<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Vec<CursorEntry>> {
-        if let Bound::Included(k) | Bound::Excluded(k) = range.end_bound() {
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let session = cairn::Session::open(dir.path()).unwrap();
+    /// # let table = session.new_table(cairn::TableConfig::default()).unwrap();
+    /// table.inserts(&[("a", "1"), ("b", "2"), ("c", "3")])?;
+    /// let keys: Vec<Vec<u8>> = table
+    ///     .range("a".."c")?
+    ///     .map(|entry| entry.map(|e| e.key))
+    ///     .collect::<cairn::Result<_>>()?;
+    /// assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()]);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    ///
+    /// Errors: [`Error::KeyTooLarge`] when either bound is longer than [`KEY_SIZE_MAX`],
+    /// [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`].
+    pub fn range(&self, range: impl KeyRange) -> Result<Cursor> {
+        if let Bound::Included(k) | Bound::Excluded(k) = range.end_key() {
             check_key(k)?;
         }
-        let from = match range.start_bound() {
-            Bound::Included(k) | Bound::Excluded(k) => Some(*k),
+        let from = match range.start_key() {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k),
             Bound::Unbounded => None,
         };
-        let mut entries = self.merged_entries(from)?;
-        let mut out = Vec::new();
-        while let Some(entry) = entries.next_entry()? {
-            if let Bound::Excluded(k) = range.start_bound() {
-                if entry.key.as_slice() == *k {
-                    continue;
-                }
+        let end = range.end_key().map(<[u8]>::to_vec);
+        let entries = self.merged_entries(from, end)?;
+        let mut cursor = Cursor::new(entries, self.inner.session.clone());
+        self.inner.session.register_cursor(cursor.inner())?;
+        if let Bound::Excluded(k) = range.start_key() {
+            if cursor.peek()?.is_some_and(|e| e.key == k) {
+                cursor.next();
             }
-            let within = match range.end_bound() {
-                Bound::Included(k) => entry.key.as_slice() <= *k,
-                Bound::Excluded(k) => entry.key.as_slice() < *k,
-                Bound::Unbounded => true,
-            };
-            if !within {
-                break;
-            }
-            out.push(entry);
         }
-        Ok(out)
+        Ok(cursor)
+    }
+
+    /// Every entry whose key lies in `range`, in key order, collected (see [`Table::range`]).
+    ///
+    /// Cost: as a cursor, plus the entries returned (all held in memory). Errors: as
+    /// [`Table::range`].
+    pub fn range_lookup(&self, range: impl KeyRange) -> Result<Vec<CursorEntry>> {
+        self.range(range)?.collect()
     }
 
     // --------------------------------------------------------------------------------------------
@@ -722,7 +785,10 @@ impl Table {
     /// [`Error::SnapshotExists`], I/O errors.
     pub fn save_snapshot(&self, name: &str, label: &str) -> Result<()> {
         snapshot::validate_name(name)?;
-        drop(self.read()?); // a closed or broken table writes nothing
+        // What is saved is planned first, without I/O: a closed or broken table, or one that
+        // exceeds a limit of the snapshot format, writes nothing.
+        let contents = self.snapshot_contents()?;
+        contents.check_limits(label)?;
         let session = &self.inner.session;
         let fs = session.fs();
         let target = snapshot::snapshot_dir(session.snapshots_dir(), name);
@@ -731,7 +797,7 @@ impl Table {
         }
         let tmp = snapshot::temp_dir(session.snapshots_dir(), name, session.next_run_number());
         fs.create_dir_all(&tmp)?;
-        let result = self.save_snapshot_into(&tmp, &target, label);
+        let result = snapshot::save(fs, &self.inner.params, &tmp, &target, label, contents);
         if result.is_err() {
             // Best effort: a leftover temporary directory is removed when the session reopens.
             let _ = fs.remove_dir_all(&tmp);
@@ -739,12 +805,14 @@ impl Table {
         result
     }
 
-    fn save_snapshot_into(&self, tmp: &Path, target: &Path, label: &str) -> Result<()> {
+    /// The table's contents at one instant, as a snapshot plan: O(runs) reference counts and an
+    /// O(1) clone of each write buffer, no I/O.
+    fn snapshot_contents(&self) -> Result<SnapshotContents> {
         let mut plan = SnapshotPlan::default();
         let (mut levels, write_buffer, union) = {
             let state = self.read()?;
             let levels = state.levels.shape(&mut |run| plan.name(run));
-            let write_buffer = plan.buffer(state.write_buffer.copy_from(None));
+            let write_buffer = plan.buffer(state.write_buffer.clone());
             (levels, write_buffer, state.union.clone())
         };
         // The union's state is read once: it may finish concurrently (through a duplicate).
@@ -760,15 +828,13 @@ impl Table {
             Some((UnionContents::Pending(views), produced)) => Some(plan.union(&views, produced)),
             Some((UnionContents::Done(None), _)) | None => None,
         };
-        let contents = SnapshotContents {
+        Ok(SnapshotContents {
             config: self.inner.config.clone(),
             plan,
             levels,
             write_buffer,
             union,
-        };
-        let fs = self.inner.session.fs();
-        snapshot::save(fs, &self.inner.params, tmp, target, label, contents)
+        })
     }
 
     /// Opens snapshot `name` as a new table of `session` (see [`crate::Session::open_snapshot`]).
@@ -929,9 +995,10 @@ impl Table {
     }
 }
 
-impl Drop for Table {
+impl Drop for TableInner {
+    /// The last handle is gone: release the runs now and remove the files nobody else uses.
     fn drop(&mut self) {
-        self.inner.close();
+        self.close();
     }
 }
 
@@ -1031,8 +1098,8 @@ fn union_from_shape(
     let mut views = Vec::with_capacity(shape.inputs.len());
     for input in &shape.inputs {
         let buffer = match input.buffer {
-            Some(i) => write_buffer_from_run(&run(i)?, &config.resolve)?.copy_from(None),
-            None => Vec::new(),
+            Some(i) => write_buffer_from_run(&run(i)?, &config.resolve)?,
+            None => WriteBuffer::default(),
         };
         let union = match &input.union {
             Some(nested) => Some(Arc::new(union_from_shape(
@@ -1049,6 +1116,7 @@ fn union_from_shape(
             buffer,
             runs,
             union,
+            epoch: 0,
         }));
     }
     let union = new_union_level(session, config, params, views);

@@ -2,15 +2,16 @@
 //!
 //! Owns: [`TableView`] (a frozen view of a table: its write-buffer copy, its runs and its own
 //! union level), [`UnionLevel`] (the inputs of a union, the incremental union merge and its debt)
-//! and the union lookup path. May call: `cursor` (merged streams of each input), `lookup`, `run`.
+//! and the union lookup path. May call: `cursor` (merged streams of each input), `kmerge`,
+//! `lookup`, `run`, `write_buffer`.
 //! Must never touch: the live state of the input tables (views hold `Arc`s of immutable runs).
 //!
 //! Semantics: `union(t1, .., tn)` maps each key to the fold, left to right, of its values in the
 //! inputs with the table's resolve function, `resolve(left, right)` (like `Data.Map.unionWith`):
 //! with [`crate::Resolve::KeepNewest`] the leftmost table wins.
 //!
-//! Costs: starting a union copies each input's write buffer (memory, no disk I/O) and takes
-//! `Arc`s of its runs: O(1) I/O. One union credit produces one output key of the union merge;
+//! Costs: starting a union takes an O(1) clone of each input's persistent write buffer and `Arc`s
+//! of its runs: no copy, O(1) I/O. One union credit produces one output key of the union merge;
 //! its work is one comparison per input source and the entries it consumes, one per source
 //! holding the key, plus the deleted keys it skips on the way (so a credit is O(inputs * log n)
 //! amortised, but one credit can skip a long run of deleted keys). The debt starts at the total
@@ -21,15 +22,16 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::config::Resolve;
-use crate::cursor::{MergedEntries, RawEntry};
+use crate::cursor::{EntryStream, MergedEntries, Peeked, RawEntry};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::io::BlockIo;
+use crate::kmerge::KMerge;
 use crate::lookup::{lookup_runs, BlobSource, Partial};
 use crate::page::Op;
 use crate::run::{Run, RunParams, RunWriter};
-use crate::write_buffer::MemBlob;
+use crate::write_buffer::WriteBuffer;
 
 /// A key's value and blob as a lookup in a view found it (`None`: absent).
 type Found = Option<(Vec<u8>, Option<BlobSource>)>;
@@ -37,9 +39,11 @@ type Found = Option<(Vec<u8>, Option<BlobSource>)>;
 /// A frozen view of a table's contents, newest first: write buffer, runs, union level.
 #[derive(Debug)]
 pub(crate) struct TableView {
-    pub(crate) buffer: Vec<(Vec<u8>, Entry<MemBlob>)>,
+    pub(crate) buffer: WriteBuffer,
     pub(crate) runs: Vec<Arc<Run>>,
     pub(crate) union: Option<Arc<UnionLevel>>,
+    /// The table's epoch when the view was taken (blob references carry it).
+    pub(crate) epoch: u64,
 }
 
 impl TableView {
@@ -52,20 +56,12 @@ impl TableView {
 
     /// The view's resolved entries from the first key `>= from`, deletes dropped.
     pub(crate) fn stream(&self, from: Option<&[u8]>, resolve: &Resolve) -> Result<MergedEntries> {
-        let buffer = match from {
-            Some(key) => {
-                let start = self.buffer.partition_point(|(k, _)| k.as_slice() < key);
-                self.buffer[start..].to_vec()
-            }
-            None => self.buffer.clone(),
+        let mut runs = self.runs.clone();
+        let older = match &self.union {
+            Some(union) => union.stream_parts(from, resolve, &mut runs)?,
+            None => None,
         };
-        MergedEntries::new(
-            buffer,
-            &self.runs,
-            self.union.as_ref(),
-            from,
-            resolve.clone(),
-        )
+        MergedEntries::new(self.buffer.clone(), &runs, older, from, resolve.clone())
     }
 
     /// Looks up `keys` in the view: each key's value (and blob), or `None`.
@@ -79,11 +75,7 @@ impl TableView {
         let partial: Vec<Partial> = keys
             .iter()
             .map(|k| {
-                let i = self
-                    .buffer
-                    .binary_search_by(|(b, _)| b.as_slice().cmp(k.as_ref()))
-                    .ok()?;
-                Some(match &self.buffer[i].1 {
+                Some(match self.buffer.get(k.as_ref())? {
                     Entry::Insert(v, blob) => {
                         Entry::Insert(v.clone(), blob.clone().map(BlobSource::Memory))
                     }
@@ -113,8 +105,8 @@ fn into_value(entry: Partial) -> Found {
 /// Merges the resolved streams of several views, combining a key's values left to right.
 #[derive(Debug)]
 pub(crate) struct UnionStream {
-    inputs: Vec<MergedEntries>,
-    heads: Vec<Option<RawEntry>>,
+    /// The inputs' streams, left to right (the leftmost plays the newest source).
+    merge: KMerge<Peeked<MergedEntries>>,
     resolve: Resolve,
 }
 
@@ -124,52 +116,46 @@ impl UnionStream {
         from: Option<&[u8]>,
         resolve: &Resolve,
     ) -> Result<UnionStream> {
-        let mut inputs = views
+        let inputs = views
             .iter()
-            .map(|v| v.stream(from, resolve))
-            .collect::<Result<Vec<_>>>()?;
-        let heads = inputs
-            .iter_mut()
-            .map(MergedEntries::next_raw)
+            .map(|v| Peeked::new(v.stream(from, resolve)?))
             .collect::<Result<Vec<_>>>()?;
         Ok(UnionStream {
-            inputs,
-            heads,
+            merge: KMerge::new(inputs),
             resolve: resolve.clone(),
         })
     }
 
-    /// The next key of the union, with its combined value.
-    pub(crate) fn next(&mut self) -> Result<Option<RawEntry>> {
-        let Some(key) = self
-            .heads
-            .iter()
-            .flatten()
-            .map(|e| e.key.as_slice())
-            .min()
-            .map(<[u8]>::to_vec)
-        else {
+    /// Whether every input is exhausted (no I/O: each input's next entry is read ahead).
+    fn is_exhausted(&self) -> Result<bool> {
+        Ok(self.merge.peek_group()?.is_none())
+    }
+}
+
+impl EntryStream for UnionStream {
+    /// The next key of the union, with its values combined left to right (a key held by more
+    /// than one input loses its blob, as an upsert drops a blob).
+    fn next_raw(&mut self) -> Result<Option<RawEntry>> {
+        let Some(group) = self.merge.peek_group()? else {
             return Ok(None);
         };
-        let mut combined: Option<RawEntry> = None;
-        for i in 0..self.inputs.len() {
-            if self.heads[i].as_ref().is_none_or(|e| e.key != key) {
-                continue;
-            }
-            let next = self.inputs[i].next_raw()?;
-            let Some(entry) = std::mem::replace(&mut self.heads[i], next) else {
-                continue;
-            };
-            combined = Some(match combined {
-                None => entry,
-                Some(left) => RawEntry {
-                    key: left.key,
-                    value: self.resolve.apply(&left.value, &entry.value),
-                    blob: None,
-                },
-            });
-        }
-        Ok(combined)
+        let resolve = &self.resolve;
+        let (key, combined) = self.merge.fold_group(
+            group,
+            None,
+            |left: Option<(Vec<u8>, Option<BlobSource>)>, _, right| {
+                Some(match left {
+                    None => (right.value.to_vec(), right.blob),
+                    Some((left, _)) => (resolve.apply(&left, right.value), None),
+                })
+            },
+        )?;
+        let (value, blob) = combined.expect("a group has at least one holder");
+        Ok(Some(RawEntry {
+            key: key.to_vec(),
+            value,
+            blob,
+        }))
     }
 }
 
@@ -230,6 +216,9 @@ impl UnionLevel {
         }
     }
 
+    /// The state, for reading. A poisoned lock (a resolve function panicked during union work)
+    /// is recovered here: the inputs are immutable, so reading them stays correct; only the
+    /// merge's own progress is suspect, and [`UnionLevel::supply_credits`] refuses to go on.
     fn lock(&self) -> MutexGuard<'_, UnionState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -279,13 +268,20 @@ impl UnionLevel {
     }
 
     /// Spends up to `credits` merge steps (one output key each) and returns the credits left
-    /// over, which is positive only if the union finished. `next_run_number` names the output.
+    /// over, which is positive only if the union finished. The credit that produces the last
+    /// key also finishes the union, so [`UnionLevel::remaining_debt`] credits always suffice.
+    /// `next_run_number` names the output.
+    ///
+    /// Errors: [`Error::TableBroken`] once a step failed or panicked (the merge is shared by every
+    /// duplicate of the table and refuses further work), I/O errors of the merge.
     pub(crate) fn supply_credits(
         &self,
         credits: u64,
         next_run_number: impl FnOnce() -> u64,
     ) -> Result<u64> {
-        let mut state = self.lock();
+        let mut state = self.state.lock().map_err(|_| {
+            Error::TableBroken("a panic interrupted union work shared with this table".into())
+        })?;
         if state.output.is_some() {
             return Ok(credits);
         }
@@ -317,30 +313,51 @@ impl UnionLevel {
             state.merge = Some((stream, writer));
         }
         let mut spent = 0;
-        while spent < credits {
+        loop {
             let Some((stream, writer)) = state.merge.as_mut() else {
-                break;
+                return Ok(credits - spent);
             };
-            match stream.next()? {
-                Some(entry) => {
-                    let blob = match &entry.blob {
-                        Some(source) => Some(source.read_bytes()?),
-                        None => None,
-                    };
-                    writer.push(&entry.key, Op::Insert, &entry.value, blob.as_deref())?;
-                    state.produced += 1;
-                    spent += 1;
+            if stream.is_exhausted()? {
+                if let Some((_, writer)) = state.merge.take() {
+                    state.output = Some(writer.finish()?);
+                    state.inputs.clear();
                 }
-                None => {
-                    if let Some((_, writer)) = state.merge.take() {
-                        state.output = Some(writer.finish()?);
-                        state.inputs.clear();
-                    }
-                    return Ok(credits - spent);
-                }
+                return Ok(credits - spent);
+            }
+            if spent == credits {
+                return Ok(0);
+            }
+            if let Some(entry) = stream.next_raw()? {
+                let blob = match &entry.blob {
+                    Some(source) => Some(source.read_bytes()?),
+                    None => None,
+                };
+                writer.push(&entry.key, Op::Insert, &entry.value, blob.as_deref())?;
+                state.produced += 1;
+                spent += 1;
             }
         }
-        Ok(0)
+    }
+
+    /// The union's contribution to a stream of a table that holds it, as its oldest source:
+    /// once finished, its run (pushed onto `runs`); while pending, a stream of its inputs from
+    /// the first key `>= from`.
+    pub(crate) fn stream_parts(
+        &self,
+        from: Option<&[u8]>,
+        resolve: &Resolve,
+        runs: &mut Vec<Arc<Run>>,
+    ) -> Result<Option<Box<dyn EntryStream>>> {
+        match self.contents() {
+            UnionContents::Pending(views) => {
+                Ok(Some(Box::new(UnionStream::new(&views, from, resolve)?)))
+            }
+            UnionContents::Done(Some(run)) => {
+                runs.push(run);
+                Ok(None)
+            }
+            UnionContents::Done(None) => Ok(None),
+        }
     }
 
     /// Completes lookups whose newer sources did not settle them (`partial` is not final) with

@@ -60,15 +60,21 @@ impl WriteBuffer {
         self.entries.iter()
     }
 
-    /// Copies the entries whose key is `>= from` (all when `from` is `None`), in key order.
-    pub(crate) fn copy_from(&self, from: Option<&[u8]>) -> Vec<(Vec<u8>, Entry<MemBlob>)> {
-        let range = match from {
-            Some(key) => self
-                .entries
-                .range::<_, [u8]>((std::ops::Bound::Included(key), std::ops::Bound::Unbounded)),
-            None => self.entries.range::<_, [u8]>(..),
-        };
-        range.map(|(k, e)| (k.clone(), e.clone())).collect()
+    /// Copies up to `n` entries in key order, starting at `from`. Cost: O(log B + n).
+    pub(crate) fn chunk(
+        &self,
+        from: std::ops::Bound<&[u8]>,
+        n: usize,
+    ) -> impl Iterator<Item = (Vec<u8>, Entry<MemBlob>)> + '_ {
+        self.entries
+            .range::<_, [u8]>((from, std::ops::Bound::Unbounded))
+            .take(n)
+            .map(|(k, e)| (k.clone(), e.clone()))
+    }
+
+    /// Whether the buffer holds no entry.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 
     /// Removes every entry.

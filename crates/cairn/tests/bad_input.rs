@@ -73,9 +73,9 @@ fn key(i: u32) -> Vec<u8> {
 /// A table with `n` keys spread over runs and the write buffer; key 0 has a blob.
 fn filled(session: &Session, config: TableConfig, n: u32) -> Table {
     let table = session.new_table(config).unwrap();
-    table.insert_with_blob(&key(0), b"v0", b"blob-0").unwrap();
+    table.insert_with_blob(key(0), b"v0", b"blob-0").unwrap();
     for i in 1..n {
-        table.insert(&key(i), format!("v{i}").as_bytes()).unwrap();
+        table.insert(key(i), format!("v{i}").as_bytes()).unwrap();
     }
     table
 }
@@ -83,7 +83,7 @@ fn filled(session: &Session, config: TableConfig, n: u32) -> Table {
 /// Every (key, value) of a table, in order.
 fn contents(table: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
     table
-        .range_lookup::<std::ops::RangeFull>(..)
+        .range_lookup(..)
         .unwrap()
         .into_iter()
         .map(|e| (e.key, e.value))
@@ -105,7 +105,7 @@ fn files(fs: &MemFs) -> Vec<(PathBuf, Vec<u8>)> {
 
 /// A blob reference to key 0 of `table`.
 fn blob_ref(table: &Table) -> BlobRef {
-    match table.lookup(&key(0)).unwrap() {
+    match table.lookup(key(0)).unwrap() {
         LookupResult::FoundWithBlob(_, blob) => blob,
         other => panic!("key 0 has no blob: {other:?}"),
     }
@@ -232,10 +232,10 @@ fn keys_of_exactly_key_size_max_are_accepted_everywhere() {
         }
         // Enough maximal keys to fill several runs and merge them.
         for c in 0..40u8 {
-            table.insert_with_blob(&max(c), &[c], &[c; 3]).unwrap();
+            table.insert_with_blob(max(c), [c], [c; 3]).unwrap();
         }
         for c in 0..40u8 {
-            let found = table.lookup(&max(c)).unwrap();
+            let found = table.lookup(max(c)).unwrap();
             assert_eq!(found.value(), Some(&[c][..]), "{index:?} key {c}");
             assert_eq!(table.retrieve_blob(found.blob().unwrap()).unwrap(), [c; 3]);
         }
@@ -305,9 +305,16 @@ fn inverted_and_empty_ranges_give_nothing() {
     table.inserts::<&[u8], &[u8]>(&[]).unwrap();
     table.deletes::<&[u8]>(&[]).unwrap();
     table.upserts::<&[u8], &[u8]>(&[]).unwrap();
-    table.updates(&[]).unwrap();
+    table.updates::<&[u8]>(&[]).unwrap();
     assert!(table.retrieve_blobs(&[]).unwrap().is_empty());
-    assert!(table.cursor().unwrap().take(0).unwrap().is_empty());
+    assert!(table
+        .cursor()
+        .unwrap()
+        .by_ref()
+        .take(0)
+        .collect::<cairn::Result<Vec<_>>>()
+        .unwrap()
+        .is_empty());
 }
 
 /// The engine accepts the empty key (`check_key` has no lower bound): it is the smallest key and
@@ -326,7 +333,7 @@ fn the_empty_key_is_an_ordinary_key() {
         // Still in the write buffer.
         assert_eq!(table.lookup(empty).unwrap().value(), Some(&b"first"[..]));
         for i in 0..30 {
-            table.insert(&key(i), b"v").unwrap();
+            table.insert(key(i), b"v").unwrap();
         }
         // Now in a run, merged.
         assert!(table.stats().unwrap().runs > 0);
@@ -381,7 +388,7 @@ fn the_empty_key_is_an_ordinary_key() {
 
         table.delete(empty).unwrap();
         for i in 30..60 {
-            table.insert(&key(i), b"v").unwrap();
+            table.insert(key(i), b"v").unwrap();
         }
         assert!(!table.member(empty).unwrap());
         assert_eq!(table.cursor().unwrap().next().unwrap().unwrap().key, key(0));
@@ -401,7 +408,7 @@ fn empty_and_large_values_and_blobs_are_accepted() {
     table.insert_with_blob(b"empty-blob", b"v", b"").unwrap();
     table.insert_with_blob(b"large-blob", b"", &large).unwrap();
     for i in 0..20 {
-        table.insert(&key(i), b"v").unwrap();
+        table.insert(key(i), b"v").unwrap();
     }
     assert_eq!(
         table.lookup(b"empty-value").unwrap().value(),
@@ -831,10 +838,10 @@ fn every_config_rule_rejects_just_outside_and_accepts_just_inside() {
                 .unwrap_or_else(|e| panic!("{config:?}: {e}"));
             // The table works, through a flush and a merge or two.
             for i in 0..20 {
-                table.insert(&key(i), b"v").unwrap();
+                table.insert(key(i), b"v").unwrap();
             }
             for i in 0..20 {
-                assert!(table.member(&key(i)).unwrap(), "{config:?}");
+                assert!(table.member(key(i)).unwrap(), "{config:?}");
             }
         }
     }
@@ -857,10 +864,7 @@ fn table_ops(
             table.retrieve_blobs(std::slice::from_ref(blob)).map(drop),
         ),
         ("cursor", table.cursor().map(drop)),
-        (
-            "range_lookup ..",
-            table.range_lookup::<std::ops::RangeFull>(..).map(drop),
-        ),
+        ("range_lookup ..", table.range_lookup(..).map(drop)),
         ("duplicate", table.duplicate().map(drop)),
         ("save_snapshot", table.save_snapshot("from-closed", "")),
         ("stats", table.stats().map(drop)),
@@ -942,7 +946,7 @@ fn closing_a_table_leaves_its_duplicates_and_cursors_alone() {
     let table = filled(&session, small(), 30);
     let expected = contents(&table);
     let duplicate = table.duplicate().unwrap();
-    let cursor = table.cursor().unwrap();
+    let mut cursor = table.cursor().unwrap();
     let blob = blob_ref(&table);
     table.close();
     // The duplicate is an independent table.
@@ -950,7 +954,9 @@ fn closing_a_table_leaves_its_duplicates_and_cursors_alone() {
     duplicate.insert(b"more", b"x").unwrap();
     // The cursor is a stable view: closing its table does not close it.
     let read: Vec<_> = cursor
+        .by_ref()
         .take(usize::MAX)
+        .collect::<cairn::Result<Vec<_>>>()
         .unwrap()
         .into_iter()
         .map(|e| (e.key, e.value))
@@ -1027,7 +1033,7 @@ fn tables_and_cursors_of_a_closed_session_are_closed() {
     let (fs, session) = session();
     let table = filled(&session, small(), 30);
     let open_other = filled(&session, small(), 10);
-    let cursor = table.cursor().unwrap();
+    let mut cursor = table.cursor().unwrap();
     cursor.next().unwrap().unwrap();
     let blob = blob_ref(&table);
     session.close();
@@ -1037,9 +1043,10 @@ fn tables_and_cursors_of_a_closed_session_are_closed() {
             "{op} on a table of a closed session: {result:?}"
         );
     }
-    assert_err!(cursor.next(), Error::CursorClosed);
-    assert_err!(cursor.take(3), Error::CursorClosed);
-    assert_err!(cursor.take_while(|_| true), Error::CursorClosed);
+    assert_err!(cursor.next().unwrap(), Error::CursorClosed);
+    // After its error the cursor is finished.
+    assert!(cursor.next().is_none());
+    assert!(matches!(cursor.peek(), Ok(None)));
     // A new session in the same directory is not disturbed by the old handles.
     let next = session_in(&fs);
     let fresh = filled(&next, small(), 10);
@@ -1057,19 +1064,38 @@ fn tables_and_cursors_of_a_closed_session_are_closed() {
 fn a_closed_cursor_fails_with_cursor_closed() {
     let (_fs, session) = session();
     let table = filled(&session, small(), 30);
-    let cursor = table.cursor_at(&key(5)).unwrap();
+    let mut cursor = table.cursor_at(key(5)).unwrap();
     assert_eq!(cursor.next().unwrap().unwrap().key, key(5));
     cursor.close();
     cursor.close(); // idempotent
-    assert_err!(cursor.next(), Error::CursorClosed);
-    assert_err!(cursor.take(0), Error::CursorClosed);
-    assert_err!(cursor.take(10), Error::CursorClosed);
-    assert_err!(cursor.take_while(|_| true), Error::CursorClosed);
+    assert_err!(cursor.next().unwrap(), Error::CursorClosed);
+    assert!(
+        cursor.next().is_none(),
+        "a cursor is finished after its error"
+    );
+    let mut peeked = table.cursor_at(key(5)).unwrap();
+    assert_eq!(peeked.peek().unwrap().unwrap().key, key(5));
+    peeked.close();
+    // Even an entry already peeked at is not handed out once the cursor is closed.
+    assert_err!(peeked.next().unwrap(), Error::CursorClosed);
+    assert!(matches!(peeked.peek(), Ok(None)));
     // A cursor at its end is not closed.
-    let done = table.cursor_at(&key(29)).unwrap();
-    assert_eq!(done.take(5).unwrap().len(), 1);
-    assert!(done.next().unwrap().is_none());
-    assert!(done.take(5).unwrap().is_empty());
+    let mut done = table.cursor_at(key(29)).unwrap();
+    assert_eq!(
+        done.by_ref()
+            .take(5)
+            .collect::<cairn::Result<Vec<_>>>()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(done.next().is_none());
+    assert!(done
+        .by_ref()
+        .take(5)
+        .collect::<cairn::Result<Vec<_>>>()
+        .unwrap()
+        .is_empty());
     // The table is unaffected.
     assert_eq!(contents(&table).len(), 30);
 }
@@ -1157,7 +1183,7 @@ fn union_credits_in_any_amount_are_safe() {
     let a = filled(&session, small(), 30);
     let b = session.new_table(small()).unwrap();
     for i in 20..50 {
-        b.insert(&key(i), b"b").unwrap();
+        b.insert(key(i), b"b").unwrap();
     }
     let expected = contents(&a.union(&b).unwrap());
     // Zero credits do nothing; a huge supply finishes the union without overflowing.
@@ -1190,7 +1216,7 @@ fn add_u64_upserts_must_carry_exactly_eight_bytes() {
             ..small()
         })
         .unwrap();
-    table.upsert(b"k", &5u64.to_le_bytes()).unwrap();
+    table.upsert(b"k", 5u64.to_le_bytes()).unwrap();
     let good = 1u64.to_le_bytes();
     for len in [0usize, 1, 7, 9, 16, 4096] {
         let bad = vec![1u8; len];
@@ -1218,9 +1244,9 @@ fn add_u64_upserts_must_carry_exactly_eight_bytes() {
     assert!(!table.member(b"j").unwrap());
     // Inserts of any length are allowed; a later upsert replaces a non-8-byte value.
     table.insert(b"odd", b"abc").unwrap();
-    table.upsert(b"odd", &good).unwrap();
+    table.upsert(b"odd", good).unwrap();
     assert_eq!(table.lookup(b"odd").unwrap().value(), Some(&good[..]));
-    table.upsert(b"k", &good).unwrap();
+    table.upsert(b"k", good).unwrap();
     assert_eq!(
         table.lookup(b"k").unwrap().value(),
         Some(&6u64.to_le_bytes()[..])
@@ -1278,7 +1304,7 @@ fn blob_references_go_stale_when_the_table_changes() {
         ),
         (
             "delete of the key",
-            Box::new(|t: &Table| t.delete(&key(0)).unwrap()),
+            Box::new(|t: &Table| t.delete(key(0)).unwrap()),
         ),
         (
             "delete of an absent key",
@@ -1290,7 +1316,7 @@ fn blob_references_go_stale_when_the_table_changes() {
         ),
         (
             "insert of the same blob",
-            Box::new(|t: &Table| t.insert_with_blob(&key(0), b"v0", b"blob-0").unwrap()),
+            Box::new(|t: &Table| t.insert_with_blob(key(0), b"v0", b"blob-0").unwrap()),
         ),
         (
             "a batch",
@@ -1298,8 +1324,8 @@ fn blob_references_go_stale_when_the_table_changes() {
         ),
     ];
     for (what, change) in changes {
-        table.insert_with_blob(&key(0), b"v0", b"blob-0").unwrap();
-        let found = table.lookup(&key(0)).unwrap();
+        table.insert_with_blob(key(0), b"v0", b"blob-0").unwrap();
+        let found = table.lookup(key(0)).unwrap();
         let blob = found.blob().unwrap().clone();
         let from_cursor = table
             .cursor()
@@ -1333,7 +1359,7 @@ fn blob_references_go_stale_when_the_table_changes() {
 
 /// A current reference to key 0's blob, or `fallback` when key 0 has none now.
 fn blob_ref_or(table: &Table, fallback: &BlobRef) -> BlobRef {
-    match table.lookup(&key(0)).unwrap() {
+    match table.lookup(key(0)).unwrap() {
         LookupResult::FoundWithBlob(_, blob) => blob,
         _ => fallback.clone(),
     }
@@ -1348,9 +1374,9 @@ fn blob_references_survive_refused_updates_and_reads() {
             ..small()
         })
         .unwrap();
-    table.insert_with_blob(&key(0), b"v0", b"blob-0").unwrap();
+    table.insert_with_blob(key(0), b"v0", b"blob-0").unwrap();
     for i in 1..10 {
-        table.insert(&key(i), b"v").unwrap();
+        table.insert(key(i), b"v").unwrap();
     }
     let blob = blob_ref(&table);
     // Refused updates change nothing, so the reference stays current.
@@ -1359,7 +1385,13 @@ fn blob_references_survive_refused_updates_and_reads() {
     assert_err!(table.upsert(b"k", b"short"), Error::InvalidUpdate(_));
     // So do reads, snapshots, duplicates and unions made from the table.
     table.lookups(&[key(1), key(2)]).unwrap();
-    table.cursor().unwrap().take(100).unwrap();
+    table
+        .cursor()
+        .unwrap()
+        .by_ref()
+        .take(100)
+        .collect::<cairn::Result<Vec<_>>>()
+        .unwrap();
     table.save_snapshot("s", "").unwrap();
     let _duplicate = table.duplicate().unwrap();
     let _union = table.union(&table).unwrap();
@@ -1373,7 +1405,7 @@ fn blob_references_of_a_union_survive_union_credits() {
     let a = filled(&session, small(), 30);
     let b = session.new_table(small()).unwrap();
     for i in 10..40 {
-        b.insert(&key(i), b"b").unwrap();
+        b.insert(key(i), b"b").unwrap();
     }
     let union = a.incremental_union(&b).unwrap();
     let blob = blob_ref(&union);
@@ -1588,7 +1620,7 @@ fn snapshots_of_a_session_with_another_salt_are_refused_when_opened() {
 
 fn try_contents(table: &Table) -> cairn::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     Ok(table
-        .range_lookup::<std::ops::RangeFull>(..)?
+        .range_lookup(..)?
         .into_iter()
         .map(|e| (e.key, e.value))
         .collect())
@@ -1602,13 +1634,13 @@ fn script(
 ) -> Result<(), (&'static str, Error)> {
     let step = |name: &'static str| move |e: Error| (name, e);
     for i in 100..120 {
-        table.insert(&key(i), b"new").map_err(step("insert"))?;
+        table.insert(key(i), b"new").map_err(step("insert"))?;
     }
     let keys: Vec<_> = (0..120).map(key).collect();
     table.lookups(&keys).map_err(step("lookups"))?;
     table
         .cursor()
-        .and_then(|c| c.take(usize::MAX))
+        .and_then(|c| c.collect::<cairn::Result<Vec<_>>>())
         .map_err(step("cursor"))?;
     table
         .save_snapshot("next", "")
@@ -1704,7 +1736,7 @@ fn an_io_fault_at_any_step_reaches_the_caller_and_spares_saved_snapshots() {
             || matches!(&err, Error::SnapshotCorrupted { source, .. } if source.is_io());
         assert!(typed, "fault {n} in {step}: {err:?}");
         if step == "insert" {
-            let next = table.lookup(&key(0));
+            let next = table.lookup(key(0));
             assert!(
                 matches!(next, Ok(_) | Err(Error::TableBroken(_))),
                 "fault {n}: after a failed insert: {:?}",
@@ -1743,7 +1775,7 @@ fn a_union_outlives_the_tables_it_was_made_from() {
     let a = filled(&session, small(), 30);
     let b = session.new_table(small()).unwrap();
     for i in 20..50 {
-        b.insert(&key(i), b"b").unwrap();
+        b.insert(key(i), b"b").unwrap();
     }
     let expected = contents(&a.union(&b).unwrap());
     let union = a.incremental_union(&b).unwrap();

@@ -175,7 +175,7 @@ fn random_updates(table: &Table, model: &mut Model, rng: &mut Rng, count: usize,
             let (k, op) = &ops[0];
             match op {
                 Op::Insert(v) => table.insert(k, v),
-                Op::Upsert(a) => table.upsert(k, &a.to_le_bytes()),
+                Op::Upsert(a) => table.upsert(k, a.to_le_bytes()),
                 Op::Delete => table.delete(k),
             }
         } else {
@@ -327,27 +327,38 @@ fn check_random_range(table: &Table, model: &Model, rng: &mut Rng, ctx: &str) {
 fn check_random_cursor(table: &Table, model: &Model, rng: &mut Rng, ctx: &str) {
     let start = probe_key(rng);
     let n = rng.between(0, 150);
-    let cursor = table
+    let mut cursor = table
         .cursor_at(&start)
         .unwrap_or_else(|e| panic!("{ctx}: cursor_at failed: {e}"));
     let mut want = model_range(model, Bound::Included(&start), Bound::Unbounded);
     let ctx = format!("{ctx}: cursor_at({}) reading {n}", hex(&start));
     let got = match rng.below(3) {
-        0 => cursor.take(n).unwrap(),
-        1 => (0..n).map_while(|_| cursor.next().unwrap()).collect(),
+        0 => cursor
+            .by_ref()
+            .take(n)
+            .collect::<cairn::Result<Vec<_>>>()
+            .unwrap(),
+        1 => (0..n)
+            .map_while(|_| cursor.next().map(Result::unwrap))
+            .collect(),
         _ => {
-            // Up to the n-th key at or after `start`, or to the end.
+            // Up to the n-th key at or after `start`, or to the end, peeking so that the first
+            // key past the end is not consumed.
             let stop = want.get(n).map(|(k, _)| k.clone());
-            let got = cursor
-                .take_while(|k| stop.as_deref().is_none_or(|s| k < s))
-                .unwrap();
-            // The first key that failed the predicate was consumed: the cursor is past it.
+            let mut got = Vec::new();
+            while let Some(entry) = cursor.peek().unwrap() {
+                if stop.as_deref().is_some_and(|s| entry.key.as_slice() >= s) {
+                    break;
+                }
+                got.push(cursor.next().unwrap().unwrap());
+            }
+            // The first key that failed the predicate is still the cursor's next.
             if n < want.len() {
-                let after = cursor.next().unwrap().map(|e| e.key);
+                let after = cursor.next().map(|e| e.unwrap().key);
                 assert_eq!(
                     after.as_ref().map(|k| hex(k)),
-                    want.get(n + 1).map(|(k, _)| hex(k)),
-                    "{ctx}: entry after take_while"
+                    want.get(n).map(|(k, _)| hex(k)),
+                    "{ctx}: entry after the peeked end"
                 );
             }
             got
@@ -357,7 +368,7 @@ fn check_random_cursor(table: &Table, model: &Model, rng: &mut Rng, ctx: &str) {
     assert_same(&pairs(got, &ctx), &want, &ctx);
     cursor.close();
     assert!(
-        matches!(cursor.next(), Err(Error::CursorClosed)),
+        matches!(cursor.next(), Some(Err(Error::CursorClosed))),
         "{ctx}: a closed cursor still reads"
     );
 }
@@ -371,9 +382,15 @@ fn check_everything(table: &Table, model: &Model, ctx: &str) {
         check_lookups(table, model, chunk, ctx);
     }
     let want = model_range(model, Bound::Unbounded, Bound::Unbounded);
-    let scanned = table.cursor().unwrap().take(usize::MAX).unwrap();
+    let scanned = table
+        .cursor()
+        .unwrap()
+        .by_ref()
+        .take(usize::MAX)
+        .collect::<cairn::Result<Vec<_>>>()
+        .unwrap();
     assert_same(&pairs(scanned, ctx), &want, &format!("{ctx}: full scan"));
-    let ranged = table.range_lookup::<std::ops::RangeFull>(..).unwrap();
+    let ranged = table.range_lookup(..).unwrap();
     assert_same(&pairs(ranged, ctx), &want, &format!("{ctx}: range .."));
 }
 
@@ -394,11 +411,11 @@ fn mem_session(fs: &Arc<MemFs>) -> Session {
 
 fn assert_closed(table: &Table, ctx: &str) {
     assert!(
-        matches!(table.lookup(&key(0)), Err(Error::TableClosed)),
+        matches!(table.lookup(key(0)), Err(Error::TableClosed)),
         "{ctx}: lookup"
     );
     assert!(
-        matches!(table.insert(&key(0), &[0; 8]), Err(Error::TableClosed)),
+        matches!(table.insert(key(0), [0; 8]), Err(Error::TableClosed)),
         "{ctx}: insert"
     );
     assert!(
@@ -461,7 +478,7 @@ fn read_frozen(
 }
 
 /// Reads a cursor to its end in small steps, checking it against `model`.
-fn read_cursor(cursor: &Cursor, model: &Model, seed: u64, name: &str) -> usize {
+fn read_cursor(cursor: &mut Cursor, model: &Model, seed: u64, name: &str) -> usize {
     let mut rng = Rng::new(seed);
     let want = model_range(model, Bound::Unbounded, Bound::Unbounded);
     let mut got = Vec::new();
@@ -469,7 +486,9 @@ fn read_cursor(cursor: &Cursor, model: &Model, seed: u64, name: &str) -> usize {
         let step = rng.between(1, 12);
         let ctx = format!("{name} after {} entries", got.len());
         let entries = cursor
+            .by_ref()
             .take(step)
+            .collect::<cairn::Result<Vec<_>>>()
             .unwrap_or_else(|e| panic!("{ctx}: take failed: {e}"));
         let len = entries.len();
         got.extend(pairs(entries, &ctx));
@@ -482,7 +501,7 @@ fn read_cursor(cursor: &Cursor, model: &Model, seed: u64, name: &str) -> usize {
         }
     }
     assert_same(&got, &want, name);
-    assert!(cursor.next().unwrap().is_none(), "{name}: next after end");
+    assert!(cursor.next().is_none(), "{name}: next after end");
     got.len()
 }
 
@@ -536,7 +555,7 @@ fn readers_and_writer(base: u64) {
         let (table, dup_model) = &mut duplicates[1];
         random_updates(table, dup_model, &mut rng, 500, &setup);
     }
-    let (cursor, cursor_model) = cursor.unwrap();
+    let (mut cursor, cursor_model) = cursor.unwrap();
     let before = original.stats().unwrap();
 
     const WRITER_STEPS: usize = 16;
@@ -555,7 +574,7 @@ fn readers_and_writer(base: u64) {
             .collect();
         let cursor_reader = s.spawn(|| {
             let name = format!("[{tag}] cursor on the original");
-            read_cursor(&cursor, &cursor_model, seed_for(base, 2), &name)
+            read_cursor(&mut cursor, &cursor_model, seed_for(base, 2), &name)
         });
         let writer = s.spawn(|| {
             let _done = OnDrop(|| writer_done.store(true, Ordering::Release));
@@ -593,7 +612,7 @@ fn readers_and_writer(base: u64) {
 
     cursor.close();
     assert!(
-        matches!(cursor.take(1), Err(Error::CursorClosed)),
+        matches!(cursor.next(), Some(Err(Error::CursorClosed))),
         "[{tag}]"
     );
     for (table, _) in &duplicates {
@@ -887,7 +906,7 @@ impl Counters {
             let ranged = table
                 .range_lookup((Bound::Included(&a[..]), Bound::Excluded(&b[..])))
                 .unwrap();
-            let cursor = table.cursor().unwrap();
+            let mut cursor = table.cursor().unwrap();
             let hi = Self::load(&self.hi);
             let ranged: Vec<(Vec<u8>, u64)> = ranged
                 .into_iter()
@@ -903,7 +922,11 @@ impl Counters {
             self.check(&ranged, &lo, &hi, &format!("{ctx}: range"));
             let mut scanned = Vec::new();
             loop {
-                let step = cursor.take(rng.between(1, 100)).unwrap();
+                let step = cursor
+                    .by_ref()
+                    .take(rng.between(1, 100))
+                    .collect::<cairn::Result<Vec<_>>>()
+                    .unwrap();
                 if step.is_empty() {
                     break;
                 }

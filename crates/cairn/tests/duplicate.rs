@@ -37,7 +37,7 @@ fn duplicate_writes_no_data() {
         })
         .unwrap();
     for i in 0..5_000u16 {
-        table.insert(&key(i), &i.to_le_bytes()).unwrap();
+        table.insert(key(i), i.to_le_bytes()).unwrap();
     }
     let stats = table.stats().unwrap();
     assert!(
@@ -93,7 +93,9 @@ fn check(table: &Table, model: &Model) -> Result<(), TestCaseError> {
     let scanned: Vec<(Vec<u8>, u64)> = table
         .cursor()
         .unwrap()
+        .by_ref()
         .take(usize::MAX)
+        .collect::<cairn::Result<Vec<_>>>()
         .unwrap()
         .into_iter()
         .map(|e| (e.key, u64::from_le_bytes(e.value.try_into().unwrap())))
@@ -128,16 +130,16 @@ proptest! {
         for op in ops {
             match op {
                 Op::Insert(h, k, v) => if let Some((t, m)) = handles.get_mut(h) {
-                    t.insert(&key(k), &v.to_le_bytes()).unwrap();
+                    t.insert(key(k), v.to_le_bytes()).unwrap();
                     m.insert(key(k), v);
                 },
                 Op::Upsert(h, k, v) => if let Some((t, m)) = handles.get_mut(h) {
-                    t.upsert(&key(k), &v.to_le_bytes()).unwrap();
+                    t.upsert(key(k), v.to_le_bytes()).unwrap();
                     let e = m.entry(key(k)).or_insert(0);
                     *e = e.wrapping_add(v);
                 },
                 Op::Delete(h, k) => if let Some((t, m)) = handles.get_mut(h) {
-                    t.delete(&key(k)).unwrap();
+                    t.delete(key(k)).unwrap();
                     m.remove(&key(k));
                 },
                 Op::Duplicate(h) => if handles.len() < 5 {

@@ -32,13 +32,13 @@ fn a_failed_flush_breaks_the_table_instead_of_losing_data_silently() {
         let session = session_on(fs.clone());
         let table = session.new_table(config(4)).unwrap();
         for k in 0..19u8 {
-            table.insert(&[k], b"v").unwrap();
+            table.insert([k], b"v").unwrap();
         }
         *fs.fail_create.lock().unwrap() = Some(suffix.to_string());
         // Keep updating until the injected fault hits a flush or a merge.
         let mut k = 19u8;
         let err = loop {
-            match table.insert(&[k], b"v") {
+            match table.insert([k], b"v") {
                 Ok(()) => k += 1,
                 Err(e) => break e,
             }
@@ -46,18 +46,18 @@ fn a_failed_flush_breaks_the_table_instead_of_losing_data_silently() {
         };
         assert!(err.is_io(), "{suffix}: {err}");
         // The table refuses to answer rather than answer wrongly.
-        assert!(matches!(table.lookup(&[0]), Err(Error::TableBroken(_))));
+        assert!(matches!(table.lookup([0]), Err(Error::TableBroken(_))));
         assert!(matches!(
-            table.insert(&[0], b"v"),
+            table.insert([0], b"v"),
             Err(Error::TableBroken(_))
         ));
         assert!(matches!(table.cursor(), Err(Error::TableBroken(_))));
         // The session goes on: a new table works.
         let fresh = session.new_table(config(4)).unwrap();
         for k in 0..30u8 {
-            fresh.insert(&[k], b"w").unwrap();
+            fresh.insert([k], b"w").unwrap();
         }
-        assert_eq!(fresh.lookup(&[3]).unwrap().value(), Some(&b"w"[..]));
+        assert_eq!(fresh.lookup([3]).unwrap().value(), Some(&b"w"[..]));
     }
 }
 
@@ -67,24 +67,30 @@ fn runs_kept_alive_past_their_session_do_not_touch_the_next_one() {
     let a = session_on(fs.clone());
     let ta = a.new_table(config(4)).unwrap();
     for k in 0..4u8 {
-        ta.insert(&[k], b"a").unwrap();
+        ta.insert([k], b"a").unwrap();
     }
-    let cursor = ta.cursor().unwrap();
+    let mut cursor = ta.cursor().unwrap();
     drop(ta);
-    drop(a); // closing the session (here by dropping it) closes its cursors
+    // The cursor keeps the session (and its directory lock) alive...
+    assert!(matches!(
+        Session::open_with(fs.clone(), "/s", SessionOptions::default()),
+        Err(Error::SessionLocked(_))
+    ));
+    a.close(); // ...until the session is closed, which closes its cursors.
+    drop(a);
 
     let b = session_on(fs.clone());
     let tb = b.new_table(config(4)).unwrap();
     for k in 10..14u8 {
-        tb.insert(&[k], b"b").unwrap();
+        tb.insert([k], b"b").unwrap();
     }
-    assert!(matches!(cursor.take(10), Err(Error::CursorClosed)));
+    assert!(matches!(cursor.next(), Some(Err(Error::CursorClosed))));
     // Releasing it touches none of the new session's files.
     drop(cursor);
     for k in 14..40u8 {
-        tb.insert(&[k], b"b").unwrap();
+        tb.insert([k], b"b").unwrap();
     }
-    assert_eq!(tb.lookup(&[10]).unwrap().value(), Some(&b"b"[..]));
+    assert_eq!(tb.lookup([10]).unwrap().value(), Some(&b"b"[..]));
 }
 
 #[test]
@@ -110,19 +116,19 @@ fn add_u64_upserts_must_be_eight_bytes() {
             ..config(2)
         })
         .unwrap();
-    table.insert(b"k", &5u64.to_le_bytes()).unwrap();
+    table.insert(b"k", 5u64.to_le_bytes()).unwrap();
     assert!(matches!(
         table.upsert(b"k", b"xy"),
         Err(Error::InvalidUpdate(_))
     ));
-    table.upsert(b"k", &7u64.to_le_bytes()).unwrap();
+    table.upsert(b"k", 7u64.to_le_bytes()).unwrap();
     assert_eq!(
         table.lookup(b"k").unwrap().value(),
         Some(&12u64.to_le_bytes()[..])
     );
     // A short inserted value is replaced by the next upsert.
     table.insert(b"s", b"xy").unwrap();
-    table.upsert(b"s", &1u64.to_le_bytes()).unwrap();
+    table.upsert(b"s", 1u64.to_le_bytes()).unwrap();
     assert_eq!(
         table.lookup(b"s").unwrap().value(),
         Some(&1u64.to_le_bytes()[..])

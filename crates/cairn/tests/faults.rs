@@ -378,7 +378,7 @@ fn an_interrupted_first_open_can_be_retried() {
         fs.set_fault_plan(None);
         let session = session.unwrap_or_else(|| open(&fs).unwrap());
         let table = session.new_table(config_strategy_fixed()).unwrap();
-        table.insert(b"k", &1u64.to_le_bytes()).unwrap();
+        table.insert(b"k", 1u64.to_le_bytes()).unwrap();
 
         let fs = fresh();
         fs.crash_after(seed % 16);

@@ -323,23 +323,23 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         }
         match op {
             Op::Insert(k, v) => {
-                table.insert(&key(*k), v).unwrap();
+                table.insert(key(*k), v).unwrap();
                 model_apply(&mut model, &resolve, key(*k), &UpdateOp::Insert(v.clone()));
                 updates += 1;
             }
             Op::InsertWithBlob(k, v, b) => {
-                table.insert_with_blob(&key(*k), v, b).unwrap();
+                table.insert_with_blob(key(*k), v, b).unwrap();
                 let op = UpdateOp::InsertWithBlob(v.clone(), b.clone());
                 model_apply(&mut model, &resolve, key(*k), &op);
                 updates += 1;
             }
             Op::Delete(k) => {
-                table.delete(&key(*k)).unwrap();
+                table.delete(key(*k)).unwrap();
                 model_apply(&mut model, &resolve, key(*k), &UpdateOp::Delete);
                 updates += 1;
             }
             Op::Upsert(k, v) => {
-                table.upsert(&key(*k), v).unwrap();
+                table.upsert(key(*k), v).unwrap();
                 model_apply(&mut model, &resolve, key(*k), &UpdateOp::Upsert(v.clone()));
                 updates += 1;
             }
@@ -445,7 +445,11 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::ReadCursor(c, n) => {
                 if let Some((cursor, expected)) = cursors.get_mut(*c) {
-                    let got = cursor.take(*n).unwrap();
+                    let got = cursor
+                        .by_ref()
+                        .take(*n)
+                        .collect::<cairn::Result<Vec<_>>>()
+                        .unwrap();
                     for entry in got.iter() {
                         let want = expected.pop_front();
                         prop_assert_eq!(Some((entry.key.clone(), entry.value.clone())), want);
@@ -457,9 +461,9 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::CloseCursor(c) => {
                 if *c < cursors.len() {
-                    let (cursor, _) = cursors.remove(*c);
+                    let (mut cursor, _) = cursors.remove(*c);
                     cursor.close();
-                    prop_assert!(matches!(cursor.next(), Err(Error::CursorClosed)));
+                    prop_assert!(matches!(cursor.next(), Some(Err(Error::CursorClosed))));
                 }
             }
             Op::Select(t) => {
@@ -575,8 +579,8 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                 table.close();
                 session.close();
                 // Closing the session closed its cursors.
-                for (cursor, _) in cursors.drain(..) {
-                    prop_assert!(matches!(cursor.next(), Err(Error::CursorClosed)));
+                for (mut cursor, _) in cursors.drain(..) {
+                    prop_assert!(matches!(cursor.next(), Some(Err(Error::CursorClosed))));
                 }
                 session = open_session();
                 table = session.new_table(config.clone()).unwrap();
@@ -631,9 +635,11 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         other.close();
     }
     // Every open cursor still sees exactly the table as it was when it opened.
-    for (cursor, expected) in cursors.drain(..) {
+    for (mut cursor, expected) in cursors.drain(..) {
         let got: Vec<(Vec<u8>, Vec<u8>)> = cursor
+            .by_ref()
             .take(usize::MAX)
+            .collect::<cairn::Result<Vec<_>>>()
             .unwrap()
             .into_iter()
             .map(|e| (e.key, e.value))

@@ -119,7 +119,7 @@ fn closed_handles_give_typed_errors() {
 
     let other = session.new_table(small_config()).unwrap();
     for i in 0..50u32 {
-        other.insert(&i.to_be_bytes(), b"v").unwrap();
+        other.insert(i.to_be_bytes(), b"v").unwrap();
     }
     session.close();
     session.close(); // idempotent
@@ -171,7 +171,7 @@ fn bad_input_is_rejected_before_anything_is_applied() {
     let max_key = vec![7u8; KEY_SIZE_MAX];
     table.insert(&max_key, b"max").unwrap();
     for i in 0..20u32 {
-        table.insert(&i.to_be_bytes(), b"x").unwrap();
+        table.insert(i.to_be_bytes(), b"x").unwrap();
     }
     assert_eq!(table.lookup(&max_key).unwrap().value(), Some(&b"max"[..]));
 }
@@ -193,7 +193,7 @@ fn blob_references_are_checked() {
     ));
     // Push the blob into a run, then invalidate the reference by an update.
     for i in 0..10u32 {
-        table.insert(&i.to_be_bytes(), b"x").unwrap();
+        table.insert(i.to_be_bytes(), b"x").unwrap();
     }
     let r = table.lookup(b"k").unwrap();
     let blob = r.blob().unwrap().clone();
@@ -305,12 +305,12 @@ fn lookups_run_concurrently_with_updates() {
         let table = table.clone();
         scope.spawn(move || {
             for i in 10_000..30_000u32 {
-                table.upsert(&xxh(i), b"fresh").unwrap();
+                table.upsert(xxh(i), b"fresh").unwrap();
             }
         });
     });
     assert_eq!(
-        table.lookup(&xxh(29_999)).unwrap().value(),
+        table.lookup(xxh(29_999)).unwrap().value(),
         Some(&b"fresh"[..])
     );
 }

@@ -175,7 +175,7 @@ fn check_session(dir: &Path, models: &mut Models, acknowledged: u64) -> (u64, us
             .open_snapshot(&format!("g{g}"), "l", SnapshotOverrides::default())
             .unwrap_or_else(|e| panic!("g{g} does not open: {e}"));
         let got: Model = table
-            .range_lookup::<std::ops::RangeFull>(..)
+            .range_lookup(..)
             .unwrap()
             .into_iter()
             .map(|e| {

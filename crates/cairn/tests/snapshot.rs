@@ -47,12 +47,12 @@ fn fill(table: &Table, n: u32) -> BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)> {
             0 => {
                 let blob = format!("blob-{i}").into_bytes();
                 table
-                    .insert_with_blob(&k, &(i as u64).to_le_bytes(), &blob)
+                    .insert_with_blob(&k, (i as u64).to_le_bytes(), &blob)
                     .unwrap();
                 model.insert(k, (i as u64, Some(blob)));
             }
             1 | 2 => {
-                table.upsert(&k, &3u64.to_le_bytes()).unwrap();
+                table.upsert(&k, 3u64.to_le_bytes()).unwrap();
                 let e = model.entry(k).or_insert((0, None));
                 e.0 = e.0.wrapping_add(3);
                 e.1 = None;
@@ -62,7 +62,7 @@ fn fill(table: &Table, n: u32) -> BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)> {
                 model.remove(&k);
             }
             _ => {
-                table.insert(&k, &(i as u64).to_le_bytes()).unwrap();
+                table.insert(&k, (i as u64).to_le_bytes()).unwrap();
                 model.insert(k, (i as u64, None));
             }
         }
@@ -87,7 +87,9 @@ fn check(table: &Table, model: &BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)>, n: u3
     let scanned: Vec<Vec<u8>> = table
         .cursor()
         .unwrap()
+        .by_ref()
         .take(usize::MAX)
+        .collect::<cairn::Result<Vec<_>>>()
         .unwrap()
         .into_iter()
         .map(|e| e.key)
@@ -115,13 +117,13 @@ fn round_trip_with_merges_in_progress_and_after_restart() {
     );
     table.save_snapshot("snap-1", "utxo").unwrap();
     // Later changes do not reach the snapshot.
-    table.insert(&key(1), &7u64.to_le_bytes()).unwrap();
+    table.insert(key(1), 7u64.to_le_bytes()).unwrap();
     let restored = session
         .open_snapshot("snap-1", "utxo", SnapshotOverrides::default())
         .unwrap();
     check(&restored, &model, 3000);
     // The restored table is writable and independent.
-    restored.delete(&key(2)).unwrap();
+    restored.delete(key(2)).unwrap();
     drop((table, restored));
     session.close();
     drop(session);
@@ -258,7 +260,7 @@ fn a_snapshot_takes_a_number_of_files_bounded_by_its_runs() {
     let mut i = 0u32;
     for target in [1_000u32, 10_000, 50_000] {
         while i < target {
-            table.insert(&key(i), &1u64.to_le_bytes()).unwrap();
+            table.insert(key(i), 1u64.to_le_bytes()).unwrap();
             i += 1;
         }
         let name = format!("n{target}");

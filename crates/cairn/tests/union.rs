@@ -137,11 +137,11 @@ fn a_migrated_union_keeps_the_merge_bound() {
     };
     let input = s.new_table(cfg.clone()).unwrap();
     for i in 0..20_000u32 {
-        input.insert(&i.to_be_bytes(), b"v").unwrap();
+        input.insert(i.to_be_bytes(), b"v").unwrap();
     }
     let union = Table::unions(&[&input]).unwrap();
     for i in 20_000..40_000u32 {
-        union.insert(&i.to_be_bytes(), b"w").unwrap();
+        union.insert(i.to_be_bytes(), b"w").unwrap();
         let stats = union.stats().unwrap();
         assert!(
             stats.merge_steps_last_update <= stats.merge_steps_bound_per_update,
@@ -149,11 +149,11 @@ fn a_migrated_union_keeps_the_merge_bound() {
         );
     }
     assert_eq!(
-        union.lookup(&5u32.to_be_bytes()).unwrap().value(),
+        union.lookup(5u32.to_be_bytes()).unwrap().value(),
         Some(&b"v"[..])
     );
     assert_eq!(
-        union.lookup(&25_000u32.to_be_bytes()).unwrap().value(),
+        union.lookup(25_000u32.to_be_bytes()).unwrap().value(),
         Some(&b"w"[..])
     );
 }

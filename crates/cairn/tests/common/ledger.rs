@@ -227,7 +227,7 @@ fn check_lookup(model: &Model, key: &[u8], got: &LookupResult) -> Result<(), Tes
 
 /// Reads a whole table and compares it with `model`, blobs included.
 pub fn check_table(table: &Table, model: &Model) -> Result<Result<(), Error>, TestCaseError> {
-    let entries = match table.range_lookup::<std::ops::RangeFull>(..) {
+    let entries = match table.range_lookup(..) {
         Ok(entries) => entries,
         Err(e) => return Ok(Err(e)),
     };
@@ -445,12 +445,12 @@ impl World {
             .collect();
         let (table, model) = self.current()?;
         let result = match batch {
-            [(k, Upd::Insert(v))] => table.insert(&key(*k), &v.to_le_bytes()),
+            [(k, Upd::Insert(v))] => table.insert(key(*k), v.to_le_bytes()),
             [(k, Upd::InsertWithBlob(v, b))] => {
-                table.insert_with_blob(&key(*k), &v.to_le_bytes(), &blob_bytes(*k, *b))
+                table.insert_with_blob(key(*k), v.to_le_bytes(), blob_bytes(*k, *b))
             }
-            [(k, Upd::Upsert(v))] => table.upsert(&key(*k), &v.to_le_bytes()),
-            [(k, Upd::Delete)] => table.delete(&key(*k)),
+            [(k, Upd::Upsert(v))] => table.upsert(key(*k), v.to_le_bytes()),
+            [(k, Upd::Delete)] => table.delete(key(*k)),
             _ => table.updates(&ups),
         };
         io!(result);
@@ -505,7 +505,7 @@ impl World {
             }
             Op::Lookup(k) => {
                 let (table, model) = self.current()?;
-                let got = io!(table.lookup(&key(*k)));
+                let got = io!(table.lookup(key(*k)));
                 check_lookup(model, &key(*k), &got)?;
                 Ok(Ok(()))
             }
@@ -521,7 +521,7 @@ impl World {
             }
             Op::Member(k) => {
                 let (table, model) = self.current()?;
-                let got = io!(table.member(&key(*k)));
+                let got = io!(table.member(key(*k)));
                 prop_assert_eq!(got, model.contains_key(&key(*k)));
                 Ok(Ok(()))
             }
@@ -564,8 +564,8 @@ impl World {
             }
             Op::Cursor(start, n) => {
                 let (table, model) = self.current()?;
-                let cursor = io!(match start {
-                    Some(k) => table.cursor_at(&key(*k)),
+                let mut cursor = io!(match start {
+                    Some(k) => table.cursor_at(key(*k)),
                     None => table.cursor(),
                 });
                 let from = start.map(key).unwrap_or_default();
@@ -574,7 +574,10 @@ impl World {
                     .take(*n as usize)
                     .map(|(k, (v, _))| (k.clone(), v.to_le_bytes().to_vec()))
                     .collect();
-                let got = io!(cursor.take(*n as usize));
+                let got = io!(cursor
+                    .by_ref()
+                    .take(*n as usize)
+                    .collect::<cairn::Result<Vec<_>>>());
                 cursor.close();
                 let got: Vec<(Vec<u8>, Vec<u8>)> =
                     got.into_iter().map(|e| (e.key, e.value)).collect();
