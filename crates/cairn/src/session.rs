@@ -297,7 +297,11 @@ impl Session {
         let mut unfinished_creation = true;
         for name in &entries {
             unfinished_creation &= match name.as_str() {
-                "active" | "snapshots" => fs.list_dir(&dir.join(name))?.is_empty(),
+                "active" | "snapshots" => {
+                    // A regular file here is not a session's: the directory is corrupted.
+                    let sub = dir.join(name);
+                    fs.is_dir(&sub)? && fs.list_dir(&sub)?.is_empty()
+                }
                 "metadata.tmp" => true,
                 _ => false,
             };
@@ -326,7 +330,10 @@ impl Session {
                 .map_err(|e| corrupted(e.to_string()))?;
             for sub in [&active_dir, &snapshots_dir] {
                 if !fs.is_dir(sub)? {
-                    return Err(corrupted(format!("{} is missing", sub.display())));
+                    return Err(corrupted(format!(
+                        "{} is missing or not a directory",
+                        sub.display()
+                    )));
                 }
             }
             // A snapshot save or import that crashed leaves a temporary directory behind.
@@ -411,7 +418,9 @@ impl Session {
         Table::open_snapshot(self.inner.clone(), name, label, overrides)
     }
 
-    /// Names of the saved snapshots, sorted.
+    /// Names of the saved snapshots, sorted: every directory of `snapshots/` whose name is a
+    /// valid snapshot name (anything else there is not a snapshot and is ignored), so that every
+    /// name listed can be passed to [`Session::open_snapshot`].
     ///
     /// Errors: [`Error::SessionClosed`], [`Error::Io`].
     pub fn list_snapshots(&self) -> Result<Vec<String>> {
@@ -419,7 +428,7 @@ impl Session {
         let fs = self.inner.fs();
         let mut names = Vec::new();
         for name in fs.list_dir(&self.inner.snapshots_dir)? {
-            if !name.starts_with('.') && fs.is_dir(&self.inner.snapshots_dir.join(&name))? {
+            if validate_name(&name).is_ok() && fs.is_dir(&self.inner.snapshots_dir.join(&name))? {
                 names.push(name);
             }
         }
@@ -477,8 +486,8 @@ impl Session {
             });
         }
         // The parent must exist: creating it here would leave it without an fsync of its own.
-        let parent = target.parent().unwrap_or(Path::new("/"));
-        if !fs.is_dir(parent)? {
+        let parent = snapshot::parent_dir(target);
+        if !fs.is_dir(&parent)? {
             return Err(Error::SnapshotDirectory {
                 path: target.to_path_buf(),
                 reason: "the export directory's parent does not exist".into(),

@@ -835,10 +835,18 @@ fn copy_dir_via(fs: &dyn FileSystem, from: &Path, tmp: &Path, to: &Path) -> Resu
     }
     fs.sync_dir(tmp)?;
     fs.rename(tmp, to)?;
-    if let Some(parent) = to.parent() {
-        fs.sync_dir(parent)?;
-    }
+    fs.sync_dir(&parent_dir(to))?;
     Ok(())
+}
+
+/// The directory holding `path`: `.` for a relative path of one component (whose
+/// [`Path::parent`] is empty), `/` for the root.
+pub(crate) fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(parent) if parent.as_os_str().is_empty() => PathBuf::from("."),
+        Some(parent) => parent.to_path_buf(),
+        None => PathBuf::from("/"),
+    }
 }
 
 #[cfg(test)]

@@ -252,8 +252,10 @@ impl Table {
     fn read(&self) -> Result<RwLockReadGuard<'_, TableState>> {
         let state = match self.inner.state.read() {
             Ok(state) => state,
-            Err(_) => {
-                // Mark it broken for good (the write path records the cause).
+            Err(poisoned) => {
+                // Let go of the read guard the error holds, then mark the table broken for good
+                // (the write path records the cause).
+                drop(poisoned);
                 drop(self.write());
                 return Err(Error::TableBroken(PANICKED.into()));
             }
