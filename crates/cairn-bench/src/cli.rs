@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use cairn::{DiskCachePolicy, IoBackendKind};
 
-use crate::engine::EngineKind;
+use crate::engines::EngineKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Benchmarks for the Cairn storage engine.
@@ -34,7 +34,7 @@ pub enum Command {
     Upsert(UpsertArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
-    Report(crate::report_cmd::ReportArgs),
+    Report(crate::report::ReportArgs),
 }
 
 /// The variants of the UTxO benchmark.
@@ -116,7 +116,7 @@ pub struct RunArgs {
     /// Run in a memory cgroup of its own with this limit (e.g. 1G), page cache included, so
     /// every engine gets the same memory; without cgroup support the run says so and goes on
     /// unlimited.
-    #[arg(long, value_parser = crate::cgroup::parse_size)]
+    #[arg(long, value_parser = crate::sys::cgroup::parse_size)]
     pub memory_limit: Option<u64>,
     /// Write the results as one JSON object to this file.
     #[arg(long)]
@@ -145,7 +145,7 @@ pub struct SuiteArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     pub modes: Vec<RunMode>,
     /// Memory limit of each run's own cgroup (page cache included).
-    #[arg(long, default_value = "1G", value_parser = crate::cgroup::parse_size)]
+    #[arg(long, default_value = "1G", value_parser = crate::sys::cgroup::parse_size)]
     pub memory_limit: u64,
     /// The fio script (see `utxo run --fio-baseline`), run once on `--db` before the runs.
     #[arg(long, value_name = "PATH")]

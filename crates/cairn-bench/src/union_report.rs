@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::failure::Failure;
-use crate::report::{render_rows, rss_mib, write_json};
+use crate::record::{render_rows, rss_mib, write_json};
 
 /// Everything one `union` run measured. Field names carry their units; the JSON file is this
 /// struct serialised.

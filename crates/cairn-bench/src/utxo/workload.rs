@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use cairn::{LookupResult, Table, Update};
 
 use crate::failure::{Context, Failure};
-use crate::keys::{utxo_key, utxo_value, SplitMix64, KEY_BYTES, VALUE_BYTES};
-use crate::live::LiveSet;
+use crate::utxo::keys::{utxo_key, utxo_value, SplitMix64, KEY_BYTES, VALUE_BYTES};
+use crate::utxo::live::LiveSet;
 
 /// Lookups, inserts and deletes per batch (each).
 pub const BATCH_SIZE: usize = 256;

@@ -33,11 +33,12 @@ use cairn::{Session, SessionOptions, Table};
 
 use crate::cli::{io_backend_name, UnionArgs};
 use crate::failure::{Context, Failure};
-use crate::keys::{utxo_key, SplitMix64, KEY_BYTES};
-use crate::report::{peak_rss_bytes, percentiles};
+use crate::in_temp_dir;
+use crate::record::{peak_rss_bytes, percentiles};
 use crate::union_report::UnionReport;
-use crate::workload::{count_mismatches, fill, Progress, BATCH_SIZE};
-use crate::{in_temp_dir, utxo_table_config};
+use crate::utxo::keys::{utxo_key, SplitMix64, KEY_BYTES};
+use crate::utxo::quick::utxo_table_config;
+use crate::utxo::workload::{count_mismatches, fill, Progress, BATCH_SIZE};
 
 /// Separates the lookup-choice stream from the key streams, which are seeded with `id ^ seed`.
 const LOOKUP_STREAM: u64 = 0x5eed_0010_0000_0003;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cairn::{Session, SessionOptions, SnapshotOverrides, Table, Update};
 
 use crate::cli::DiskCacheArg;
-use crate::engine::{value_from, Engine, EngineOptions, Key, Reader, Value};
+use crate::engines::{value_from, Engine, EngineOptions, Key, Reader, Value};
 use crate::failure::{Context, Failure};
 
 /// The snapshot `setup` saves and `run` opens.
@@ -35,8 +35,11 @@ impl CairnEngine {
         } else {
             DiskCacheArg::All
         };
-        let config =
-            crate::utxo_table_config(options.write_buffer, options.merge_batch_size, cache);
+        let config = crate::utxo::quick::utxo_table_config(
+            options.write_buffer,
+            options.merge_batch_size,
+            cache,
+        );
         let session_options = SessionOptions {
             salt: Some(options.seed),
             ..SessionOptions::default()

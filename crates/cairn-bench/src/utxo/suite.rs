@@ -5,7 +5,7 @@
 //!
 //! Owns: the order of the steps, the suite record (machine, commit, command, fio baseline) and
 //! the records directory. Must never touch: an engine (every step is a child `cairn-bench`
-//! process, so each engine's memory is its own), or the report's layout ([`crate::report_cmd`]).
+//! process, so each engine's memory is its own), or the report's layout ([`crate::report`]).
 //!
 //! The fio baseline is measured once, on `--db`, before the first run; the report divides every
 //! run's ops/s by it.
@@ -15,13 +15,13 @@ use std::process::Command;
 
 use serde::Serialize;
 
-use crate::cgroup;
 use crate::cli::{EngineArgs, RunMode, SuiteArgs};
-use crate::engine::EngineKind;
+use crate::engines::EngineKind;
 use crate::failure::{Context, Failure};
-use crate::fio;
-use crate::report::write_json;
-use crate::utxo_run::{add_cgroup_fields, reusable_setup, SETUP_REPORT};
+use crate::record::write_json;
+use crate::sys::cgroup;
+use crate::sys::fio;
+use crate::utxo::run::{add_cgroup_fields, reusable_setup, SETUP_REPORT};
 
 /// The machine a suite ran on.
 #[derive(Clone, Debug, Serialize)]
@@ -137,7 +137,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
         }
     }
     write_json(&record, &args.out.join("suite.json"))?;
-    let report = crate::report_cmd::write_report(&args.out)?;
+    let report = crate::report::write_report(&args.out)?;
     eprintln!("report: {}", report.display());
     Ok(())
 }

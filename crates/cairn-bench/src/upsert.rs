@@ -27,8 +27,8 @@ use serde::Serialize;
 
 use crate::cli::UpsertArgs;
 use crate::failure::{Context, Failure};
-use crate::keys::SplitMix64;
-use crate::report::{peak_rss_bytes, render_rows, rss_mib, write_json};
+use crate::record::{peak_rss_bytes, render_rows, rss_mib, write_json};
+use crate::utxo::keys::SplitMix64;
 
 /// Bytes of a key and of a value.
 const ELEMENT_BYTES: usize = 64;

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::failure::{Context, Failure};
-use crate::snapshot::SnapshotStats;
+use crate::utxo::snapshot::SnapshotStats;
 
 /// Everything one `utxo quick` run measured. Field names carry their units; the JSON file is
 /// this struct serialised.

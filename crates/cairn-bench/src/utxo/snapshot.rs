@@ -15,8 +15,8 @@ use cairn::{Session, SnapshotOverrides, Table};
 use serde::Serialize;
 
 use crate::failure::{Context, Failure};
-use crate::keys::{utxo_key, SplitMix64, KEY_BYTES};
-use crate::workload::count_mismatches;
+use crate::utxo::keys::{utxo_key, SplitMix64, KEY_BYTES};
+use crate::utxo::workload::count_mismatches;
 
 /// The snapshot's name: its files are in `<session dir>/snapshots/bench/`.
 pub const SNAPSHOT_NAME: &str = "bench";
@@ -173,7 +173,7 @@ mod tests {
             ..cairn::TableConfig::default()
         };
         let table = session.new_table(config).unwrap();
-        crate::workload::setup(&table, 5_000, 7).unwrap();
+        crate::utxo::workload::setup(&table, 5_000, 7).unwrap();
         let stats = measure(&session, &table, dir.path(), 5_000, 7).unwrap();
         assert_eq!(stats.snapshot_mismatches, 0);
         assert!(stats.runs_at_snapshot > 0 && stats.levels_at_snapshot > 0);

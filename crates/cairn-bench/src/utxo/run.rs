@@ -5,7 +5,7 @@
 //! May call: [`Engine`] only (never an engine's own API), the [`LiveSet`] model, `fio`.
 //!
 //! - `setup` creates `<db>/<engine>/table/`, loads ids `0..entries` in chunks of 10,000 (keys and
-//!   values as in [`crate::keys`]; in key order for an engine that asks for it,
+//!   values as in [`crate::utxo::keys`]; in key order for an engine that asks for it,
 //!   [`Engine::wants_sorted_load`]), makes the table durable ([`Engine::finish_load`]) and records
 //!   the entry count and seed. Its own throughput is reported.
 //! - `run` opens the table again and executes `batches` batches: 256 lookups of live ids chosen
@@ -28,7 +28,7 @@
 //!   id is live, so the result must be exactly its value.
 //!
 //! With `--memory-limit`, `run` starts itself again in a memory cgroup of its own with that
-//! limit (page cache included; see [`crate::cgroup`]) and adds the cgroup's peak usage to the
+//! limit (page cache included; see [`crate::sys::cgroup`]) and adds the cgroup's peak usage to the
 //! record as `cgroup_peak_bytes`.
 //!
 //! Reported: ops/s (lookups + inserts + deletes per second of the run), batch latency
@@ -42,15 +42,15 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cgroup;
 use crate::cli::{EngineArgs, RunArgs, RunMode, SetupArgs};
-use crate::engine::{Engine, EngineKind, EngineOptions, Key, Value};
+use crate::engines::{Engine, EngineKind, EngineOptions, Key, Value};
 use crate::failure::{Context, Failure};
-use crate::fio;
-use crate::keys::{utxo_key, utxo_value, SplitMix64};
-use crate::live::LiveSet;
-use crate::report::{peak_rss_bytes, percentiles, render_rows, rss_mib, write_json};
-use crate::workload::{Progress, BATCH_SIZE, SETUP_CHUNK};
+use crate::record::{peak_rss_bytes, percentiles, render_rows, rss_mib, write_json};
+use crate::sys::cgroup;
+use crate::sys::fio;
+use crate::utxo::keys::{utxo_key, utxo_value, SplitMix64};
+use crate::utxo::live::LiveSet;
+use crate::utxo::workload::{Progress, BATCH_SIZE, SETUP_CHUNK};
 
 /// Separates the batch-choice stream from the key streams (as in `workload`).
 const CHOICE_STREAM: u64 = 0x5eed_c401_ce00_0001;

@@ -10,10 +10,18 @@
 //! durable ([`Engine::finish_load`]: a snapshot for Cairn, a flush and sync for the others); `run`
 //! opens the same directory again ([`EngineKind::open`] with `create: false`).
 
+pub mod cairn;
+#[cfg(feature = "fjall")]
+pub mod fjall;
+#[cfg(feature = "lmdb")]
+pub mod lmdb;
+#[cfg(feature = "rocksdb")]
+pub mod rocksdb;
+
 use std::path::Path;
 
 use crate::failure::Failure;
-use crate::keys::{KEY_BYTES, VALUE_BYTES};
+use crate::utxo::keys::{KEY_BYTES, VALUE_BYTES};
 
 /// A UTxO key.
 pub type Key = [u8; KEY_BYTES];
@@ -141,19 +149,19 @@ impl EngineKind {
         options: &EngineOptions,
     ) -> Result<Box<dyn Engine>, Failure> {
         match self {
-            EngineKind::Cairn => Ok(Box::new(crate::engine_cairn::CairnEngine::open(
+            EngineKind::Cairn => Ok(Box::new(crate::engines::cairn::CairnEngine::open(
                 dir, create, options,
             )?)),
             #[cfg(feature = "rocksdb")]
-            EngineKind::Rocksdb => Ok(Box::new(crate::engine_rocksdb::RocksEngine::open(
+            EngineKind::Rocksdb => Ok(Box::new(crate::engines::rocksdb::RocksEngine::open(
                 dir, create, options,
             )?)),
             #[cfg(feature = "lmdb")]
-            EngineKind::Lmdb => Ok(Box::new(crate::engine_lmdb::LmdbEngine::open(
+            EngineKind::Lmdb => Ok(Box::new(crate::engines::lmdb::LmdbEngine::open(
                 dir, create, options,
             )?)),
             #[cfg(feature = "fjall")]
-            EngineKind::Fjall => Ok(Box::new(crate::engine_fjall::FjallEngine::open(
+            EngineKind::Fjall => Ok(Box::new(crate::engines::fjall::FjallEngine::open(
                 dir, create, options,
             )?)),
             #[allow(unreachable_patterns)]
@@ -172,7 +180,7 @@ impl EngineKind {
 #[cfg(test)]
 pub(crate) mod conformance {
     use super::*;
-    use crate::keys::{utxo_key, utxo_value};
+    use crate::utxo::keys::{utxo_key, utxo_value};
 
     fn entry(i: u64) -> (Key, Value) {
         (utxo_key(i, 7), utxo_value(i))

@@ -28,7 +28,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::failure::{Context, Failure};
-use crate::report::{rss_mib, MIB};
+use crate::record::{rss_mib, MIB};
 
 /// Options of `report`.
 #[derive(Debug, clap::Args)]

@@ -1,0 +1,4 @@
+//! The system around the benchmark: memory cgroups and the disk's fio baseline.
+
+pub mod cgroup;
+pub mod fio;
