@@ -1,11 +1,9 @@
 //! The command line: `cairn-bench utxo quick [options]` and `cairn-bench union [options]`.
 //!
-//! Owns: the clap definitions and their conversion into engine settings. Must never touch: the
-//! engine's tables.
+//! Owns: the clap definitions. Must never touch: an engine (the Cairn adapter turns `--io` and
+//! `--disk-cache` into Cairn's settings).
 
 use std::path::PathBuf;
-
-use cairn::{DiskCachePolicy, IoBackendKind};
 
 use crate::engines::EngineKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -299,17 +297,6 @@ pub enum IoArg {
     Pread,
 }
 
-impl IoArg {
-    /// The engine's backend kind.
-    pub fn kind(self) -> IoBackendKind {
-        match self {
-            IoArg::Auto => IoBackendKind::Auto,
-            IoArg::Uring => IoBackendKind::Uring,
-            IoArg::Pread => IoBackendKind::Pread,
-        }
-    }
-}
-
 /// `--disk-cache`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DiskCacheArg {
@@ -320,14 +307,6 @@ pub enum DiskCacheArg {
 }
 
 impl DiskCacheArg {
-    /// The engine's policy.
-    pub fn policy(self) -> DiskCachePolicy {
-        match self {
-            DiskCacheArg::None => DiskCachePolicy::None,
-            DiskCacheArg::All => DiskCachePolicy::All,
-        }
-    }
-
     /// The name used in the report.
     pub fn name(self) -> &'static str {
         match self {
@@ -353,14 +332,5 @@ impl Mode {
             Mode::Serial => "serial",
             Mode::LookupOnly => "lookup-only",
         }
-    }
-}
-
-/// The name of a resolved backend in the report.
-pub fn io_backend_name(kind: IoBackendKind) -> &'static str {
-    match kind {
-        IoBackendKind::Auto => "auto",
-        IoBackendKind::Uring => "uring",
-        IoBackendKind::Pread => "pread",
     }
 }

@@ -42,7 +42,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Utxo(UtxoCommand::Quick(args)) => utxo::quick::run(&args),
-        Command::Utxo(UtxoCommand::Setup(args)) => utxo::run::setup(&args),
+        Command::Utxo(UtxoCommand::Setup(args)) => utxo::setup::setup(&args),
         Command::Utxo(UtxoCommand::Run(args)) => utxo::run::run(&args),
         Command::Utxo(UtxoCommand::Suite(args)) => utxo::suite::run(&args),
         Command::Union(args) => union::run(&args),

@@ -1,7 +1,7 @@
 //! `cairn-bench upsert`: lsm-tree's upsert benchmark (requirement P2).
 //!
-//! Owns: the two comparisons and their report. Must never touch: the engine's internals (it uses
-//! the public `Table` API only).
+//! Owns: the two comparisons, their keys and counters, and their report. May call: the Cairn
+//! adapter ([`CairnSession`], [`CairnTable`]) for the engine.
 //!
 //! lsm-tree's parameters: 64-byte keys and values, 80,000 elements, addition as the resolve
 //! function, 250 operations per batch, a 1,000-entry write buffer, 10 upserts per key. A value
@@ -22,10 +22,10 @@
 use std::path::Path;
 use std::time::Instant;
 
-use cairn::{Resolve, Session, SessionOptions, Table, TableConfig};
 use serde::Serialize;
 
 use crate::cli::UpsertArgs;
+use crate::engines::cairn::{CairnSession, CairnTable, TableKind, TableSettings};
 use crate::failure::{Context, Failure};
 use crate::record::{peak_rss_bytes, render_rows, rss_mib, write_json};
 use crate::utxo::keys::SplitMix64;
@@ -102,23 +102,21 @@ fn counter_of(value: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(value.get(..8)?.try_into().ok()?))
 }
 
-/// Adds the counters of two values.
-fn add_counters() -> Resolve {
-    Resolve::custom(|newer, older| {
-        let sum = counter_of(newer)
-            .unwrap_or(0)
-            .wrapping_add(counter_of(older).unwrap_or(0));
-        counter(sum).to_vec()
-    })
+/// The resolve function: adds the counters of two values.
+fn add_counters(newer: &[u8], older: &[u8]) -> Vec<u8> {
+    let sum = counter_of(newer)
+        .unwrap_or(0)
+        .wrapping_add(counter_of(older).unwrap_or(0));
+    counter(sum).to_vec()
 }
 
-fn config(args: &UpsertArgs) -> TableConfig {
-    TableConfig {
-        write_buffer_entries: args.upsert_write_buffer,
-        resolve: add_counters(),
-        disk_cache: args.common.disk_cache.policy(),
+/// Every table's configuration: Cairn's defaults, `--upsert-write-buffer`, [`add_counters`].
+fn settings(args: &UpsertArgs) -> TableSettings {
+    TableSettings {
+        kind: TableKind::Upsert(add_counters),
+        write_buffer: args.upsert_write_buffer,
         merge_batch_size: args.common.merge_batch_size,
-        ..TableConfig::default()
+        disk_cache: args.common.disk_cache,
     }
 }
 
@@ -158,11 +156,10 @@ fn bench_in(dir: &Path, args: &UpsertArgs) -> Result<UpsertReport, Failure> {
                     let pairs: Vec<(&[u8], &[u8])> =
                         batch.iter().map(|k| (&k[..], &one[..])).collect();
                     if side == 0 {
-                        table.inserts(&pairs)
+                        table.inserts(&pairs)?;
                     } else {
-                        table.upserts(&pairs)
+                        table.upserts(&pairs)?;
                     }
-                    .context(|| "writing a batch".to_string())?;
                 }
                 Ok(timer.elapsed().as_secs_f64() * 1e3)
             })?;
@@ -224,19 +221,12 @@ fn with_table<T>(
     dir: &Path,
     args: &UpsertArgs,
     n: usize,
-    f: impl FnOnce(&Table) -> Result<T, Failure>,
+    f: impl FnOnce(&CairnTable) -> Result<T, Failure>,
 ) -> Result<T, Failure> {
     let dir = dir.join(n.to_string());
     std::fs::create_dir(&dir).context(|| format!("creating {}", dir.display()))?;
-    let options = SessionOptions {
-        io_backend: args.common.io.kind(),
-        salt: Some(args.common.seed),
-    };
-    let session = Session::open_with(std::sync::Arc::new(cairn::fs::RealFs), &dir, options)
-        .context(|| format!("opening a session in {}", dir.display()))?;
-    let table = session
-        .new_table(config(args))
-        .context(|| "creating the table".to_string())?;
+    let session = CairnSession::open(&dir, args.common.io, args.common.seed)?;
+    let table = session.new_table(&settings(args))?;
     let result = f(&table);
     table.close();
     session.close();
@@ -244,50 +234,39 @@ fn with_table<T>(
     result
 }
 
-fn repeat_by_upsert(table: &Table, batch: &[[u8; ELEMENT_BYTES]]) -> Result<(), Failure> {
+fn repeat_by_upsert(table: &CairnTable, batch: &[[u8; ELEMENT_BYTES]]) -> Result<(), Failure> {
     let one = counter(1);
     let pairs: Vec<(&[u8], &[u8])> = batch.iter().map(|k| (&k[..], &one[..])).collect();
-    table
-        .upserts(&pairs)
-        .context(|| "upserting a batch".to_string())
+    table.upserts(&pairs)
 }
 
 fn repeat_by_lookup_then_insert(
-    table: &Table,
+    table: &CairnTable,
     batch: &[[u8; ELEMENT_BYTES]],
 ) -> Result<(), Failure> {
-    let found = table
-        .lookups(batch)
-        .context(|| "looking up a batch".to_string())?;
-    let values: Vec<[u8; ELEMENT_BYTES]> = found
-        .iter()
-        .map(|r| counter(r.value().and_then(counter_of).unwrap_or(0) + 1))
-        .collect();
+    let values: Vec<[u8; ELEMENT_BYTES]> = table.lookups_with(batch, |value| {
+        counter(value.and_then(counter_of).unwrap_or(0) + 1)
+    })?;
     let pairs: Vec<(&[u8], &[u8])> = batch
         .iter()
         .zip(&values)
         .map(|(k, v)| (&k[..], &v[..]))
         .collect();
-    table
-        .inserts(&pairs)
-        .context(|| "inserting a batch".to_string())
+    table.inserts(&pairs)
 }
 
 /// Keys whose counter is not `expected`.
 fn check_counters(
-    table: &Table,
+    table: &CairnTable,
     keys: &[[u8; ELEMENT_BYTES]],
     expected: u64,
 ) -> Result<u64, Failure> {
     let mut wrong = 0;
     for batch in keys.chunks(1024) {
-        let found = table
-            .lookups(batch)
+        let right = table
+            .lookups_with(batch, |value| value.and_then(counter_of) == Some(expected))
             .context(|| "checking the counters".to_string())?;
-        wrong += found
-            .iter()
-            .filter(|r| r.value().and_then(counter_of) != Some(expected))
-            .count() as u64;
+        wrong += right.iter().filter(|&&right| !right).count() as u64;
     }
     Ok(wrong)
 }
@@ -343,8 +322,7 @@ mod tests {
 
     #[test]
     fn counters_add_and_medians_are_medians() {
-        let resolve = add_counters();
-        let sum = resolve.apply(&counter(3), &counter(4));
+        let sum = add_counters(&counter(3), &counter(4));
         assert_eq!(counter_of(&sum), Some(7));
         assert_eq!(sum.len(), ELEMENT_BYTES);
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);

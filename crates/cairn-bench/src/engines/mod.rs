@@ -20,6 +20,7 @@ pub mod rocksdb;
 
 use std::path::Path;
 
+use crate::cli::IoArg;
 use crate::failure::Failure;
 use crate::utxo::keys::{KEY_BYTES, VALUE_BYTES};
 
@@ -39,6 +40,8 @@ pub struct EngineOptions {
     pub write_buffer: usize,
     /// Cairn only: merge steps done at once.
     pub merge_batch_size: usize,
+    /// Cairn only: the block I/O backend of batched lookups.
+    pub io: IoArg,
 }
 
 /// An engine holding one table of UTxO entries.
@@ -193,6 +196,7 @@ pub(crate) mod conformance {
             seed: 7,
             write_buffer: 64,
             merge_batch_size: 16,
+            io: IoArg::Auto,
         };
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join(kind.name());

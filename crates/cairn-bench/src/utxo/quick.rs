@@ -1,8 +1,11 @@
-//! `cairn-bench utxo quick --entries N --batches K`: the UTxO benchmark on a Cairn table built in
-//! a fresh temporary directory, in one invocation.
+//! `cairn-bench utxo quick --entries N --batches K`: lsm-tree's UTxO benchmark (requirement P1;
+//! `lsm-tree/bench/macro/utxo-bench.hs`) on a Cairn table built in a fresh temporary directory,
+//! in one invocation.
 //!
-//! lsm-tree's UTxO benchmark (requirement P1; `lsm-tree/bench/macro/utxo-bench.hs`), on a table
-//! built in a fresh temporary directory:
+//! Owns: the phases of a quick run and its record. May call: the Cairn adapter
+//! ([`CairnEngine`]) for the table's shape and snapshots, and the [UTxO driver](super::driver),
+//! the same one `utxo run` uses, for the batches.
+//!
 //!
 //! 1. **Setup.** A table with the compact index, Bloom filters at FPR 1e-3, a 20,000-entry write
 //!    buffer (`--write-buffer`), incremental merges in batches of 1,000 steps
@@ -24,8 +27,7 @@
 //! and it is closed and the snapshot deleted. The reopened table's filters and indexes count
 //! towards the peak RSS. See the [`super::snapshot`] module.
 //!
-//! Every lookup result is checked (the snapshot's included): it must be `Found` with exactly the
-//! id's value. Any mismatch makes the command exit with status 1 after printing the results.
+//! Every lookup result is checked (the snapshot's included): it must be exactly the id's value. Any mismatch makes the command exit with status 1 after printing the results.
 //!
 //! # The numbers
 //!
@@ -57,18 +59,17 @@
 //! results as one JSON object (see [`crate::record::Report`] for the fields).
 
 use std::path::Path;
-use std::sync::Arc;
 
-use cairn::fs::RealFs;
-use cairn::{IndexType, Session, SessionOptions, Table, TableConfig};
-
-use crate::cli::{io_backend_name, DiskCacheArg, Mode, QuickArgs};
-use crate::failure::{Context, Failure};
+use crate::cli::{Mode, QuickArgs};
+use crate::engines::cairn::CairnEngine;
+use crate::engines::EngineOptions;
+use crate::failure::Failure;
 use crate::in_temp_dir;
 use crate::record::{peak_rss_bytes, percentiles, Report};
 use crate::sys::fio;
+use crate::utxo::driver::{Driver, PhaseTiming, BATCH_SIZE};
+use crate::utxo::setup::load;
 use crate::utxo::snapshot;
-use crate::utxo::workload::{self, Driver, PhaseTiming, BATCH_SIZE};
 
 /// Runs `utxo quick` in a temporary directory, prints the table and writes the JSON file.
 pub fn run(args: &QuickArgs) -> Result<(), Failure> {
@@ -88,54 +89,31 @@ pub fn run(args: &QuickArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The table configuration of the UTxO benchmark (also used by `union`): the compact index,
-/// Bloom filters at FPR 1e-3, incremental merges, `KeepNewest`.
-pub fn utxo_table_config(
-    write_buffer: usize,
-    merge_batch_size: usize,
-    disk_cache: DiskCacheArg,
-) -> TableConfig {
-    TableConfig {
-        index: IndexType::Compact,
-        bloom: cairn::BloomAlloc::TargetFpr(1e-3),
-        write_buffer_entries: write_buffer,
-        merge_batch_size,
-        disk_cache: disk_cache.policy(),
-        merge_schedule: cairn::MergeSchedule::Incremental,
-        resolve: cairn::Resolve::KeepNewest,
-    }
-}
-
 /// Opens a session in `dir`, runs every phase and collects the report. The session and table
 /// are closed before this returns, so the directory can be removed.
 fn bench_in(dir: &Path, args: &QuickArgs) -> Result<Report, Failure> {
-    let options = SessionOptions {
-        io_backend: args.common.io.kind(),
-        salt: Some(args.common.seed),
+    let options = EngineOptions {
+        direct_io: args.common.disk_cache == crate::cli::DiskCacheArg::None,
+        seed: args.common.seed,
+        write_buffer: args.common.write_buffer,
+        merge_batch_size: args.common.merge_batch_size,
+        io: args.common.io,
     };
-    let session = Session::open_with(Arc::new(RealFs), dir, options)
-        .context(|| format!("opening a session in {}", dir.display()))?;
-    let table = session
-        .new_table(utxo_table_config(
-            args.common.write_buffer,
-            args.common.merge_batch_size,
-            args.common.disk_cache,
-        ))
-        .context(|| "creating the table".to_string())?;
+    let engine = CairnEngine::open(dir, true, &options)?;
     let mut report = Report {
         engine: "cairn",
         mode: args.mode.name(),
         entries: args.entries,
         batches: args.batches,
         seed: args.common.seed,
-        io_backend: io_backend_name(session.io_backend()),
+        io_backend: engine.session().io_backend_name(),
         disk_cache: args.common.disk_cache.name(),
         ..Report::default()
     };
-    report.setup_seconds = workload::setup(&table, args.entries, args.common.seed)?;
+    report.setup_seconds = load(&engine, 0..args.entries, args.common.seed, "setup")?;
     report.setup_entries_per_sec = args.entries as f64 / report.setup_seconds.max(1e-9);
     if args.snapshot {
-        let stats = snapshot::measure(&session, &table, dir, args.entries, args.common.seed)?;
+        let stats = snapshot::measure(&engine, args.entries, args.common.seed)?;
         report.snapshot = Some(stats);
     }
     if let Some(script) = &args.fio_baseline {
@@ -143,23 +121,27 @@ fn bench_in(dir: &Path, args: &QuickArgs) -> Result<Report, Failure> {
         report.qd1_iops = baseline.qd1_iops;
         report.qd32_iops = Some(baseline.qd32_iops);
     }
-    run_phases(&table, args, &mut report)?;
-    record_table_stats(&table, &mut report)?;
+    run_phases(&engine, args, &mut report)?;
+    let shape = engine.table().shape()?;
+    report.levels = shape.levels;
+    report.runs = shape.runs;
+    report.filter_and_index_bytes = shape.filter_and_index_bytes;
+    report.merge_steps_max_per_update = shape.merge_steps_max_per_update;
+    report.merge_steps_bound_per_update = shape.merge_steps_bound_per_update;
     report.peak_rss_bytes = peak_rss_bytes();
-    table.close();
-    session.close();
+    engine.close();
     Ok(report)
 }
 
 /// Runs the serial phase (unless lookup-only) and the lookup-only pass, filling in the rates,
 /// latencies, mismatch count and fio ratios.
-fn run_phases(table: &Table, args: &QuickArgs, report: &mut Report) -> Result<(), Failure> {
-    let mut driver = Driver::new(table, args.entries, args.common.seed);
+fn run_phases(engine: &CairnEngine, args: &QuickArgs, report: &mut Report) -> Result<(), Failure> {
+    let mut driver = Driver::new(engine, args.entries, args.common.seed, true);
     let serial = match args.mode {
-        Mode::Serial => Some(driver.run_serial(args.batches)?),
+        Mode::Serial => Some(driver.serial("run", args.batches, true)?),
         Mode::LookupOnly => None,
     };
-    let lookups = driver.run_lookup_only(args.batches)?;
+    let lookups = driver.serial("lookup-only", args.batches, false)?;
     let lookup_ops = (BATCH_SIZE as u64 * args.batches) as f64;
     report.lookup_seconds = lookups.seconds;
     report.lookup_ops_per_sec = lookup_ops / lookups.seconds.max(1e-9);
@@ -181,18 +163,5 @@ fn run_phases(table: &Table, args: &QuickArgs, report: &mut Report) -> Result<()
         report.ops_per_fio_iops = Some(report.ops_per_sec / qd32);
         report.lookup_ops_per_fio_iops = Some(report.lookup_ops_per_sec / qd32);
     }
-    Ok(())
-}
-
-/// Copies the table's final shape into the report.
-fn record_table_stats(table: &Table, report: &mut Report) -> Result<(), Failure> {
-    let stats = table
-        .stats()
-        .context(|| "reading the table statistics".to_string())?;
-    report.levels = stats.levels;
-    report.runs = stats.runs;
-    report.filter_and_index_bytes = stats.filter_and_index_bytes;
-    report.merge_steps_max_per_update = stats.merge_steps_max_per_update;
-    report.merge_steps_bound_per_update = stats.merge_steps_bound_per_update;
     Ok(())
 }

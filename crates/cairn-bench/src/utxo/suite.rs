@@ -21,7 +21,8 @@ use crate::failure::{Context, Failure};
 use crate::record::write_json;
 use crate::sys::cgroup;
 use crate::sys::fio;
-use crate::utxo::run::{add_cgroup_fields, reusable_setup, SETUP_REPORT};
+use crate::utxo::run::add_cgroup_fields;
+use crate::utxo::setup::{reusable_setup, SETUP_REPORT};
 
 /// The machine a suite ran on.
 #[derive(Clone, Debug, Serialize)]
