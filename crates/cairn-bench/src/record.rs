@@ -238,19 +238,6 @@ pub fn percentiles(samples: &[f64]) -> Percentiles {
     }
 }
 
-/// The process's peak resident set size (`VmHWM` in /proc/self/status), in bytes.
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line["VmHWM:".len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,12 +303,5 @@ mod tests {
         }
         assert!(report.table().contains("snapshot files"));
         assert_eq!(report.mismatches(), 3);
-    }
-
-    #[test]
-    fn peak_rss_is_read_on_linux() {
-        if cfg!(target_os = "linux") {
-            assert!(peak_rss_bytes().unwrap() > 0);
-        }
     }
 }

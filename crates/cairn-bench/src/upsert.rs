@@ -27,7 +27,8 @@ use serde::Serialize;
 use crate::cli::UpsertArgs;
 use crate::engines::cairn::{CairnSession, CairnTable, TableKind, TableSettings};
 use crate::failure::{Context, Failure};
-use crate::record::{peak_rss_bytes, render_rows, rss_mib, write_json};
+use crate::record::{render_rows, rss_mib, write_json};
+use crate::sys::proc::peak_rss_bytes;
 use crate::utxo::keys::SplitMix64;
 
 /// Bytes of a key and of a value.

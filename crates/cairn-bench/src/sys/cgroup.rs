@@ -3,8 +3,8 @@
 //! (LMDB, fjall) is held to the same budget as one that reads with `O_DIRECT` (Cairn, RocksDB).
 //!
 //! Owns: creating and removing the cgroup (a child of this process's own memory cgroup, cgroup v1
-//! or v2), moving a child process into it ([`join_from_env`], called first thing by `main`), its
-//! peak usage, and dropping the page cache between runs. Must never touch: any engine.
+//! or v2), moving a child process into it ([`join_from_env`], called first thing by `main`), and
+//! its peak usage. Must never touch: any engine.
 //!
 //! The child joins its cgroup itself: the parent passes the cgroup's directory in the
 //! [`CGROUP_ENV`] variable, and the child writes its pid to `cgroup.procs` before it does any
@@ -48,7 +48,7 @@ pub struct MemCgroup {
 
 /// Where this process's memory cgroup lives, if the machine has a memory controller.
 fn own_memory_cgroup() -> Option<(PathBuf, Version)> {
-    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let cgroups = super::proc::self_cgroup()?;
     let relative = |want: &dyn Fn(&str, &str) -> bool| {
         cgroups.lines().find_map(|line| {
             let mut parts = line.splitn(3, ':');
@@ -223,12 +223,6 @@ pub fn run_self(args: &[String], cgroup: Option<&MemCgroup>) -> Result<(), Failu
             args.join(" ")
         )))
     }
-}
-
-/// Writes dirty pages back and drops the page cache (needs root). Returns whether it worked.
-pub fn drop_page_cache() -> bool {
-    let synced = Command::new("sync").status().is_ok_and(|s| s.success());
-    synced && std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
 }
 
 /// Parses a size such as `1G`, `512M`, `1GiB` or `1073741824` (binary units).

@@ -42,9 +42,10 @@ use serde::{Deserialize, Serialize};
 use crate::cli::{RunArgs, RunMode};
 use crate::engines::EngineKind;
 use crate::failure::{Context, Failure};
-use crate::record::{peak_rss_bytes, percentiles, render_rows, rss_mib, write_json};
+use crate::record::{percentiles, render_rows, rss_mib, write_json};
 use crate::sys::cgroup;
 use crate::sys::fio;
+use crate::sys::proc::{peak_rss_bytes, IoCounters};
 use crate::utxo::driver::{Driver, BATCH_SIZE};
 use crate::utxo::setup::{engine_dir, engine_options, read_state, table_dir};
 
@@ -176,14 +177,14 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     for applied in &state.history {
         driver.replay(applied.batches, applied.with_updates);
     }
-    let io_before = ProcIo::read();
+    let io_before = IoCounters::now();
     let timing = match args.mode {
         RunMode::Serial => driver.serial("serial", args.batches, true)?,
         RunMode::LookupOnly => driver.serial("lookup-only", args.batches, false)?,
         RunMode::Pipelined => driver.pipelined(args.batches)?,
     };
     let seconds = timing.seconds;
-    let io = ProcIo::read().since(io_before);
+    let io = IoCounters::since(IoCounters::now(), io_before);
     let ops_per_batch = match args.mode {
         RunMode::LookupOnly => BATCH_SIZE,
         _ => 3 * BATCH_SIZE,
@@ -298,39 +299,4 @@ fn run_table(r: &RunReport) -> String {
             opt(r.ops_per_qd32_iops.map(|v| format!("{v:.3}"))),
         ),
     ])
-}
-
-/// `/proc/self/io` counters.
-#[derive(Clone, Copy, Debug)]
-pub struct ProcIo {
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-}
-
-impl ProcIo {
-    pub fn read() -> Option<ProcIo> {
-        let text = std::fs::read_to_string("/proc/self/io").ok()?;
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
-        };
-        Some(ProcIo {
-            read_bytes: field("read_bytes:")?,
-            write_bytes: field("write_bytes:")?,
-        })
-    }
-}
-
-pub trait Since {
-    fn since(self, before: Option<ProcIo>) -> Option<ProcIo>;
-}
-
-impl Since for Option<ProcIo> {
-    fn since(self, before: Option<ProcIo>) -> Option<ProcIo> {
-        let (now, before) = (self?, before?);
-        Some(ProcIo {
-            read_bytes: now.read_bytes.saturating_sub(before.read_bytes),
-            write_bytes: now.write_bytes.saturating_sub(before.write_bytes),
-        })
-    }
 }

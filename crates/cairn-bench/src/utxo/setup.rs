@@ -20,11 +20,12 @@ use serde::{Deserialize, Serialize};
 use crate::cli::{EngineArgs, SetupArgs};
 use crate::engines::{Engine, EngineOptions, Key, Value};
 use crate::failure::{Context, Failure};
-use crate::record::{peak_rss_bytes, render_rows, rss_mib, write_json};
+use crate::record::{render_rows, rss_mib, write_json};
+use crate::sys::proc::{peak_rss_bytes, IoCounters};
 use crate::utxo::keys::{utxo_key, utxo_value};
 use crate::utxo::progress::Progress;
+use crate::utxo::run::opt;
 use crate::utxo::run::RunState;
-use crate::utxo::run::{opt, ProcIo, Since};
 
 /// Entries per load call.
 pub const SETUP_CHUNK: usize = 10_000;
@@ -101,7 +102,7 @@ pub fn setup(args: &SetupArgs) -> Result<(), Failure> {
     let table_dir = table_dir(&dir);
     std::fs::create_dir_all(&table_dir).context(|| format!("creating {}", table_dir.display()))?;
     let options = engine_options(&args.engine_args, args.seed);
-    let io_before = ProcIo::read();
+    let io_before = IoCounters::now();
     let engine = args.engine.open(&table_dir, true, &options)?;
     let start = Instant::now();
     let label = format!("setup {}", engine.name());
@@ -117,7 +118,7 @@ pub fn setup(args: &SetupArgs) -> Result<(), Failure> {
         seconds,
     };
     write_json(&state, &dir.join(SETUP_STATE))?;
-    let io = ProcIo::read().since(io_before);
+    let io = IoCounters::since(IoCounters::now(), io_before);
     let report = SetupReport {
         benchmark: "utxo-setup",
         engine: state.engine.clone(),

@@ -11,7 +11,6 @@
 //! run's ops/s by it.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde::Serialize;
 
@@ -19,6 +18,7 @@ use crate::cli::{EngineArgs, RunMode, SuiteArgs};
 use crate::engines::EngineKind;
 use crate::failure::{Context, Failure};
 use crate::record::write_json;
+use crate::sys;
 use crate::sys::cgroup;
 use crate::sys::fio;
 use crate::utxo::run::add_cgroup_fields;
@@ -95,10 +95,10 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
     std::fs::create_dir_all(&args.db).context(|| format!("creating {}", args.db.display()))?;
     let mut record = SuiteRecord {
         benchmark: "utxo-suite",
-        date: now_rfc3339(),
-        commit: git_commit(),
+        date: sys::now_rfc3339(),
+        commit: sys::git_commit(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        machine: machine(),
+        machine: sys::machine(),
         entries: args.entries,
         batches: args.batches,
         memory_limit_bytes: None,
@@ -118,7 +118,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
         for &mode in &modes {
             if args.keep_page_cache {
                 record.page_cache_dropped = false;
-            } else if !cgroup::drop_page_cache() {
+            } else if !sys::proc::drop_page_cache() {
                 record.page_cache_dropped = false;
                 eprintln!("cairn-bench: could not drop the page cache (needs root)");
             }
@@ -216,84 +216,4 @@ fn engine_argv(args: &EngineArgs) -> Vec<String> {
 
 fn path_arg(path: &Path) -> String {
     path.to_string_lossy().into_owned()
-}
-
-fn machine() -> Machine {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
-        .map(|(_, name)| name.trim().to_string());
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_total_bytes = meminfo.lines().find_map(|l| {
-        let kib: u64 = l
-            .strip_prefix("MemTotal:")?
-            .trim()
-            .strip_suffix("kB")?
-            .trim()
-            .parse()
-            .ok()?;
-        Some(kib * 1024)
-    });
-    Machine {
-        cpu,
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        mem_total_bytes,
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .ok()
-            .map(|s| s.trim().to_string()),
-    }
-}
-
-fn git_commit() -> Option<String> {
-    let output = Command::new("git")
-        .args(["describe", "--always", "--dirty", "--abbrev=10"])
-        .output()
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
-}
-
-/// The current time as `YYYY-MM-DDTHH:MM:SSZ`.
-fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    rfc3339(secs)
-}
-
-/// Formats seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian).
-fn rfc3339(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's days-to-civil algorithm, shifted so March is the first month.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(1_795_400_000), "2026-11-23T02:13:20Z");
-        assert_eq!(rfc3339(4_107_542_399), "2100-02-28T23:59:59Z");
-    }
 }
