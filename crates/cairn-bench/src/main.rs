@@ -11,17 +11,16 @@
 //!   ([`utxo::run`], [`utxo::suite`], [`sys::cgroup`]).
 //! - `report`: the JSON records of those runs rendered as Markdown with SVG charts ([`report`]).
 //! - `upsert`: lsm-tree's upsert benchmark ([`upsert`]).
-//! - `union`: lsm-tree's table-union benchmark ([`union`], results in
-//!   [`union_report::UnionReport`]).
+//! - `union`: lsm-tree's table-union benchmark ([`union`]).
 
 mod cli;
 mod engines;
 mod failure;
 mod record;
 mod report;
+mod stats;
 mod sys;
 mod union;
-mod union_report;
 mod upsert;
 mod utxo;
 

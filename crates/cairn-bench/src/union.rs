@@ -32,9 +32,10 @@ use crate::cli::UnionArgs;
 use crate::engines::cairn::{CairnSession, CairnTable, TableKind, TableSettings};
 use crate::failure::{Context, Failure};
 use crate::in_temp_dir;
-use crate::record::percentiles;
+use crate::record::{write_json, UnionRecord};
+use crate::report::terminal;
+use crate::stats::percentiles;
 use crate::sys::proc::peak_rss_bytes;
-use crate::union_report::UnionReport;
 use crate::utxo::driver::{count_mismatches, BATCH_SIZE};
 use crate::utxo::keys::{utxo_key, SplitMix64, KEY_BYTES};
 use crate::utxo::progress::Progress;
@@ -78,21 +79,39 @@ pub fn run(args: &UnionArgs) -> Result<(), Failure> {
     let report = in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
         bench_in(dir, args)
     })?;
-    print!("{}", report.table());
+    print!("{}", terminal::union(&report));
     if let Some(path) = &args.common.json {
-        report.write_json(path)?;
+        write_json(&report, path)?;
     }
-    match report.problems() {
+    match problems(&report) {
         Some(problems) => Err(Failure(problems)),
         None => Ok(()),
     }
 }
 
+/// What went wrong in the run, if anything: wrong lookups or a debt that grew.
+fn problems(report: &UnionRecord) -> Option<String> {
+    let mut problems = Vec::new();
+    if report.lookup_mismatches > 0 {
+        problems.push(format!(
+            "{} lookups did not return the expected value",
+            report.lookup_mismatches
+        ));
+    }
+    if report.union_debt_increases > 0 {
+        problems.push(format!(
+            "the union debt increased after {} supply calls",
+            report.union_debt_increases
+        ));
+    }
+    (!problems.is_empty()).then(|| problems.join("; ") + " (see the lines above)")
+}
+
 /// Opens a session in `dir`, runs every phase and collects the report. Every table and the
 /// session are closed before this returns, so the directory can be removed.
-fn bench_in(dir: &Path, args: &UnionArgs) -> Result<UnionReport, Failure> {
+fn bench_in(dir: &Path, args: &UnionArgs) -> Result<UnionRecord, Failure> {
     let session = CairnSession::open(dir, args.common.io, args.common.seed)?;
-    let mut report = UnionReport {
+    let mut report = UnionRecord {
         engine: "cairn",
         tables: args.tables,
         entries_per_table: args.entries_per_table,
@@ -101,7 +120,7 @@ fn bench_in(dir: &Path, args: &UnionArgs) -> Result<UnionReport, Failure> {
         io_backend: session.io_backend_name(),
         disk_cache: args.common.disk_cache.name(),
         credit_chunk: args.credit_chunk,
-        ..UnionReport::default()
+        ..UnionRecord::default()
     };
     let tables = fill_tables(&session, args, &mut report)?;
     let result = measure_union(&tables, args, &mut report);
@@ -119,7 +138,7 @@ fn bench_in(dir: &Path, args: &UnionArgs) -> Result<UnionReport, Failure> {
 fn fill_tables(
     session: &CairnSession,
     args: &UnionArgs,
-    report: &mut UnionReport,
+    report: &mut UnionRecord,
 ) -> Result<Vec<CairnTable>, Failure> {
     let settings = TableSettings {
         kind: TableKind::Utxo,
@@ -150,7 +169,7 @@ fn fill_tables(
 fn measure_union(
     tables: &[CairnTable],
     args: &UnionArgs,
-    report: &mut UnionReport,
+    report: &mut UnionRecord,
 ) -> Result<(), Failure> {
     let n = args.entries_per_table;
     let baseline = lookup_pass(&tables[0], table_ids(0, n), args, "baseline lookups")?;
@@ -170,7 +189,7 @@ fn measure_union(
 fn measure_started_union(
     union: &CairnTable,
     args: &UnionArgs,
-    report: &mut UnionReport,
+    report: &mut UnionRecord,
     baseline_mismatches: u64,
 ) -> Result<(), Failure> {
     let ranges: Vec<Range<u64>> = (0..args.tables)
@@ -267,7 +286,7 @@ struct Payment {
 
 impl Payment {
     /// Copies the payment's numbers into the report.
-    fn record(&self, report: &mut UnionReport) {
+    fn record(&self, report: &mut UnionRecord) {
         report.union_pay_seconds = self.seconds;
         report.union_credits_spent = self.credits_spent;
         report.union_credits_per_sec = self.credits_spent as f64 / self.seconds.max(1e-9);
@@ -374,6 +393,19 @@ mod tests {
         assert_eq!(distinct_ids(&[0..100, 10..20, 50..150]), 150);
         assert_eq!(distinct_ids(&[5..5, 3..4]), 1);
         assert_eq!(spanning_ids(&[]), 0..0);
+    }
+
+    #[test]
+    fn problems_name_mismatches_and_debt_increases() {
+        assert!(problems(&UnionRecord::default()).is_none());
+        let report = UnionRecord {
+            lookup_mismatches: 3,
+            union_debt_increases: 1,
+            ..UnionRecord::default()
+        };
+        let problems = problems(&report).unwrap();
+        assert!(problems.contains("3 lookups"), "{problems}");
+        assert!(problems.contains("increased after 1"), "{problems}");
     }
 
     #[test]

@@ -19,16 +19,19 @@
 //! - Engines are ordered cairn, rocksdb, lmdb, fjall, then others alphabetically; modes serial,
 //!   pipelined, lookup-only, then others alphabetically.
 
+pub mod format;
+pub mod terminal;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::failure::{Context, Failure};
-use crate::record::{rss_mib, MIB};
+use crate::record::{RunRecord, SetupRecord, SuiteRecord, RUN, SETUP, SUITE};
+use crate::report::format::{rss_mib, MIB};
 
 /// Options of `report`.
 #[derive(Debug, clap::Args)]
@@ -75,100 +78,21 @@ fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
 // Records
 // ---------------------------------------------------------------------------------------------
 
-const SUITE: &str = "utxo-suite";
-const SETUP: &str = "utxo-setup";
-const RUN: &str = "utxo-run";
-
-/// `suite.json`: how one `utxo suite` invocation ran.
-#[derive(Debug, Deserialize)]
-struct Suite {
-    date: String,
-    #[serde(default)]
-    commit: Option<String>,
-    command: String,
-    machine: Machine,
-    entries: u64,
-    batches: u64,
-    #[serde(default)]
-    memory_limit_bytes: Option<u64>,
-    #[serde(default)]
-    cgroup: Option<String>,
-    page_cache_dropped: bool,
-    #[serde(default)]
-    fio_qd1_iops: Option<f64>,
-    #[serde(default)]
-    fio_qd32_iops: Option<f64>,
-}
-
-/// The machine of a suite.
-#[derive(Debug, Deserialize)]
-struct Machine {
-    #[serde(default)]
-    cpu: Option<String>,
-    cores: u64,
-    #[serde(default)]
-    mem_total_bytes: Option<u64>,
-    #[serde(default)]
-    kernel: Option<String>,
-}
-
-/// A `utxo-setup` record.
-#[derive(Debug, Deserialize)]
-struct Setup {
-    engine: String,
-    settings: String,
-    entries: u64,
-    setup_seconds: f64,
-    setup_entries_per_sec: f64,
-    #[serde(default)]
-    peak_rss_bytes: Option<u64>,
-}
-
-/// A `utxo-run` record.
-#[derive(Debug, Deserialize)]
-struct Run {
-    engine: String,
-    mode: String,
-    entries: u64,
-    checked: bool,
-    mismatches: u64,
-    ops_per_sec: f64,
-    seconds: f64,
-    p50_batch_ms: f64,
-    p99_batch_ms: f64,
-    p999_batch_ms: f64,
-    max_batch_ms: f64,
-    #[serde(default)]
-    peak_rss_bytes: Option<u64>,
-    #[serde(default)]
-    bytes_read: Option<u64>,
-    #[serde(default)]
-    bytes_written: Option<u64>,
-    #[serde(default)]
-    memory_limit_bytes: Option<u64>,
-    #[serde(default)]
-    fio_qd1_iops: Option<f64>,
-    #[serde(default)]
-    fio_qd32_iops: Option<f64>,
-    #[serde(default)]
-    cgroup_peak_bytes: Option<u64>,
-}
-
 /// One parsed file.
 enum Record {
-    Suite(Suite),
-    Setup(Setup),
-    Run(Run),
+    Suite(SuiteRecord),
+    Setup(SetupRecord),
+    Run(RunRecord),
     Other,
 }
 
 /// Every record of a directory.
 #[derive(Default)]
 struct Records {
-    suite: Option<Suite>,
+    suite: Option<SuiteRecord>,
     suites: usize,
-    setups: Vec<Setup>,
-    runs: Vec<Run>,
+    setups: Vec<SetupRecord>,
+    runs: Vec<RunRecord>,
 }
 
 /// Reads every record in `dir`; fails when there is no run record.
@@ -193,7 +117,7 @@ fn load(dir: &Path) -> Result<Records, Failure> {
 
 impl Records {
     /// Keeps the suite with the latest date.
-    fn add_suite(&mut self, suite: Suite) {
+    fn add_suite(&mut self, suite: SuiteRecord) {
         self.suites += 1;
         if self.suite.as_ref().is_none_or(|old| suite.date >= old.date) {
             self.suite = Some(suite);
@@ -253,13 +177,13 @@ fn rank(order: &[&str], name: &str) -> (usize, String) {
 
 /// The run shown for one (engine, mode) and how many runs it was chosen from.
 struct Row {
-    run: Run,
+    run: RunRecord,
     repeats: usize,
 }
 
 /// One row per (engine, mode) in report order: the median ops/s run of each group.
-fn median_rows(runs: Vec<Run>) -> Vec<Row> {
-    let mut groups: BTreeMap<_, Vec<Run>> = BTreeMap::new();
+fn median_rows(runs: Vec<RunRecord>) -> Vec<Row> {
+    let mut groups: BTreeMap<_, Vec<RunRecord>> = BTreeMap::new();
     for run in runs {
         let key = (
             rank(&ENGINE_ORDER, &run.engine),
@@ -267,7 +191,7 @@ fn median_rows(runs: Vec<Run>) -> Vec<Row> {
         );
         groups.entry(key).or_default().push(run);
     }
-    let median = |mut group: Vec<Run>| {
+    let median = |mut group: Vec<RunRecord>| {
         group.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
         let repeats = group.len();
         let run = group.swap_remove((repeats - 1) / 2);
@@ -290,9 +214,9 @@ fn ordered<'a>(order: &[&str], names: impl Iterator<Item = &'a str>) -> Vec<Stri
 
 /// The records, arranged for the report.
 struct Report {
-    suite: Option<Suite>,
+    suite: Option<SuiteRecord>,
     suites: usize,
-    setups: Vec<Setup>,
+    setups: Vec<SetupRecord>,
     rows: Vec<Row>,
     engines: Vec<String>,
     modes: Vec<String>,
@@ -324,7 +248,7 @@ impl Report {
     }
 
     /// Cairn's ops/s over this peer's, in the same mode (None for Cairn itself).
-    fn cairn_ratio(&self, run: &Run) -> Option<f64> {
+    fn cairn_ratio(&self, run: &RunRecord) -> Option<f64> {
         if run.engine == CAIRN || run.ops_per_sec <= 0.0 {
             return None;
         }
@@ -333,7 +257,7 @@ impl Report {
     }
 
     /// The qd32 IOPS a run is compared with: the suite's, else the run's own.
-    fn qd32(&self, run: &Run) -> Option<f64> {
+    fn qd32(&self, run: &RunRecord) -> Option<f64> {
         match &self.suite {
             Some(suite) => suite.fio_qd32_iops,
             None => run.fio_qd32_iops,
@@ -475,7 +399,7 @@ impl Report {
             ms(run.p999_batch_ms),
             ms(run.max_batch_ms),
             or_dash(run.peak_rss_bytes, mib_text),
-            or_dash(run.cgroup_peak_bytes, mib_text),
+            or_dash(run.cgroup_peak_bytes(), mib_text),
             or_dash(per_op(run.bytes_read, ops), per_op_text),
             or_dash(per_op(run.bytes_written, ops), per_op_text),
             check_text(run),
@@ -511,7 +435,7 @@ impl Report {
     }
 
     /// Cairn's serial ops/s against the disk and lsm-tree's published ratio.
-    fn fio_sentence(&self, cairn: &Run) -> String {
+    fn fio_sentence(&self, cairn: &RunRecord) -> String {
         let ops = thousands(cairn.ops_per_sec);
         let Some(qd32) = self.qd32(cairn) else {
             return format!(
@@ -567,7 +491,7 @@ the bytes the process read or wrote during the run divided by the operations of 
 When an engine and mode ran several times, the run with the median ops/s is shown.\n";
 
 /// Provenance from `suite.json`.
-fn suite_provenance(suite: &Suite, suites: usize) -> String {
+fn suite_provenance(suite: &SuiteRecord, suites: usize) -> String {
     let machine = &suite.machine;
     let fence = if suite.command.contains("```") {
         "~~~~"
@@ -621,7 +545,7 @@ fn or_unknown<T>(value: Option<T>, f: impl FnOnce(T) -> String) -> String {
 }
 
 /// The memory limit and the cgroup version, in words.
-fn limit_and_cgroup(suite: &Suite) -> String {
+fn limit_and_cgroup(suite: &SuiteRecord) -> String {
     let cgroup = match &suite.cgroup {
         Some(version) => format!("cgroup {version}"),
         None => "no cgroup support on this machine".to_string(),
@@ -659,7 +583,7 @@ fn fio_text(qd1: Option<f64>, qd32: Option<f64>) -> String {
 }
 
 /// One line of the setup table.
-fn setup_line(setup: &Setup) -> String {
+fn setup_line(setup: &SetupRecord) -> String {
     let cells = [
         md_cell(&setup.engine),
         md_cell(&setup.settings),
@@ -678,7 +602,7 @@ fn charts() -> String {
 }
 
 /// The check result of a run.
-fn check_text(run: &Run) -> String {
+fn check_text(run: &RunRecord) -> String {
     match (run.checked, run.mismatches) {
         (false, _) => "not checked".to_string(),
         (true, 1) => "1 mismatch".to_string(),
@@ -841,7 +765,10 @@ impl Report {
 
     /// Peak RSS and cgroup peak per engine and mode, with the memory limit as a line.
     fn memory_chart(&self) -> String {
-        let with_cgroup = self.rows.iter().any(|r| r.run.cgroup_peak_bytes.is_some());
+        let with_cgroup = self
+            .rows
+            .iter()
+            .any(|r| r.run.cgroup_peak_bytes().is_some());
         let mut series = vec!["peak RSS".to_string()];
         if with_cgroup {
             series.push("cgroup peak".to_string());
@@ -853,7 +780,7 @@ impl Report {
             .map(|row| {
                 let mut bars = vec![mib(row.run.peak_rss_bytes)];
                 if with_cgroup {
-                    bars.push(mib(row.run.cgroup_peak_bytes));
+                    bars.push(mib(row.run.cgroup_peak_bytes()));
                 }
                 bars
             })

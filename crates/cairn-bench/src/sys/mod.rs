@@ -11,7 +11,7 @@ pub mod proc;
 
 use std::process::Command;
 
-use crate::utxo::suite::Machine;
+use crate::record::Machine;
 
 /// The machine this process runs on.
 pub fn machine() -> Machine {

@@ -56,7 +56,7 @@
 //!   in N.
 //!
 //! Progress lines go to stderr, the results table to stdout, and `--json FILE` writes the same
-//! results as one JSON object (see [`crate::record::Report`] for the fields).
+//! results as one JSON object (see [`QuickRecord`] for the fields).
 
 use std::path::Path;
 
@@ -65,7 +65,9 @@ use crate::engines::cairn::CairnEngine;
 use crate::engines::EngineOptions;
 use crate::failure::Failure;
 use crate::in_temp_dir;
-use crate::record::{percentiles, Report};
+use crate::record::{write_json, QuickRecord};
+use crate::report::terminal;
+use crate::stats::percentiles;
 use crate::sys::fio;
 use crate::sys::proc::peak_rss_bytes;
 use crate::utxo::driver::{Driver, PhaseTiming, BATCH_SIZE};
@@ -77,22 +79,28 @@ pub fn run(args: &QuickArgs) -> Result<(), Failure> {
     let report = in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
         bench_in(dir, args)
     })?;
-    print!("{}", report.table());
+    print!("{}", terminal::quick(&report));
     if let Some(path) = &args.common.json {
-        report.write_json(path)?;
+        write_json(&report, path)?;
     }
-    if report.mismatches() > 0 {
+    let mismatches = mismatches(&report);
+    if mismatches > 0 {
         return Err(Failure(format!(
-            "{} lookups did not return the expected value (see the check lines above)",
-            report.mismatches()
+            "{mismatches} lookups did not return the expected value (see the check lines above)"
         )));
     }
     Ok(())
 }
 
+/// Lookups that did not return the expected value, in the phases and the snapshot check.
+fn mismatches(report: &QuickRecord) -> u64 {
+    let snapshot = report.snapshot.as_ref();
+    report.lookup_mismatches + snapshot.map_or(0, |s| s.snapshot_mismatches)
+}
+
 /// Opens a session in `dir`, runs every phase and collects the report. The session and table
 /// are closed before this returns, so the directory can be removed.
-fn bench_in(dir: &Path, args: &QuickArgs) -> Result<Report, Failure> {
+fn bench_in(dir: &Path, args: &QuickArgs) -> Result<QuickRecord, Failure> {
     let options = EngineOptions {
         direct_io: args.common.disk_cache == crate::cli::DiskCacheArg::None,
         seed: args.common.seed,
@@ -101,7 +109,7 @@ fn bench_in(dir: &Path, args: &QuickArgs) -> Result<Report, Failure> {
         io: args.common.io,
     };
     let engine = CairnEngine::open(dir, true, &options)?;
-    let mut report = Report {
+    let mut report = QuickRecord {
         engine: "cairn",
         mode: args.mode.name(),
         entries: args.entries,
@@ -109,7 +117,7 @@ fn bench_in(dir: &Path, args: &QuickArgs) -> Result<Report, Failure> {
         seed: args.common.seed,
         io_backend: engine.session().io_backend_name(),
         disk_cache: args.common.disk_cache.name(),
-        ..Report::default()
+        ..QuickRecord::default()
     };
     report.setup_seconds = load(&engine, 0..args.entries, args.common.seed, "setup")?;
     report.setup_entries_per_sec = args.entries as f64 / report.setup_seconds.max(1e-9);
@@ -136,7 +144,11 @@ fn bench_in(dir: &Path, args: &QuickArgs) -> Result<Report, Failure> {
 
 /// Runs the serial phase (unless lookup-only) and the lookup-only pass, filling in the rates,
 /// latencies, mismatch count and fio ratios.
-fn run_phases(engine: &CairnEngine, args: &QuickArgs, report: &mut Report) -> Result<(), Failure> {
+fn run_phases(
+    engine: &CairnEngine,
+    args: &QuickArgs,
+    report: &mut QuickRecord,
+) -> Result<(), Failure> {
     let mut driver = Driver::new(engine, args.entries, args.common.seed, true);
     let serial = match args.mode {
         Mode::Serial => Some(driver.serial("run", args.batches, true)?),
@@ -165,4 +177,23 @@ fn run_phases(engine: &CairnEngine, args: &QuickArgs, report: &mut Report) -> Re
         report.lookup_ops_per_fio_iops = Some(report.lookup_ops_per_sec / qd32);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::SnapshotStats;
+
+    #[test]
+    fn mismatches_count_the_snapshot_check_too() {
+        let report = QuickRecord {
+            snapshot: Some(SnapshotStats {
+                snapshot_mismatches: 2,
+                ..SnapshotStats::default()
+            }),
+            lookup_mismatches: 1,
+            ..QuickRecord::default()
+        };
+        assert_eq!(mismatches(&report), 3);
+    }
 }

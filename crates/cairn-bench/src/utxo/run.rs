@@ -41,60 +41,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::{RunArgs, RunMode};
 use crate::engines::EngineKind;
-use crate::failure::{Context, Failure};
-use crate::record::{percentiles, render_rows, rss_mib, write_json};
+use crate::failure::Failure;
+use crate::record::{read_json, write_json, CgroupRecord, RunRecord, RUN};
+use crate::report::format::rss_mib;
+use crate::report::terminal;
+use crate::stats::percentiles;
 use crate::sys::cgroup;
 use crate::sys::fio;
 use crate::sys::proc::{peak_rss_bytes, IoCounters};
 use crate::utxo::driver::{Driver, BATCH_SIZE};
 use crate::utxo::setup::{engine_dir, engine_options, read_state, table_dir};
-
-/// The results of `utxo run`.
-#[derive(Clone, Debug, Serialize)]
-pub struct RunReport {
-    /// Always "utxo-run".
-    pub benchmark: &'static str,
-    /// The engine.
-    pub engine: String,
-    /// Its settings, in words.
-    pub settings: String,
-    /// serial, pipelined or lookup-only.
-    pub mode: &'static str,
-    /// Entries of the setup.
-    pub entries: u64,
-    /// Batches run.
-    pub batches: u64,
-    /// Whether every lookup was checked.
-    pub checked: bool,
-    /// Lookups that did not return their id's value (must be 0; counted only with `--check`).
-    pub mismatches: u64,
-    /// Operations per second (lookups + inserts + deletes).
-    pub ops_per_sec: f64,
-    /// Seconds of the run.
-    pub seconds: f64,
-    /// Batch latency percentiles, in milliseconds.
-    pub p50_batch_ms: f64,
-    /// See `p50_batch_ms`.
-    pub p99_batch_ms: f64,
-    /// See `p50_batch_ms`.
-    pub p999_batch_ms: f64,
-    /// See `p50_batch_ms`.
-    pub max_batch_ms: f64,
-    /// Peak resident set of the process.
-    pub peak_rss_bytes: Option<u64>,
-    /// Bytes the process read from storage during the run (`/proc/self/io` `read_bytes`).
-    pub bytes_read: Option<u64>,
-    /// Bytes the process wrote to storage during the run.
-    pub bytes_written: Option<u64>,
-    /// The memory limit of the process's cgroup, if one is set.
-    pub memory_limit_bytes: Option<u64>,
-    /// The disk's 4 KiB random-read IOPS at queue depth 1, measured in the same invocation.
-    pub fio_qd1_iops: Option<f64>,
-    /// The same at queue depth 32.
-    pub fio_qd32_iops: Option<f64>,
-    /// `ops_per_sec / fio_qd32_iops`.
-    pub ops_per_qd32_iops: Option<f64>,
-}
 
 /// The runs applied in place to a peer's table since its setup (see the module doc).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -120,23 +76,16 @@ impl RunState {
     /// The state of the engine directory `dir` (no runs when it has no state file).
     pub fn load(dir: &Path) -> Result<RunState, Failure> {
         let path = dir.join(RUN_STATE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                serde_json::from_str(&text).context(|| format!("parsing {}", path.display()))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(RunState::default()),
-            Err(e) => Err(Failure(format!("reading {}: {e}", path.display()))),
+        if path.exists() {
+            read_json(&path)
+        } else {
+            Ok(RunState::default())
         }
     }
 
     fn save(&self, dir: &Path) -> Result<(), Failure> {
         write_json(self, &dir.join(RUN_STATE))
     }
-}
-
-/// A value, or "-".
-pub fn opt<T: ToString>(v: Option<T>) -> String {
-    v.map_or_else(|| "-".to_string(), |v| v.to_string())
 }
 
 /// `utxo run`.
@@ -148,12 +97,12 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         }
     }
     let dir = engine_dir(&args.db, args.engine.name());
-    let record = read_state(&dir)?;
+    let setup = read_state(&dir)?;
     let fio = match &args.fio_baseline {
         Some(script) => Some(fio::measure(script, &dir)?),
         None => None,
     };
-    let opts = engine_options(&args.engine_args, record.seed);
+    let opts = engine_options(&args.engine_args, setup.seed);
     // Cairn starts from its setup snapshot; a peer's runs change its table in place.
     let in_place = args.engine != EngineKind::Cairn;
     let mut state = if in_place {
@@ -173,7 +122,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         state.save(&dir)?;
     }
     let engine = args.engine.open(&table_dir(&dir), false, &opts)?;
-    let mut driver = Driver::new(&*engine, record.entries, record.seed, args.check);
+    let mut driver = Driver::new(&*engine, setup.entries, setup.seed, args.check);
     for applied in &state.history {
         driver.replay(applied.batches, applied.with_updates);
     }
@@ -191,12 +140,12 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     } as f64;
     let ops_per_sec = ops_per_batch * args.batches as f64 / seconds.max(1e-9);
     let p = percentiles(&timing.batch_ms);
-    let report = RunReport {
-        benchmark: "utxo-run",
-        engine: record.engine,
+    let report = RunRecord {
+        benchmark: RUN.to_string(),
+        engine: setup.engine,
         settings: engine.settings(),
-        mode: args.mode.name(),
-        entries: record.entries,
+        mode: args.mode.name().to_string(),
+        entries: setup.entries,
         batches: args.batches,
         checked: args.check,
         mismatches: driver.mismatches(),
@@ -213,6 +162,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         fio_qd1_iops: fio.and_then(|f| f.qd1_iops),
         fio_qd32_iops: fio.map(|f| f.qd32_iops),
         ops_per_qd32_iops: fio.map(|f| ops_per_sec / f.qd32_iops),
+        own_cgroup: None,
     };
     drop(driver);
     drop(engine);
@@ -224,7 +174,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         state.in_progress = false;
         state.save(&dir)?;
     }
-    print!("{}", run_table(&report));
+    print!("{}", terminal::run(&report));
     if let Some(path) = &args.json {
         write_json(&report, path)?;
     }
@@ -251,52 +201,12 @@ pub fn run_limited(argv: &[String], limit: u64, json: Option<&Path>) -> Result<(
     Ok(())
 }
 
-/// Adds `cgroup_peak_bytes` and `cgroup` (the hierarchy) to the JSON record at `path`.
+/// Adds what the parent saw of the child's cgroup to the run record at `path`.
 pub fn add_cgroup_fields(path: &Path, memory: &cgroup::ChildMemory) -> Result<(), Failure> {
-    let text = std::fs::read_to_string(path).context(|| format!("reading {}", path.display()))?;
-    let mut record: serde_json::Value =
-        serde_json::from_str(&text).context(|| format!("parsing {}", path.display()))?;
-    let Some(fields) = record.as_object_mut() else {
-        return Err(Failure(format!("{} is not a JSON object", path.display())));
-    };
-    fields.insert("cgroup_peak_bytes".into(), memory.peak_bytes.into());
-    fields.insert(
-        "cgroup".into(),
-        memory.version.map(|v| v.name().to_string()).into(),
-    );
+    let mut record: RunRecord = read_json(path)?;
+    record.own_cgroup = Some(CgroupRecord {
+        cgroup_peak_bytes: memory.peak_bytes,
+        version: memory.version.map(|v| v.name().to_string()),
+    });
     write_json(&record, path)
-}
-
-fn run_table(r: &RunReport) -> String {
-    let f1 = |v: f64| format!("{v:.1}");
-    render_rows(&[
-        ("engine", r.engine.clone()),
-        ("settings", r.settings.clone()),
-        ("mode", r.mode.to_string()),
-        ("entries", r.entries.to_string()),
-        ("batches", r.batches.to_string()),
-        (
-            "checked",
-            if r.checked {
-                format!("yes, {} mismatches", r.mismatches)
-            } else {
-                "no".into()
-            },
-        ),
-        ("ops/s", format!("{:.0}", r.ops_per_sec)),
-        ("p50 batch ms", f1(r.p50_batch_ms)),
-        ("p99 batch ms", f1(r.p99_batch_ms)),
-        ("p99.9 batch ms", f1(r.p999_batch_ms)),
-        ("max batch ms", f1(r.max_batch_ms)),
-        ("peak RSS MiB", rss_mib(r.peak_rss_bytes)),
-        ("bytes read", opt(r.bytes_read)),
-        ("bytes written", opt(r.bytes_written)),
-        ("memory limit", opt(r.memory_limit_bytes)),
-        ("fio qd1 IOPS", opt(r.fio_qd1_iops.map(|v| v as u64))),
-        ("fio qd32 IOPS", opt(r.fio_qd32_iops.map(|v| v as u64))),
-        (
-            "ops / qd32 IOPS",
-            opt(r.ops_per_qd32_iops.map(|v| format!("{v:.3}"))),
-        ),
-    ])
 }

@@ -20,11 +20,11 @@ use serde::{Deserialize, Serialize};
 use crate::cli::{EngineArgs, SetupArgs};
 use crate::engines::{Engine, EngineOptions, Key, Value};
 use crate::failure::{Context, Failure};
-use crate::record::{render_rows, rss_mib, write_json};
+use crate::record::{read_json, write_json, SetupRecord, SETUP};
+use crate::report::terminal;
 use crate::sys::proc::{peak_rss_bytes, IoCounters};
 use crate::utxo::keys::{utxo_key, utxo_value};
 use crate::utxo::progress::Progress;
-use crate::utxo::run::opt;
 use crate::utxo::run::RunState;
 
 /// Entries per load call.
@@ -47,29 +47,6 @@ pub struct SetupState {
     pub seed: u64,
     /// Seconds of the load (including `finish_load`).
     pub seconds: f64,
-}
-
-/// The results of `utxo setup`.
-#[derive(Clone, Debug, Serialize)]
-pub struct SetupReport {
-    /// Always "utxo-setup".
-    pub benchmark: &'static str,
-    /// The engine.
-    pub engine: String,
-    /// Its settings, in words.
-    pub settings: String,
-    /// Entries loaded.
-    pub entries: u64,
-    /// Seconds of the load.
-    pub setup_seconds: f64,
-    /// Entries per second of the load.
-    pub setup_entries_per_sec: f64,
-    /// Peak resident set of the process.
-    pub peak_rss_bytes: Option<u64>,
-    /// Bytes the process read from and wrote to storage (`/proc/self/io`).
-    pub bytes_read: Option<u64>,
-    /// See `bytes_read`.
-    pub bytes_written: Option<u64>,
 }
 
 /// The directory of `engine` under `--db`.
@@ -119,8 +96,8 @@ pub fn setup(args: &SetupArgs) -> Result<(), Failure> {
     };
     write_json(&state, &dir.join(SETUP_STATE))?;
     let io = IoCounters::since(IoCounters::now(), io_before);
-    let report = SetupReport {
-        benchmark: "utxo-setup",
+    let report = SetupRecord {
+        benchmark: SETUP.to_string(),
         engine: state.engine.clone(),
         settings,
         entries: args.entries,
@@ -130,21 +107,7 @@ pub fn setup(args: &SetupArgs) -> Result<(), Failure> {
         bytes_read: io.map(|io| io.read_bytes),
         bytes_written: io.map(|io| io.write_bytes),
     };
-    print!(
-        "{}",
-        render_rows(&[
-            ("engine", report.engine.clone()),
-            ("settings", report.settings.clone()),
-            ("entries", report.entries.to_string()),
-            ("setup s", format!("{:.1}", report.setup_seconds)),
-            (
-                "setup entries/s",
-                format!("{:.0}", report.setup_entries_per_sec)
-            ),
-            ("peak RSS MiB", rss_mib(report.peak_rss_bytes)),
-            ("bytes written", opt(report.bytes_written)),
-        ])
-    );
+    print!("{}", terminal::setup(&report));
     write_json(&report, &dir.join(SETUP_REPORT))?;
     if let Some(path) = &args.json {
         write_json(&report, path)?;
@@ -154,10 +117,7 @@ pub fn setup(args: &SetupArgs) -> Result<(), Failure> {
 
 /// The setup recorded in the engine directory `dir`.
 pub fn read_state(dir: &Path) -> Result<SetupState, Failure> {
-    let path = dir.join(SETUP_STATE);
-    let text = std::fs::read_to_string(&path)
-        .context(|| format!("reading {} (run `utxo setup` first)", path.display()))?;
-    serde_json::from_str(&text).context(|| format!("parsing {}", path.display()))
+    read_json(&dir.join(SETUP_STATE)).map_err(|f| Failure(format!("{f} (run `utxo setup` first)")))
 }
 
 /// Whether the engine directory `dir` holds a finished setup of `entries` entries from `seed`

@@ -2,7 +2,7 @@
 //! counted, it is opened again, keys are checked through the reopened table, and the snapshot is
 //! deleted.
 //!
-//! Owns: [`measure`] and [`SnapshotStats`]. May call: the Cairn adapter's snapshot calls
+//! Owns: [`measure`]. May call: the Cairn adapter's snapshot calls
 //! ([`CairnEngine`]), and `std::fs` to read (never change) the snapshot's directory.
 //!
 //! The engine saves a snapshot with hard links to the runs' files (O(runs) file operations, one
@@ -12,10 +12,9 @@
 use std::path::Path;
 use std::time::Instant;
 
-use serde::Serialize;
-
 use crate::engines::cairn::{CairnEngine, CairnTable};
 use crate::failure::{Context, Failure};
+use crate::record::SnapshotStats;
 use crate::utxo::driver::count_mismatches;
 use crate::utxo::keys::{utxo_key, SplitMix64, KEY_BYTES};
 
@@ -30,25 +29,6 @@ pub const CHECK_KEYS: usize = 512;
 
 /// Separates the stream choosing the checked ids from the key and batch-choice streams.
 const CHECK_STREAM: u64 = 0x5eed_5a90_0000_0002;
-
-/// What `--snapshot` measured. In the JSON file these fields sit beside the report's others.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct SnapshotStats {
-    /// Wall-clock milliseconds of `Table::save_snapshot`.
-    pub snapshot_save_ms: f64,
-    /// Files in the snapshot's directory (recursively).
-    pub snapshot_files: u64,
-    /// Total length of those files, in bytes (hard-linked run files included in full).
-    pub snapshot_bytes: u64,
-    /// Wall-clock milliseconds of `Session::open_snapshot`, which verifies every file.
-    pub snapshot_open_ms: f64,
-    /// Runs a lookup consulted when the snapshot was saved (`TableStats::runs`).
-    pub runs_at_snapshot: usize,
-    /// Levels of the table when the snapshot was saved (`TableStats::levels`).
-    pub levels_at_snapshot: usize,
-    /// Lookups through the reopened table that did not return the expected value (must be 0).
-    pub snapshot_mismatches: u64,
-}
 
 /// Saves the table of `engine` (which holds ids `0..entries` made with `seed`) as snapshot
 /// [`SNAPSHOT_NAME`] of its session; counts the snapshot's files and bytes; opens it again and

@@ -12,63 +12,15 @@
 
 use std::path::Path;
 
-use serde::Serialize;
-
 use crate::cli::{EngineArgs, RunMode, SuiteArgs};
 use crate::engines::EngineKind;
 use crate::failure::{Context, Failure};
-use crate::record::write_json;
+use crate::record::{write_json, SuiteRecord, SUITE};
 use crate::sys;
 use crate::sys::cgroup;
 use crate::sys::fio;
 use crate::utxo::run::add_cgroup_fields;
 use crate::utxo::setup::{reusable_setup, SETUP_REPORT};
-
-/// The machine a suite ran on.
-#[derive(Clone, Debug, Serialize)]
-pub struct Machine {
-    /// `model name` of the first CPU in `/proc/cpuinfo`.
-    pub cpu: Option<String>,
-    /// CPUs available to the process.
-    pub cores: usize,
-    /// `MemTotal` of `/proc/meminfo`.
-    pub mem_total_bytes: Option<u64>,
-    /// The kernel release.
-    pub kernel: Option<String>,
-}
-
-/// `suite.json`: how one suite invocation was run.
-#[derive(Clone, Debug, Serialize)]
-pub struct SuiteRecord {
-    /// Always "utxo-suite".
-    pub benchmark: &'static str,
-    /// When the suite started (UTC, RFC 3339).
-    pub date: String,
-    /// `git describe --always --dirty` of the working directory, if it is a checkout.
-    pub commit: Option<String>,
-    /// The command line.
-    pub command: String,
-    /// The machine.
-    pub machine: Machine,
-    /// Entries of each initial table.
-    pub entries: u64,
-    /// Batches of each run.
-    pub batches: u64,
-    /// Each run's cgroup limit, or `None` without cgroup support.
-    pub memory_limit_bytes: Option<u64>,
-    /// "v1", "v2", or `None` without cgroup support.
-    pub cgroup: Option<&'static str>,
-    /// Whether the page cache was dropped before every run (needs root).
-    pub page_cache_dropped: bool,
-    /// The disk's 4 KiB random-read IOPS at queue depth 1.
-    pub fio_qd1_iops: Option<f64>,
-    /// The same at queue depth 32.
-    pub fio_qd32_iops: Option<f64>,
-    /// The engines, in order.
-    pub engines: Vec<&'static str>,
-    /// The modes, in order.
-    pub modes: Vec<&'static str>,
-}
 
 /// `utxo suite`.
 pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
@@ -94,7 +46,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
     std::fs::create_dir_all(&args.out).context(|| format!("creating {}", args.out.display()))?;
     std::fs::create_dir_all(&args.db).context(|| format!("creating {}", args.db.display()))?;
     let mut record = SuiteRecord {
-        benchmark: "utxo-suite",
+        benchmark: SUITE.to_string(),
         date: sys::now_rfc3339(),
         commit: sys::git_commit(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -106,8 +58,8 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
         page_cache_dropped: true,
         fio_qd1_iops: None,
         fio_qd32_iops: None,
-        engines: engines.iter().map(|e| e.name()).collect(),
-        modes: modes.iter().map(|m| m.name()).collect(),
+        engines: engines.iter().map(|e| e.name().to_string()).collect(),
+        modes: modes.iter().map(|m| m.name().to_string()).collect(),
     };
     if let Some(script) = &args.fio_baseline {
         let baseline = fio::measure(script, &args.db)?;
@@ -130,7 +82,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
                 cgroup::run_child(&run_argv(args, engine, mode, &json), args.memory_limit)?;
             add_cgroup_fields(&json, &memory)?;
             record.memory_limit_bytes = memory.limit_bytes;
-            record.cgroup = memory.version.map(cgroup::Version::name);
+            record.cgroup = memory.version.map(|v| v.name().to_string());
         }
         if args.remove_after {
             let dir = args.db.join(engine.name());
