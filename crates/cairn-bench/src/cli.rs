@@ -1,4 +1,4 @@
-//! The command line: `cairn-bench utxo quick [options]` and `cairn-bench union [options]`.
+//! The command line: `cairn-bench utxo quick|setup|run|suite`, `union`, `upsert` and `report`.
 //!
 //! Owns: the clap definitions. Must never touch: an engine (the Cairn adapter turns `--io` and
 //! `--disk-cache` into Cairn's settings).
@@ -32,7 +32,16 @@ pub enum Command {
     Upsert(UpsertArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
-    Report(crate::report::ReportArgs),
+    Report(ReportArgs),
+}
+
+/// Options of `report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The directory of JSON records (`suite.json`, `setup-*.json`, `run-*.json`); the report
+    /// and charts are written into it.
+    #[arg(long)]
+    pub dir: PathBuf,
 }
 
 /// The variants of the UTxO benchmark.
