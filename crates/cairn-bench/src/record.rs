@@ -212,6 +212,10 @@ pub struct CgroupRecord {
     /// The hierarchy ("v1" or "v2"); null when the run had no cgroup.
     #[serde(rename = "cgroup")]
     pub version: Option<String>,
+    /// Why the run had no memory limit, when it had none (absent otherwise, and in records
+    /// made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_unlimited_reason: Option<String>,
 }
 
 /// `suite.json`: how one `utxo suite` invocation was run.
@@ -232,10 +236,14 @@ pub struct SuiteRecord {
     pub entries: u64,
     /// Batches of each run.
     pub batches: u64,
-    /// Each run's cgroup limit, or `None` without cgroup support.
+    /// Each run's cgroup limit, or `None` when the runs had none.
     pub memory_limit_bytes: Option<u64>,
     /// "v1", "v2", or `None` without cgroup support.
     pub cgroup: Option<String>,
+    /// Why the runs had no memory limit, when they had none (absent otherwise, and in records
+    /// made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_unlimited_reason: Option<String>,
     /// Whether the page cache was dropped before every run (needs root).
     pub page_cache_dropped: bool,
     /// The disk's 4 KiB random-read IOPS at queue depth 1.
@@ -499,19 +507,24 @@ mod tests {
         assert_eq!(back.cgroup_peak_bytes(), None);
         assert_eq!(back.ops_per_sec, 1.5);
 
-        let limited = RunRecord {
-            own_cgroup: Some(CgroupRecord::default()),
+        let unlimited = RunRecord {
+            own_cgroup: Some(CgroupRecord {
+                memory_unlimited_reason: Some("no controller".to_string()),
+                ..CgroupRecord::default()
+            }),
             ..run_record()
         };
-        let json = serde_json::to_value(&limited).unwrap();
+        let json = serde_json::to_value(&unlimited).unwrap();
         assert!(
             json["cgroup_peak_bytes"].is_null() && json["cgroup"].is_null(),
             "{json}"
         );
+        assert_eq!(json["memory_unlimited_reason"], "no controller");
         let peaked = RunRecord {
             own_cgroup: Some(CgroupRecord {
                 cgroup_peak_bytes: Some(7),
                 version: Some("v2".to_string()),
+                memory_unlimited_reason: None,
             }),
             ..run_record()
         };
@@ -520,6 +533,7 @@ mod tests {
             (&json["cgroup_peak_bytes"], &json["cgroup"]),
             (&7.into(), &"v2".into())
         );
+        assert!(json.get("memory_unlimited_reason").is_none(), "{json}");
         let back: RunRecord = serde_json::from_value(json).unwrap();
         assert_eq!(back.cgroup_peak_bytes(), Some(7));
         assert_eq!(back.own_cgroup.unwrap().version.as_deref(), Some("v2"));

@@ -53,8 +53,18 @@ impl Report {
     /// Provenance without `suite.json`.
     fn separate_provenance(&self) -> String {
         let runs = || self.rows.iter().map(|r| &r.run);
-        let limits = distinct(runs().map(|run| run.memory_limit_bytes));
-        let limits: Vec<_> = limits.into_iter().map(limit_text).collect();
+        let limits = distinct(runs().map(|run| {
+            let own = run.own_cgroup.as_ref();
+            let reason = own.and_then(|c| c.memory_unlimited_reason.as_deref());
+            (run.memory_limit_bytes, reason)
+        }));
+        let limits: Vec<_> = limits
+            .into_iter()
+            .map(|(limit, reason)| match reason {
+                Some(reason) => format!("{} ({})", limit_text(limit), md_cell(reason)),
+                None => limit_text(limit),
+            })
+            .collect();
         let fio = distinct(runs().map(|run| fio_text(run.fio_qd1_iops, run.fio_qd32_iops)));
         let lines = [
             "These records come from separate invocations (there is no `utxo-suite` record), \
@@ -253,9 +263,10 @@ fn or_unknown<T>(value: Option<T>, f: impl FnOnce(T) -> String) -> String {
 
 /// The memory limit and the cgroup version, in words.
 fn limit_and_cgroup(suite: &SuiteRecord) -> String {
-    let cgroup = match &suite.cgroup {
-        Some(version) => format!("cgroup {version}"),
-        None => "no cgroup support on this machine".to_string(),
+    let cgroup = match (&suite.cgroup, &suite.memory_unlimited_reason) {
+        (Some(version), _) => format!("cgroup {version}"),
+        (None, Some(reason)) => md_cell(reason),
+        (None, None) => "no cgroup support on this machine".to_string(),
     };
     format!("{} ({cgroup})", limit_text(suite.memory_limit_bytes))
 }

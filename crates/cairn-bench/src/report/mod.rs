@@ -452,6 +452,36 @@ mod tests {
     }
 
     #[test]
+    fn says_why_the_runs_had_no_memory_limit() {
+        let dir = full_dir();
+        let reason = "could not delegate the memory controller to the children of /x | y";
+        let mut unlimited = suite();
+        unlimited["cgroup"] = Value::Null;
+        unlimited["memory_limit_bytes"] = Value::Null;
+        unlimited["memory_unlimited_reason"] = json!(reason);
+        put(dir.path(), "suite.json", &unlimited);
+        write_report(dir.path()).unwrap();
+        let md = read(dir.path(), "README.md");
+        let line = "- Memory limit: no memory limit (could not delegate the memory controller to \
+                    the children of /x \\| y).";
+        assert!(md.contains(line), "{md}");
+        assert!(!read(dir.path(), "memory.svg").contains("memory limit"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = run("cairn", "serial", 1000.0);
+        run["memory_limit_bytes"] = Value::Null;
+        run["cgroup"] = Value::Null;
+        run["cgroup_peak_bytes"] = Value::Null;
+        run["memory_unlimited_reason"] = json!("this machine has no memory cgroup controller");
+        put(dir.path(), "run.json", &run);
+        write_report(dir.path()).unwrap();
+        let md = read(dir.path(), "README.md");
+        let line =
+            "- Memory limit: no memory limit (this machine has no memory cgroup controller).";
+        assert!(md.contains(line), "{md}");
+    }
+
+    #[test]
     fn malformed_json_names_the_file() {
         let dir = full_dir();
         fs::write(dir.path().join("run-bad.json"), "{\"benchmark\": ").unwrap();

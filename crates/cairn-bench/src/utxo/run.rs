@@ -27,7 +27,8 @@
 //!
 //! With `--memory-limit`, `run` starts itself again in a memory cgroup of its own with that
 //! limit (page cache included; see [`crate::sys::cgroup`]) and adds the cgroup's peak usage to the
-//! record as `cgroup_peak_bytes`.
+//! record as `cgroup_peak_bytes`; when no limit can be set, the run goes on unlimited and the
+//! record says why (`memory_unlimited_reason`).
 //!
 //! Reported: ops/s (lookups + inserts + deletes per second of the run), batch latency
 //! percentiles (the engine time of a batch; in pipelined mode the wall time of the overlapped
@@ -158,7 +159,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         peak_rss_bytes: peak_rss_bytes(),
         bytes_read: io.map(|io| io.read_bytes),
         bytes_written: io.map(|io| io.write_bytes),
-        memory_limit_bytes: cgroup::own_limit(),
+        memory_limit_bytes: cgroup::Hierarchy::of_this_process().own_limit(),
         fio_qd1_iops: fio.and_then(|f| f.qd1_iops),
         fio_qd32_iops: fio.map(|f| f.qd32_iops),
         ops_per_qd32_iops: fio.map(|f| ops_per_sec / f.qd32_iops),
@@ -207,6 +208,7 @@ pub fn add_cgroup_fields(path: &Path, memory: &cgroup::ChildMemory) -> Result<()
     record.own_cgroup = Some(CgroupRecord {
         cgroup_peak_bytes: memory.peak_bytes,
         version: memory.version.map(|v| v.name().to_string()),
+        memory_unlimited_reason: memory.unlimited_reason.clone(),
     });
     write_json(&record, path)
 }

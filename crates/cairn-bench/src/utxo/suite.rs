@@ -55,6 +55,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
         batches: args.batches,
         memory_limit_bytes: None,
         cgroup: None,
+        memory_unlimited_reason: None,
         page_cache_dropped: true,
         fio_qd1_iops: None,
         fio_qd32_iops: None,
@@ -83,6 +84,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
             add_cgroup_fields(&json, &memory)?;
             record.memory_limit_bytes = memory.limit_bytes;
             record.cgroup = memory.version.map(|v| v.name().to_string());
+            record.memory_unlimited_reason = memory.unlimited_reason;
         }
         if args.remove_after {
             let dir = args.db.join(engine.name());
