@@ -8,10 +8,24 @@
 //! - `utxo setup`, `utxo run`, `utxo suite`: the same workload on any engine behind
 //!   [`engines::Engine`] (Cairn, and with their cargo features RocksDB, LMDB and fjall), the
 //!   table built once and used by every run, each run of a suite in a memory cgroup of its own
-//!   ([`utxo::run`], [`utxo::suite`], [`sys::cgroup`]).
+//!   ([`utxo::setup`], [`utxo::run`], [`utxo::suite`], [`sys::cgroup`]).
 //! - `report`: the JSON records of those runs rendered as Markdown with SVG charts ([`report`]).
 //! - `upsert`: lsm-tree's upsert benchmark ([`upsert`]).
 //! - `union`: lsm-tree's table-union benchmark ([`union`]).
+//!
+//! The parts, each a directory or a file:
+//!
+//! - [`engines`]: the [`engines::Engine`] trait and one adapter per engine. The Cairn adapter
+//!   ([`engines::cairn`]) is the only module that uses the `cairn` crate.
+//! - [`utxo`]: the UTxO workload (keys, the live-set model, the one [`utxo::driver`] that
+//!   `quick` and `run` share, the loading of initial tables) and its commands.
+//! - [`record`]: every JSON record, one struct each, written by the commands and read by
+//!   `report`.
+//! - [`report`]: rendering: the results tables on stdout, the Markdown report and its charts.
+//! - [`sys`]: the system around the benchmark: `/proc`, memory cgroups, the fio baseline, the
+//!   machine, the date and the commit.
+//! - [`cli`] (the command line), [`failure`] (the error type), [`stats`] (percentiles and
+//!   medians).
 
 mod cli;
 mod engines;

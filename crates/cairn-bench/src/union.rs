@@ -156,8 +156,8 @@ fn fill_tables(
             .new_table(&settings)
             .context(|| format!("table {t}"))?;
         let label = format!("fill table {t}");
-        report.fill_seconds +=
-            load_chunks(ids, args.common.seed, &label, |chunk| table.inserts(chunk))?;
+        let entries = ids.map(|id| (utxo_key(id, args.common.seed), id));
+        report.fill_seconds += load_chunks(entries, &label, |chunk| table.inserts(chunk))?;
         report.input_runs += table.shape().context(|| format!("table {t}"))?.runs;
         tables.push(table);
     }

@@ -244,11 +244,7 @@ impl CairnTable {
 
     /// Looks up UTxO keys: `result[i]` is the value of `keys[i]`, if present.
     pub fn lookups(&self, keys: &[Key]) -> Result<Vec<Option<Value>>, Failure> {
-        let results = self
-            .0
-            .lookups(keys)
-            .context(|| "looking up a batch".to_string())?;
-        results.iter().map(|r| value_from(r.value())).collect()
+        self.lookups_with(keys, value_from)?.into_iter().collect()
     }
 
     /// A copy of the table as it is now, which later updates leave unchanged.

@@ -143,6 +143,23 @@ impl EngineKind {
         }
     }
 
+    /// Fails unless this binary was built with the engine.
+    pub fn require_available(self) -> Result<(), Failure> {
+        if self.available() {
+            Ok(())
+        } else {
+            Err(self.unavailable())
+        }
+    }
+
+    /// The failure of naming an engine this binary was built without.
+    fn unavailable(self) -> Failure {
+        Failure(format!(
+            "this cairn-bench was built without the `{0}` feature: rebuild with `--features {0}`",
+            self.name()
+        ))
+    }
+
     /// Opens the engine's table in `dir`, or with `create` creates it (refusing a directory that
     /// already holds one).
     pub fn open(
@@ -168,12 +185,7 @@ impl EngineKind {
                 dir, create, options,
             )?)),
             #[allow(unreachable_patterns)]
-            other => Err(Failure(format!(
-                "this cairn-bench was built without the `{}` feature: rebuild with \
-                 `--features {}`",
-                other.name(),
-                other.name()
-            ))),
+            other => Err(other.unavailable()),
         }
     }
 }

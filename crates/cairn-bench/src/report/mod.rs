@@ -4,7 +4,7 @@
 //! `memory.svg`, [`svg`]) next to it.
 //!
 //! Owns: the `report` command, choosing one run per (engine, mode) and the order of engines and
-//! modes ([`Report`]); reading the records is [`load`]'s, number formats are [`format`]'s.
+//! modes ([`Report`]); reading the records is [`load`](mod@load)'s, number formats are [`format`](mod@format)'s.
 //! May not: run an engine or measure anything. It only reads `*.json` files in DIR (not its
 //! subdirectories) and writes `README.md` and the three SVGs; it touches no other file.
 //!

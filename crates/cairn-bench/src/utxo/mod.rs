@@ -1,5 +1,11 @@
-//! lsm-tree's UTxO benchmark: its keys, its model of the live set, the driver of its batches and
-//! the commands that run it (`utxo quick`, `utxo setup`, `utxo run`, `utxo suite`).
+//! lsm-tree's UTxO benchmark: its keys ([`keys`]), its model of the live set ([`live`]), the one
+//! driver of its batches ([`driver`]), the loading of an initial table ([`setup::load`]), and the
+//! commands that run it: `utxo quick` ([`quick`], with [`snapshot`]), `utxo setup` ([`setup`]),
+//! `utxo run` ([`run`]) and `utxo suite` ([`suite`]).
+//!
+//! Owns: the workload, its timing and its checks. May call: an engine only through
+//! [`crate::engines::Engine`], except `quick`, which asks the Cairn adapter for the table's shape
+//! and snapshots.
 
 pub mod driver;
 pub mod keys;

@@ -133,46 +133,38 @@ pub fn reusable_setup(dir: &Path, entries: u64, seed: u64) -> bool {
 /// engine asks for it (all keys generated and sorted first: 48 bytes of memory per entry), with
 /// progress lines named `label`; returns the seconds it took.
 pub fn load(engine: &dyn Engine, ids: Range<u64>, seed: u64, label: &str) -> Result<f64, Failure> {
+    let keyed = ids.map(|id| (utxo_key(id, seed), id));
     if !engine.wants_sorted_load() {
-        return load_chunks(ids, seed, label, |chunk| engine.load(chunk));
+        return load_chunks(keyed, label, |chunk| engine.load(chunk));
     }
     let start = Instant::now();
-    let mut progress = Progress::new(label, "entries", ids.end.saturating_sub(ids.start));
-    let mut keyed: Vec<(Key, u64)> = ids.map(|i| (utxo_key(i, seed), i)).collect();
-    keyed.sort_unstable_by_key(|&(key, _)| key);
-    let mut chunk: Vec<(Key, Value)> = Vec::with_capacity(SETUP_CHUNK);
-    let mut loaded = 0;
-    for piece in keyed.chunks(SETUP_CHUNK) {
-        chunk.clear();
-        chunk.extend(piece.iter().map(|&(key, i)| (key, utxo_value(i))));
-        engine
-            .load_sorted(&chunk)
-            .context(|| format!("{label}: loading sorted entries {loaded}.."))?;
-        loaded += piece.len() as u64;
-        progress.update(loaded, 1);
-    }
+    let mut sorted: Vec<(Key, u64)> = keyed.collect();
+    sorted.sort_unstable_by_key(|&(key, _)| key);
+    load_chunks(sorted.into_iter(), label, |chunk| engine.load_sorted(chunk))?;
     Ok(start.elapsed().as_secs_f64())
 }
 
-/// Hands the ids of `ids` (key and value of each) to `put` in chunks of [`SETUP_CHUNK`], in id
-/// order, with progress lines named `label`; returns the seconds it took.
+/// Hands `entries` (each key with the id its value is made from) to `put` in chunks of
+/// [`SETUP_CHUNK`], in their order, with progress lines named `label` (out of the iterator's size
+/// hint, exact for a range or a vector); returns the seconds it took.
 pub fn load_chunks(
-    ids: Range<u64>,
-    seed: u64,
+    entries: impl Iterator<Item = (Key, u64)>,
     label: &str,
     mut put: impl FnMut(&[(Key, Value)]) -> Result<(), Failure>,
 ) -> Result<f64, Failure> {
     let start = Instant::now();
-    let mut progress = Progress::new(label, "entries", ids.end.saturating_sub(ids.start));
+    let mut progress = Progress::new(label, "entries", entries.size_hint().0 as u64);
     let mut chunk: Vec<(Key, Value)> = Vec::with_capacity(SETUP_CHUNK);
-    let mut id = ids.start;
-    while id < ids.end {
-        let end = (id + SETUP_CHUNK as u64).min(ids.end);
+    let mut done = 0;
+    let mut entries = entries.peekable();
+    while entries.peek().is_some() {
         chunk.clear();
-        chunk.extend((id..end).map(|i| (utxo_key(i, seed), utxo_value(i))));
-        put(&chunk).context(|| format!("{label}: inserting ids {id}..{end}"))?;
-        id = end;
-        progress.update(id - ids.start, 1);
+        let next = entries.by_ref().take(SETUP_CHUNK);
+        chunk.extend(next.map(|(key, id)| (key, utxo_value(id))));
+        let end = done + chunk.len() as u64;
+        put(&chunk).context(|| format!("{label}: loading entries {done}..{end}"))?;
+        done = end;
+        progress.update(done, 1);
     }
     Ok(start.elapsed().as_secs_f64())
 }

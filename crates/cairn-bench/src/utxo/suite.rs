@@ -32,11 +32,8 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
     } else {
         args.engines.clone()
     };
-    if let Some(missing) = engines.iter().find(|e| !e.available()) {
-        return Err(Failure(format!(
-            "this cairn-bench was built without the `{0}` feature: rebuild with `--features {0}`",
-            missing.name()
-        )));
+    for engine in &engines {
+        engine.require_available()?;
     }
     let modes = if args.modes.is_empty() {
         vec![RunMode::Serial, RunMode::Pipelined, RunMode::LookupOnly]
