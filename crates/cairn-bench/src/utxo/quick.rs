@@ -6,7 +6,6 @@
 //! ([`CairnEngine`]) for the table's shape and snapshots, and the [UTxO driver](super::driver),
 //! the same one `utxo run` uses, for the batches.
 //!
-//!
 //! 1. **Setup.** A table with the compact index, Bloom filters at FPR 1e-3, a 20,000-entry write
 //!    buffer (`--write-buffer`), incremental merges in batches of 1,000 steps
 //!    (`--merge-batch-size`) and (unless `--disk-cache all`) no page cache for runs, so
@@ -60,7 +59,7 @@
 
 use std::path::Path;
 
-use crate::cli::{Mode, QuickArgs};
+use crate::cli::{DiskCacheArg, Mode, QuickArgs};
 use crate::engines::cairn::CairnEngine;
 use crate::engines::EngineOptions;
 use crate::failure::Failure;
@@ -102,7 +101,7 @@ fn mismatches(report: &QuickRecord) -> u64 {
 /// are closed before this returns, so the directory can be removed.
 fn bench_in(dir: &Path, args: &QuickArgs) -> Result<QuickRecord, Failure> {
     let options = EngineOptions {
-        direct_io: args.common.disk_cache == crate::cli::DiskCacheArg::None,
+        direct_io: args.common.disk_cache == DiskCacheArg::None,
         seed: args.common.seed,
         write_buffer: args.common.write_buffer,
         merge_batch_size: args.common.merge_batch_size,

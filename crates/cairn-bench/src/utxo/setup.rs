@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{EngineArgs, SetupArgs};
+use crate::cli::{EngineArgs, IoArg, SetupArgs};
 use crate::engines::{Engine, EngineOptions, Key, Value};
 use crate::failure::{Context, Failure};
 use crate::record::{read_json, write_json, SetupRecord, SETUP};
@@ -66,7 +66,7 @@ pub fn engine_options(args: &EngineArgs, seed: u64) -> EngineOptions {
         seed,
         write_buffer: args.write_buffer,
         merge_batch_size: args.merge_batch_size,
-        io: crate::cli::IoArg::Auto,
+        io: IoArg::Auto,
     }
 }
 

@@ -3,8 +3,8 @@
 //! each run a child process in a memory cgroup of its own with the same limit (page cache
 //! included) and with the page cache dropped before it; then `suite.json` and the report.
 //!
-//! Owns: the order of the steps, the suite record (machine, commit, command, fio baseline) and
-//! the records directory. Must never touch: an engine (every step is a child `cairn-bench`
+//! Owns: the order of the steps, the contents of `suite.json` ([`SuiteRecord`]: machine, commit,
+//! command, memory limit, fio baseline) and the records directory. Must never touch: an engine (every step is a child `cairn-bench`
 //! process, so each engine's memory is its own), or the report's layout ([`crate::report`]).
 //!
 //! The fio baseline is measured once, on `--db`, before the first run; the report divides every
