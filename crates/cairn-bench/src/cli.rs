@@ -1,13 +1,11 @@
-//! The command line: `cairn-bench utxo quick [options]` and `cairn-bench union [options]`.
+//! The command line: `cairn-bench utxo quick|setup|run|suite`, `union`, `upsert` and `report`.
 //!
-//! Owns: the clap definitions and their conversion into engine settings. Must never touch: the
-//! engine's tables.
+//! Owns: the clap definitions. Must never touch: an engine (the Cairn adapter turns `--io` and
+//! `--disk-cache` into Cairn's settings).
 
 use std::path::PathBuf;
 
-use cairn::{DiskCachePolicy, IoBackendKind};
-
-use crate::engine::EngineKind;
+use crate::engines::EngineKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Benchmarks for the Cairn storage engine.
@@ -34,7 +32,16 @@ pub enum Command {
     Upsert(UpsertArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
-    Report(crate::report_cmd::ReportArgs),
+    Report(ReportArgs),
+}
+
+/// Options of `report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The directory of JSON records (`suite.json`, `setup-*.json`, `run-*.json`); the report
+    /// and charts are written into it.
+    #[arg(long)]
+    pub dir: PathBuf,
 }
 
 /// The variants of the UTxO benchmark.
@@ -116,7 +123,7 @@ pub struct RunArgs {
     /// Run in a memory cgroup of its own with this limit (e.g. 1G), page cache included, so
     /// every engine gets the same memory; without cgroup support the run says so and goes on
     /// unlimited.
-    #[arg(long, value_parser = crate::cgroup::parse_size)]
+    #[arg(long, value_parser = crate::sys::cgroup::parse_size)]
     pub memory_limit: Option<u64>,
     /// Write the results as one JSON object to this file.
     #[arg(long)]
@@ -145,7 +152,7 @@ pub struct SuiteArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     pub modes: Vec<RunMode>,
     /// Memory limit of each run's own cgroup (page cache included).
-    #[arg(long, default_value = "1G", value_parser = crate::cgroup::parse_size)]
+    #[arg(long, default_value = "1G", value_parser = crate::sys::cgroup::parse_size)]
     pub memory_limit: u64,
     /// The fio script (see `utxo run --fio-baseline`), run once on `--db` before the runs.
     #[arg(long, value_name = "PATH")]
@@ -299,17 +306,6 @@ pub enum IoArg {
     Pread,
 }
 
-impl IoArg {
-    /// The engine's backend kind.
-    pub fn kind(self) -> IoBackendKind {
-        match self {
-            IoArg::Auto => IoBackendKind::Auto,
-            IoArg::Uring => IoBackendKind::Uring,
-            IoArg::Pread => IoBackendKind::Pread,
-        }
-    }
-}
-
 /// `--disk-cache`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DiskCacheArg {
@@ -320,14 +316,6 @@ pub enum DiskCacheArg {
 }
 
 impl DiskCacheArg {
-    /// The engine's policy.
-    pub fn policy(self) -> DiskCachePolicy {
-        match self {
-            DiskCacheArg::None => DiskCachePolicy::None,
-            DiskCacheArg::All => DiskCachePolicy::All,
-        }
-    }
-
     /// The name used in the report.
     pub fn name(self) -> &'static str {
         match self {
@@ -353,14 +341,5 @@ impl Mode {
             Mode::Serial => "serial",
             Mode::LookupOnly => "lookup-only",
         }
-    }
-}
-
-/// The name of a resolved backend in the report.
-pub fn io_backend_name(kind: IoBackendKind) -> &'static str {
-    match kind {
-        IoBackendKind::Auto => "auto",
-        IoBackendKind::Uring => "uring",
-        IoBackendKind::Pread => "pread",
     }
 }

@@ -39,7 +39,7 @@ use std::path::Path;
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, PutFlags, RoTxn, WithoutTls};
 
-use crate::engine::{Engine, EngineOptions, Key, Reader, Value};
+use crate::engines::{Engine, EngineOptions, Key, Reader, Value};
 use crate::failure::{Context, Failure};
 
 /// The map size: 64 GiB of address space (the file grows only as pages are written).
@@ -164,7 +164,7 @@ fn values(
             let stored = db
                 .get(txn, &key[..])
                 .context(|| "looking up a key".to_string())?;
-            crate::engine::value_from(stored)
+            crate::engines::value_from(stored)
         })
         .collect()
 }
@@ -241,7 +241,7 @@ impl Reader for LmdbReader<'_> {
 
 #[cfg(test)]
 mod tests {
-    use crate::engine::{conformance, EngineKind};
+    use crate::engines::{conformance, EngineKind};
 
     #[test]
     fn conforms() {

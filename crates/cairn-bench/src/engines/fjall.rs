@@ -30,7 +30,7 @@ use std::path::Path;
 use fjall::config::{BlockSizePolicy, BloomConstructionPolicy, FilterPolicy, FilterPolicyEntry};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable, Snapshot};
 
-use crate::engine::{Engine, EngineOptions, Key, Reader, Value};
+use crate::engines::{Engine, EngineOptions, Key, Reader, Value};
 use crate::failure::{Context, Failure};
 
 /// The keyspace holding the table.
@@ -124,7 +124,7 @@ impl FjallEngine {
 
 /// Turns a stored value into a [`Value`], failing on a wrong length.
 fn value(stored: Option<fjall::UserValue>) -> Result<Option<Value>, Failure> {
-    crate::engine::value_from(stored.as_deref())
+    crate::engines::value_from(stored.as_deref())
 }
 
 impl Engine for FjallEngine {
@@ -193,7 +193,7 @@ impl Reader for FjallReader {
 
 #[cfg(test)]
 mod tests {
-    use crate::engine::{conformance, EngineKind};
+    use crate::engines::{conformance, EngineKind};
 
     #[test]
     fn conforms() {

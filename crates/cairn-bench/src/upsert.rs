@@ -1,7 +1,7 @@
 //! `cairn-bench upsert`: lsm-tree's upsert benchmark (requirement P2).
 //!
-//! Owns: the two comparisons and their report. Must never touch: the engine's internals (it uses
-//! the public `Table` API only).
+//! Owns: the two comparisons, their keys and counters, and their report. May call: the Cairn
+//! adapter ([`CairnSession`], [`CairnTable`]) for the engine.
 //!
 //! lsm-tree's parameters: 64-byte keys and values, 80,000 elements, addition as the resolve
 //! function, 250 operations per batch, a 1,000-entry write buffer, 10 upserts per key. A value
@@ -22,66 +22,17 @@
 use std::path::Path;
 use std::time::Instant;
 
-use cairn::{Resolve, Session, SessionOptions, Table, TableConfig};
-use serde::Serialize;
-
 use crate::cli::UpsertArgs;
+use crate::engines::cairn::{CairnSession, CairnTable, TableKind, TableSettings};
 use crate::failure::{Context, Failure};
-use crate::keys::SplitMix64;
-use crate::report::{peak_rss_bytes, render_rows, rss_mib, write_json};
+use crate::record::{write_json, UpsertRecord, UpsertSamples};
+use crate::report::terminal;
+use crate::stats::median;
+use crate::sys::proc::peak_rss_bytes;
+use crate::utxo::keys::SplitMix64;
 
 /// Bytes of a key and of a value.
-const ELEMENT_BYTES: usize = 64;
-
-/// The results, also written as JSON.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct UpsertReport {
-    /// Always "upsert".
-    pub benchmark: &'static str,
-    /// Always "cairn".
-    pub engine: &'static str,
-    /// Distinct keys.
-    pub elements: u64,
-    /// Operations per batch.
-    pub batch: u64,
-    /// Write-buffer entries.
-    pub write_buffer: usize,
-    /// Upserts (or lookup-then-inserts) per key in comparison 2.
-    pub upserts_per_key: u64,
-    /// Repetitions of every measurement.
-    pub repeat: u64,
-    /// Median milliseconds to insert every element once.
-    pub insert_ms: f64,
-    /// Median milliseconds to upsert every element once.
-    pub upsert_ms: f64,
-    /// `upsert_ms / insert_ms`.
-    pub upsert_over_insert: f64,
-    /// Median milliseconds of the repeated upserts.
-    pub repeated_upserts_ms: f64,
-    /// Median milliseconds of the repeated lookup-then-inserts.
-    pub lookup_then_insert_ms: f64,
-    /// `lookup_then_insert_ms / repeated_upserts_ms`.
-    pub upsert_speedup: f64,
-    /// Every measured time, in run order, for the record.
-    pub samples_ms: Samples,
-    /// Keys whose final counter was wrong (must be 0).
-    pub mismatches: u64,
-    /// The process's peak resident set.
-    pub peak_rss_bytes: Option<u64>,
-}
-
-/// Raw times of each measurement.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Samples {
-    /// Insert every element once.
-    pub insert: Vec<f64>,
-    /// Upsert every element once.
-    pub upsert: Vec<f64>,
-    /// Repeated upserts.
-    pub repeated_upserts: Vec<f64>,
-    /// Repeated lookup-then-inserts.
-    pub lookup_then_insert: Vec<f64>,
-}
+pub const ELEMENT_BYTES: usize = 64;
 
 fn key(i: u64, seed: u64) -> [u8; ELEMENT_BYTES] {
     let mut rng = SplitMix64::new(i ^ seed.rotate_left(17));
@@ -102,23 +53,21 @@ fn counter_of(value: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(value.get(..8)?.try_into().ok()?))
 }
 
-/// Adds the counters of two values.
-fn add_counters() -> Resolve {
-    Resolve::custom(|newer, older| {
-        let sum = counter_of(newer)
-            .unwrap_or(0)
-            .wrapping_add(counter_of(older).unwrap_or(0));
-        counter(sum).to_vec()
-    })
+/// The resolve function: adds the counters of two values.
+fn add_counters(newer: &[u8], older: &[u8]) -> Vec<u8> {
+    let sum = counter_of(newer)
+        .unwrap_or(0)
+        .wrapping_add(counter_of(older).unwrap_or(0));
+    counter(sum).to_vec()
 }
 
-fn config(args: &UpsertArgs) -> TableConfig {
-    TableConfig {
-        write_buffer_entries: args.upsert_write_buffer,
-        resolve: add_counters(),
-        disk_cache: args.common.disk_cache.policy(),
+/// Every table's configuration: Cairn's defaults, `--upsert-write-buffer`, [`add_counters`].
+fn settings(args: &UpsertArgs) -> TableSettings {
+    TableSettings {
+        kind: TableKind::Upsert(add_counters),
+        write_buffer: args.upsert_write_buffer,
         merge_batch_size: args.common.merge_batch_size,
-        ..TableConfig::default()
+        disk_cache: args.common.disk_cache,
     }
 }
 
@@ -127,7 +76,7 @@ pub fn run(args: &UpsertArgs) -> Result<(), Failure> {
     let report = crate::in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
         bench_in(dir, args)
     })?;
-    print!("{}", table(&report));
+    print!("{}", terminal::upsert(&report, ELEMENT_BYTES));
     if let Some(path) = &args.common.json {
         write_json(&report, path)?;
     }
@@ -140,11 +89,11 @@ pub fn run(args: &UpsertArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn bench_in(dir: &Path, args: &UpsertArgs) -> Result<UpsertReport, Failure> {
+fn bench_in(dir: &Path, args: &UpsertArgs) -> Result<UpsertRecord, Failure> {
     let keys: Vec<[u8; ELEMENT_BYTES]> = (0..args.elements)
         .map(|i| key(i, args.common.seed))
         .collect();
-    let mut samples = Samples::default();
+    let mut samples = UpsertSamples::default();
     let mut mismatches = 0;
     for round in 0..args.repeat as usize {
         eprintln!("round {} of {}", round + 1, args.repeat);
@@ -158,11 +107,10 @@ fn bench_in(dir: &Path, args: &UpsertArgs) -> Result<UpsertReport, Failure> {
                     let pairs: Vec<(&[u8], &[u8])> =
                         batch.iter().map(|k| (&k[..], &one[..])).collect();
                     if side == 0 {
-                        table.inserts(&pairs)
+                        table.inserts(&pairs)?;
                     } else {
-                        table.upserts(&pairs)
+                        table.upserts(&pairs)?;
                     }
-                    .context(|| "writing a batch".to_string())?;
                 }
                 Ok(timer.elapsed().as_secs_f64() * 1e3)
             })?;
@@ -199,7 +147,7 @@ fn bench_in(dir: &Path, args: &UpsertArgs) -> Result<UpsertReport, Failure> {
     let upsert_ms = median(&samples.upsert);
     let repeated_upserts_ms = median(&samples.repeated_upserts);
     let lookup_then_insert_ms = median(&samples.lookup_then_insert);
-    Ok(UpsertReport {
+    Ok(UpsertRecord {
         benchmark: "upsert",
         engine: "cairn",
         elements: args.elements,
@@ -224,19 +172,12 @@ fn with_table<T>(
     dir: &Path,
     args: &UpsertArgs,
     n: usize,
-    f: impl FnOnce(&Table) -> Result<T, Failure>,
+    f: impl FnOnce(&CairnTable) -> Result<T, Failure>,
 ) -> Result<T, Failure> {
     let dir = dir.join(n.to_string());
     std::fs::create_dir(&dir).context(|| format!("creating {}", dir.display()))?;
-    let options = SessionOptions {
-        io_backend: args.common.io.kind(),
-        salt: Some(args.common.seed),
-    };
-    let session = Session::open_with(std::sync::Arc::new(cairn::fs::RealFs), &dir, options)
-        .context(|| format!("opening a session in {}", dir.display()))?;
-    let table = session
-        .new_table(config(args))
-        .context(|| "creating the table".to_string())?;
+    let session = CairnSession::open(&dir, args.common.io, args.common.seed)?;
+    let table = session.new_table(&settings(args))?;
     let result = f(&table);
     table.close();
     session.close();
@@ -244,97 +185,41 @@ fn with_table<T>(
     result
 }
 
-fn repeat_by_upsert(table: &Table, batch: &[[u8; ELEMENT_BYTES]]) -> Result<(), Failure> {
+fn repeat_by_upsert(table: &CairnTable, batch: &[[u8; ELEMENT_BYTES]]) -> Result<(), Failure> {
     let one = counter(1);
     let pairs: Vec<(&[u8], &[u8])> = batch.iter().map(|k| (&k[..], &one[..])).collect();
-    table
-        .upserts(&pairs)
-        .context(|| "upserting a batch".to_string())
+    table.upserts(&pairs)
 }
 
 fn repeat_by_lookup_then_insert(
-    table: &Table,
+    table: &CairnTable,
     batch: &[[u8; ELEMENT_BYTES]],
 ) -> Result<(), Failure> {
-    let found = table
-        .lookups(batch)
-        .context(|| "looking up a batch".to_string())?;
-    let values: Vec<[u8; ELEMENT_BYTES]> = found
-        .iter()
-        .map(|r| counter(r.value().and_then(counter_of).unwrap_or(0) + 1))
-        .collect();
+    let values: Vec<[u8; ELEMENT_BYTES]> = table.lookups_with(batch, |value| {
+        counter(value.and_then(counter_of).unwrap_or(0) + 1)
+    })?;
     let pairs: Vec<(&[u8], &[u8])> = batch
         .iter()
         .zip(&values)
         .map(|(k, v)| (&k[..], &v[..]))
         .collect();
-    table
-        .inserts(&pairs)
-        .context(|| "inserting a batch".to_string())
+    table.inserts(&pairs)
 }
 
 /// Keys whose counter is not `expected`.
 fn check_counters(
-    table: &Table,
+    table: &CairnTable,
     keys: &[[u8; ELEMENT_BYTES]],
     expected: u64,
 ) -> Result<u64, Failure> {
     let mut wrong = 0;
     for batch in keys.chunks(1024) {
-        let found = table
-            .lookups(batch)
+        let right = table
+            .lookups_with(batch, |value| value.and_then(counter_of) == Some(expected))
             .context(|| "checking the counters".to_string())?;
-        wrong += found
-            .iter()
-            .filter(|r| r.value().and_then(counter_of) != Some(expected))
-            .count() as u64;
+        wrong += right.iter().filter(|&&right| !right).count() as u64;
     }
     Ok(wrong)
-}
-
-fn median(samples: &[f64]) -> f64 {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    match sorted.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-    }
-}
-
-fn table(r: &UpsertReport) -> String {
-    render_rows(&[
-        ("benchmark", "upsert (lsm-tree's parameters)".to_string()),
-        ("elements", r.elements.to_string()),
-        (
-            "key / value bytes",
-            format!("{ELEMENT_BYTES} / {ELEMENT_BYTES}"),
-        ),
-        ("batch", r.batch.to_string()),
-        ("write buffer", r.write_buffer.to_string()),
-        ("repeat (medians)", r.repeat.to_string()),
-        ("insert ms", format!("{:.1}", r.insert_ms)),
-        ("upsert ms", format!("{:.1}", r.upsert_ms)),
-        (
-            "upsert / insert",
-            format!("{:.3} (target within 5%)", r.upsert_over_insert),
-        ),
-        ("upserts per key", r.upserts_per_key.to_string()),
-        (
-            "repeated upserts ms",
-            format!("{:.1}", r.repeated_upserts_ms),
-        ),
-        (
-            "lookup-then-insert ms",
-            format!("{:.1}", r.lookup_then_insert_ms),
-        ),
-        (
-            "upsert speed-up",
-            format!("{:.2}x (target at least 2x)", r.upsert_speedup),
-        ),
-        ("wrong counters", r.mismatches.to_string()),
-        ("peak RSS MiB", rss_mib(r.peak_rss_bytes)),
-    ])
 }
 
 #[cfg(test)]
@@ -342,13 +227,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counters_add_and_medians_are_medians() {
-        let resolve = add_counters();
-        let sum = resolve.apply(&counter(3), &counter(4));
+    fn counters_add() {
+        let sum = add_counters(&counter(3), &counter(4));
         assert_eq!(counter_of(&sum), Some(7));
         assert_eq!(sum.len(), ELEMENT_BYTES);
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert_ne!(key(1, 7), key(2, 7));
     }
 }

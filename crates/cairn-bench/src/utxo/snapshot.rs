@@ -1,8 +1,9 @@
-//! `--snapshot`: the table built by setup is saved as a snapshot, its files are counted, it is
-//! opened again, keys are checked through the reopened table, and the snapshot is deleted.
+//! `utxo quick --snapshot`: the table built by setup is saved as a snapshot, its files are
+//! counted, it is opened again, keys are checked through the reopened table, and the snapshot is
+//! deleted.
 //!
-//! Owns: [`measure`] and [`SnapshotStats`]. May call: the engine's public `Table` and `Session`
-//! snapshot API, and `std::fs` to read (never change) the snapshot's directory.
+//! Owns: [`measure`]. May call: the Cairn adapter's snapshot calls
+//! ([`CairnEngine`]), and `std::fs` to read (never change) the snapshot's directory.
 //!
 //! The engine saves a snapshot with hard links to the runs' files (O(runs) file operations, one
 //! fsync per run) and opens one by reading every file to verify its checksum, so the save time
@@ -11,12 +12,11 @@
 use std::path::Path;
 use std::time::Instant;
 
-use cairn::{Session, SnapshotOverrides, Table};
-use serde::Serialize;
-
+use crate::engines::cairn::{CairnEngine, CairnTable};
 use crate::failure::{Context, Failure};
-use crate::keys::{utxo_key, SplitMix64, KEY_BYTES};
-use crate::workload::count_mismatches;
+use crate::record::SnapshotStats;
+use crate::utxo::driver::count_mismatches;
+use crate::utxo::keys::{utxo_key, SplitMix64, KEY_BYTES};
 
 /// The snapshot's name: its files are in `<session dir>/snapshots/bench/`.
 pub const SNAPSHOT_NAME: &str = "bench";
@@ -30,55 +30,26 @@ pub const CHECK_KEYS: usize = 512;
 /// Separates the stream choosing the checked ids from the key and batch-choice streams.
 const CHECK_STREAM: u64 = 0x5eed_5a90_0000_0002;
 
-/// What `--snapshot` measured. In the JSON file these fields sit beside the report's others.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct SnapshotStats {
-    /// Wall-clock milliseconds of `Table::save_snapshot`.
-    pub snapshot_save_ms: f64,
-    /// Files in the snapshot's directory (recursively).
-    pub snapshot_files: u64,
-    /// Total length of those files, in bytes (hard-linked run files included in full).
-    pub snapshot_bytes: u64,
-    /// Wall-clock milliseconds of `Session::open_snapshot`, which verifies every file.
-    pub snapshot_open_ms: f64,
-    /// Runs a lookup consulted when the snapshot was saved (`TableStats::runs`).
-    pub runs_at_snapshot: usize,
-    /// Levels of the table when the snapshot was saved (`TableStats::levels`).
-    pub levels_at_snapshot: usize,
-    /// Lookups through the reopened table that did not return the expected value (must be 0).
-    pub snapshot_mismatches: u64,
-}
-
-/// Saves `table` (which holds ids `0..entries` made with `seed`) as snapshot [`SNAPSHOT_NAME`]
-/// of `session`, whose directory is `session_dir`; counts the snapshot's files and bytes; opens
-/// it again and checks [`CHECK_KEYS`] random ids through the reopened table; closes that table
-/// and deletes the snapshot.
-pub fn measure(
-    session: &Session,
-    table: &Table,
-    session_dir: &Path,
-    entries: u64,
-    seed: u64,
-) -> Result<SnapshotStats, Failure> {
+/// Saves the table of `engine` (which holds ids `0..entries` made with `seed`) as snapshot
+/// [`SNAPSHOT_NAME`] of its session; counts the snapshot's files and bytes; opens it again and
+/// checks [`CHECK_KEYS`] random ids through the reopened table; closes that table and deletes
+/// the snapshot.
+pub fn measure(engine: &CairnEngine, entries: u64, seed: u64) -> Result<SnapshotStats, Failure> {
+    let (table, session) = (engine.table(), engine.session());
     let shape = table
-        .stats()
-        .context(|| "reading the table statistics before the snapshot".to_string())?;
+        .shape()
+        .context(|| "before the snapshot".to_string())?;
     let start = Instant::now();
-    table
-        .save_snapshot(SNAPSHOT_NAME, SNAPSHOT_LABEL)
-        .context(|| format!("saving snapshot {SNAPSHOT_NAME:?}"))?;
+    table.save_snapshot(SNAPSHOT_NAME, SNAPSHOT_LABEL)?;
     let snapshot_save_ms = start.elapsed().as_secs_f64() * 1e3;
-    let dir = session_dir.join("snapshots").join(SNAPSHOT_NAME);
-    let (snapshot_files, snapshot_bytes) = dir_usage(&dir)?;
+    let (snapshot_files, snapshot_bytes) = dir_usage(&session.snapshot_dir(SNAPSHOT_NAME))?;
     let start = Instant::now();
-    let reopened = session
-        .open_snapshot(SNAPSHOT_NAME, SNAPSHOT_LABEL, SnapshotOverrides::default())
-        .context(|| format!("opening snapshot {SNAPSHOT_NAME:?}"))?;
+    let reopened = session.open_snapshot(SNAPSHOT_NAME, SNAPSHOT_LABEL, None)?;
     let snapshot_open_ms = start.elapsed().as_secs_f64() * 1e3;
     let checked = check_keys(&reopened, entries, seed);
     reopened.close();
     let snapshot_mismatches = checked?;
-    delete(session)?;
+    session.delete_snapshot(SNAPSHOT_NAME)?;
     let stats = SnapshotStats {
         snapshot_save_ms,
         snapshot_files,
@@ -98,8 +69,8 @@ pub fn measure(
 }
 
 /// Looks up [`CHECK_KEYS`] ids of `0..entries` chosen uniformly (repeats allowed) through
-/// `table` and returns how many results were not `Found` with the id's value.
-fn check_keys(table: &Table, entries: u64, seed: u64) -> Result<u64, Failure> {
+/// `table` and returns how many results were not the id's value.
+fn check_keys(table: &CairnTable, entries: u64, seed: u64) -> Result<u64, Failure> {
     let mut rng = SplitMix64::new(seed ^ CHECK_STREAM);
     let ids: Vec<u64> = (0..CHECK_KEYS).map(|_| rng.below(entries)).collect();
     let keys: Vec<[u8; KEY_BYTES]> = ids.iter().map(|&id| utxo_key(id, seed)).collect();
@@ -109,22 +80,6 @@ fn check_keys(table: &Table, entries: u64, seed: u64) -> Result<u64, Failure> {
     let mut mismatches = 0;
     count_mismatches(&ids, &results, &mut mismatches);
     Ok(mismatches)
-}
-
-/// Deletes snapshot [`SNAPSHOT_NAME`] and checks that `list_snapshots` no longer names it.
-fn delete(session: &Session) -> Result<(), Failure> {
-    session
-        .delete_snapshot(SNAPSHOT_NAME)
-        .context(|| format!("deleting snapshot {SNAPSHOT_NAME:?}"))?;
-    let names = session
-        .list_snapshots()
-        .context(|| "listing the snapshots".to_string())?;
-    if names.iter().any(|n| n == SNAPSHOT_NAME) {
-        return Err(Failure(format!(
-            "snapshot {SNAPSHOT_NAME:?} is still listed after its deletion"
-        )));
-    }
-    Ok(())
 }
 
 /// The number of files under `dir` (recursively, symbolic links not followed) and the sum of
@@ -167,20 +122,21 @@ mod tests {
     #[test]
     fn measure_saves_checks_and_deletes_a_snapshot() {
         let dir = tempfile::tempdir().unwrap();
-        let session = Session::open(dir.path()).unwrap();
-        let config = cairn::TableConfig {
-            write_buffer_entries: 1_000,
-            ..cairn::TableConfig::default()
+        let options = crate::engines::EngineOptions {
+            direct_io: false,
+            seed: 7,
+            write_buffer: 1_000,
+            merge_batch_size: 1_000,
+            io: crate::cli::IoArg::Auto,
         };
-        let table = session.new_table(config).unwrap();
-        crate::workload::setup(&table, 5_000, 7).unwrap();
-        let stats = measure(&session, &table, dir.path(), 5_000, 7).unwrap();
+        let engine = CairnEngine::open(dir.path(), true, &options).unwrap();
+        crate::utxo::setup::load(&engine, 0..5_000, 7, "setup").unwrap();
+        let stats = measure(&engine, 5_000, 7).unwrap();
         assert_eq!(stats.snapshot_mismatches, 0);
         assert!(stats.runs_at_snapshot > 0 && stats.levels_at_snapshot > 0);
         assert!(stats.snapshot_files > stats.runs_at_snapshot as u64);
         assert!(stats.snapshot_bytes > 5_000 * 60, "{stats:?}");
-        assert!(session.list_snapshots().unwrap().is_empty());
-        table.close();
-        session.close();
+        assert!(!engine.session().snapshot_exists(SNAPSHOT_NAME).unwrap());
+        engine.close();
     }
 }

@@ -10,10 +10,19 @@
 //! durable ([`Engine::finish_load`]: a snapshot for Cairn, a flush and sync for the others); `run`
 //! opens the same directory again ([`EngineKind::open`] with `create: false`).
 
+pub mod cairn;
+#[cfg(feature = "fjall")]
+pub mod fjall;
+#[cfg(feature = "lmdb")]
+pub mod lmdb;
+#[cfg(feature = "rocksdb")]
+pub mod rocksdb;
+
 use std::path::Path;
 
+use crate::cli::IoArg;
 use crate::failure::Failure;
-use crate::keys::{KEY_BYTES, VALUE_BYTES};
+use crate::utxo::keys::{KEY_BYTES, VALUE_BYTES};
 
 /// A UTxO key.
 pub type Key = [u8; KEY_BYTES];
@@ -31,6 +40,8 @@ pub struct EngineOptions {
     pub write_buffer: usize,
     /// Cairn only: merge steps done at once.
     pub merge_batch_size: usize,
+    /// Cairn only: the block I/O backend of batched lookups.
+    pub io: IoArg,
 }
 
 /// An engine holding one table of UTxO entries.
@@ -132,6 +143,23 @@ impl EngineKind {
         }
     }
 
+    /// Fails unless this binary was built with the engine.
+    pub fn require_available(self) -> Result<(), Failure> {
+        if self.available() {
+            Ok(())
+        } else {
+            Err(self.unavailable())
+        }
+    }
+
+    /// The failure of naming an engine this binary was built without.
+    fn unavailable(self) -> Failure {
+        Failure(format!(
+            "this cairn-bench was built without the `{0}` feature: rebuild with `--features {0}`",
+            self.name()
+        ))
+    }
+
     /// Opens the engine's table in `dir`, or with `create` creates it (refusing a directory that
     /// already holds one).
     pub fn open(
@@ -141,28 +169,23 @@ impl EngineKind {
         options: &EngineOptions,
     ) -> Result<Box<dyn Engine>, Failure> {
         match self {
-            EngineKind::Cairn => Ok(Box::new(crate::engine_cairn::CairnEngine::open(
+            EngineKind::Cairn => Ok(Box::new(crate::engines::cairn::CairnEngine::open(
                 dir, create, options,
             )?)),
             #[cfg(feature = "rocksdb")]
-            EngineKind::Rocksdb => Ok(Box::new(crate::engine_rocksdb::RocksEngine::open(
+            EngineKind::Rocksdb => Ok(Box::new(crate::engines::rocksdb::RocksEngine::open(
                 dir, create, options,
             )?)),
             #[cfg(feature = "lmdb")]
-            EngineKind::Lmdb => Ok(Box::new(crate::engine_lmdb::LmdbEngine::open(
+            EngineKind::Lmdb => Ok(Box::new(crate::engines::lmdb::LmdbEngine::open(
                 dir, create, options,
             )?)),
             #[cfg(feature = "fjall")]
-            EngineKind::Fjall => Ok(Box::new(crate::engine_fjall::FjallEngine::open(
+            EngineKind::Fjall => Ok(Box::new(crate::engines::fjall::FjallEngine::open(
                 dir, create, options,
             )?)),
             #[allow(unreachable_patterns)]
-            other => Err(Failure(format!(
-                "this cairn-bench was built without the `{}` feature: rebuild with \
-                 `--features {}`",
-                other.name(),
-                other.name()
-            ))),
+            other => Err(other.unavailable()),
         }
     }
 }
@@ -172,7 +195,7 @@ impl EngineKind {
 #[cfg(test)]
 pub(crate) mod conformance {
     use super::*;
-    use crate::keys::{utxo_key, utxo_value};
+    use crate::utxo::keys::{utxo_key, utxo_value};
 
     fn entry(i: u64) -> (Key, Value) {
         (utxo_key(i, 7), utxo_value(i))
@@ -185,6 +208,7 @@ pub(crate) mod conformance {
             seed: 7,
             write_buffer: 64,
             merge_batch_size: 16,
+            io: IoArg::Auto,
         };
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join(kind.name());

@@ -3,7 +3,8 @@
 //! 540-655k/s once it is paid off).
 //!
 //! Owns: [`run`], the tables' overlapping id ranges ([`table_ids`], [`distinct_ids`]), the lookup
-//! passes and the debt payment. May call: the engine's public `Session` and `Table` API only.
+//! passes and the debt payment. May call: the Cairn adapter ([`CairnSession`], [`CairnTable`])
+//! for the engine, and the UTxO benchmark's keys, loading and checks.
 //!
 //! 1. **Fill.** One session in a fresh temporary directory; `--tables` tables with the UTxO
 //!    benchmark's configuration (compact index, FPR 1e-3, 20,000-entry write buffer, no page
@@ -25,19 +26,20 @@
 
 use std::ops::Range;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
-use cairn::fs::RealFs;
-use cairn::{Session, SessionOptions, Table};
-
-use crate::cli::{io_backend_name, UnionArgs};
+use crate::cli::UnionArgs;
+use crate::engines::cairn::{CairnSession, CairnTable, TableKind, TableSettings};
 use crate::failure::{Context, Failure};
-use crate::keys::{utxo_key, SplitMix64, KEY_BYTES};
-use crate::report::{peak_rss_bytes, percentiles};
-use crate::union_report::UnionReport;
-use crate::workload::{count_mismatches, fill, Progress, BATCH_SIZE};
-use crate::{in_temp_dir, utxo_table_config};
+use crate::in_temp_dir;
+use crate::record::{write_json, UnionRecord};
+use crate::report::terminal;
+use crate::stats::percentiles;
+use crate::sys::proc::peak_rss_bytes;
+use crate::utxo::driver::{count_mismatches, BATCH_SIZE};
+use crate::utxo::keys::{utxo_key, SplitMix64, KEY_BYTES};
+use crate::utxo::progress::Progress;
+use crate::utxo::setup::load_chunks;
 
 /// Separates the lookup-choice stream from the key streams, which are seeded with `id ^ seed`.
 const LOOKUP_STREAM: u64 = 0x5eed_0010_0000_0003;
@@ -77,39 +79,52 @@ pub fn run(args: &UnionArgs) -> Result<(), Failure> {
     let report = in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
         bench_in(dir, args)
     })?;
-    print!("{}", report.table());
+    print!("{}", terminal::union(&report));
     if let Some(path) = &args.common.json {
-        report.write_json(path)?;
+        write_json(&report, path)?;
     }
-    match report.problems() {
+    match problems(&report) {
         Some(problems) => Err(Failure(problems)),
         None => Ok(()),
     }
 }
 
+/// What went wrong in the run, if anything: wrong lookups or a debt that grew.
+fn problems(report: &UnionRecord) -> Option<String> {
+    let mut problems = Vec::new();
+    if report.lookup_mismatches > 0 {
+        problems.push(format!(
+            "{} lookups did not return the expected value",
+            report.lookup_mismatches
+        ));
+    }
+    if report.union_debt_increases > 0 {
+        problems.push(format!(
+            "the union debt increased after {} supply calls",
+            report.union_debt_increases
+        ));
+    }
+    (!problems.is_empty()).then(|| problems.join("; ") + " (see the lines above)")
+}
+
 /// Opens a session in `dir`, runs every phase and collects the report. Every table and the
 /// session are closed before this returns, so the directory can be removed.
-fn bench_in(dir: &Path, args: &UnionArgs) -> Result<UnionReport, Failure> {
-    let options = SessionOptions {
-        io_backend: args.common.io.kind(),
-        salt: Some(args.common.seed),
-    };
-    let session = Session::open_with(Arc::new(RealFs), dir, options)
-        .context(|| format!("opening a session in {}", dir.display()))?;
-    let mut report = UnionReport {
+fn bench_in(dir: &Path, args: &UnionArgs) -> Result<UnionRecord, Failure> {
+    let session = CairnSession::open(dir, args.common.io, args.common.seed)?;
+    let mut report = UnionRecord {
         engine: "cairn",
         tables: args.tables,
         entries_per_table: args.entries_per_table,
         lookups: args.lookups,
         seed: args.common.seed,
-        io_backend: io_backend_name(session.io_backend()),
+        io_backend: session.io_backend_name(),
         disk_cache: args.common.disk_cache.name(),
         credit_chunk: args.credit_chunk,
-        ..UnionReport::default()
+        ..UnionRecord::default()
     };
     let tables = fill_tables(&session, args, &mut report)?;
     let result = measure_union(&tables, args, &mut report);
-    for table in &tables {
+    for table in tables {
         table.close();
     }
     session.close();
@@ -121,15 +136,16 @@ fn bench_in(dir: &Path, args: &UnionArgs) -> Result<UnionReport, Failure> {
 /// Creates the tables and fills table `t` with [`table_ids`]`(t, N)`, recording the fill time,
 /// the input runs and the union's distinct key count.
 fn fill_tables(
-    session: &Session,
+    session: &CairnSession,
     args: &UnionArgs,
-    report: &mut UnionReport,
-) -> Result<Vec<Table>, Failure> {
-    let config = utxo_table_config(
-        args.common.write_buffer,
-        args.common.merge_batch_size,
-        args.common.disk_cache,
-    );
+    report: &mut UnionRecord,
+) -> Result<Vec<CairnTable>, Failure> {
+    let settings = TableSettings {
+        kind: TableKind::Utxo,
+        write_buffer: args.common.write_buffer,
+        merge_batch_size: args.common.merge_batch_size,
+        disk_cache: args.common.disk_cache,
+    };
     let ranges: Vec<Range<u64>> = (0..args.tables)
         .map(|t| table_ids(t, args.entries_per_table))
         .collect();
@@ -137,13 +153,12 @@ fn fill_tables(
     let mut tables = Vec::with_capacity(ranges.len());
     for (t, ids) in ranges.into_iter().enumerate() {
         let table = session
-            .new_table(config.clone())
-            .context(|| format!("creating table {t}"))?;
-        report.fill_seconds += fill(&table, ids, args.common.seed, &format!("fill table {t}"))?;
-        let stats = table
-            .stats()
-            .context(|| format!("reading the statistics of table {t}"))?;
-        report.input_runs += stats.runs;
+            .new_table(&settings)
+            .context(|| format!("table {t}"))?;
+        let label = format!("fill table {t}");
+        let entries = ids.map(|id| (utxo_key(id, args.common.seed), id));
+        report.fill_seconds += load_chunks(entries, &label, |chunk| table.inserts(chunk))?;
+        report.input_runs += table.shape().context(|| format!("table {t}"))?.runs;
         tables.push(table);
     }
     Ok(tables)
@@ -152,9 +167,9 @@ fn fill_tables(
 /// The baseline pass, the union's start, its lookups with debt, the payment and the lookups
 /// once paid off. The union table is closed before this returns.
 fn measure_union(
-    tables: &[Table],
+    tables: &[CairnTable],
     args: &UnionArgs,
-    report: &mut UnionReport,
+    report: &mut UnionRecord,
 ) -> Result<(), Failure> {
     let n = args.entries_per_table;
     let baseline = lookup_pass(&tables[0], table_ids(0, n), args, "baseline lookups")?;
@@ -162,9 +177,8 @@ fn measure_union(
         report.baseline_lookups_per_sec,
         report.baseline_p99_batch_ms,
     ) = baseline.rate(args.lookups);
-    let inputs: Vec<&Table> = tables.iter().collect();
     let start = Instant::now();
-    let union = Table::incremental_unions(&inputs).context(|| "starting the union".to_string())?;
+    let union = CairnTable::union(tables)?;
     report.union_start_ms = start.elapsed().as_secs_f64() * 1e3;
     let result = measure_started_union(&union, args, report, baseline.mismatches);
     union.close();
@@ -173,16 +187,16 @@ fn measure_union(
 
 /// Everything after the union's start: debt, lookups with debt, payment, lookups paid off.
 fn measure_started_union(
-    union: &Table,
+    union: &CairnTable,
     args: &UnionArgs,
-    report: &mut UnionReport,
+    report: &mut UnionRecord,
     baseline_mismatches: u64,
 ) -> Result<(), Failure> {
     let ranges: Vec<Range<u64>> = (0..args.tables)
         .map(|t| table_ids(t, args.entries_per_table))
         .collect();
     let union_ids = spanning_ids(&ranges);
-    report.union_debt_start = debt(union)?;
+    report.union_debt_start = union.union_debt()?;
     report.union_keys_upper_bound = report.union_debt_start;
     eprintln!(
         "union started in {:.3} ms with debt {} ({} distinct keys)",
@@ -200,19 +214,10 @@ fn measure_started_union(
         report.union_paid_lookups_per_sec,
         report.union_paid_p99_batch_ms,
     ) = paid.rate(args.lookups);
-    let stats = union
-        .stats()
-        .context(|| "reading the paid-off union's statistics".to_string())?;
-    (report.union_paid_runs, report.union_paid_levels) = (stats.runs, stats.levels);
+    let shape = union.shape().context(|| "the paid-off union".to_string())?;
+    (report.union_paid_runs, report.union_paid_levels) = (shape.runs, shape.levels);
     report.lookup_mismatches = baseline_mismatches + with_debt.mismatches + paid.mismatches;
     Ok(())
-}
-
-/// The union's remaining debt.
-fn debt(union: &Table) -> Result<u64, Failure> {
-    union
-        .remaining_union_debt()
-        .context(|| "reading the remaining union debt".to_string())
 }
 
 /// One lookup pass: its wall-clock time, its batches' engine times and its wrong results.
@@ -234,7 +239,7 @@ impl LookupPass {
 /// [`BATCH_SIZE`] (the last one possibly smaller), checking every result. The choices depend
 /// only on the seed and `ids`, so two passes over the same range look up the same keys.
 fn lookup_pass(
-    table: &Table,
+    table: &CairnTable,
     ids: Range<u64>,
     args: &UnionArgs,
     label: &str,
@@ -281,7 +286,7 @@ struct Payment {
 
 impl Payment {
     /// Copies the payment's numbers into the report.
-    fn record(&self, report: &mut UnionReport) {
+    fn record(&self, report: &mut UnionRecord) {
         report.union_pay_seconds = self.seconds;
         report.union_credits_spent = self.credits_spent;
         report.union_credits_per_sec = self.credits_spent as f64 / self.seconds.max(1e-9);
@@ -294,8 +299,8 @@ impl Payment {
 /// Supplies `chunk` credits at a time until the union's debt is 0, checking after every call
 /// that the debt did not grow and that left-over credits come only with a finished union.
 /// Fails if the debt is not 0 after two calls more than the starting debt needs.
-fn pay_debt(union: &Table, chunk: u64) -> Result<Payment, Failure> {
-    let start_debt = debt(union)?;
+fn pay_debt(union: &CairnTable, chunk: u64) -> Result<Payment, Failure> {
+    let start_debt = union.union_debt()?;
     let max_calls = start_debt / chunk + 2;
     let mut progress = Progress::new("union payment", "debt credits", start_debt);
     let mut payment = Payment::default();
@@ -312,11 +317,11 @@ fn pay_debt(union: &Table, chunk: u64) -> Result<Payment, Failure> {
         let call = Instant::now();
         let leftover = union
             .supply_union_credits(chunk)
-            .context(|| format!("supplying union credits (call {})", payment.calls))?;
+            .context(|| format!("call {}", payment.calls))?;
         payment.max_call_ms = payment.max_call_ms.max(call.elapsed().as_secs_f64() * 1e3);
         payment.calls += 1;
         payment.credits_spent += chunk.saturating_sub(leftover);
-        let next = debt(union)?;
+        let next = union.union_debt()?;
         check_debt_step(remaining, next, leftover, &mut payment)?;
         remaining = next;
         progress.update(start_debt - remaining.min(start_debt), 1);
@@ -388,6 +393,19 @@ mod tests {
         assert_eq!(distinct_ids(&[0..100, 10..20, 50..150]), 150);
         assert_eq!(distinct_ids(&[5..5, 3..4]), 1);
         assert_eq!(spanning_ids(&[]), 0..0);
+    }
+
+    #[test]
+    fn problems_name_mismatches_and_debt_increases() {
+        assert!(problems(&UnionRecord::default()).is_none());
+        let report = UnionRecord {
+            lookup_mismatches: 3,
+            union_debt_increases: 1,
+            ..UnionRecord::default()
+        };
+        let problems = problems(&report).unwrap();
+        assert!(problems.contains("3 lookups"), "{problems}");
+        assert!(problems.contains("increased after 1"), "{problems}");
     }
 
     #[test]

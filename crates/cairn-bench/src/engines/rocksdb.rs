@@ -40,7 +40,7 @@ use rocksdb::{
     WaitForCompactOptions, WriteBatch, WriteOptions, DB, DEFAULT_COLUMN_FAMILY_NAME,
 };
 
-use crate::engine::{Engine, EngineOptions, Key, Reader, Value};
+use crate::engines::{Engine, EngineOptions, Key, Reader, Value};
 use crate::failure::{Context, Failure};
 
 /// The block cache's bytes.
@@ -144,7 +144,7 @@ fn values(
 
 /// Turns a stored value into a [`Value`], failing on a wrong length.
 fn value(stored: Option<DBPinnableSlice<'_>>) -> Result<Option<Value>, Failure> {
-    crate::engine::value_from(stored.as_deref())
+    crate::engines::value_from(stored.as_deref())
 }
 
 impl Engine for RocksEngine {
@@ -228,7 +228,7 @@ impl Reader for RocksReader<'_> {
 
 #[cfg(test)]
 mod tests {
-    use crate::engine::{conformance, EngineKind};
+    use crate::engines::{conformance, EngineKind};
 
     #[test]
     fn conforms() {

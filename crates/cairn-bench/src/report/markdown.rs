@@ -1,0 +1,347 @@
+//! `README.md` of a `report` directory: the title, how the records were produced, the results
+//! and setup tables, the charts and where Cairn stands against the disk and its peers.
+//!
+//! Owns: the Markdown text. Must never touch: files (the caller writes the text).
+
+use crate::record::{RunRecord, SetupRecord, SuiteRecord, SETUP, SUITE};
+use crate::report::format::{limit_text, mib_text, ms, thousands, GIB};
+use crate::report::{distinct, Report, Row, CAIRN, SERIAL};
+
+impl Report {
+    /// The whole of README.md.
+    pub(super) fn markdown(&self) -> String {
+        let sections = [
+            self.title(),
+            self.warnings(),
+            self.provenance(),
+            self.run_table(),
+            self.setup_table(),
+            charts(),
+            self.standing(),
+        ];
+        let sections: Vec<String> = sections.into_iter().filter(|s| !s.is_empty()).collect();
+        sections.join("\n")
+    }
+
+    /// The title line.
+    fn title(&self) -> String {
+        let date = match &self.suite {
+            Some(suite) => format!(", {}", suite.date),
+            None => String::new(),
+        };
+        format!("# UTxO benchmark, {} entries{date}\n", self.entries_text())
+    }
+
+    /// A warning when a checked run found wrong lookups.
+    fn warnings(&self) -> String {
+        let bad = self.rows.iter().filter(|r| r.run.mismatches > 0).count();
+        if bad == 0 {
+            return String::new();
+        }
+        format!("**Warning:** {bad} of the runs below returned wrong lookup results.\n")
+    }
+
+    /// "How it was produced".
+    fn provenance(&self) -> String {
+        let body = match &self.suite {
+            Some(suite) => suite_provenance(suite, self.suites),
+            None => self.separate_provenance(),
+        };
+        format!("## How it was produced\n\n{body}")
+    }
+
+    /// Provenance without `suite.json`.
+    fn separate_provenance(&self) -> String {
+        let runs = || self.rows.iter().map(|r| &r.run);
+        let limits = distinct(runs().map(|run| {
+            let own = run.own_cgroup.as_ref();
+            let reason = own.and_then(|c| c.memory_unlimited_reason.as_deref());
+            (run.memory_limit_bytes, reason)
+        }));
+        let limits: Vec<_> = limits
+            .into_iter()
+            .map(|(limit, reason)| match reason {
+                Some(reason) => format!("{} ({})", limit_text(limit), md_cell(reason)),
+                None => limit_text(limit),
+            })
+            .collect();
+        let fio = distinct(runs().map(|run| fio_text(run.fio_qd1_iops, run.fio_qd32_iops)));
+        let lines = [
+            "These records come from separate invocations (there is no `utxo-suite` record), \
+             so there is no single command, commit, machine description or date; each run's own \
+             memory limit and fio baseline are used."
+                .to_string(),
+            String::new(),
+            format!("- Memory limit: {}.", limits.join("; ")),
+            "- Page cache: not recorded whether it was dropped before each run.".to_string(),
+            format!("- fio 4 KiB random reads: {}.", fio.join("; ")),
+        ];
+        lines.join("\n") + "\n"
+    }
+
+    /// The main table: one row per engine and mode.
+    fn run_table(&self) -> String {
+        let mut lines = vec![
+            "## Results\n".to_string(),
+            "| engine | mode | ops/s | Cairn / engine | ops / fio qd32 IOPS | p50 ms | p99 ms \
+             | p99.9 ms | max ms | peak RSS MiB | cgroup peak MiB | read B/op | written B/op \
+             | check |"
+                .to_string(),
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|".to_string(),
+        ];
+        lines.extend(self.rows.iter().map(|row| self.run_line(row)));
+        lines.push(String::new());
+        lines.push(TABLE_NOTES.to_string());
+        lines.join("\n")
+    }
+
+    /// One line of the main table.
+    fn run_line(&self, row: &Row) -> String {
+        let run = &row.run;
+        let mode = match row.repeats {
+            1 => run.mode.clone(),
+            n => format!("{} (median of {n} runs)", run.mode),
+        };
+        let ops = run.ops_per_sec * run.seconds;
+        let cells = [
+            md_cell(&run.engine),
+            md_cell(&mode),
+            thousands(run.ops_per_sec),
+            or_dash(self.cairn_ratio(run), |r| format!("{r:.1}x")),
+            or_dash(self.qd32(run), |iops| {
+                format!("{:.2}", run.ops_per_sec / iops)
+            }),
+            ms(run.p50_batch_ms),
+            ms(run.p99_batch_ms),
+            ms(run.p999_batch_ms),
+            ms(run.max_batch_ms),
+            or_dash(run.peak_rss_bytes, mib_text),
+            or_dash(run.cgroup_peak_bytes(), mib_text),
+            or_dash(per_op(run.bytes_read, ops), per_op_text),
+            or_dash(per_op(run.bytes_written, ops), per_op_text),
+            check_text(run),
+        ];
+        format!("| {} |", cells.join(" | "))
+    }
+
+    /// The setup table.
+    fn setup_table(&self) -> String {
+        if self.setups.is_empty() {
+            return format!("## Setup\n\nNo `{SETUP}` records in this directory.\n");
+        }
+        let mut lines = vec![
+            "## Setup\n".to_string(),
+            "| engine | settings | entries | setup s | entries/s | peak RSS MiB |".to_string(),
+            "|---|---|--:|--:|--:|--:|".to_string(),
+        ];
+        lines.extend(self.setups.iter().map(setup_line));
+        lines.join("\n") + "\n"
+    }
+
+    /// "Where Cairn stands", computed from the serial runs.
+    fn standing(&self) -> String {
+        let text = match self.row(CAIRN, SERIAL) {
+            None => "There is no Cairn serial run in this directory to place.".to_string(),
+            Some(cairn) => format!(
+                "{} {}",
+                self.fio_sentence(&cairn.run),
+                self.peer_sentence(cairn.run.ops_per_sec)
+            ),
+        };
+        format!("## Where Cairn stands\n\n{text}\n")
+    }
+
+    /// Cairn's serial ops/s against the disk and lsm-tree's published ratio.
+    fn fio_sentence(&self, cairn: &RunRecord) -> String {
+        let ops = thousands(cairn.ops_per_sec);
+        let Some(qd32) = self.qd32(cairn) else {
+            return format!(
+                "Cairn's serial run did {ops} ops/s. No fio baseline was recorded, so it cannot \
+                 be set against lsm-tree's published serial ratio of 0.25 to 0.33 of fio IOPS."
+            );
+        };
+        // Judged as printed, to two decimals.
+        let ratio = (cairn.ops_per_sec / qd32 * 100.0).round() / 100.0;
+        let verdict = if ratio < 0.25 {
+            "below"
+        } else if ratio <= 0.33 {
+            "within"
+        } else {
+            "above"
+        };
+        format!(
+            "Cairn's serial run did {ops} ops/s, {ratio:.2} of the disk's {} fio qd32 IOPS; \
+             lsm-tree publishes a serial ratio of 0.25 to 0.33 of fio IOPS, so Cairn is \
+             {verdict} that range.",
+            thousands(qd32)
+        )
+    }
+
+    /// The lowest and highest Cairn / peer ratios in serial mode.
+    fn peer_sentence(&self, cairn_ops: f64) -> String {
+        let mut ratios: Vec<(f64, &str)> = self
+            .rows
+            .iter()
+            .map(|row| &row.run)
+            .filter(|run| run.mode == SERIAL && run.engine != CAIRN && run.ops_per_sec > 0.0)
+            .map(|run| (cairn_ops / run.ops_per_sec, run.engine.as_str()))
+            .collect();
+        ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
+        match ratios.as_slice() {
+            [] => "No peer engine ran in serial mode.".to_string(),
+            [(ratio, engine)] => {
+                format!("In serial mode Cairn did {ratio:.1}x the ops/s of {engine}.")
+            }
+            [(low, low_engine), .., (high, high_engine)] => format!(
+                "In serial mode Cairn did between {low:.1}x (against {low_engine}) and \
+                 {high:.1}x (against {high_engine}) the ops/s of its peers."
+            ),
+        }
+    }
+}
+
+/// What the main table's columns mean.
+const TABLE_NOTES: &str = "ops/s counts lookups, inserts and deletes. Cairn / engine is \
+Cairn's ops/s over the engine's in the same mode. ops / fio qd32 IOPS divides ops/s by the \
+disk's 4 KiB random-read IOPS at queue depth 32. Batch latencies are in milliseconds. B/op is \
+the bytes the process read or wrote during the run divided by the operations of the run. \
+When an engine and mode ran several times, the run with the median ops/s is shown.\n";
+
+/// Provenance from `suite.json`.
+fn suite_provenance(suite: &SuiteRecord, suites: usize) -> String {
+    let machine = &suite.machine;
+    let fence = if suite.command.contains("```") {
+        "~~~~"
+    } else {
+        "```"
+    };
+    let known = |text: &Option<String>| md_cell(text.as_deref().unwrap_or("unknown"));
+    let memory = or_unknown(machine.mem_total_bytes, |b| {
+        format!("{:.1}", b as f64 / GIB)
+    });
+    let mut lines = vec![
+        format!(
+            "- Machine: {}, {} cores, {memory} GiB memory, kernel {}.",
+            known(&machine.cpu),
+            machine.cores,
+            known(&machine.kernel)
+        ),
+        format!("- Commit: `{}`.", known(&suite.commit)),
+        format!(
+            "- Workload: {} entries, {} batches per run.",
+            thousands(suite.entries as f64),
+            thousands(suite.batches as f64)
+        ),
+        format!("- Memory limit: {}.", limit_and_cgroup(suite)),
+        format!(
+            "- Page cache: {}.",
+            page_cache_text(suite.page_cache_dropped)
+        ),
+        format!(
+            "- fio 4 KiB random reads: {}.",
+            fio_text(suite.fio_qd1_iops, suite.fio_qd32_iops)
+        ),
+        String::new(),
+        "The command:".to_string(),
+        String::new(),
+        format!("{fence}sh\n{}\n{fence}", suite.command),
+    ];
+    if suites > 1 {
+        lines.push(String::new());
+        lines.push(format!(
+            "The directory holds {suites} `{SUITE}` records; this one is the latest ({}).",
+            suite.date
+        ));
+    }
+    lines.join("\n") + "\n"
+}
+
+/// `f(value)` or "unknown".
+fn or_unknown<T>(value: Option<T>, f: impl FnOnce(T) -> String) -> String {
+    value.map_or_else(|| "unknown".to_string(), f)
+}
+
+/// The memory limit and the cgroup version, in words.
+fn limit_and_cgroup(suite: &SuiteRecord) -> String {
+    let cgroup = match (&suite.cgroup, &suite.memory_unlimited_reason) {
+        (Some(version), _) => format!("cgroup {version}"),
+        (None, Some(reason)) => md_cell(reason),
+        (None, None) => "no cgroup support on this machine".to_string(),
+    };
+    format!("{} ({cgroup})", limit_text(suite.memory_limit_bytes))
+}
+
+/// Whether the page cache was dropped, in words.
+fn page_cache_text(dropped: bool) -> &'static str {
+    if dropped {
+        "dropped before each run"
+    } else {
+        "**could not be dropped** before the runs, so they may have read from a warm cache"
+    }
+}
+
+/// The fio baseline in words.
+fn fio_text(qd1: Option<f64>, qd32: Option<f64>) -> String {
+    match (qd1, qd32) {
+        (None, None) => "not measured".to_string(),
+        _ => format!(
+            "{} IOPS at queue depth 1, {} IOPS at queue depth 32",
+            or_dash(qd1, thousands),
+            or_dash(qd32, thousands)
+        ),
+    }
+}
+
+/// One line of the setup table.
+fn setup_line(setup: &SetupRecord) -> String {
+    let cells = [
+        md_cell(&setup.engine),
+        md_cell(&setup.settings),
+        thousands(setup.entries as f64),
+        format!("{:.1}", setup.setup_seconds),
+        thousands(setup.setup_entries_per_sec),
+        or_dash(setup.peak_rss_bytes, mib_text),
+    ];
+    format!("| {} |", cells.join(" | "))
+}
+
+/// The chart images.
+fn charts() -> String {
+    "## Charts\n\n![ops/s](ops.svg)\n\n![batch latency](latency.svg)\n\n![memory](memory.svg)\n"
+        .to_string()
+}
+
+/// The check result of a run.
+fn check_text(run: &RunRecord) -> String {
+    match (run.checked, run.mismatches) {
+        (false, _) => "not checked".to_string(),
+        (true, 1) => "1 mismatch".to_string(),
+        (true, n) => format!("{n} mismatches"),
+    }
+}
+
+/// `bytes / ops`, when both are known.
+fn per_op(bytes: Option<u64>, ops: f64) -> Option<f64> {
+    bytes.filter(|_| ops > 0.0).map(|b| b as f64 / ops)
+}
+
+/// Bytes per operation: one decimal below 100.
+fn per_op_text(bytes: f64) -> String {
+    if bytes >= 100.0 {
+        thousands(bytes)
+    } else {
+        format!("{bytes:.1}")
+    }
+}
+
+/// A table cell: pipes escaped, no line breaks, no HTML.
+fn md_cell(text: &str) -> String {
+    text.replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace(['\n', '\r'], " ")
+}
+
+/// `f(value)` or an em dash.
+fn or_dash<T>(value: Option<T>, f: impl FnOnce(T) -> String) -> String {
+    value.map_or_else(|| "—".to_string(), f)
+}

@@ -1,0 +1,131 @@
+//! Everything the benchmark reads from (or writes to) `/proc`: the process's peak resident set
+//! and I/O counters, its cgroups, the machine's CPU, memory and kernel, and the page cache drop.
+//!
+//! Owns: the parsing of `/proc` files, each read in one function below. Every reader returns
+//! `None` where the file or the field is missing (not Linux, a restricted container), so callers
+//! record an unknown rather than fail. Must never touch: anything outside `/proc`.
+
+use std::process::Command;
+
+/// The process's peak resident set size (`VmHWM` in `/proc/self/status`), in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    kib_field(&read("/proc/self/status")?, "VmHWM:")
+}
+
+/// The machine's memory (`MemTotal` in `/proc/meminfo`), in bytes.
+pub fn mem_total_bytes() -> Option<u64> {
+    kib_field(&read("/proc/meminfo")?, "MemTotal:")
+}
+
+/// The `model name` of the first CPU in `/proc/cpuinfo`.
+pub fn cpu_model() -> Option<String> {
+    let cpuinfo = read("/proc/cpuinfo")?;
+    cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
+        .map(|(_, name)| name.trim().to_string())
+}
+
+/// The kernel release (`/proc/sys/kernel/osrelease`).
+pub fn kernel_release() -> Option<String> {
+    Some(read("/proc/sys/kernel/osrelease")?.trim().to_string())
+}
+
+/// The text of `/proc/self/cgroup`: one `id:controllers:path` line per hierarchy.
+pub fn self_cgroup() -> Option<String> {
+    read("/proc/self/cgroup")
+}
+
+/// Bytes the process has read from and written to storage (`/proc/self/io`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoCounters {
+    /// `read_bytes`.
+    pub read_bytes: u64,
+    /// `write_bytes`.
+    pub write_bytes: u64,
+}
+
+impl IoCounters {
+    /// The counters now.
+    pub fn now() -> Option<IoCounters> {
+        parse_io(&read("/proc/self/io")?)
+    }
+
+    /// The bytes moved since `before`, when both readings exist.
+    pub fn since(now: Option<IoCounters>, before: Option<IoCounters>) -> Option<IoCounters> {
+        let (now, before) = (now?, before?);
+        Some(IoCounters {
+            read_bytes: now.read_bytes.saturating_sub(before.read_bytes),
+            write_bytes: now.write_bytes.saturating_sub(before.write_bytes),
+        })
+    }
+}
+
+/// Writes dirty pages back and drops the page cache (`/proc/sys/vm/drop_caches`; needs root).
+/// Returns whether it worked.
+pub fn drop_page_cache() -> bool {
+    let synced = Command::new("sync").status().is_ok_and(|s| s.success());
+    synced && std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
+}
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+/// The value of a `Name:   123 kB` line, in bytes.
+fn kib_field(text: &str, name: &str) -> Option<u64> {
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(name))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// The `read_bytes:` and `write_bytes:` lines of `/proc/self/io`.
+fn parse_io(text: &str) -> Option<IoCounters> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+    };
+    Some(IoCounters {
+        read_bytes: field("read_bytes:")?,
+        write_bytes: field("write_bytes:")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_kib_fields_and_io_counters() {
+        let status = "Name:\tcairn-bench\nVmPeak:\t  9000 kB\nVmHWM:\t    1234 kB\n";
+        assert_eq!(kib_field(status, "VmHWM:"), Some(1234 * 1024));
+        assert_eq!(kib_field(status, "VmRSS:"), None);
+        assert_eq!(kib_field("MemTotal: 12 MB\n", "MemTotal:"), None);
+        let io = "rchar: 1\nwchar: 2\nread_bytes: 4096\nwrite_bytes: 8192\n";
+        let counters = parse_io(io).unwrap();
+        assert_eq!((counters.read_bytes, counters.write_bytes), (4096, 8192));
+        assert_eq!(parse_io("read_bytes: 1\n"), None);
+        let later = IoCounters {
+            read_bytes: 5000,
+            write_bytes: 8192,
+        };
+        let moved = IoCounters::since(Some(later), Some(counters)).unwrap();
+        assert_eq!((moved.read_bytes, moved.write_bytes), (904, 0));
+        assert_eq!(IoCounters::since(None, Some(counters)), None);
+    }
+
+    #[test]
+    fn reads_this_process_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(peak_rss_bytes().unwrap() > 0);
+            assert!(mem_total_bytes().unwrap() > 0);
+            assert!(self_cgroup().is_some());
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! `cairn-bench utxo run`: lsm-tree's UTxO benchmark (P1) on any engine behind the
+//! [`Engine`](crate::engines::Engine) interface, on the table `utxo setup` built.
+//!
+//! Owns: the run state of a peer's table (`<db>/<engine>/run-state.json`), the run modes and
+//! their report, and `--memory-limit` (the run started again in a cgroup of its own). May call:
+//! the engine only through the [`Driver`], never an engine's own API.
+//!
+//! `run` opens the table again and executes `batches` batches: 256 lookups of live ids chosen
+//! uniformly, then one update of 256 inserts of fresh ids and 256 deletes of distinct live ids.
+//! Cairn starts every run from its setup snapshot. A peer has no cheap snapshot, so its runs
+//! change its table in place, one after the other: `<db>/<engine>/run-state.json` lists the runs
+//! applied so far, and the next run replays their choices on the model (no engine calls) before
+//! its own batches, so its lookups and checks see exactly the table's contents. A run that did
+//! not finish marks the state unknown, and later runs refuse the table until `setup` builds it
+//! again. (Copying a 100M-entry table for every run would need twice its disk space; 10,000
+//! batches change 2.5% of it.) The modes ([`Driver`]):
+//!
+//! - `serial`: lookups, then updates, batch after batch.
+//! - `pipelined`: two threads. While batch n's updates are applied, the lookups of batch n+1 run
+//!   on a read view taken before them ([`Engine::reader`](crate::engines::Engine::reader): a Cairn duplicate, a snapshot or read
+//!   transaction elsewhere), and their results are corrected with batch n's inserts and deletes,
+//!   as in lsm-tree's pipelined benchmark.
+//! - `lookup-only`: only the lookups.
+//!
+//! With `--check` every (corrected) lookup result is compared with the model: each looked-up
+//! id is live, so the result must be exactly its value.
+//!
+//! With `--memory-limit`, `run` starts itself again in a memory cgroup of its own with that
+//! limit (page cache included; see [`crate::sys::cgroup`]) and adds the cgroup's peak usage to the
+//! record as `cgroup_peak_bytes`; when no limit can be set, the run goes on unlimited and the
+//! record says why (`memory_unlimited_reason`).
+//!
+//! Reported: ops/s (lookups + inserts + deletes per second of the run), batch latency
+//! percentiles (the engine time of a batch; in pipelined mode the wall time of the overlapped
+//! step), peak RSS, bytes read and written by the process (`/proc/self/io`), the memory limit
+//! of the process's cgroup, and with `--fio-baseline` the disk's queue-depth-1 and -32 IOPS
+//! measured in the same invocation and the ratio of ops/s to the qd32 IOPS.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{RunArgs, RunMode};
+use crate::engines::EngineKind;
+use crate::failure::Failure;
+use crate::record::{read_json, write_json, CgroupRecord, RunRecord, RUN};
+use crate::report::format::rss_mib;
+use crate::report::terminal;
+use crate::stats::percentiles;
+use crate::sys::cgroup;
+use crate::sys::fio;
+use crate::sys::proc::{peak_rss_bytes, IoCounters};
+use crate::utxo::driver::{Driver, BATCH_SIZE};
+use crate::utxo::setup::{engine_dir, engine_options, read_state, table_dir};
+
+/// The runs applied in place to a peer's table since its setup (see the module doc).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RunState {
+    /// A run started and did not record its end: the table's contents are unknown.
+    pub in_progress: bool,
+    /// The runs applied, in order.
+    history: Vec<Applied>,
+}
+
+/// One run applied to a table.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+struct Applied {
+    /// Whether its batches updated the table (serial, pipelined) or only looked up.
+    with_updates: bool,
+    /// Batches run.
+    batches: u64,
+}
+
+const RUN_STATE: &str = "run-state.json";
+
+impl RunState {
+    /// The state of the engine directory `dir` (no runs when it has no state file).
+    pub fn load(dir: &Path) -> Result<RunState, Failure> {
+        let path = dir.join(RUN_STATE);
+        if path.exists() {
+            read_json(&path)
+        } else {
+            Ok(RunState::default())
+        }
+    }
+
+    fn save(&self, dir: &Path) -> Result<(), Failure> {
+        write_json(self, &dir.join(RUN_STATE))
+    }
+}
+
+/// `utxo run`.
+pub fn run(args: &RunArgs) -> Result<(), Failure> {
+    if let Some(limit) = args.memory_limit {
+        if !cgroup::in_child() {
+            let argv: Vec<String> = std::env::args().skip(1).collect();
+            return run_limited(&argv, limit, args.json.as_deref());
+        }
+    }
+    let dir = engine_dir(&args.db, args.engine.name());
+    let setup = read_state(&dir)?;
+    let fio = match &args.fio_baseline {
+        Some(script) => Some(fio::measure(script, &dir)?),
+        None => None,
+    };
+    let opts = engine_options(&args.engine_args, setup.seed);
+    // Cairn starts from its setup snapshot; a peer's runs change its table in place.
+    let in_place = args.engine != EngineKind::Cairn;
+    let mut state = if in_place {
+        RunState::load(&dir)?
+    } else {
+        RunState::default()
+    };
+    if state.in_progress {
+        return Err(Failure(format!(
+            "an earlier run of {} did not finish, so its table's contents are unknown: run \
+             `utxo setup` again",
+            args.engine.name()
+        )));
+    }
+    if in_place {
+        state.in_progress = true;
+        state.save(&dir)?;
+    }
+    let engine = args.engine.open(&table_dir(&dir), false, &opts)?;
+    let mut driver = Driver::new(&*engine, setup.entries, setup.seed, args.check);
+    for applied in &state.history {
+        driver.replay(applied.batches, applied.with_updates);
+    }
+    let io_before = IoCounters::now();
+    let timing = match args.mode {
+        RunMode::Serial => driver.serial("serial", args.batches, true)?,
+        RunMode::LookupOnly => driver.serial("lookup-only", args.batches, false)?,
+        RunMode::Pipelined => driver.pipelined(args.batches)?,
+    };
+    let seconds = timing.seconds;
+    let io = IoCounters::since(IoCounters::now(), io_before);
+    let ops_per_batch = match args.mode {
+        RunMode::LookupOnly => BATCH_SIZE,
+        _ => 3 * BATCH_SIZE,
+    } as f64;
+    let ops_per_sec = ops_per_batch * args.batches as f64 / seconds.max(1e-9);
+    let p = percentiles(&timing.batch_ms);
+    let report = RunRecord {
+        benchmark: RUN.to_string(),
+        engine: setup.engine,
+        settings: engine.settings(),
+        mode: args.mode.name().to_string(),
+        entries: setup.entries,
+        batches: args.batches,
+        checked: args.check,
+        mismatches: driver.mismatches(),
+        ops_per_sec,
+        seconds,
+        p50_batch_ms: p.p50,
+        p99_batch_ms: p.p99,
+        p999_batch_ms: p.p999,
+        max_batch_ms: p.max,
+        peak_rss_bytes: peak_rss_bytes(),
+        bytes_read: io.map(|io| io.read_bytes),
+        bytes_written: io.map(|io| io.write_bytes),
+        memory_limit_bytes: cgroup::Hierarchy::of_this_process().own_limit(),
+        fio_qd1_iops: fio.and_then(|f| f.qd1_iops),
+        fio_qd32_iops: fio.map(|f| f.qd32_iops),
+        ops_per_qd32_iops: fio.map(|f| ops_per_sec / f.qd32_iops),
+        own_cgroup: None,
+    };
+    drop(driver);
+    drop(engine);
+    if in_place {
+        state.history.push(Applied {
+            with_updates: args.mode != RunMode::LookupOnly,
+            batches: args.batches,
+        });
+        state.in_progress = false;
+        state.save(&dir)?;
+    }
+    print!("{}", terminal::run(&report));
+    if let Some(path) = &args.json {
+        write_json(&report, path)?;
+    }
+    if report.mismatches > 0 {
+        return Err(Failure(format!(
+            "{} lookups did not return the expected value",
+            report.mismatches
+        )));
+    }
+    Ok(())
+}
+
+/// Runs `utxo run` with `argv` again in a memory cgroup limited to `limit` bytes, then adds the
+/// cgroup's peak usage to the JSON record at `json`.
+pub fn run_limited(argv: &[String], limit: u64, json: Option<&Path>) -> Result<(), Failure> {
+    let memory = cgroup::run_child(argv, limit)?;
+    println!(
+        "cgroup peak MiB (resident + page cache): {}",
+        rss_mib(memory.peak_bytes)
+    );
+    if let Some(path) = json {
+        add_cgroup_fields(path, &memory)?;
+    }
+    Ok(())
+}
+
+/// Adds what the parent saw of the child's cgroup to the run record at `path`.
+pub fn add_cgroup_fields(path: &Path, memory: &cgroup::ChildMemory) -> Result<(), Failure> {
+    let mut record: RunRecord = read_json(path)?;
+    record.own_cgroup = Some(CgroupRecord {
+        cgroup_peak_bytes: memory.peak_bytes,
+        version: memory.version.map(|v| v.name().to_string()),
+        memory_unlimited_reason: memory.unlimited_reason.clone(),
+    });
+    write_json(&record, path)
+}

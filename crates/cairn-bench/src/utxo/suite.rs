@@ -1,0 +1,170 @@
+//! `cairn-bench utxo suite`: the side-by-side comparison of P1 and P4 in one invocation. For each
+//! engine in turn: `utxo setup` (unless an equal setup is reused), then `utxo run` in each mode,
+//! each run a child process in a memory cgroup of its own with the same limit (page cache
+//! included) and with the page cache dropped before it; then `suite.json` and the report.
+//!
+//! Owns: the order of the steps, the contents of `suite.json` ([`SuiteRecord`]: machine, commit,
+//! command, memory limit, fio baseline) and the records directory. Must never touch: an engine (every step is a child `cairn-bench`
+//! process, so each engine's memory is its own), or the report's layout ([`crate::report`]).
+//!
+//! The fio baseline is measured once, on `--db`, before the first run; the report divides every
+//! run's ops/s by it.
+
+use std::path::Path;
+
+use crate::cli::{EngineArgs, RunMode, SuiteArgs};
+use crate::engines::EngineKind;
+use crate::failure::{Context, Failure};
+use crate::record::{write_json, SuiteRecord, SUITE};
+use crate::sys;
+use crate::sys::cgroup;
+use crate::sys::fio;
+use crate::utxo::run::add_cgroup_fields;
+use crate::utxo::setup::{reusable_setup, SETUP_REPORT};
+
+/// `utxo suite`.
+pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
+    let engines = if args.engines.is_empty() {
+        EngineKind::all()
+            .into_iter()
+            .filter(|e| e.available())
+            .collect()
+    } else {
+        args.engines.clone()
+    };
+    for engine in &engines {
+        engine.require_available()?;
+    }
+    let modes = if args.modes.is_empty() {
+        vec![RunMode::Serial, RunMode::Pipelined, RunMode::LookupOnly]
+    } else {
+        args.modes.clone()
+    };
+    std::fs::create_dir_all(&args.out).context(|| format!("creating {}", args.out.display()))?;
+    std::fs::create_dir_all(&args.db).context(|| format!("creating {}", args.db.display()))?;
+    let mut record = SuiteRecord {
+        benchmark: SUITE.to_string(),
+        date: sys::now_rfc3339(),
+        commit: sys::git_commit(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: sys::machine(),
+        entries: args.entries,
+        batches: args.batches,
+        memory_limit_bytes: None,
+        cgroup: None,
+        memory_unlimited_reason: None,
+        page_cache_dropped: true,
+        fio_qd1_iops: None,
+        fio_qd32_iops: None,
+        engines: engines.iter().map(|e| e.name().to_string()).collect(),
+        modes: modes.iter().map(|m| m.name().to_string()).collect(),
+    };
+    if let Some(script) = &args.fio_baseline {
+        let baseline = fio::measure(script, &args.db)?;
+        (record.fio_qd1_iops, record.fio_qd32_iops) = (baseline.qd1_iops, Some(baseline.qd32_iops));
+    }
+    for &engine in &engines {
+        setup(args, engine)?;
+        for &mode in &modes {
+            if args.keep_page_cache {
+                record.page_cache_dropped = false;
+            } else if !sys::proc::drop_page_cache() {
+                record.page_cache_dropped = false;
+                eprintln!("cairn-bench: could not drop the page cache (needs root)");
+            }
+            let json = args
+                .out
+                .join(format!("run-{}-{}.json", engine.name(), mode.name()));
+            eprintln!("== {} {} ==", engine.name(), mode.name());
+            let memory =
+                cgroup::run_child(&run_argv(args, engine, mode, &json), args.memory_limit)?;
+            add_cgroup_fields(&json, &memory)?;
+            record.memory_limit_bytes = memory.limit_bytes;
+            record.cgroup = memory.version.map(|v| v.name().to_string());
+            record.memory_unlimited_reason = memory.unlimited_reason;
+        }
+        if args.remove_after {
+            let dir = args.db.join(engine.name());
+            std::fs::remove_dir_all(&dir).context(|| format!("removing {}", dir.display()))?;
+        }
+    }
+    write_json(&record, &args.out.join("suite.json"))?;
+    let report = crate::report::write_report(&args.out)?;
+    eprintln!("report: {}", report.display());
+    Ok(())
+}
+
+/// Builds `engine`'s table with a `utxo setup` child (no memory limit: the setup is not part of
+/// the measurement), or keeps an equal one with `--reuse-setup`; copies its record to `--out`.
+fn setup(args: &SuiteArgs, engine: EngineKind) -> Result<(), Failure> {
+    let dir = args.db.join(engine.name());
+    let out = args.out.join(format!("setup-{}.json", engine.name()));
+    if args.reuse_setup && reusable_setup(&dir, args.entries, args.seed) {
+        eprintln!(
+            "== {}: reusing the setup in {} ==",
+            engine.name(),
+            dir.display()
+        );
+        let kept = dir.join(SETUP_REPORT);
+        if kept.exists() {
+            std::fs::copy(&kept, &out).context(|| format!("copying {}", kept.display()))?;
+        }
+        return Ok(());
+    }
+    eprintln!("== {} setup ==", engine.name());
+    let mut argv = vec![
+        "utxo".to_string(),
+        "setup".into(),
+        "--engine".into(),
+        engine.name().into(),
+        "--db".into(),
+        path_arg(&args.db),
+        "--entries".into(),
+        args.entries.to_string(),
+        "--seed".into(),
+        args.seed.to_string(),
+        "--json".into(),
+        path_arg(&out),
+    ];
+    argv.extend(engine_argv(&args.engine_args));
+    cgroup::run_self(&argv, None)
+}
+
+fn run_argv(args: &SuiteArgs, engine: EngineKind, mode: RunMode, json: &Path) -> Vec<String> {
+    let mut argv = vec![
+        "utxo".to_string(),
+        "run".into(),
+        "--engine".into(),
+        engine.name().into(),
+        "--db".into(),
+        path_arg(&args.db),
+        "--mode".into(),
+        mode.name().into(), // clap's value names are the report names
+        "--batches".into(),
+        args.batches.to_string(),
+        "--json".into(),
+        path_arg(json),
+    ];
+    if args.check {
+        argv.push("--check".into());
+    }
+    argv.extend(engine_argv(&args.engine_args));
+    argv
+}
+
+fn engine_argv(args: &EngineArgs) -> Vec<String> {
+    let mut argv = vec![
+        "--write-buffer".to_string(),
+        args.write_buffer.to_string(),
+        "--merge-batch-size".into(),
+        args.merge_batch_size.to_string(),
+    ];
+    if args.cached {
+        argv.push("--cached".into());
+    }
+    argv
+}
+
+fn path_arg(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
