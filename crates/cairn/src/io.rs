@@ -2,7 +2,8 @@
 //!
 //! Owns: [`BlockIo`] (the per-session read engine, with an io_uring backend on Linux and a serial
 //! `pread` fallback), [`AlignedBuf`] (heap memory aligned for `O_DIRECT`), [`ReadRequest`] and
-//! [`ReadBatch`] (one aligned arena holding every read of a batch, in request order).
+//! [`ReadBatch`] (one aligned arena holding every read of a batch, in request order, reusable
+//! from batch to batch).
 //!
 //! May call: [`crate::fs::ReadableFile`] (`read_exact_at`, `is_direct`, `raw_fd`), `libc::pread`,
 //! the `io-uring` crate, and `std`. Must never touch: engine structures (runs, pages, caches) or
@@ -12,8 +13,9 @@
 //! # Cost (hot path: a batched lookup)
 //!
 //! A 256-key lookup batch touches about 256 pages of 4 KiB, 1 MiB in all. With io_uring that is
-//! one arena allocation (1 MiB, `calloc`-backed, so zeroing is mostly free fresh pages), 256 SQEs
-//! of 64 B written to a shared ring, and **one** `io_uring_enter` for the whole wave, plus one more
+//! one arena taken from the engine's pool (no allocation once a batch of that size has run:
+//! arenas of up to 4 MiB are kept, at most one per concurrent caller), 256 SQEs of 64 B written
+//! to a shared ring, and **one** `io_uring_enter` for the whole wave, plus one more
 //! per wakeup while completions trickle in (with `O_DIRECT` on an NVMe drive the 256 reads are
 //! serviced in parallel: about one device latency, ~80-100 us, instead of 256 of them). The `pread`
 //! backend makes 256 syscalls and waits for each read in turn (256 device latencies when the pages
@@ -226,13 +228,31 @@ struct Slot {
 }
 
 /// The results of a batch: one aligned arena holding every read, in request order.
+///
+/// A batch can be refilled with [`BlockIo::read_batch_into`], which reuses its arena when it is
+/// large enough: a caller that reads in waves allocates once.
 #[derive(Debug)]
 pub struct ReadBatch {
     arena: AlignedBuf,
     slots: Vec<Slot>,
 }
 
+impl Default for ReadBatch {
+    fn default() -> ReadBatch {
+        ReadBatch {
+            arena: AlignedBuf::zeroed(0),
+            slots: Vec::new(),
+        }
+    }
+}
+
 impl ReadBatch {
+    /// Bytes of the arena (at least the sum of the last batch's reads, each rounded up to
+    /// [`ALIGN_BYTES`]).
+    pub fn arena_bytes(&self) -> usize {
+        self.arena.len()
+    }
+
     /// Number of reads in the batch (equals the number of requests).
     pub fn len(&self) -> usize {
         self.slots.len()
@@ -365,9 +385,11 @@ fn validate(request: &ReadRequest) -> Result<()> {
     }
 }
 
-/// Lays out one aligned slot per request and allocates the arena.
-fn layout_arena(requests: &[ReadRequest]) -> Result<(AlignedBuf, Vec<Slot>)> {
-    let mut slots = Vec::with_capacity(requests.len());
+/// Lays out one aligned slot per request in `slots` (cleared first) and returns the arena size
+/// they need.
+fn layout_slots(requests: &[ReadRequest], slots: &mut Vec<Slot>) -> Result<usize> {
+    slots.clear();
+    slots.reserve(requests.len());
     let mut total = 0usize;
     for request in requests {
         validate(request)?;
@@ -388,7 +410,19 @@ fn layout_arena(requests: &[ReadRequest]) -> Result<(AlignedBuf, Vec<Slot>)> {
         });
         total = total.checked_add(padded).ok_or_else(too_large)?;
     }
-    let arena = AlignedBuf::try_zeroed(total).ok_or_else(|| {
+    Ok(total)
+}
+
+/// Makes `arena` at least `total` bytes long: a large enough arena is kept as it is (its stale
+/// bytes are overwritten by the reads), a smaller one is replaced by a zeroed one of exactly
+/// `total` bytes.
+fn ensure_arena(arena: &mut AlignedBuf, total: usize, requests: &[ReadRequest]) -> Result<()> {
+    if arena.len() >= total {
+        return Ok(());
+    }
+    // Free the old arena first, so that growing never holds both.
+    *arena = AlignedBuf::zeroed(0);
+    *arena = AlignedBuf::try_zeroed(total).ok_or_else(|| {
         let path = requests
             .first()
             .map(|r| r.file.path().to_path_buf())
@@ -402,7 +436,7 @@ fn layout_arena(requests: &[ReadRequest]) -> Result<(AlignedBuf, Vec<Slot>)> {
             ),
         )
     })?;
-    Ok((arena, slots))
+    Ok(())
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -684,6 +718,14 @@ pub enum IoBackendKind {
     Pread,
 }
 
+/// Largest arena a [`BlockIo`] keeps in its pool for a later batch: 4 MiB (1,024 pages).
+///
+/// A typical lookup batch (256 keys, about 256 pages, 1 MiB) then reuses a pooled arena instead
+/// of allocating and zeroing a new one on every call. Larger arenas (up to a lookup wave of
+/// 16 MiB, see `lookup`) serve their whole call and are freed when it ends, so the pool holds at
+/// most this much per caller that ever ran concurrently with others.
+const POOLED_ARENA_BYTES_MAX: usize = 4 << 20;
+
 /// The block I/O engine of a session. Send + Sync; many threads may call `read_batch`
 /// concurrently.
 pub struct BlockIo {
@@ -694,6 +736,9 @@ pub struct BlockIo {
     rings: Mutex<Vec<io_uring::IoUring>>,
     #[cfg(not(target_os = "linux"))]
     rings: Mutex<Vec<()>>,
+    /// Idle batches for [`BlockIo::take_batch`]: at most one per concurrent caller, each with an
+    /// arena of at most [`POOLED_ARENA_BYTES_MAX`].
+    batches: Mutex<Vec<ReadBatch>>,
 }
 
 impl fmt::Debug for BlockIo {
@@ -717,6 +762,7 @@ impl BlockIo {
         let pread = BlockIo {
             kind: IoBackendKind::Pread,
             rings: Mutex::new(Vec::new()),
+            batches: Mutex::new(Vec::new()),
         };
         match kind {
             IoBackendKind::Pread => Ok(pread),
@@ -731,6 +777,7 @@ impl BlockIo {
         Ok(BlockIo {
             kind: IoBackendKind::Uring,
             rings: Mutex::new(vec![ring]),
+            batches: Mutex::new(Vec::new()),
         })
     }
 
@@ -753,6 +800,26 @@ impl BlockIo {
         self.rings.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
+    /// A batch to read into with [`BlockIo::read_batch_into`]: an idle one from the pool (its
+    /// arena reused), or a new empty one. Give it back with [`BlockIo::recycle_batch`].
+    pub(crate) fn take_batch(&self) -> ReadBatch {
+        let pooled = self.batches.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        pooled.unwrap_or_default()
+    }
+
+    /// Returns a batch to the pool, unless its arena exceeds [`POOLED_ARENA_BYTES_MAX`] (then
+    /// it is freed).
+    pub(crate) fn recycle_batch(&self, mut batch: ReadBatch) {
+        if batch.arena.len() > POOLED_ARENA_BYTES_MAX {
+            return;
+        }
+        batch.slots.clear();
+        self.batches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(batch);
+    }
+
     /// Reads every request into one aligned arena (allocated once per batch), returning them in
     /// request order. All reads of the batch are submitted together (in waves of at most
     /// QUEUE_DEPTH_MAX); files without a raw fd (the in-memory file system) are read with
@@ -764,12 +831,29 @@ impl BlockIo {
     /// If a new ring cannot be created for this call (e.g. out of file descriptors), the batch is
     /// read with `pread` instead.
     pub fn read_batch(&self, requests: &[ReadRequest]) -> Result<ReadBatch> {
-        let (mut arena, slots) = layout_arena(requests)?;
-        match self.kind {
-            IoBackendKind::Uring => self.read_uring(requests, &slots, &mut arena)?,
-            _ => read_all_serial(requests, &slots, &mut arena)?,
+        let mut batch = ReadBatch::default();
+        self.read_batch_into(requests, &mut batch)?;
+        Ok(batch)
+    }
+
+    /// Like [`BlockIo::read_batch`], but reads into `batch`, whose arena is reused when it is
+    /// large enough (and replaced by a larger one otherwise). On error the batch is left empty
+    /// (no reads) but reusable.
+    pub fn read_batch_into(&self, requests: &[ReadRequest], batch: &mut ReadBatch) -> Result<()> {
+        let result = self.fill(requests, batch);
+        if result.is_err() {
+            batch.slots.clear();
         }
-        Ok(ReadBatch { arena, slots })
+        result
+    }
+
+    fn fill(&self, requests: &[ReadRequest], batch: &mut ReadBatch) -> Result<()> {
+        let total = layout_slots(requests, &mut batch.slots)?;
+        ensure_arena(&mut batch.arena, total, requests)?;
+        match self.kind {
+            IoBackendKind::Uring => self.read_uring(requests, &batch.slots, &mut batch.arena),
+            _ => read_all_serial(requests, &batch.slots, &mut batch.arena),
+        }
     }
 
     #[cfg(target_os = "linux")]
@@ -1229,6 +1313,48 @@ mod tests {
             }
             // At most one ring per concurrent caller was ever created.
             assert!(io.idle_rings() <= 4, "{} rings", io.idle_rings());
+        }
+    }
+
+    /// Batches reuse pooled arenas of up to `POOLED_ARENA_BYTES_MAX`; larger ones are freed.
+    #[test]
+    fn batches_are_pooled_up_to_the_limit() {
+        let mem = MemFs::new();
+        write_file(&mem, Path::new("/f"), &[7u8; FILE_BYTES]);
+        let file = mem.open(Path::new("/f"), ReadOptions::default()).unwrap();
+        let request = |pages: usize| ReadRequest {
+            file: file.clone(),
+            offset: 0,
+            len_bytes: pages * ALIGN_BYTES,
+        };
+        for io in engines() {
+            let mut batch = io.take_batch();
+            io.read_batch_into(&[request(4), request(2)], &mut batch)
+                .unwrap();
+            assert_eq!((batch.len(), batch.arena_bytes()), (2, 6 * ALIGN_BYTES));
+            // A smaller batch reuses the arena; its reads are exactly the new ones.
+            io.read_batch_into(&[request(1)], &mut batch).unwrap();
+            assert_eq!((batch.len(), batch.arena_bytes()), (1, 6 * ALIGN_BYTES));
+            assert!(batch.get(0) == &[7u8; ALIGN_BYTES][..]);
+            io.recycle_batch(batch);
+            let batch = io.take_batch();
+            assert_eq!((batch.len(), batch.arena_bytes()), (0, 6 * ALIGN_BYTES));
+            // An arena over the limit is not kept.
+            let mut large = batch;
+            large.arena = AlignedBuf::zeroed(POOLED_ARENA_BYTES_MAX + ALIGN_BYTES);
+            io.recycle_batch(large);
+            assert_eq!(io.take_batch().arena_bytes(), 0);
+            // A failed read leaves the batch empty and reusable.
+            let mut batch = io.take_batch();
+            let past_end = ReadRequest {
+                file: file.clone(),
+                offset: FILE_BYTES as u64,
+                len_bytes: ALIGN_BYTES,
+            };
+            assert!(io.read_batch_into(&[past_end], &mut batch).is_err());
+            assert!(batch.is_empty());
+            io.read_batch_into(&[request(1)], &mut batch).unwrap();
+            assert_eq!(batch.len(), 1);
         }
     }
 
