@@ -144,7 +144,8 @@ fn lookups_of_a_million_keys_hold_one_wave_of_pages() {
     eprintln!(
         "1M-key lookups: peak heap growth {peak_growth} B, results {returned} B, \
          beyond the results {beyond_results} B (bound {bound} B), \
-         peak of I/O arenas {arena_peak} B (bound {WAVE_BYTES_MAX} B)"
+         peak of I/O arenas {arena_peak} B (bound {WAVE_BYTES_MAX} B), io: {}",
+        session.io_report()
     );
     assert!(
         arena_peak <= WAVE_BYTES_MAX,
