@@ -71,7 +71,7 @@ impl CairnEngine {
             config.write_buffer_entries,
             config.merge_batch_size,
             cache.name(),
-            crate::cli::io_backend_name(session.io_backend()),
+            session.io_report(),
         );
         Ok(CairnEngine {
             table,

@@ -223,7 +223,11 @@ fn bench_in(dir: &Path, args: &QuickArgs) -> Result<Report, Failure> {
         batches: args.batches,
         seed: args.common.seed,
         io_backend: io_backend_name(session.io_backend()),
-        disk_cache: args.common.disk_cache.name(),
+        disk_cache: if session.io_report().direct_io.is_refused() {
+            "all (O_DIRECT refused)"
+        } else {
+            args.common.disk_cache.name()
+        },
         ..Report::default()
     };
     report.setup_seconds = workload::setup(&table, args.entries, args.common.seed)?;
