@@ -1,24 +1,34 @@
 //! Block I/O: reads a batch of page spans from run files, all at once.
 //!
 //! Owns: [`BlockIo`] (the per-session read engine, with an io_uring backend on Linux and a serial
-//! `pread` fallback), [`AlignedBuf`] (heap memory aligned for `O_DIRECT`), [`ReadRequest`] and
-//! [`ReadBatch`] (one aligned arena holding every read of a batch, in request order).
+//! `pread` fallback), [`AlignedBuf`] (heap memory aligned for `O_DIRECT`), [`ReadRequest`],
+//! [`ReadBatch`] (one aligned arena holding every read of a batch, in request order, reusable
+//! from batch to batch) and [`IoReport`] (which backend is in use, every fallback taken and why).
 //!
 //! May call: [`crate::fs::ReadableFile`] (`read_exact_at`, `is_direct`, `raw_fd`), `libc::pread`,
-//! the `io-uring` crate, and `std`. Must never touch: engine structures (runs, pages, caches) or
+//! the `io-uring` crate, `log` (fallbacks only, never per read), and `std`. Must never touch: engine structures (runs, pages, caches) or
 //! file-system metadata; it neither opens nor closes files (the caller's `Arc`s keep the
 //! descriptors open for the whole call).
 //!
 //! # Cost (hot path: a batched lookup)
 //!
 //! A 256-key lookup batch touches about 256 pages of 4 KiB, 1 MiB in all. With io_uring that is
-//! one arena allocation (1 MiB, `calloc`-backed, so zeroing is mostly free fresh pages), 256 SQEs
-//! of 64 B written to a shared ring, and **one** `io_uring_enter` for the whole wave, plus one more
+//! one arena taken from the engine's pool (no allocation once a batch of that size has run:
+//! arenas of up to 4 MiB are kept, at most one per concurrent caller), 256 SQEs of 64 B written
+//! to a shared ring, and **one** `io_uring_enter` for the whole wave, plus one more
 //! per wakeup while completions trickle in (with `O_DIRECT` on an NVMe drive the 256 reads are
 //! serviced in parallel: about one device latency, ~80-100 us, instead of 256 of them). The `pread`
 //! backend makes 256 syscalls and waits for each read in turn (256 device latencies when the pages
 //! are not cached). Batches larger than [`QUEUE_DEPTH_MAX`] keep at most that many reads in flight
 //! and top the ring up as completions arrive.
+//!
+//! # Fallbacks
+//!
+//! Each is logged once at `warn` and recorded in [`IoReport`]: `Auto` without a working io_uring
+//! uses pread (at session open); a batch for which no further ring can be created is read with
+//! pread (counted); files opened for direct reads on a file system that refuses `O_DIRECT` are
+//! read through the page cache (found by [`crate::fs::FileSystem::probe_direct_io`] when the
+//! session opens, recorded with `BlockIo::with_direct_io`).
 //!
 //! # Concurrency
 //!
@@ -43,9 +53,11 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
+pub use crate::fs::DirectIo;
 use crate::fs::ReadableFile;
 
 /// Alignment of O_DIRECT buffers, offsets and lengths.
@@ -226,13 +238,31 @@ struct Slot {
 }
 
 /// The results of a batch: one aligned arena holding every read, in request order.
+///
+/// A batch can be refilled with [`BlockIo::read_batch_into`], which reuses its arena when it is
+/// large enough: a caller that reads in waves allocates once.
 #[derive(Debug)]
 pub struct ReadBatch {
     arena: AlignedBuf,
     slots: Vec<Slot>,
 }
 
+impl Default for ReadBatch {
+    fn default() -> ReadBatch {
+        ReadBatch {
+            arena: AlignedBuf::zeroed(0),
+            slots: Vec::new(),
+        }
+    }
+}
+
 impl ReadBatch {
+    /// Bytes of the arena (at least the sum of the last batch's reads, each rounded up to
+    /// [`ALIGN_BYTES`]).
+    pub fn arena_bytes(&self) -> usize {
+        self.arena.len()
+    }
+
     /// Number of reads in the batch (equals the number of requests).
     pub fn len(&self) -> usize {
         self.slots.len()
@@ -365,9 +395,11 @@ fn validate(request: &ReadRequest) -> Result<()> {
     }
 }
 
-/// Lays out one aligned slot per request and allocates the arena.
-fn layout_arena(requests: &[ReadRequest]) -> Result<(AlignedBuf, Vec<Slot>)> {
-    let mut slots = Vec::with_capacity(requests.len());
+/// Lays out one aligned slot per request in `slots` (cleared first) and returns the arena size
+/// they need.
+fn layout_slots(requests: &[ReadRequest], slots: &mut Vec<Slot>) -> Result<usize> {
+    slots.clear();
+    slots.reserve(requests.len());
     let mut total = 0usize;
     for request in requests {
         validate(request)?;
@@ -388,7 +420,19 @@ fn layout_arena(requests: &[ReadRequest]) -> Result<(AlignedBuf, Vec<Slot>)> {
         });
         total = total.checked_add(padded).ok_or_else(too_large)?;
     }
-    let arena = AlignedBuf::try_zeroed(total).ok_or_else(|| {
+    Ok(total)
+}
+
+/// Makes `arena` at least `total` bytes long: a large enough arena is kept as it is (its stale
+/// bytes are overwritten by the reads), a smaller one is replaced by a zeroed one of exactly
+/// `total` bytes.
+fn ensure_arena(arena: &mut AlignedBuf, total: usize, requests: &[ReadRequest]) -> Result<()> {
+    if arena.len() >= total {
+        return Ok(());
+    }
+    // Free the old arena first, so that growing never holds both.
+    *arena = AlignedBuf::zeroed(0);
+    *arena = AlignedBuf::try_zeroed(total).ok_or_else(|| {
         let path = requests
             .first()
             .map(|r| r.file.path().to_path_buf())
@@ -402,7 +446,7 @@ fn layout_arena(requests: &[ReadRequest]) -> Result<(AlignedBuf, Vec<Slot>)> {
             ),
         )
     })?;
-    Ok((arena, slots))
+    Ok(())
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -684,6 +728,64 @@ pub enum IoBackendKind {
     Pread,
 }
 
+impl IoBackendKind {
+    /// A short name: `"auto"`, `"io_uring"` or `"pread"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoBackendKind::Auto => "auto",
+            IoBackendKind::Uring => "io_uring",
+            IoBackendKind::Pread => "pread",
+        }
+    }
+}
+
+/// How a session's block I/O really works, including every fallback it took and why:
+/// see [`crate::Session::io_report`].
+///
+/// Its `Display` is one line, e.g. `io_uring; direct I/O available in /data/s/active`, or
+/// `pread (io_uring unavailable: io_uring_setup failed: Operation not permitted (os error 1));
+/// direct I/O refused in /dev/shm/s/active (...): reads go through the page cache`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IoReport {
+    /// The backend in use: `Uring` or `Pread`, never `Auto`.
+    pub backend: IoBackendKind,
+    /// Why io_uring is not in use (`None` when it is): why the ring failed to start, or that
+    /// pread was asked for.
+    pub uring_unavailable: Option<String>,
+    /// Batches read with pread although the backend is io_uring, because no further ring could
+    /// be created for them (out of file descriptors or locked memory, say). Normally 0.
+    pub pread_fallback_batches: u64,
+    /// Whether reads that ask for `O_DIRECT` (tables whose [`crate::DiskCachePolicy`] keeps
+    /// some level out of the page cache) bypass the page cache.
+    pub direct_io: DirectIo,
+}
+
+impl fmt::Display for IoReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.backend.name())?;
+        if let Some(reason) = &self.uring_unavailable {
+            write!(f, " (io_uring unavailable: {reason})")?;
+        }
+        if self.pread_fallback_batches > 0 {
+            write!(
+                f,
+                " ({} batches read with pread: no ring could be created)",
+                self.pread_fallback_batches
+            )?;
+        }
+        write!(f, "; {}", self.direct_io)
+    }
+}
+
+/// Largest arena a [`BlockIo`] keeps in its pool for a later batch: 4 MiB (1,024 pages).
+///
+/// A typical lookup batch (256 keys, about 256 pages, 1 MiB) then reuses a pooled arena instead
+/// of allocating and zeroing a new one on every call. Larger arenas (up to a lookup wave of
+/// 16 MiB, see `lookup`) serve their whole call and are freed when it ends, so the pool holds at
+/// most this much per caller that ever ran concurrently with others.
+const POOLED_ARENA_BYTES_MAX: usize = 4 << 20;
+
 /// The block I/O engine of a session. Send + Sync; many threads may call `read_batch`
 /// concurrently.
 pub struct BlockIo {
@@ -694,6 +796,15 @@ pub struct BlockIo {
     rings: Mutex<Vec<io_uring::IoUring>>,
     #[cfg(not(target_os = "linux"))]
     rings: Mutex<Vec<()>>,
+    /// Idle batches for [`BlockIo::take_batch`]: at most one per concurrent caller, each with an
+    /// arena of at most [`POOLED_ARENA_BYTES_MAX`].
+    batches: Mutex<Vec<ReadBatch>>,
+    /// Why io_uring is not in use (`None` when it is).
+    uring_unavailable: Option<String>,
+    /// Batches that fell back to pread because no ring could be created for them.
+    pread_fallback_batches: AtomicU64,
+    /// What the session found out about `O_DIRECT` ([`BlockIo::with_direct_io`]).
+    direct_io: DirectIo,
 }
 
 impl fmt::Debug for BlockIo {
@@ -701,6 +812,8 @@ impl fmt::Debug for BlockIo {
         f.debug_struct("BlockIo")
             .field("kind", &self.kind)
             .field("idle_rings", &self.idle_rings())
+            .field("uring_unavailable", &self.uring_unavailable)
+            .field("direct_io", &self.direct_io)
             .finish()
     }
 }
@@ -711,35 +824,58 @@ const URING_PATH: &str = "io_uring";
 impl BlockIo {
     /// Creates the engine. `Auto` probes io_uring (creating a ring can fail with ENOSYS/EPERM
     /// under seccomp or when /proc/sys/kernel/io_uring_disabled is set; the kernel must also
-    /// support `IORING_OP_READ`, Linux 5.6+) and falls back to `Pread`. `Uring` fails with a typed
-    /// `Error::Io` (op `"io_uring_setup"`, path `"io_uring"`) if io_uring is unavailable.
+    /// support `IORING_OP_READ`, Linux 5.6+) and falls back to `Pread`, logging the reason at
+    /// `warn` and recording it in [`BlockIo::report`]. `Uring` fails with a typed `Error::Io`
+    /// (op `"io_uring_setup"`, path `"io_uring"`) if io_uring is unavailable.
     pub fn new(kind: IoBackendKind) -> Result<BlockIo> {
-        let pread = BlockIo {
+        match kind {
+            IoBackendKind::Pread => Ok(BlockIo::pread("pread was asked for".into())),
+            IoBackendKind::Uring => {
+                Self::with_uring().map_err(|e| Error::io("io_uring_setup", URING_PATH, e))
+            }
+            IoBackendKind::Auto => Ok(Self::with_uring().unwrap_or_else(|e| {
+                let reason = format!("io_uring_setup failed: {e}");
+                log::warn!("io_uring unavailable ({reason}): batched lookups use pread");
+                BlockIo::pread(reason)
+            })),
+        }
+    }
+
+    /// Records what a probe found about `O_DIRECT` (see [`crate::fs::FileSystem::probe_direct_io`])
+    /// for [`BlockIo::report`]. Until then the report says it is unknown.
+    pub(crate) fn with_direct_io(self, direct_io: DirectIo) -> BlockIo {
+        BlockIo { direct_io, ..self }
+    }
+
+    fn pread(uring_unavailable: String) -> BlockIo {
+        BlockIo {
             kind: IoBackendKind::Pread,
             rings: Mutex::new(Vec::new()),
-        };
-        match kind {
-            IoBackendKind::Pread => Ok(pread),
-            IoBackendKind::Auto => Ok(Self::with_uring().unwrap_or(pread)),
-            IoBackendKind::Uring => Self::with_uring(),
+            batches: Mutex::new(Vec::new()),
+            uring_unavailable: Some(uring_unavailable),
+            pread_fallback_batches: AtomicU64::new(0),
+            direct_io: DirectIo::not_probed(),
         }
     }
 
     #[cfg(target_os = "linux")]
-    fn with_uring() -> Result<BlockIo> {
-        let ring = uring::probe().map_err(|e| Error::io("io_uring_setup", URING_PATH, e))?;
+    fn with_uring() -> std::io::Result<BlockIo> {
+        let ring = uring::probe()?;
         Ok(BlockIo {
             kind: IoBackendKind::Uring,
             rings: Mutex::new(vec![ring]),
+            batches: Mutex::new(Vec::new()),
+            uring_unavailable: None,
+            pread_fallback_batches: AtomicU64::new(0),
+            direct_io: DirectIo::not_probed(),
         })
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn with_uring() -> Result<BlockIo> {
-        Err(Error::io(
-            "io_uring_setup",
-            URING_PATH,
-            std::io::ErrorKind::Unsupported.into(),
+    fn with_uring() -> std::io::Result<BlockIo> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "io_uring exists on Linux only",
         ))
     }
 
@@ -748,9 +884,40 @@ impl BlockIo {
         self.kind
     }
 
+    /// The backend in use, why io_uring is not (if it is not), how many batches fell back to
+    /// pread, and whether direct I/O is in effect.
+    pub fn report(&self) -> IoReport {
+        IoReport {
+            backend: self.kind,
+            uring_unavailable: self.uring_unavailable.clone(),
+            pread_fallback_batches: self.pread_fallback_batches.load(Ordering::Relaxed),
+            direct_io: self.direct_io.clone(),
+        }
+    }
+
     /// Number of idle rings in the pool (0 for the pread backend).
     pub(crate) fn idle_rings(&self) -> usize {
         self.rings.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// A batch to read into with [`BlockIo::read_batch_into`]: an idle one from the pool (its
+    /// arena reused), or a new empty one. Give it back with [`BlockIo::recycle_batch`].
+    pub(crate) fn take_batch(&self) -> ReadBatch {
+        let pooled = self.batches.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        pooled.unwrap_or_default()
+    }
+
+    /// Returns a batch to the pool, unless its arena exceeds [`POOLED_ARENA_BYTES_MAX`] (then
+    /// it is freed).
+    pub(crate) fn recycle_batch(&self, mut batch: ReadBatch) {
+        if batch.arena.len() > POOLED_ARENA_BYTES_MAX {
+            return;
+        }
+        batch.slots.clear();
+        self.batches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(batch);
     }
 
     /// Reads every request into one aligned arena (allocated once per batch), returning them in
@@ -762,14 +929,31 @@ impl BlockIo {
     /// paths: all completions are drained before an error is returned).
     ///
     /// If a new ring cannot be created for this call (e.g. out of file descriptors), the batch is
-    /// read with `pread` instead.
+    /// read with `pread` instead (logged once, counted in [`IoReport::pread_fallback_batches`]).
     pub fn read_batch(&self, requests: &[ReadRequest]) -> Result<ReadBatch> {
-        let (mut arena, slots) = layout_arena(requests)?;
-        match self.kind {
-            IoBackendKind::Uring => self.read_uring(requests, &slots, &mut arena)?,
-            _ => read_all_serial(requests, &slots, &mut arena)?,
+        let mut batch = ReadBatch::default();
+        self.read_batch_into(requests, &mut batch)?;
+        Ok(batch)
+    }
+
+    /// Like [`BlockIo::read_batch`], but reads into `batch`, whose arena is reused when it is
+    /// large enough (and replaced by a larger one otherwise). On error the batch is left empty
+    /// (no reads) but reusable.
+    pub fn read_batch_into(&self, requests: &[ReadRequest], batch: &mut ReadBatch) -> Result<()> {
+        let result = self.fill(requests, batch);
+        if result.is_err() {
+            batch.slots.clear();
         }
-        Ok(ReadBatch { arena, slots })
+        result
+    }
+
+    fn fill(&self, requests: &[ReadRequest], batch: &mut ReadBatch) -> Result<()> {
+        let total = layout_slots(requests, &mut batch.slots)?;
+        ensure_arena(&mut batch.arena, total, requests)?;
+        match self.kind {
+            IoBackendKind::Uring => self.read_uring(requests, &batch.slots, &mut batch.arena),
+            _ => read_all_serial(requests, &batch.slots, &mut batch.arena),
+        }
     }
 
     #[cfg(target_os = "linux")]
@@ -800,7 +984,15 @@ impl BlockIo {
             Some(ring) => ring,
             None => match uring::new_ring() {
                 Ok(ring) => ring,
-                Err(_) => return read_all_serial(requests, slots, arena),
+                Err(e) => {
+                    if self.pread_fallback_batches.fetch_add(1, Ordering::Relaxed) == 0 {
+                        log::warn!(
+                            "cannot create another io_uring ({e}): batches that meet this are \
+                             read with pread (counted in the session's I/O report)"
+                        );
+                    }
+                    return read_all_serial(requests, slots, arena);
+                }
             },
         };
         // While the kernel may write into the arena, own it through `ManuallyDrop`: an unwind
@@ -1229,6 +1421,75 @@ mod tests {
             }
             // At most one ring per concurrent caller was ever created.
             assert!(io.idle_rings() <= 4, "{} rings", io.idle_rings());
+        }
+    }
+
+    /// The report names the backend, why io_uring is not used, and the direct-I/O state.
+    #[test]
+    fn report_names_every_fallback() {
+        let auto = BlockIo::new(IoBackendKind::Auto).unwrap();
+        let report = auto.report();
+        assert_eq!(report.backend, auto.kind());
+        assert_eq!(
+            report.uring_unavailable.is_none(),
+            auto.kind() == IoBackendKind::Uring
+        );
+        assert_eq!(report.direct_io, DirectIo::not_probed());
+        let refused = DirectIo::Refused {
+            dir: "/d/active".into(),
+            reason: "the file system refuses O_DIRECT: EINVAL".into(),
+        };
+        let pread = BlockIo::new(IoBackendKind::Pread)
+            .unwrap()
+            .with_direct_io(refused.clone());
+        let report = pread.report();
+        assert_eq!(report.direct_io, refused);
+        assert_eq!(
+            report.to_string(),
+            "pread (io_uring unavailable: pread was asked for); direct I/O refused in /d/active \
+             (the file system refuses O_DIRECT: EINVAL): reads go through the page cache"
+        );
+    }
+
+    /// Batches reuse pooled arenas of up to `POOLED_ARENA_BYTES_MAX`; larger ones are freed.
+    #[test]
+    fn batches_are_pooled_up_to_the_limit() {
+        let mem = MemFs::new();
+        write_file(&mem, Path::new("/f"), &[7u8; FILE_BYTES]);
+        let file = mem.open(Path::new("/f"), ReadOptions::default()).unwrap();
+        let request = |pages: usize| ReadRequest {
+            file: file.clone(),
+            offset: 0,
+            len_bytes: pages * ALIGN_BYTES,
+        };
+        for io in engines() {
+            let mut batch = io.take_batch();
+            io.read_batch_into(&[request(4), request(2)], &mut batch)
+                .unwrap();
+            assert_eq!((batch.len(), batch.arena_bytes()), (2, 6 * ALIGN_BYTES));
+            // A smaller batch reuses the arena; its reads are exactly the new ones.
+            io.read_batch_into(&[request(1)], &mut batch).unwrap();
+            assert_eq!((batch.len(), batch.arena_bytes()), (1, 6 * ALIGN_BYTES));
+            assert!(batch.get(0) == &[7u8; ALIGN_BYTES][..]);
+            io.recycle_batch(batch);
+            let batch = io.take_batch();
+            assert_eq!((batch.len(), batch.arena_bytes()), (0, 6 * ALIGN_BYTES));
+            // An arena over the limit is not kept.
+            let mut large = batch;
+            large.arena = AlignedBuf::zeroed(POOLED_ARENA_BYTES_MAX + ALIGN_BYTES);
+            io.recycle_batch(large);
+            assert_eq!(io.take_batch().arena_bytes(), 0);
+            // A failed read leaves the batch empty and reusable.
+            let mut batch = io.take_batch();
+            let past_end = ReadRequest {
+                file: file.clone(),
+                offset: FILE_BYTES as u64,
+                len_bytes: ALIGN_BYTES,
+            };
+            assert!(io.read_batch_into(&[past_end], &mut batch).is_err());
+            assert!(batch.is_empty());
+            io.read_batch_into(&[request(1)], &mut batch).unwrap();
+            assert_eq!(batch.len(), 1);
         }
     }
 

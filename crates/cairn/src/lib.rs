@@ -52,7 +52,7 @@ pub struct ReadmeDoctests;
 pub use config::{BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, TableConfig};
 pub use cursor::{Cursor, CursorEntry, KeyRange};
 pub use error::{Error, Result};
-pub use io::IoBackendKind;
+pub use io::{DirectIo, IoBackendKind, IoReport};
 pub use lookup::{BlobRef, LookupResult};
 pub use page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
 pub use session::{Session, SessionOptions};

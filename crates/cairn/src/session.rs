@@ -19,7 +19,7 @@ use crate::config::TableConfig;
 use crate::cursor::CursorInner;
 use crate::error::{Error, Result};
 use crate::fs::{read_all, write_atomic, DeferredRemovals, FileLock, FileSystem, RealFs};
-use crate::io::{BlockIo, IoBackendKind};
+use crate::io::{BlockIo, IoBackendKind, IoReport};
 use crate::snapshot::{self, validate_name};
 use crate::table::{SnapshotOverrides, Table, TableInner};
 
@@ -358,7 +358,7 @@ impl Session {
             }
             salt
         };
-        let io = BlockIo::new(options.io_backend)?;
+        let io = BlockIo::new(options.io_backend)?.with_direct_io(fs.probe_direct_io(&active_dir));
         Ok(Session {
             inner: Arc::new(SessionInner {
                 fs,
@@ -539,6 +539,14 @@ impl Session {
     /// Whether the session is open.
     pub fn is_open(&self) -> bool {
         self.inner.is_open()
+    }
+
+    /// How block I/O really works in this session, with the reason for every fallback: the
+    /// backend in use and why io_uring is not (if it is not), and whether reads that ask for
+    /// `O_DIRECT` bypass the page cache (probed once in `active/` when the session opened). Each
+    /// fallback is also logged once through the `log` facade.
+    pub fn io_report(&self) -> IoReport {
+        self.inner.io.report()
     }
 }
 

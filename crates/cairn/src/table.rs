@@ -472,10 +472,11 @@ impl Table {
     }
 
     /// Looks up a batch of keys: the fast path. Every key is hashed once, every run's filter is
-    /// probed, and all page reads of the batch are submitted at once.
+    /// probed, and the page reads of the batch are submitted together.
     ///
     /// Bounds: at most `keys.len() * runs` page-span reads (in practice about one per present
-    /// key, plus `fpr * runs` per key); memory 4 KiB per read for the duration of the call.
+    /// key, plus `fpr * runs` per key), in waves of at most 16 MiB of pages (one arena, reused);
+    /// memory besides the results: that arena plus 64 bytes per key (module `lookup`).
     ///
     /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
     /// [`Error::Io`].

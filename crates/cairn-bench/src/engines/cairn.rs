@@ -105,6 +105,16 @@ impl CairnSession {
         })
     }
 
+    /// The disk-cache policy as it really works: `asked` unless the file system refused
+    /// `O_DIRECT`, when every read goes through the page cache.
+    pub fn disk_cache_name(&self, asked: &'static str) -> &'static str {
+        if self.session.io_report().direct_io.is_refused() {
+            "all (O_DIRECT refused)"
+        } else {
+            asked
+        }
+    }
+
     /// The backend `--io` resolved to, as reports name it ("uring" or "pread").
     pub fn io_backend_name(&self) -> &'static str {
         match self.session.io_backend() {
@@ -357,7 +367,7 @@ impl CairnEngine {
             settings.write_buffer,
             settings.merge_batch_size,
             settings.disk_cache.name(),
-            session.io_backend_name(),
+            session.session.io_report(),
         );
         Ok(CairnEngine {
             table,

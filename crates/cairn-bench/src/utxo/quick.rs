@@ -115,7 +115,9 @@ fn bench_in(dir: &Path, args: &QuickArgs) -> Result<QuickRecord, Failure> {
         batches: args.batches,
         seed: args.common.seed,
         io_backend: engine.session().io_backend_name(),
-        disk_cache: args.common.disk_cache.name(),
+        disk_cache: engine
+            .session()
+            .disk_cache_name(args.common.disk_cache.name()),
         ..QuickRecord::default()
     };
     report.setup_seconds = load(&engine, 0..args.entries, args.common.seed, "setup")?;

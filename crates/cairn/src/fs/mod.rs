@@ -1,10 +1,11 @@
 //! The file-system abstraction: every file operation of the engine goes through [`FileSystem`].
 //!
 //! Owns: the [`FileSystem`], [`WritableFile`], [`ReadableFile`] and [`FileLock`] traits, the real
-//! implementation [`RealFs`] (POSIX, with `O_DIRECT` and `flock`), the simulated [`MemFs`], and
+//! implementation [`RealFs`] (POSIX, with `O_DIRECT` and `flock`), [`DirectIo`] (whether `O_DIRECT`
+//! works in a directory, found by [`FileSystem::probe_direct_io`]), the simulated [`MemFs`], and
 //! [`FileWriter`], the buffered append-only writer that computes a file's CRC32C while writing.
 //!
-//! May call: the standard library and `libc`. Must never touch: engine structures (runs, tables).
+//! May call: the standard library, `libc` and `log` (a refused `O_DIRECT`, once per session). Must never touch: engine structures (runs, tables).
 //!
 //! Every method returns a `Result`, files are trait objects, and nothing outside this module holds
 //! a raw path to the operating system, so the simulated file system ([`sim`]) sees every operation:
@@ -29,6 +30,67 @@ pub struct ReadOptions {
     pub direct: bool,
     /// Hint that reads are random (`POSIX_FADV_RANDOM`): no read-ahead.
     pub random: bool,
+}
+
+/// Whether reads that ask for `O_DIRECT` ([`ReadOptions::direct`]) bypass the page cache, as
+/// found by [`FileSystem::probe_direct_io`] in one directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DirectIo {
+    /// The file system accepts `O_DIRECT` in `dir`: direct reads bypass the page cache.
+    Available {
+        /// The directory probed.
+        dir: PathBuf,
+    },
+    /// The file system refuses `O_DIRECT` in `dir` (tmpfs before Linux 6.6, ramfs, some FUSE
+    /// and overlay mounts), or the platform has no `O_DIRECT`: files opened for direct reads
+    /// are read through the page cache instead.
+    Refused {
+        /// The directory probed.
+        dir: PathBuf,
+        /// What the file system answered.
+        reason: String,
+    },
+    /// Not known: the file system has no page cache to bypass (the simulated [`MemFs`]), it was
+    /// not probed, or the probe itself failed.
+    Unknown {
+        /// Why it is not known.
+        reason: String,
+    },
+}
+
+impl DirectIo {
+    /// Whether direct reads bypass the page cache.
+    pub fn is_available(&self) -> bool {
+        matches!(self, DirectIo::Available { .. })
+    }
+
+    /// Whether the file system refused `O_DIRECT` (direct reads go through the page cache).
+    pub fn is_refused(&self) -> bool {
+        matches!(self, DirectIo::Refused { .. })
+    }
+
+    /// The state before any probe.
+    pub(crate) fn not_probed() -> DirectIo {
+        DirectIo::Unknown {
+            reason: "not probed".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for DirectIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DirectIo::Available { dir } => {
+                write!(f, "direct I/O available in {}", dir.display())
+            }
+            DirectIo::Refused { dir, reason } => write!(
+                f,
+                "direct I/O refused in {} ({reason}): reads go through the page cache",
+                dir.display()
+            ),
+            DirectIo::Unknown { reason } => write!(f, "direct I/O unknown ({reason})"),
+        }
+    }
 }
 
 /// A file system: the real one, a simulated one, or a wrapper that injects faults.
@@ -62,7 +124,21 @@ pub trait FileSystem: Send + Sync + Debug + 'static {
     /// Takes an exclusive lock on `path` (created if missing). Returns `Ok(None)` when another
     /// holder has it. The lock is released when the returned guard is dropped.
     fn try_lock(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>>;
+    /// Whether files in the existing directory `dir` opened with [`ReadOptions::direct`] really
+    /// bypass the page cache. May create and remove a file named [`DIRECT_IO_PROBE_NAME`] in
+    /// `dir`; never fails (a failed probe gives [`DirectIo::Unknown`]). Called once when a
+    /// session opens. The default (simulated and wrapping file systems) is
+    /// [`DirectIo::Unknown`].
+    fn probe_direct_io(&self, dir: &Path) -> DirectIo {
+        let _ = dir;
+        DirectIo::Unknown {
+            reason: "the file system is not the operating system's".into(),
+        }
+    }
 }
+
+/// The file [`FileSystem::probe_direct_io`] may create (and removes) in the probed directory.
+pub const DIRECT_IO_PROBE_NAME: &str = "direct-io-probe";
 
 /// A file being written, append-only.
 pub trait WritableFile: Send + Sync + Debug {
@@ -360,27 +436,16 @@ impl FileSystem for RealFs {
     }
 
     fn open(&self, path: &Path, options: ReadOptions) -> Result<Arc<dyn ReadableFile>> {
-        let mut open = std::fs::OpenOptions::new();
-        open.read(true);
-        #[cfg(target_os = "linux")]
-        if options.direct {
-            use std::os::unix::fs::OpenOptionsExt;
-            open.custom_flags(libc::O_DIRECT);
+        let (file, refusal) =
+            open_for_read(path, options.direct).map_err(|e| Error::io("open", path, e))?;
+        if let Some(refusal) = &refusal {
+            // Reported once per session by `probe_direct_io`; per file only for debugging.
+            log::debug!(
+                "{} is read through the page cache: {refusal}",
+                path.display()
+            );
         }
-        let want_direct = options.direct && cfg!(target_os = "linux");
-        let (file, direct) = match open.open(path) {
-            Ok(file) => (file, want_direct),
-            // Some file systems (tmpfs before Linux 6.6, some FUSE and overlay mounts) refuse
-            // O_DIRECT with EINVAL: read through the page cache there, and say so in `is_direct`.
-            Err(e) if want_direct && e.raw_os_error() == Some(libc::EINVAL) => {
-                let file = std::fs::OpenOptions::new()
-                    .read(true)
-                    .open(path)
-                    .map_err(|e| Error::io("open", path, e))?;
-                (file, false)
-            }
-            Err(e) => return Err(Error::io("open", path, e)),
-        };
+        let direct = options.direct && refusal.is_none();
         #[cfg(target_os = "linux")]
         if options.random {
             use std::os::fd::AsRawFd;
@@ -402,6 +467,34 @@ impl FileSystem for RealFs {
         }))
     }
 
+    fn probe_direct_io(&self, dir: &Path) -> DirectIo {
+        let path = dir.join(DIRECT_IO_PROBE_NAME);
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .and_then(|_| open_for_read(&path, true));
+        // Best effort: a leftover is one empty file, in `active/` removed at the next open.
+        let _ = std::fs::remove_file(&path);
+        let dir = dir.to_path_buf();
+        let direct_io = match opened {
+            Ok((_, None)) => DirectIo::Available { dir },
+            Ok((_, Some(refusal))) => DirectIo::Refused {
+                dir,
+                reason: refusal.to_string(),
+            },
+            Err(e) => DirectIo::Unknown {
+                reason: format!("probing {} failed: {e}", path.display()),
+            },
+        };
+        match &direct_io {
+            DirectIo::Available { .. } => log::debug!("{direct_io}"),
+            _ => log::warn!("{direct_io}"),
+        }
+        direct_io
+    }
+
     fn try_lock(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>> {
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -415,6 +508,45 @@ impl FileSystem for RealFs {
             Err(std::fs::TryLockError::WouldBlock) => Ok(None),
             Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
         }
+    }
+}
+
+/// Opens `path` for reading, with `O_DIRECT` when `direct` is set (Linux only). When the file
+/// system refuses the flag (`EINVAL`: tmpfs before Linux 6.6, ramfs, some FUSE and overlay
+/// mounts) or the platform lacks it, the file is opened without it and the refusal is returned
+/// alongside, so that [`RealFs::open`] and [`RealFs::probe_direct_io`] decide alike.
+fn open_for_read(
+    path: &Path,
+    direct: bool,
+) -> std::io::Result<(std::fs::File, Option<std::io::Error>)> {
+    let plain = || std::fs::OpenOptions::new().read(true).open(path);
+    if !direct {
+        return Ok((plain()?, None));
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+        {
+            Ok(file) => Ok((file, None)),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                let refusal =
+                    std::io::Error::new(e.kind(), format!("the file system refuses O_DIRECT: {e}"));
+                Ok((plain()?, Some(refusal)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let refusal = std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "O_DIRECT is used on Linux only",
+        );
+        Ok((plain()?, Some(refusal)))
     }
 }
 
