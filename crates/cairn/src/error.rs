@@ -160,7 +160,8 @@ pub enum Error {
         /// The version this build reads.
         supported: u32,
     },
-    /// The table grew beyond what the merge accounting can represent.
+    /// The table grew beyond what the engine can represent: a level's size in the merge
+    /// accounting, or a run whose index would hold more than 4 GiB of keys.
     #[error("table too large: {0}")]
     TableTooLarge(String),
 }

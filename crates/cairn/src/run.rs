@@ -307,7 +307,7 @@ impl RunWriter {
         let (Some(first), Some(last)) = (self.page.first_key(), self.page.last_key()) else {
             return Ok(());
         };
-        self.index.push_span(first, last, self.page.pages());
+        self.index.push_span(first, last, self.page.pages())?;
         self.page_bytes.clear();
         self.page.finish_into(&mut self.page_bytes);
         self.keyops.write(&self.page_bytes)
