@@ -795,6 +795,14 @@ impl RunCursor {
         let decoded = {
             let span = self.span()?;
             let e = span.entry(self.entry)?;
+            // A page may hold a key a little longer than the engine writes; a merge copying it
+            // would fail an assertion of the page builder.
+            if e.key.len() > page::KEY_SIZE_MAX {
+                return Err(Error::corrupt(
+                    "run",
+                    format!("{}-byte key in {}", e.key.len(), self.file.path().display()),
+                ));
+            }
             Decoded {
                 key: offsets_in(&self.chunk, e.key),
                 op: e.op,
@@ -943,6 +951,32 @@ mod tests {
                 "files removed when the run is dropped"
             );
         }
+    }
+
+    /// A one-entry page can hold a key of up to 4082 bytes; the cursor refuses one above
+    /// `KEY_SIZE_MAX` instead of handing it to a merge.
+    #[test]
+    fn cursor_refuses_an_oversized_key() {
+        let mem = MemFs::new();
+        let fs: Arc<dyn FileSystem> = Arc::new(mem.clone());
+        let p = params(IndexType::Ordinary);
+        fs.create_dir_all(&p.dir).unwrap();
+        let mut w = RunWriter::new(fs.clone(), &p, 7, 1, true).unwrap();
+        w.push(&[b'k'; page::KEY_SIZE_MAX], Op::Insert, b"0123456789", None)
+            .unwrap();
+        let run = w.finish().unwrap().unwrap();
+        assert!(RunCursor::new(run.clone()).is_ok());
+        // One entry, no blob: the key starts at 14; move the value's start 6 bytes later.
+        let path = run_file_path(&p.dir, 7, RunFile::KeyOps);
+        let mut bytes = mem.file_bytes(&path).unwrap();
+        let value_start = 14 + page::KEY_SIZE_MAX as u16;
+        assert_eq!(bytes[12..14], value_start.to_le_bytes());
+        bytes[12..14].copy_from_slice(&(value_start + 6).to_le_bytes());
+        mem.set_file_bytes(&path, bytes);
+        assert!(matches!(
+            RunCursor::new(run),
+            Err(Error::Corrupt { what: "run", .. })
+        ));
     }
 
     #[test]
