@@ -527,6 +527,20 @@ impl Run {
                 ),
             });
         }
+        // Every entry takes at least 4 bytes of its page (its key and value offsets): a larger
+        // count could only be made up, and merges size their Bloom filter and debt from it.
+        let entries_max = index.page_count() * (PAGE_BYTES / 4) as u64;
+        if index.entry_count() > entries_max {
+            return Err(Error::CorruptFile {
+                path: index_path,
+                what: "index",
+                detail: format!(
+                    "{} entries cannot fit in {} pages",
+                    index.entry_count(),
+                    index.page_count()
+                ),
+            });
+        }
         Run::from_parts(
             fs,
             params.removals.clone(),
@@ -977,6 +991,38 @@ mod tests {
             RunCursor::new(run),
             Err(Error::Corrupt { what: "run", .. })
         ));
+    }
+
+    /// An index (with valid checksums) claiming more entries than its pages can hold is refused
+    /// when the run is opened.
+    #[test]
+    fn open_refuses_an_impossible_entry_count() {
+        let mem = MemFs::new();
+        let fs: Arc<dyn FileSystem> = Arc::new(mem.clone());
+        let p = params(IndexType::Compact);
+        fs.create_dir_all(&p.dir).unwrap();
+        let run = write_run(&fs, &p, 100);
+        let pages = run.index().page_count();
+        let index_path = run_file_path(&p.dir, 7, RunFile::Index);
+        let sums_path = run_file_path(&p.dir, 7, RunFile::Checksums);
+        let good = (mem.file_bytes(&index_path), mem.file_bytes(&sums_path));
+        for (entries, ok) in [(pages * 1024, true), (pages * 1024 + 1, false)] {
+            let mut index = good.0.clone().unwrap();
+            let at = index.len() - 8;
+            index[at..].copy_from_slice(&entries.to_le_bytes());
+            let mut sums = *run.checksums();
+            sums.files[3] = (index.len() as u64, crc32c::crc32c(&index));
+            mem.set_file_bytes(&index_path, index);
+            mem.set_file_bytes(&sums_path, sums.encode());
+            let opened = Run::open(fs.clone(), &p, 7, true);
+            assert_eq!(opened.is_ok(), ok, "{entries} entries in {pages} pages");
+            if let Err(e) = opened {
+                assert!(
+                    matches!(e, Error::CorruptFile { what: "index", .. }),
+                    "{e:?}"
+                );
+            }
+        }
     }
 
     #[test]
