@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECONDS each (default 240; `operations` gets 7/4 of that), with a
 # corpus under CORPUS (default fuzz/corpus, git-ignored) seeded from the golden files, and prints
-# one summary line per target. A crash is saved under fuzz/artifacts/<target>/.
+# one summary line per target. A crash is saved under fuzz/artifacts/<target>/; the script then
+# prints the end of that target's log, goes on with the others and exits with status 1.
+# Every target `cargo fuzz list` knows is run, in alphabetical order.
 #   fuzz/run-all.sh [SECONDS] [CORPUS]
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -15,13 +17,23 @@ declare -A seeds=(
 )
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
 RUSTC_BOOTSTRAP=1 cargo fuzz build -s none || exit 1
-for target in page bloom index run_checksums session_metadata snapshot_metadata operations; do
+failed=()
+for target in $(cargo fuzz list); do
   mkdir -p "$corpus/$target"
-  for f in ${seeds[$target]}; do cp "$golden/$f" "$corpus/$target/"; done
+  for f in ${seeds[$target]:-}; do cp "$golden/$f" "$corpus/$target/"; done
   t=$secs; extra=()
   if [ "$target" = operations ]; then t=$((secs * 7 / 4)); extra=(-max_len=512); fi
   log="$corpus/$target.log"
   RUSTC_BOOTSTRAP=1 cargo fuzz run -s none "$target" "$corpus/$target" -- \
     -max_total_time="$t" "${extra[@]}" >"$log" 2>&1
-  echo "$target: exit $?, $(grep -E '^Done [0-9]+ runs' "$log" | tail -1)"
+  status=$?
+  echo "$target: exit $status, $(grep -E '^Done [0-9]+ runs' "$log" | tail -1)"
+  if [ "$status" -ne 0 ]; then
+    failed+=("$target")
+    tail -n 30 "$log"
+  fi
 done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "failed: ${failed[*]} (logs: $corpus/<target>.log)"
+  exit 1
+fi

@@ -3,6 +3,10 @@
 //! Owns: the [`Error`] enum and the crate-wide [`Result`] alias.
 //! Every I/O error reaches the caller with the path it concerned; decoders of on-disk structures
 //! report [`Error::Corrupt`] (or [`Error::ChecksumMismatch`]) instead of panicking.
+//!
+//! A variant that wraps another error returns it from [`std::error::Error::source`] and does not
+//! repeat it in its own message (the `thiserror` convention), so that a printer of the whole
+//! chain (`anyhow`'s `{:#}`, or a loop over `source()`) shows each cause once.
 
 use std::path::PathBuf;
 
@@ -14,7 +18,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// An operating-system I/O error, with the file or directory it concerned.
-    #[error("I/O error during {op} on {}: {source}", path.display())]
+    #[error("I/O error during {op} on {}", path.display())]
     Io {
         /// What the engine was doing (`"open"`, `"read"`, `"fsync"`, ...).
         op: &'static str,
@@ -73,8 +77,8 @@ pub enum Error {
         /// The label stored in the snapshot.
         found: String,
     },
-    /// A snapshot's file is missing or corrupt (the underlying error names the file).
-    #[error("snapshot {name:?} is corrupted: {source}")]
+    /// A snapshot's file is missing or corrupt (the `source` says what was found wrong).
+    #[error("snapshot {name:?} is corrupted in {}", path.display())]
     SnapshotCorrupted {
         /// The snapshot's name.
         name: String,
@@ -160,7 +164,8 @@ pub enum Error {
         /// The version this build reads.
         supported: u32,
     },
-    /// The table grew beyond what the merge accounting can represent.
+    /// The table grew beyond what the engine can represent: a level's size in the merge
+    /// accounting, or a run whose index would hold more than 4 GiB of keys.
     #[error("table too large: {0}")]
     TableTooLarge(String),
 }
@@ -211,5 +216,165 @@ impl Error {
     /// True when the error came from the operating system (or the simulated file system).
     pub fn is_io(&self) -> bool {
         matches!(self, Error::Io { .. })
+    }
+
+    /// The message followed by the message of every cause, joined by `": "`, for the places
+    /// that keep an error as text (such as [`Error::TableBroken`]'s cause): `to_string()` alone
+    /// would drop the causes.
+    #[allow(dead_code)] // For `table.rs` and `session.rs`, which still use `to_string()`.
+    pub(crate) fn with_causes(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            text.push_str(": ");
+            text.push_str(&e.to_string());
+            cause = e.source();
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// One value of every variant. The match has no wildcard, so a new variant does not compile
+    /// until it is added here.
+    fn one_of_each() -> Vec<Error> {
+        let io = || {
+            Error::io(
+                "read",
+                "/s/active/3.keyops",
+                std::io::Error::other("disk on fire"),
+            )
+        };
+        let all = vec![
+            io(),
+            Error::SessionDirMissing("/s".into()),
+            Error::SessionLocked("/s".into()),
+            Error::SessionCorrupted {
+                path: "/s".into(),
+                reason: "no metadata".into(),
+            },
+            Error::SessionClosed,
+            Error::TableClosed,
+            Error::CursorClosed,
+            Error::TableBroken("earlier failure".into()),
+            Error::InvalidUpdate("8 bytes".into()),
+            Error::InvalidSnapshotName("A".into()),
+            Error::SnapshotExists("a".into()),
+            Error::SnapshotMissing("a".into()),
+            Error::SnapshotLabelMismatch {
+                expected: "x".into(),
+                found: "y".into(),
+            },
+            Error::SnapshotCorrupted {
+                name: "a".into(),
+                path: "/s/snapshots/a/3.keyops".into(),
+                source: Box::new(io()),
+            },
+            Error::SnapshotCorrupted {
+                name: "a".into(),
+                path: "/s/snapshots/a/metadata".into(),
+                source: Box::new(Error::corrupt("snapshot metadata", "bad magic")),
+            },
+            Error::SnapshotDirectory {
+                path: "/e".into(),
+                reason: "exists".into(),
+            },
+            Error::InvalidConfig("merge_batch_size".into()),
+            Error::KeyTooLarge {
+                len: 5000,
+                max: 4064,
+            },
+            Error::ValueTooLarge { len: 5, max: 4 },
+            Error::BlobTooLarge { len: 5, max: 4 },
+            Error::BlobRefInvalid,
+            Error::corrupt("page", "no entries"),
+            Error::CorruptFile {
+                path: "/f".into(),
+                what: "index",
+                detail: "bad magic".into(),
+            },
+            Error::ChecksumMismatch {
+                path: "/f".into(),
+                expected: 1,
+                actual: 2,
+            },
+            Error::UnsupportedVersion {
+                what: "index",
+                found: 2,
+                supported: 1,
+            },
+            Error::TableTooLarge("level 40".into()),
+        ];
+        for e in &all {
+            match e {
+                Error::Io { .. }
+                | Error::SessionDirMissing(_)
+                | Error::SessionLocked(_)
+                | Error::SessionCorrupted { .. }
+                | Error::SessionClosed
+                | Error::TableClosed
+                | Error::CursorClosed
+                | Error::TableBroken(_)
+                | Error::InvalidUpdate(_)
+                | Error::InvalidSnapshotName(_)
+                | Error::SnapshotExists(_)
+                | Error::SnapshotMissing(_)
+                | Error::SnapshotLabelMismatch { .. }
+                | Error::SnapshotCorrupted { .. }
+                | Error::SnapshotDirectory { .. }
+                | Error::InvalidConfig(_)
+                | Error::KeyTooLarge { .. }
+                | Error::ValueTooLarge { .. }
+                | Error::BlobTooLarge { .. }
+                | Error::BlobRefInvalid
+                | Error::Corrupt { .. }
+                | Error::CorruptFile { .. }
+                | Error::ChecksumMismatch { .. }
+                | Error::UnsupportedVersion { .. }
+                | Error::TableTooLarge(_) => {}
+            }
+        }
+        all
+    }
+
+    /// A variant with a source does not print the source's text in its own message.
+    #[test]
+    fn a_cause_is_printed_once() {
+        let mut with_source = 0;
+        for e in one_of_each() {
+            let Some(source) = e.source() else {
+                continue;
+            };
+            with_source += 1;
+            let (text, cause) = (e.to_string(), source.to_string());
+            assert!(
+                !text.contains(&cause),
+                "{text:?} repeats its source {cause:?}"
+            );
+            assert_eq!(e.with_causes().matches(&cause).count(), 1, "{e:?}");
+        }
+        assert_eq!(with_source, 3, "Io and both SnapshotCorrupted examples");
+    }
+
+    #[test]
+    fn with_causes_prints_the_chain() {
+        let e = Error::SnapshotCorrupted {
+            name: "daily".into(),
+            path: "/s/snapshots/daily/3.keyops".into(),
+            source: Box::new(Error::io(
+                "open",
+                "/s/snapshots/daily/3.keyops",
+                std::io::Error::other("disk on fire"),
+            )),
+        };
+        assert_eq!(
+            e.with_causes(),
+            "snapshot \"daily\" is corrupted in /s/snapshots/daily/3.keyops: I/O error during \
+             open on /s/snapshots/daily/3.keyops: disk on fire"
+        );
     }
 }

@@ -111,6 +111,12 @@ const FOOTER_LEN: usize = 16;
 const ENTRY_MIN_LEN: usize = 10;
 /// `what` of the errors this module reports.
 const WHAT: &str = "index";
+/// Most key bytes one index holds in total (the ordinary index's last keys, or the compact
+/// index's tie-breaker keys): key end offsets are `u32`, in memory and for the decoder. With
+/// 4064-byte keys, one per page, an ordinary index reaches it at about a million pages (a 4 GiB
+/// run), so [`IndexBuilder::push_span`] returns an error there instead of writing a run that no
+/// reader could open.
+const KEY_BYTES_MAX: usize = u32::MAX as usize;
 
 /// Which fence-pointer index a run uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -168,6 +174,8 @@ pub(crate) fn primary(key: &[u8]) -> u64 {
 #[derive(Debug)]
 pub struct IndexBuilder {
     inner: BuilderInner,
+    /// Most key bytes the index may hold ([`KEY_BYTES_MAX`]; lower in tests).
+    key_bytes_max: usize,
     /// The previous span's last key, to check key order in debug builds.
     #[cfg(debug_assertions)]
     prev_last: Option<Vec<u8>>,
@@ -182,12 +190,19 @@ enum BuilderInner {
 impl IndexBuilder {
     /// An empty builder for an index of the given kind.
     pub fn new(kind: IndexType) -> IndexBuilder {
+        IndexBuilder::with_key_bytes_max(kind, KEY_BYTES_MAX)
+    }
+
+    /// An empty builder that holds at most `key_bytes_max` (at most [`KEY_BYTES_MAX`]) key bytes,
+    /// so that tests reach the limit without gigabytes of keys.
+    pub(crate) fn with_key_bytes_max(kind: IndexType, key_bytes_max: usize) -> IndexBuilder {
         let inner = match kind {
             IndexType::Compact => BuilderInner::Compact(CompactIndex::default()),
             IndexType::Ordinary => BuilderInner::Ordinary(OrdinaryIndex::default()),
         };
         IndexBuilder {
             inner,
+            key_bytes_max: key_bytes_max.min(KEY_BYTES_MAX),
             #[cfg(debug_assertions)]
             prev_last: None,
         }
@@ -205,11 +220,15 @@ impl IndexBuilder {
     /// Callers guarantee key order (`first_key <= last_key`, previous last key `< first_key`),
     /// checked in debug builds.
     ///
+    /// Errors: [`Error::TableTooLarge`] when the index would hold more than 4 GiB of keys (an
+    /// ordinary index's last keys, or a compact index's tie-breaker keys) or more than `u64::MAX`
+    /// pages; the builder is then unchanged.
+    ///
     /// # Panics
     ///
     /// If `pages` is 0 or a key is longer than `u16::MAX` bytes (the engine's keys are at most
-    /// 4064 bytes), or (ordinary index) the concatenated last keys exceed 4 GiB.
-    pub fn push_span(&mut self, first_key: &[u8], last_key: &[u8], pages: u64) {
+    /// 4064 bytes).
+    pub fn push_span(&mut self, first_key: &[u8], last_key: &[u8], pages: u64) -> Result<()> {
         assert!(pages >= 1, "a span has at least one page");
         assert!(
             first_key.len() <= usize::from(u16::MAX) && last_key.len() <= usize::from(u16::MAX),
@@ -218,19 +237,21 @@ impl IndexBuilder {
         );
         debug_assert!(first_key <= last_key, "span's first key > its last key");
         #[cfg(debug_assertions)]
-        {
-            if let Some(prev) = &self.prev_last {
-                debug_assert!(
-                    prev.as_slice() < first_key,
-                    "spans out of order: previous last key >= first key"
-                );
-            }
-            self.prev_last = Some(last_key.to_vec());
+        if let Some(prev) = &self.prev_last {
+            debug_assert!(
+                prev.as_slice() < first_key,
+                "spans out of order: previous last key >= first key"
+            );
         }
         match &mut self.inner {
-            BuilderInner::Compact(c) => c.push_span(first_key, last_key, pages),
-            BuilderInner::Ordinary(o) => o.push_span(last_key, pages),
+            BuilderInner::Compact(c) => c.push_span(first_key, last_key, pages, self.key_bytes_max),
+            BuilderInner::Ordinary(o) => o.push_span(last_key, pages, self.key_bytes_max),
+        }?;
+        #[cfg(debug_assertions)]
+        {
+            self.prev_last = Some(last_key.to_vec());
         }
+        Ok(())
     }
 
     /// Pages pushed so far.
@@ -429,19 +450,41 @@ impl CompactIndex {
         self.primaries.len() as u64
     }
 
-    fn push_span(&mut self, first_key: &[u8], last_key: &[u8], pages: u64) {
+    /// See [`IndexBuilder::push_span`]; checks every limit before changing anything.
+    fn push_span(
+        &mut self,
+        first_key: &[u8],
+        last_key: &[u8],
+        pages: u64,
+        key_bytes_max: usize,
+    ) -> Result<()> {
         let p = primary(first_key);
-        let pages = usize::try_from(pages).expect("span page count fits in memory");
+        let pages = usize::try_from(pages)
+            .map_err(|_| Error::TableTooLarge(format!("a span of {pages} pages")))?;
         let start = self.primaries.len();
         let clashes = self.prev_last_primary == Some(p);
+        let tie_end = if clashes {
+            let end = key_end(self.tie_keys.len(), first_key.len(), key_bytes_max);
+            Some(end.ok_or_else(|| {
+                Error::TableTooLarge(format!(
+                    "the compact index of a run would hold more than {key_bytes_max} bytes of \
+                     tie-breaker keys (first keys of spans that share their first 8 bytes with \
+                     the previous span's last key); use keys that differ early, such as hashes, \
+                     or the ordinary index"
+                ))
+            })?)
+        } else {
+            None
+        };
         self.primaries.extend(std::iter::repeat_n(p, pages));
         let words = self.primaries.len().div_ceil(64);
         self.clash.resize(words, 0);
         self.ltp.resize(words, 0);
-        if clashes {
+        if let Some(end) = tie_end {
             set_bit(&mut self.clash, start);
             self.tie_pages.push(start as u64);
-            push_key(&mut self.tie_keys, &mut self.tie_ends, first_key);
+            self.tie_keys.extend_from_slice(first_key);
+            self.tie_ends.push(end);
         }
         for page in start + 1..self.primaries.len() {
             set_bit(&mut self.ltp, page);
@@ -449,6 +492,7 @@ impl CompactIndex {
         }
         self.prev_last_primary = Some(primary(last_key));
         self.span_count += 1;
+        Ok(())
     }
 
     fn shrink(&mut self) {
@@ -701,13 +745,23 @@ impl OrdinaryIndex {
         self.first_pages.len() as u64
     }
 
-    fn push_span(&mut self, last_key: &[u8], pages: u64) {
-        self.first_pages.push(self.page_count);
-        push_key(&mut self.keys, &mut self.ends, last_key);
-        self.page_count = self
+    /// See [`IndexBuilder::push_span`]; checks every limit before changing anything.
+    fn push_span(&mut self, last_key: &[u8], pages: u64, key_bytes_max: usize) -> Result<()> {
+        let end = key_end(self.keys.len(), last_key.len(), key_bytes_max).ok_or_else(|| {
+            Error::TableTooLarge(format!(
+                "the ordinary index of a run would hold more than {key_bytes_max} bytes of keys \
+                 (the last key of every span); use shorter keys or the compact index"
+            ))
+        })?;
+        let page_count = self
             .page_count
             .checked_add(pages)
-            .expect("page count overflows u64");
+            .ok_or_else(|| Error::TableTooLarge("a run of more than u64::MAX pages".into()))?;
+        self.first_pages.push(self.page_count);
+        self.keys.extend_from_slice(last_key);
+        self.ends.push(end);
+        self.page_count = page_count;
+        Ok(())
     }
 
     fn shrink(&mut self) {
@@ -844,10 +898,14 @@ fn key_at<'a>(keys: &'a [u8], ends: &[u32], j: usize) -> &'a [u8] {
     &keys[start..ends[j] as usize]
 }
 
-/// Appends a key to a concatenated key list (builder side: caller bugs panic).
-fn push_key(keys: &mut Vec<u8>, ends: &mut Vec<u32>, key: &[u8]) {
-    keys.extend_from_slice(key);
-    ends.push(u32::try_from(keys.len()).expect("index keys exceed 4 GiB in total"));
+/// The end offset of a key of `key_len` bytes appended to a concatenated key list of
+/// `keys_len` bytes; `None` if the list would then exceed `key_bytes_max` (or `u32::MAX`) bytes.
+fn key_end(keys_len: usize, key_len: usize, key_bytes_max: usize) -> Option<u32> {
+    let end = keys_len.checked_add(key_len)?;
+    if end > key_bytes_max {
+        return None;
+    }
+    u32::try_from(end).ok()
 }
 
 /// Appends a decoded key to a concatenated key list.
@@ -857,10 +915,7 @@ fn push_key_checked(
     key: &[u8],
     what: &'static str,
 ) -> Result<()> {
-    let end = keys
-        .len()
-        .checked_add(key.len())
-        .and_then(|e| u32::try_from(e).ok())
+    let end = key_end(keys.len(), key.len(), KEY_BYTES_MAX)
         .ok_or_else(|| Error::corrupt(what, "keys exceed 4 GiB in total"))?;
     keys.extend_from_slice(key);
     ends.push(end);
@@ -1059,7 +1114,8 @@ mod tests {
         let mut b = IndexBuilder::new(kind);
         let mut entries = 0;
         for s in spans {
-            b.push_span(&s.keys[0], s.keys.last().unwrap(), s.pages);
+            b.push_span(&s.keys[0], s.keys.last().unwrap(), s.pages)
+                .unwrap();
             entries += s.keys.len() as u64;
         }
         assert_eq!(b.span_count(), spans.len() as u64);
@@ -1291,8 +1347,42 @@ mod tests {
     #[should_panic(expected = "spans out of order")]
     fn push_span_checks_key_order() {
         let mut b = IndexBuilder::new(IndexType::Ordinary);
-        b.push_span(b"b", b"c", 1);
-        b.push_span(b"c", b"d", 1);
+        b.push_span(b"b", b"c", 1).unwrap();
+        b.push_span(b"c", b"d", 1).unwrap();
+    }
+
+    /// The key-byte limit (4 GiB in the engine, lowered here) gives an error, not a panic, and
+    /// leaves the builder as it was: an index of everything pushed before, which decodes.
+    #[test]
+    fn key_bytes_limit_is_an_error() {
+        // Keys of 10 bytes that share their first 8 (one primary). Ordinary: every span's last
+        // key counts, so 10 spans fill a limit of 100 bytes. Compact: only tie-breakers count,
+        // one for each span after the first (each clashes), so 11 spans fill it.
+        let key = |i: usize| format!("same8by-{i:02}").into_bytes();
+        for (kind, fitting) in [(IndexType::Ordinary, 10), (IndexType::Compact, 11)] {
+            let mut b = IndexBuilder::with_key_bytes_max(kind, 100);
+            for i in 0..fitting {
+                b.push_span(&key(i), &key(i), 1).unwrap();
+            }
+            let err = b.push_span(&key(fitting), &key(fitting), 1).unwrap_err();
+            assert!(matches!(err, Error::TableTooLarge(_)), "{kind:?}: {err:?}");
+            assert!(err.to_string().contains("100 bytes"), "{err}");
+            assert_eq!(b.span_count(), fitting as u64, "{kind:?}");
+            assert_eq!(b.page_count(), fitting as u64, "{kind:?}");
+            let index = b.finish(fitting as u64);
+            assert_eq!(Index::decode(&index.encode()).unwrap(), index);
+            for i in 0..fitting {
+                assert_eq!(index.search(&key(i)).map(|s| s.first), Some(i as u64));
+            }
+        }
+        // The engine's limit is the decoder's: key end offsets are u32.
+        assert_eq!(
+            IndexBuilder::new(IndexType::Ordinary).key_bytes_max,
+            u32::MAX as usize
+        );
+        assert_eq!(key_end(0, KEY_BYTES_MAX, KEY_BYTES_MAX), Some(u32::MAX));
+        assert_eq!(key_end(1, KEY_BYTES_MAX, KEY_BYTES_MAX), None);
+        assert_eq!(key_end(usize::MAX, 1, KEY_BYTES_MAX), None);
     }
 
     #[test]
@@ -1421,9 +1511,9 @@ mod tests {
     #[test]
     fn compact_layout_by_hand() {
         let mut b = IndexBuilder::new(IndexType::Compact);
-        b.push_span(b"ab", b"abc", 1); // page 0, primary "ab" + 6 zero bytes
-        b.push_span(b"abd", b"abd", 2); // pages 1-2: "abc" and "abd" differ, no clash
-        b.push_span(b"abe", b"abe", 1); // page 3
+        b.push_span(b"ab", b"abc", 1).unwrap(); // page 0, primary "ab" + 6 zero bytes
+        b.push_span(b"abd", b"abd", 2).unwrap(); // pages 1-2: "abc" and "abd" differ, no clash
+        b.push_span(b"abe", b"abe", 1).unwrap(); // page 3
         let index = b.finish(4);
         let p = |k: &[u8]| primary(k).to_le_bytes();
         let mut want = Vec::new();
@@ -1443,8 +1533,8 @@ mod tests {
 
         // Spans whose first key shares its primary with the previous span's last key.
         let mut b = IndexBuilder::new(IndexType::Compact);
-        b.push_span(b"k", b"keyfirst-a", 1); // page 0
-        b.push_span(b"keyfirst-b", b"keyfirst-b", 1); // page 1: clash
+        b.push_span(b"k", b"keyfirst-a", 1).unwrap(); // page 0
+        b.push_span(b"keyfirst-b", b"keyfirst-b", 1).unwrap(); // page 1: clash
         let index = b.finish(2);
         let mut want = Vec::new();
         want.extend_from_slice(b"CRNINDEX");
@@ -1469,8 +1559,8 @@ mod tests {
     #[test]
     fn ordinary_layout_by_hand() {
         let mut b = IndexBuilder::new(IndexType::Ordinary);
-        b.push_span(b"a", b"b", 1);
-        b.push_span(b"c", b"c", 3);
+        b.push_span(b"a", b"b", 1).unwrap();
+        b.push_span(b"c", b"c", 3).unwrap();
         let index = b.finish(3);
         let mut want = Vec::new();
         want.extend_from_slice(b"CRNINDEX");

@@ -307,7 +307,7 @@ impl RunWriter {
         let (Some(first), Some(last)) = (self.page.first_key(), self.page.last_key()) else {
             return Ok(());
         };
-        self.index.push_span(first, last, self.page.pages());
+        self.index.push_span(first, last, self.page.pages())?;
         self.page_bytes.clear();
         self.page.finish_into(&mut self.page_bytes);
         self.keyops.write(&self.page_bytes)
@@ -524,6 +524,20 @@ impl Run {
                     "covers {} pages but the key/ops file has {} bytes",
                     index.page_count(),
                     checksums.files[0].0
+                ),
+            });
+        }
+        // Every entry takes at least 4 bytes of its page (its key and value offsets): a larger
+        // count could only be made up, and merges size their Bloom filter and debt from it.
+        let entries_max = index.page_count() * (PAGE_BYTES / 4) as u64;
+        if index.entry_count() > entries_max {
+            return Err(Error::CorruptFile {
+                path: index_path,
+                what: "index",
+                detail: format!(
+                    "{} entries cannot fit in {} pages",
+                    index.entry_count(),
+                    index.page_count()
                 ),
             });
         }
@@ -795,6 +809,14 @@ impl RunCursor {
         let decoded = {
             let span = self.span()?;
             let e = span.entry(self.entry)?;
+            // A page may hold a key a little longer than the engine writes; a merge copying it
+            // would fail an assertion of the page builder.
+            if e.key.len() > page::KEY_SIZE_MAX {
+                return Err(Error::corrupt(
+                    "run",
+                    format!("{}-byte key in {}", e.key.len(), self.file.path().display()),
+                ));
+            }
             Decoded {
                 key: offsets_in(&self.chunk, e.key),
                 op: e.op,
@@ -942,6 +964,64 @@ mod tests {
                 mem.file_paths().is_empty(),
                 "files removed when the run is dropped"
             );
+        }
+    }
+
+    /// A one-entry page can hold a key of up to 4082 bytes; the cursor refuses one above
+    /// `KEY_SIZE_MAX` instead of handing it to a merge.
+    #[test]
+    fn cursor_refuses_an_oversized_key() {
+        let mem = MemFs::new();
+        let fs: Arc<dyn FileSystem> = Arc::new(mem.clone());
+        let p = params(IndexType::Ordinary);
+        fs.create_dir_all(&p.dir).unwrap();
+        let mut w = RunWriter::new(fs.clone(), &p, 7, 1, true).unwrap();
+        w.push(&[b'k'; page::KEY_SIZE_MAX], Op::Insert, b"0123456789", None)
+            .unwrap();
+        let run = w.finish().unwrap().unwrap();
+        assert!(RunCursor::new(run.clone()).is_ok());
+        // One entry, no blob: the key starts at 14; move the value's start 6 bytes later.
+        let path = run_file_path(&p.dir, 7, RunFile::KeyOps);
+        let mut bytes = mem.file_bytes(&path).unwrap();
+        let value_start = 14 + page::KEY_SIZE_MAX as u16;
+        assert_eq!(bytes[12..14], value_start.to_le_bytes());
+        bytes[12..14].copy_from_slice(&(value_start + 6).to_le_bytes());
+        mem.set_file_bytes(&path, bytes);
+        assert!(matches!(
+            RunCursor::new(run),
+            Err(Error::Corrupt { what: "run", .. })
+        ));
+    }
+
+    /// An index (with valid checksums) claiming more entries than its pages can hold is refused
+    /// when the run is opened.
+    #[test]
+    fn open_refuses_an_impossible_entry_count() {
+        let mem = MemFs::new();
+        let fs: Arc<dyn FileSystem> = Arc::new(mem.clone());
+        let p = params(IndexType::Compact);
+        fs.create_dir_all(&p.dir).unwrap();
+        let run = write_run(&fs, &p, 100);
+        let pages = run.index().page_count();
+        let index_path = run_file_path(&p.dir, 7, RunFile::Index);
+        let sums_path = run_file_path(&p.dir, 7, RunFile::Checksums);
+        let good = (mem.file_bytes(&index_path), mem.file_bytes(&sums_path));
+        for (entries, ok) in [(pages * 1024, true), (pages * 1024 + 1, false)] {
+            let mut index = good.0.clone().unwrap();
+            let at = index.len() - 8;
+            index[at..].copy_from_slice(&entries.to_le_bytes());
+            let mut sums = *run.checksums();
+            sums.files[3] = (index.len() as u64, crc32c::crc32c(&index));
+            mem.set_file_bytes(&index_path, index);
+            mem.set_file_bytes(&sums_path, sums.encode());
+            let opened = Run::open(fs.clone(), &p, 7, true);
+            assert_eq!(opened.is_ok(), ok, "{entries} entries in {pages} pages");
+            if let Err(e) = opened {
+                assert!(
+                    matches!(e, Error::CorruptFile { what: "index", .. }),
+                    "{e:?}"
+                );
+            }
         }
     }
 
