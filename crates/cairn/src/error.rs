@@ -221,7 +221,6 @@ impl Error {
     /// The message followed by the message of every cause, joined by `": "`, for the places
     /// that keep an error as text (such as [`Error::TableBroken`]'s cause): `to_string()` alone
     /// would drop the causes.
-    #[allow(dead_code)] // For `table.rs` and `session.rs`, which still use `to_string()`.
     pub(crate) fn with_causes(&self) -> String {
         let mut text = self.to_string();
         let mut cause = std::error::Error::source(self);

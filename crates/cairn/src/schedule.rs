@@ -1,6 +1,6 @@
 //! The merge schedule: lazy levelling with size ratio 4 and credit-paced incremental merges.
 //!
-//! Owns: [`Levels`] (the runs of a table below the write buffer, grouped in levels, with the merge
+//! Owns: `Levels` (the runs of a table below the write buffer, grouped in levels, with the merge
 //! in progress on each level) and the credit accounting that bounds the merge work of any single
 //! update. May call: `merge`, `run`. Must never touch: the write buffer, lookups, files directly.
 //!

@@ -50,19 +50,26 @@ pub(crate) fn decode_metadata(bytes: &[u8]) -> Result<u64> {
         return Err(bad("bad magic"));
     }
     let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if version != METADATA_VERSION {
-        return Err(Error::UnsupportedVersion {
-            what: "session metadata",
-            found: version,
-            supported: METADATA_VERSION,
+    let unsupported = Error::UnsupportedVersion {
+        what: "session metadata",
+        found: version,
+        supported: METADATA_VERSION,
+    };
+    if bytes.len() != METADATA_BYTES {
+        // Another length: a newer format (whose layout may differ), or damage.
+        return Err(if version != METADATA_VERSION {
+            unsupported
+        } else {
+            bad("wrong length")
         });
     }
-    if bytes.len() != METADATA_BYTES {
-        return Err(bad("wrong length"));
-    }
+    // This layout: the checksum first, so that a damaged version field is corruption.
     let crc = u32::from_le_bytes([bytes[20], bytes[21], bytes[22], bytes[23]]);
     if crc != crc32c::crc32c(&bytes[..20]) {
         return Err(bad("checksum mismatch"));
+    }
+    if version != METADATA_VERSION {
+        return Err(unsupported);
     }
     let mut salt = [0u8; 8];
     salt.copy_from_slice(&bytes[12..20]);
@@ -326,8 +333,11 @@ impl Session {
                     "the directory is not empty but has no metadata file".into(),
                 ));
             }
-            let salt = decode_metadata(&read_all(&*fs, &metadata_path)?)
-                .map_err(|e| corrupted(e.to_string()))?;
+            let salt = decode_metadata(&read_all(&*fs, &metadata_path)?).map_err(|e| match e {
+                // Written by a newer build: nothing is damaged.
+                e @ Error::UnsupportedVersion { .. } => e,
+                e => corrupted(e.to_string()),
+            })?;
             for sub in [&active_dir, &snapshots_dir] {
                 if !fs.is_dir(sub)? {
                     return Err(corrupted(format!(

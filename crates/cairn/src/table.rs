@@ -403,7 +403,7 @@ impl Table {
             if let Err(e) = self.apply_one(&mut state, key, entry) {
                 // A run or merge failed half way: answers could be wrong from now on, so the
                 // table refuses every further operation.
-                state.broken = Some(e.to_string());
+                state.broken = Some(e.with_causes());
                 return Err(e);
             }
         }
@@ -704,7 +704,7 @@ impl Table {
                 Ok(leftover)
             }
             Err(e) => {
-                state.broken = Some(e.to_string());
+                state.broken = Some(e.with_causes());
                 Err(e)
             }
         }

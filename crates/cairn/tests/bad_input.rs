@@ -1470,6 +1470,25 @@ fn bad_session_directories_are_refused() {
             Error::SessionCorrupted { path, .. } if path == Path::new("/s")
         );
     }
+    // A newer format, whole (valid checksum), or of another length: not damage.
+    let mut newer = good.clone();
+    newer[8] = 2;
+    let crc = crc32c(&newer[..20]);
+    newer[20..].copy_from_slice(&crc.to_le_bytes());
+    let mut longer = good.clone();
+    longer[8] = 2;
+    longer.extend_from_slice(&[0; 16]);
+    for bytes in [newer, longer] {
+        fs.set_file_bytes(metadata, bytes);
+        assert_err!(
+            open("/s"),
+            Error::UnsupportedVersion {
+                what: "session metadata",
+                found: 2,
+                supported: 1
+            }
+        );
+    }
     // A refused open does not keep the lock.
     fs.set_file_bytes(metadata, good);
     open("/s").unwrap();
