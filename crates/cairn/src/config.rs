@@ -20,7 +20,7 @@ pub const WRITE_BUFFER_ENTRIES_MAX: usize = 1 << 26;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MergeSchedule {
     /// Merge work is spread over updates with credits, so that no update does more than a fixed
-    /// bound of merge steps (see [`crate::schedule`]).
+    /// bound of merge steps (derived in `docs/design.md`, "Merges").
     Incremental,
     /// A merge is done completely as soon as it is created (simple, but an update may pay for a
     /// merge of the whole table).

@@ -154,6 +154,7 @@ impl AlignedBuf {
     }
 
     /// True for a zero-length buffer.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -259,6 +260,7 @@ impl Default for ReadBatch {
 impl ReadBatch {
     /// Bytes of the arena (at least the sum of the last batch's reads, each rounded up to
     /// [`ALIGN_BYTES`]).
+    #[cfg(test)]
     pub fn arena_bytes(&self) -> usize {
         self.arena.len()
     }
@@ -269,6 +271,7 @@ impl ReadBatch {
     }
 
     /// True when the batch had no requests.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
     }
@@ -288,12 +291,6 @@ impl ReadBatch {
         let slot = self.slots.get(i)?;
         self.arena
             .get(slot.start..slot.start.checked_add(slot.len)?)
-    }
-
-    /// Every read, in request order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
-        // `try_get` cannot fail for indices below `len()`: slots are built inside the arena.
-        (0..self.len()).map(|i| self.try_get(i).unwrap_or(&[]))
     }
 }
 
@@ -717,7 +714,7 @@ mod uring {
 // ------------------------------------------------------------------------------------------------
 // The engine.
 
-/// Which backend a [`BlockIo`] uses.
+/// Which block I/O backend a session's batched lookups use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoBackendKind {
     /// io_uring if it works, else pread.
@@ -930,6 +927,7 @@ impl BlockIo {
     ///
     /// If a new ring cannot be created for this call (e.g. out of file descriptors), the batch is
     /// read with `pread` instead (logged once, counted in [`IoReport::pread_fallback_batches`]).
+    #[cfg(test)]
     pub fn read_batch(&self, requests: &[ReadRequest]) -> Result<ReadBatch> {
         let mut batch = ReadBatch::default();
         self.read_batch_into(requests, &mut batch)?;

@@ -19,25 +19,42 @@
 //! format is specified in `docs/format/`.
 #![warn(missing_docs)]
 
+// The engine's internals. Fuzz targets reach the decoders through the `fuzzing` feature (not a
+// stable API); nothing else outside the crate sees them.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
 pub mod bloom;
-pub mod config;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(dead_code)] // format accessors and encoders used by tests and the fuzz targets only
+mod bloom;
+mod config;
 mod cursor;
 mod entry;
-pub mod error;
+mod error;
 pub mod fs;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 #[cfg(test)]
 mod golden;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
 pub mod index;
-pub mod io;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(dead_code)] // format accessors and encoders used by tests and the fuzz targets only
+mod index;
+mod io;
 mod kmerge;
 mod lookup;
 mod merge;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
 pub mod page;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(dead_code)] // format accessors and encoders used by tests and the fuzz targets only
+mod page;
 mod run;
-pub mod schedule;
+mod schedule;
 mod session;
 mod snapshot;
 mod table;
@@ -49,7 +66,10 @@ mod write_buffer;
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
-pub use config::{BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, TableConfig};
+pub use config::{
+    BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, ResolveFn, TableConfig,
+    SIZE_RATIO, WRITE_BUFFER_ENTRIES_MAX,
+};
 pub use cursor::{Cursor, CursorEntry, KeyRange};
 pub use error::{Error, Result};
 pub use io::{DirectIo, IoBackendKind, IoReport};

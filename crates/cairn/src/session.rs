@@ -271,7 +271,28 @@ impl Session {
         Session::open_with(Arc::new(RealFs), dir, SessionOptions::default())
     }
 
-    /// Opens the session in `dir` on the given file system with the given options.
+    /// Opens the session in `dir` on the real file system with the given options (the I/O
+    /// backend, the salt of a new session).
+    ///
+    /// ```
+    /// use cairn::{IoBackendKind, Session, SessionOptions};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let options = SessionOptions {
+    ///     io_backend: IoBackendKind::Pread,
+    ///     ..SessionOptions::default()
+    /// };
+    /// let session = Session::open_with_options(dir.path(), options)?;
+    /// assert_eq!(session.io_backend(), IoBackendKind::Pread);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    ///
+    /// Errors: as [`Session::open_with`].
+    pub fn open_with_options(dir: impl AsRef<Path>, options: SessionOptions) -> Result<Session> {
+        Session::open_with(Arc::new(RealFs), dir, options)
+    }
+
+    /// Opens the session in `dir` on the given file system (the real one, a simulated one for
+    /// tests, or your own implementation of [`FileSystem`]) with the given options.
     ///
     /// A new session's files are fsynced, but `dir` itself belongs to the caller: make its own
     /// entry in its parent durable (create it and fsync the parent) before relying on it. A

@@ -88,7 +88,7 @@ pub struct TableStats {
     /// Merge steps the most recent update performed.
     pub merge_steps_last_update: u64,
     /// The documented bound on merge steps per update for the current number of levels
-    /// (see [`crate::schedule`]); meaningful for the incremental schedule.
+    /// (derived in `docs/design.md`, "Merges"); meaningful for the incremental schedule.
     pub merge_steps_bound_per_update: u64,
     /// Updates applied since the table was created.
     pub updates: u64,

@@ -19,8 +19,8 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cairn::config::WRITE_BUFFER_ENTRIES_MAX;
 use cairn::fs::{FileSystem, FsOp, MemFs};
+use cairn::WRITE_BUFFER_ENTRIES_MAX;
 use cairn::{
     BlobRef, BloomAlloc, DiskCachePolicy, Error, IndexType, IoBackendKind, LookupResult, Resolve,
     Session, SessionOptions, SnapshotOverrides, Table, TableConfig, Update, KEY_SIZE_MAX,

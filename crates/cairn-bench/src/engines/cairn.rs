@@ -10,7 +10,6 @@
 //! checks, what is timed).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use cairn::{
     BloomAlloc, DiskCachePolicy, IndexType, IoBackendKind, MergeSchedule, Resolve, Session,
@@ -97,7 +96,7 @@ impl CairnSession {
             },
             salt: Some(seed),
         };
-        let session = Session::open_with(Arc::new(cairn::fs::RealFs), dir, options)
+        let session = Session::open_with_options(dir, options)
             .context(|| format!("opening a Cairn session in {}", dir.display()))?;
         Ok(CairnSession {
             session,

@@ -2,13 +2,14 @@
 //!
 //! Owns: the [`FileSystem`], [`WritableFile`], [`ReadableFile`] and [`FileLock`] traits, the real
 //! implementation [`RealFs`] (POSIX, with `O_DIRECT` and `flock`), [`DirectIo`] (whether `O_DIRECT`
-//! works in a directory, found by [`FileSystem::probe_direct_io`]), the simulated [`MemFs`], and
-//! [`FileWriter`], the buffered append-only writer that computes a file's CRC32C while writing.
+//! works in a directory, found by [`FileSystem::probe_direct_io`]), the simulated file system
+//! `sim::MemFs` (feature `sim`, which the engine's own tests turn on), and `FileWriter`, the
+//! buffered append-only writer that computes a file's CRC32C while writing.
 //!
 //! May call: the standard library, `libc` and `log` (a refused `O_DIRECT`, once per session). Must never touch: engine structures (runs, tables).
 //!
 //! Every method returns a `Result`, files are trait objects, and nothing outside this module holds
-//! a raw path to the operating system, so the simulated file system ([`sim`]) sees every operation:
+//! a raw path to the operating system, so the simulated file system (`sim`) sees every operation:
 //! it models what survives a power loss and injects faults from a seeded plan.
 
 use std::fmt::Debug;
@@ -18,15 +19,17 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 
+#[cfg(any(test, feature = "sim"))]
 pub use sim::{CrashReport, FaultKind, FaultPlan, FsOp, InjectedFault, MemFs, SplitMix64};
 
 /// How a file is opened for reading.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadOptions {
     /// Bypass the operating system's page cache (`O_DIRECT`). Reads must then use buffers, offsets
-    /// and lengths aligned to [`crate::io::ALIGN_BYTES`].
+    /// and lengths aligned to 4096 bytes.
     pub direct: bool,
     /// Hint that reads are random (`POSIX_FADV_RANDOM`): no read-ahead.
     pub random: bool,
@@ -50,7 +53,7 @@ pub enum DirectIo {
         /// What the file system answered.
         reason: String,
     },
-    /// Not known: the file system has no page cache to bypass (the simulated [`MemFs`]), it was
+    /// Not known: the file system has no page cache to bypass (the simulated `MemFs`), it was
     /// not probed, or the probe itself failed.
     Unknown {
         /// Why it is not known.
@@ -169,7 +172,7 @@ pub trait ReadableFile: Send + Sync + Debug {
 pub trait FileLock: Send + Sync + Debug {}
 
 /// Reads a whole (small) file into memory.
-pub fn read_all(fs: &dyn FileSystem, path: &Path) -> Result<Vec<u8>> {
+pub(crate) fn read_all(fs: &dyn FileSystem, path: &Path) -> Result<Vec<u8>> {
     let file = fs.open(path, ReadOptions::default())?;
     let len = file.len_bytes()?;
     let len = usize::try_from(len)
@@ -181,7 +184,7 @@ pub fn read_all(fs: &dyn FileSystem, path: &Path) -> Result<Vec<u8>> {
 
 /// Writes `bytes` to a new file at `path` atomically: a temporary file is written and fsynced,
 /// then renamed over `path`, and the directory is fsynced.
-pub fn write_atomic(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     if fs.exists(&tmp)? {
         fs.remove_file(&tmp)?;
@@ -202,7 +205,7 @@ const COPY_CHUNK_BYTES: u64 = 1 << 20;
 
 /// Copies the file `from` into a new file `to` without syncing it, and returns the copy's size and
 /// CRC32C (computed over the bytes written). Memory: one chunk of 1 MiB, whatever the file's size.
-pub fn copy_file(fs: &dyn FileSystem, from: &Path, to: &Path) -> Result<(u64, u32)> {
+pub(crate) fn copy_file(fs: &dyn FileSystem, from: &Path, to: &Path) -> Result<(u64, u32)> {
     let source = fs.open(from, ReadOptions::default())?;
     let len = source.len_bytes()?;
     let mut out = FileWriter::create(fs, to)?;
@@ -221,7 +224,7 @@ pub fn copy_file(fs: &dyn FileSystem, from: &Path, to: &Path) -> Result<(u64, u3
 ///
 /// Memory: one buffer of `buffer_bytes` (64 KiB by default). Each flush is one `append` call.
 #[derive(Debug)]
-pub struct FileWriter {
+pub(crate) struct FileWriter {
     file: Box<dyn WritableFile>,
     buffer: Vec<u8>,
     buffer_bytes: usize,
@@ -262,16 +265,6 @@ impl FileWriter {
     /// Bytes written so far (including buffered ones).
     pub fn written_bytes(&self) -> u64 {
         self.written_bytes
-    }
-
-    /// The CRC32C of everything written so far.
-    pub fn crc32c(&self) -> u32 {
-        self.crc
-    }
-
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        self.file.path()
     }
 
     fn flush_buffer(&mut self) -> Result<()> {
