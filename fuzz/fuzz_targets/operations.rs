@@ -16,7 +16,7 @@ use libfuzzer_sys::fuzz_target;
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn concat() -> Resolve {
-    Resolve::custom(|newer, older| {
+    Resolve::custom("concat", |newer, older| {
         let mut v = [newer, older].concat();
         v.truncate(64);
         v

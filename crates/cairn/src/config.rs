@@ -61,10 +61,31 @@ impl DiskCachePolicy {
 /// A user-supplied resolve function: `resolve(newer, older)` returns the combined value.
 pub type ResolveFn = dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync;
 
+/// Longest name of a custom resolve function, in bytes.
+pub const RESOLVE_NAME_BYTES_MAX: usize = 255;
+
+/// A user-supplied resolve function with the name that identifies it (see [`Resolve::custom`]).
+#[derive(Clone)]
+pub struct CustomResolve {
+    name: Arc<str>,
+    f: Arc<ResolveFn>,
+}
+
+impl CustomResolve {
+    /// The function's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
 /// How an upsert combines a new value with the value already stored for its key.
 ///
 /// The function must be associative (`r(a, r(b, c)) == r(r(a, b), c)`) because merges combine
 /// entries in whatever grouping the levels happen to hold them in. It sees serialised bytes.
+///
+/// Two resolve functions are the same when they are the same built-in or custom functions of
+/// the same name: tables can be unioned only if their resolve functions are the same, and a
+/// snapshot saved with a custom function opens only with a function of the same name.
 #[derive(Clone)]
 pub enum Resolve {
     /// The newer value replaces the older one: an upsert behaves like an insert.
@@ -73,14 +94,46 @@ pub enum Resolve {
     /// must carry exactly 8 bytes ([`crate::Error::InvalidUpdate`] otherwise); if an older
     /// inserted value is not 8 bytes long, the newer value replaces it.
     AddU64Le,
-    /// A user-supplied function.
-    Custom(Arc<ResolveFn>),
+    /// A user-supplied function, identified by its name.
+    Custom(CustomResolve),
 }
 
+impl PartialEq for Resolve {
+    /// Built-ins are equal to themselves; custom functions are equal when their names are.
+    fn eq(&self, other: &Resolve) -> bool {
+        match (self, other) {
+            (Resolve::KeepNewest, Resolve::KeepNewest) | (Resolve::AddU64Le, Resolve::AddU64Le) => {
+                true
+            }
+            (Resolve::Custom(a), Resolve::Custom(b)) => a.name == b.name,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Resolve {}
+
 impl Resolve {
-    /// Wraps a user function.
-    pub fn custom(f: impl Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync + 'static) -> Resolve {
-        Resolve::Custom(Arc::new(f))
+    /// Wraps a user function under `name`, its identity: give the same name only to functions
+    /// that compute the same thing (a new name for a changed function), because a snapshot
+    /// records the name and unions compare names. A name longer than
+    /// [`RESOLVE_NAME_BYTES_MAX`] bytes is refused when a table is created
+    /// ([`crate::Error::InvalidConfig`]).
+    ///
+    /// ```
+    /// use cairn::Resolve;
+    /// let max = Resolve::custom("max-v1", |newer, older| newer.max(older).to_vec());
+    /// assert_eq!(max.apply(b"a", b"b"), b"b");
+    /// assert_eq!(max, Resolve::custom("max-v1", |n, _| n.to_vec()));
+    /// ```
+    pub fn custom(
+        name: impl Into<String>,
+        f: impl Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync + 'static,
+    ) -> Resolve {
+        Resolve::Custom(CustomResolve {
+            name: Arc::from(name.into()),
+            f: Arc::new(f),
+        })
     }
 
     /// Combines `newer` with `older`.
@@ -94,7 +147,7 @@ impl Resolve {
                     .to_vec(),
                 _ => newer.to_vec(),
             },
-            Resolve::Custom(f) => f(newer, older),
+            Resolve::Custom(custom) => (custom.f)(newer, older),
         }
     }
 }
@@ -104,7 +157,7 @@ impl fmt::Debug for Resolve {
         match self {
             Resolve::KeepNewest => write!(f, "KeepNewest"),
             Resolve::AddU64Le => write!(f, "AddU64Le"),
-            Resolve::Custom(_) => write!(f, "Custom(..)"),
+            Resolve::Custom(custom) => write!(f, "Custom({:?})", custom.name),
         }
     }
 }
@@ -145,8 +198,24 @@ impl Default for TableConfig {
 }
 
 impl TableConfig {
+    /// Checks every field: `Ok` exactly when [`crate::Session::new_table`] accepts the config.
+    ///
+    /// Errors: [`Error::InvalidConfig`] naming the first field out of range.
+    pub fn validate(&self) -> Result<()> {
+        self.bloom_params().map(drop)
+    }
+
     /// Checks every field, returning the Bloom parameters it implies.
-    pub fn validate(&self) -> Result<BloomParams> {
+    pub(crate) fn bloom_params(&self) -> Result<BloomParams> {
+        if let Resolve::Custom(custom) = &self.resolve {
+            if custom.name.len() > RESOLVE_NAME_BYTES_MAX {
+                return Err(Error::InvalidConfig(format!(
+                    "a custom resolve function's name may be at most {RESOLVE_NAME_BYTES_MAX} \
+                     bytes, got {}",
+                    custom.name.len()
+                )));
+            }
+        }
         if self.write_buffer_entries == 0 || self.write_buffer_entries > WRITE_BUFFER_ENTRIES_MAX {
             return Err(Error::InvalidConfig(format!(
                 "write_buffer_entries must be in 1..={WRITE_BUFFER_ENTRIES_MAX}, got {}",
@@ -225,7 +294,7 @@ mod tests {
         );
         assert_eq!(add.apply(b"short", &7u64.to_le_bytes()), b"short");
         assert_eq!(Resolve::KeepNewest.apply(b"n", b"o"), b"n");
-        let concat = Resolve::custom(|n, o| [n, o].concat());
+        let concat = Resolve::custom("concat", |n, o| [n, o].concat());
         assert_eq!(concat.apply(b"n", b"o"), b"no");
     }
 }

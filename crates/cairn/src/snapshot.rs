@@ -21,7 +21,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::{BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, TableConfig};
+use crate::config::{
+    BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, TableConfig,
+    RESOLVE_NAME_BYTES_MAX,
+};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::fs::{copy_file, read_all, FileSystem, FileWriter};
@@ -36,6 +39,8 @@ pub(crate) const VERSION: u32 = 2;
 pub const SNAPSHOT_LABEL_BYTES_MAX: usize = 4096;
 const LEVELS_MAX: u32 = 64;
 const RUNS_MAX: u32 = 1 << 16;
+/// Most extension sections a snapshot's metadata may hold.
+const EXTENSIONS_MAX: u32 = 16;
 
 /// Checks a snapshot name: 1 to 64 characters from `[a-z0-9_-]`, not a name Windows reserves.
 pub(crate) fn validate_name(name: &str) -> Result<()> {
@@ -61,11 +66,12 @@ pub(crate) fn validate_name(name: &str) -> Result<()> {
 }
 
 /// Which resolve function a snapshot was saved with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ResolveTag {
     KeepNewest,
     AddU64Le,
-    Custom,
+    /// A custom function, with its name (`None` in snapshots saved before names were recorded).
+    Custom(Option<String>),
 }
 
 impl ResolveTag {
@@ -73,10 +79,13 @@ impl ResolveTag {
         match resolve {
             Resolve::KeepNewest => ResolveTag::KeepNewest,
             Resolve::AddU64Le => ResolveTag::AddU64Le,
-            Resolve::Custom(_) => ResolveTag::Custom,
+            Resolve::Custom(custom) => ResolveTag::Custom(Some(custom.name().to_string())),
         }
     }
 }
+
+/// The extension that records a custom resolve function's name (a UTF-8 string).
+const EXTENSION_RESOLVE_NAME: u32 = 1;
 
 /// A pending union as a snapshot records it: its inputs' views and the credits spent.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -186,7 +195,7 @@ impl SnapshotMeta {
         w.u32(VERSION);
         w.u32(self.label.len() as u32);
         w.0.extend_from_slice(self.label.as_bytes());
-        encode_config(&mut w, &self.config, self.resolve);
+        encode_config(&mut w, &self.config, &self.resolve);
         w.u32(self.run_count as u32);
         self.run_sums.iter().for_each(|&crc| w.u32(crc));
         match self.write_buffer {
@@ -228,8 +237,16 @@ impl SnapshotMeta {
             }
             None => w.u8(0),
         }
-        // Extensions: none in version 1 (room for typed sections such as a state root).
-        w.u32(0);
+        // Extensions: typed sections (u32 type, u32 length, bytes), each type at most once.
+        match &self.resolve {
+            ResolveTag::Custom(Some(name)) => {
+                w.u32(1);
+                w.u32(EXTENSION_RESOLVE_NAME);
+                w.u32(name.len() as u32);
+                w.0.extend_from_slice(name.as_bytes());
+            }
+            _ => w.u32(0),
+        }
         let crc = crc32c::crc32c(&w.0);
         w.u32(crc);
         w.0
@@ -300,8 +317,25 @@ impl SnapshotMeta {
             1 => Some(decode_union(&mut r, run_count, 0)?),
             _ => return Err(bad("bad union flag")),
         };
-        if r.u32()? != 0 {
-            return Err(bad("unknown extensions"));
+        let mut resolve = resolve;
+        let extensions = r.count(EXTENSIONS_MAX)?;
+        for _ in 0..extensions {
+            let kind = r.u32()?;
+            let len = r.count(RESOLVE_NAME_BYTES_MAX as u32)?;
+            let bytes = r.take(len)?;
+            match (kind, &mut resolve) {
+                (EXTENSION_RESOLVE_NAME, ResolveTag::Custom(name @ None)) => {
+                    let text = std::str::from_utf8(bytes)
+                        .map_err(|_| bad("resolve function name is not UTF-8"))?;
+                    *name = Some(text.to_string());
+                }
+                (EXTENSION_RESOLVE_NAME, _) => {
+                    return Err(bad(
+                        "a resolve function name without a custom resolve function",
+                    ))
+                }
+                _ => return Err(bad("unknown extension")),
+            }
         }
         if !r.bytes.is_empty() {
             return Err(bad("trailing bytes"));
@@ -440,7 +474,7 @@ fn decode_union(r: &mut Reader<'_>, run_count: usize, depth: usize) -> Result<Un
     Ok(UnionShape { inputs, produced })
 }
 
-fn encode_config(w: &mut Writer, c: &TableConfig, resolve: ResolveTag) {
+fn encode_config(w: &mut Writer, c: &TableConfig, resolve: &ResolveTag) {
     w.u64(c.write_buffer_entries as u64);
     w.u8(match c.merge_schedule {
         MergeSchedule::Incremental => 0,
@@ -467,7 +501,7 @@ fn encode_config(w: &mut Writer, c: &TableConfig, resolve: ResolveTag) {
     w.u8(match resolve {
         ResolveTag::KeepNewest => 0,
         ResolveTag::AddU64Le => 1,
-        ResolveTag::Custom => 2,
+        ResolveTag::Custom(_) => 2,
     });
 }
 
@@ -499,7 +533,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<(TableConfig, ResolveTag)> {
     let resolve = match r.u8()? {
         0 => ResolveTag::KeepNewest,
         1 => ResolveTag::AddU64Le,
-        2 => ResolveTag::Custom,
+        2 => ResolveTag::Custom(None),
         _ => return Err(bad("resolve")),
     };
     let config = TableConfig {
@@ -952,6 +986,26 @@ mod tests {
             b[bit / 8] ^= 1 << (bit % 8);
             assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
         }
+    }
+
+    #[test]
+    fn a_custom_resolve_name_is_an_extension() {
+        let mut meta = sample();
+        meta.resolve = ResolveTag::Custom(Some("max-v1".into()));
+        let bytes = meta.encode();
+        let golden = crate::golden::check_golden("snapshot-metadata-v2-custom.bin", &bytes);
+        let back = SnapshotMeta::decode(&golden).unwrap();
+        assert_eq!(back.resolve, meta.resolve);
+        assert_eq!(back.encode(), bytes);
+        for bit in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
+        }
+        // Snapshots saved before names were recorded say only "custom".
+        meta.resolve = ResolveTag::Custom(None);
+        let back = SnapshotMeta::decode(&meta.encode()).unwrap();
+        assert_eq!(back.resolve, ResolveTag::Custom(None));
     }
 
     proptest::proptest! {

@@ -164,7 +164,7 @@ impl TableInner {
 
 impl Table {
     pub(crate) fn new(session: Arc<SessionInner>, config: TableConfig) -> Result<Table> {
-        let bloom = config.validate()?;
+        let bloom = config.bloom_params()?;
         let params = RunParams {
             dir: session.active_dir().to_path_buf(),
             removals: session.removals().clone(),
@@ -602,7 +602,7 @@ impl Table {
     /// paid with [`Table::supply_union_credits`], one output key per credit, while lookups, range
     /// lookups and cursors see the whole union at all times. Errors: [`Error::InvalidConfig`]
     /// for no tables, tables of different sessions, or tables with different resolve functions
-    /// (a custom function must be the same `Arc`).
+    /// (custom functions are the same when their names are, see [`Resolve`]).
     ///
     /// When a key is in several inputs their values are combined and the result has no blob
     /// (as an upsert drops a blob), even with `KeepNewest`.
@@ -621,14 +621,10 @@ impl Table {
                 "every table of a union must belong to the same session".into(),
             ));
         }
-        let same_resolve =
-            |t: &&Table| match (&t.inner.config.resolve, &first.inner.config.resolve) {
-                (Resolve::KeepNewest, Resolve::KeepNewest)
-                | (Resolve::AddU64Le, Resolve::AddU64Le) => true,
-                (Resolve::Custom(a), Resolve::Custom(b)) => Arc::ptr_eq(a, b),
-                _ => false,
-            };
-        if !tables.iter().all(same_resolve) {
+        if !tables
+            .iter()
+            .all(|t| t.inner.config.resolve == first.inner.config.resolve)
+        {
             return Err(Error::InvalidConfig(
                 "every table of a union must use the same resolve function".into(),
             ));
@@ -909,12 +905,23 @@ impl Table {
             });
         }
         let mut config = meta.config.clone();
-        config.resolve = match (meta.resolve, overrides.resolve) {
+        config.resolve = match (meta.resolve.clone(), overrides.resolve) {
+            (ResolveTag::Custom(Some(saved)), Some(given)) => match &given {
+                Resolve::Custom(custom) if custom.name() == saved => given,
+                _ => {
+                    return Err(Error::InvalidConfig(format!(
+                        "snapshot {name:?} was saved with the custom resolve function {saved:?}, \
+                         not {given:?}"
+                    )))
+                }
+            },
             (_, Some(resolve)) => resolve,
-            (ResolveTag::Custom, None) => {
+            (ResolveTag::Custom(saved), None) => {
+                let named = saved.map(|n| format!(" {n:?}")).unwrap_or_default();
                 return Err(Error::InvalidConfig(format!(
-                    "snapshot {name:?} was saved with a custom resolve function: pass it in the overrides"
-                )))
+                    "snapshot {name:?} was saved with the custom resolve function{named}: pass it \
+                     in the overrides"
+                )));
             }
             (ResolveTag::AddU64Le, None) => Resolve::AddU64Le,
             (ResolveTag::KeepNewest, None) => Resolve::KeepNewest,
@@ -929,7 +936,7 @@ impl Table {
             dir: session.active_dir().to_path_buf(),
             removals: session.removals().clone(),
             salt: session.salt(),
-            bloom: config.validate()?,
+            bloom: config.bloom_params()?,
             index: config.index,
         };
         let runs =

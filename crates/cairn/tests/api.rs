@@ -194,7 +194,7 @@ fn blob_refs_tell_whether_they_are_still_valid() {
 const POISON: [u8; 8] = *b"poison!!";
 
 fn panicking_resolve(armed: Arc<AtomicBool>) -> Resolve {
-    Resolve::custom(move |newer, older| {
+    Resolve::custom("keep-newer-or-panic", move |newer, older| {
         if armed.load(Ordering::Relaxed) && (newer == POISON || older == POISON) {
             panic!("resolve function panics on purpose");
         }

@@ -716,7 +716,7 @@ fn a_snapshot_with_a_custom_resolve_function_needs_it_when_opened() {
     let (_fs, session) = session();
     let table = session
         .new_table(TableConfig {
-            resolve: Resolve::custom(|n, o| [n, o].concat()),
+            resolve: Resolve::custom("concat", |n, o| [n, o].concat()),
             ..small()
         })
         .unwrap();
@@ -732,7 +732,7 @@ fn a_snapshot_with_a_custom_resolve_function_needs_it_when_opened() {
             "custom",
             "",
             SnapshotOverrides {
-                resolve: Some(Resolve::custom(|n, o| [n, o].concat())),
+                resolve: Some(Resolve::custom("concat", |n, o| [n, o].concat())),
                 ..SnapshotOverrides::default()
             },
         )
@@ -1125,7 +1125,7 @@ fn unions_of_tables_of_different_sessions_are_rejected() {
 fn unions_of_tables_with_different_resolve_functions_are_rejected() {
     let (_fs, session) = session();
     let concat = |n: &[u8], o: &[u8]| [n, o].concat();
-    let shared = Resolve::custom(concat);
+    let shared = Resolve::custom("concat", concat);
     let make = |resolve: Resolve| {
         session
             .new_table(TableConfig { resolve, ..small() })
@@ -1135,8 +1135,10 @@ fn unions_of_tables_with_different_resolve_functions_are_rejected() {
     let add = make(Resolve::AddU64Le);
     let custom_a = make(shared.clone());
     let custom_a2 = make(shared);
-    // The same function wrapped twice is two functions: they cannot be compared.
-    let custom_b = make(Resolve::custom(concat));
+    // Another name is another function, whatever the closure.
+    let custom_b = make(Resolve::custom("concat-v2", concat));
+    // The same name wrapped twice is the same function.
+    let custom_a3 = make(Resolve::custom("concat", concat));
     let pairs: [(&Table, &Table); 7] = [
         (&keep, &add),
         (&add, &keep),
@@ -1151,8 +1153,9 @@ fn unions_of_tables_with_different_resolve_functions_are_rejected() {
         assert_err!(x.incremental_union(y), Error::InvalidConfig(_));
         assert_err!(Table::unions(&[x, x, y]), Error::InvalidConfig(_));
     }
-    // The same Arc is the same function.
+    // The same name is the same function.
     custom_a.union(&custom_a2).unwrap();
+    custom_a.union(&custom_a3).unwrap();
     keep.union(&make(Resolve::KeepNewest)).unwrap();
     add.union(&make(Resolve::AddU64Le)).unwrap();
 }

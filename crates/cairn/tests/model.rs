@@ -204,7 +204,7 @@ fn resolve_of(kind: ResolveKind) -> Resolve {
         ResolveKind::KeepNewest => Resolve::KeepNewest,
         ResolveKind::AddU64 => Resolve::AddU64Le,
         // Concatenation is associative; cap the length so values stay within limits.
-        ResolveKind::Concat => Resolve::custom(|newer, older| {
+        ResolveKind::Concat => Resolve::custom("concat", |newer, older| {
             let mut out = [newer, older].concat();
             out.truncate(20_000);
             out

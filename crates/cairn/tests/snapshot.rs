@@ -178,7 +178,7 @@ fn snapshot_errors_are_typed() {
     // A snapshot saved with a custom resolve function needs it back.
     let custom = session
         .new_table(TableConfig {
-            resolve: Resolve::custom(|n, _| n.to_vec()),
+            resolve: Resolve::custom("keep-newer", |n, _| n.to_vec()),
             ..config()
         })
         .unwrap();
@@ -188,11 +188,27 @@ fn snapshot_errors_are_typed() {
         session.open_snapshot("custom", "l", SnapshotOverrides::default()),
         Err(Error::InvalidConfig(_))
     ));
+    // The snapshot records the function's name: another name, or a built-in, is refused.
+    for wrong in [
+        Resolve::custom("keep-older", |_, o| o.to_vec()),
+        Resolve::KeepNewest,
+    ] {
+        let overrides = SnapshotOverrides {
+            resolve: Some(wrong),
+            ..SnapshotOverrides::default()
+        };
+        assert!(matches!(
+            session.open_snapshot("custom", "l", overrides),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
     let overrides = SnapshotOverrides {
-        resolve: Some(Resolve::custom(|n, _| n.to_vec())),
+        resolve: Some(Resolve::custom("keep-newer", |n, _| n.to_vec())),
         ..SnapshotOverrides::default()
     };
     let t = session.open_snapshot("custom", "l", overrides).unwrap();
+    // A table reopened with the function unions with one made with it anew.
+    t.union(&custom).unwrap();
     assert_eq!(t.lookup(b"k").unwrap().value(), Some(&b"v"[..]));
     session.delete_snapshot("s").unwrap();
     assert_eq!(

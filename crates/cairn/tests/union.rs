@@ -9,7 +9,7 @@ use cairn::fs::{FileSystem, MemFs};
 use cairn::{Resolve, Session, SessionOptions, SnapshotOverrides, Table, TableConfig};
 
 fn concat() -> Resolve {
-    Resolve::custom(|n, o| {
+    Resolve::custom("concat", |n, o| {
         let mut v = [n, o].concat();
         v.truncate(20_000);
         v

@@ -71,7 +71,7 @@ impl TableSettings {
                 ..base
             },
             TableKind::Upsert(resolve) => TableConfig {
-                resolve: Resolve::custom(resolve),
+                resolve: Resolve::custom("upsert-bench", resolve),
                 ..base
             },
         }
