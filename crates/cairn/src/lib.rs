@@ -76,4 +76,5 @@ pub use io::{DirectIo, IoBackendKind, IoReport};
 pub use lookup::{BlobRef, LookupResult};
 pub use page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
 pub use session::{Session, SessionOptions};
-pub use table::{SnapshotOverrides, Table, TableStats, Update, BLOB_SIZE_MAX};
+pub use snapshot::SnapshotOverrides;
+pub use table::{Table, TableStats, Update, BLOB_SIZE_MAX};

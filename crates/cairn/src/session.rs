@@ -20,8 +20,9 @@ use crate::cursor::CursorInner;
 use crate::error::{Error, Result};
 use crate::fs::{read_all, write_atomic, DeferredRemovals, FileLock, FileSystem, RealFs};
 use crate::io::{BlockIo, IoBackendKind, IoReport};
-use crate::snapshot::{self, validate_name};
-use crate::table::{SnapshotOverrides, Table, TableInner};
+use crate::snapshot::SnapshotOverrides;
+use crate::snapshot::{self};
+use crate::table::{Table, TableInner};
 
 /// Run numbers and table ids are unique per process: a new session wipes `active/`, so numbers
 /// need not be unique across processes.
@@ -456,14 +457,7 @@ impl Session {
     /// Errors: [`Error::SessionClosed`], [`Error::Io`].
     pub fn list_snapshots(&self) -> Result<Vec<String>> {
         self.inner.check_open()?;
-        let fs = self.inner.fs();
-        let mut names = Vec::new();
-        for name in fs.list_dir(&self.inner.snapshots_dir)? {
-            if validate_name(&name).is_ok() && fs.is_dir(&self.inner.snapshots_dir.join(&name))? {
-                names.push(name);
-            }
-        }
-        Ok(names)
+        snapshot::list(&self.inner)
     }
 
     /// Whether snapshot `name` exists.
@@ -471,8 +465,7 @@ impl Session {
     /// Errors: [`Error::SessionClosed`], [`Error::InvalidSnapshotName`], [`Error::Io`].
     pub fn snapshot_exists(&self, name: &str) -> Result<bool> {
         self.inner.check_open()?;
-        validate_name(name)?;
-        self.inner.fs().is_dir(&self.inner.snapshots_dir.join(name))
+        snapshot::exists(&self.inner, name)
     }
 
     /// Deletes snapshot `name` (its files; tables opened from it are not affected).
@@ -481,20 +474,8 @@ impl Session {
     /// [`Error::SnapshotMissing`], [`Error::Io`] (the snapshot is then either intact or gone: it is
     /// renamed away first).
     pub fn delete_snapshot(&self, name: &str) -> Result<()> {
-        if !self.snapshot_exists(name)? {
-            return Err(Error::SnapshotMissing(name.to_string()));
-        }
-        // Renamed out of the way first, so a crash never leaves a half-deleted snapshot under its
-        // name (a leftover `.tmp-*` directory is removed when the session opens).
-        let fs = self.inner.fs();
-        let doomed = snapshot::temp_dir(
-            &self.inner.snapshots_dir,
-            name,
-            self.inner.next_run_number(),
-        );
-        fs.rename(&self.inner.snapshots_dir.join(name), &doomed)?;
-        fs.sync_dir(&self.inner.snapshots_dir)?;
-        fs.remove_dir_all(&doomed)
+        self.inner.check_open()?;
+        snapshot::delete(&self.inner, name)
     }
 
     /// Copies snapshot `name` into `target`, a directory that must not exist yet and whose parent
@@ -505,31 +486,8 @@ impl Session {
     /// Errors: [`Error::SessionClosed`], [`Error::InvalidSnapshotName`],
     /// [`Error::SnapshotMissing`], [`Error::SnapshotDirectory`] (the target exists, or its parent does not), [`Error::Io`].
     pub fn export_snapshot(&self, name: &str, target: impl AsRef<Path>) -> Result<()> {
-        if !self.snapshot_exists(name)? {
-            return Err(Error::SnapshotMissing(name.to_string()));
-        }
-        let target = target.as_ref();
-        let fs = self.inner.fs();
-        if fs.exists(target)? {
-            return Err(Error::SnapshotDirectory {
-                path: target.to_path_buf(),
-                reason: "the export directory already exists".into(),
-            });
-        }
-        // The parent must exist: creating it here would leave it without an fsync of its own.
-        let parent = snapshot::parent_dir(target);
-        if !fs.is_dir(&parent)? {
-            return Err(Error::SnapshotDirectory {
-                path: target.to_path_buf(),
-                reason: "the export directory's parent does not exist".into(),
-            });
-        }
-        // Run numbers restart in every process: a leftover of an earlier crash may be in the way.
-        let tmp = target.with_file_name(format!(".tmp-export-{}", self.inner.next_run_number()));
-        if fs.exists(&tmp)? {
-            fs.remove_dir_all(&tmp)?;
-        }
-        snapshot::copy_dir(&**fs, &self.inner.snapshots_dir.join(name), &tmp, target)
+        self.inner.check_open()?;
+        snapshot::export(&self.inner, name, target.as_ref())
     }
 
     /// Copies the snapshot exported in `source` into this session as snapshot `name`. The copy
@@ -539,23 +497,8 @@ impl Session {
     /// [`Error::SnapshotDirectory`] (the source is missing), [`Error::Io`] (the snapshot is then
     /// either absent or complete).
     pub fn import_snapshot(&self, name: &str, source: impl AsRef<Path>) -> Result<()> {
-        if self.snapshot_exists(name)? {
-            return Err(Error::SnapshotExists(name.to_string()));
-        }
-        let source = source.as_ref();
-        let fs = self.inner.fs();
-        if !fs.is_dir(source)? {
-            return Err(Error::SnapshotDirectory {
-                path: source.to_path_buf(),
-                reason: "the import directory does not exist".into(),
-            });
-        }
-        let tmp = snapshot::temp_dir(
-            &self.inner.snapshots_dir,
-            name,
-            self.inner.next_run_number(),
-        );
-        snapshot::copy_dir(&**fs, source, &tmp, &self.inner.snapshots_dir.join(name))
+        self.inner.check_open()?;
+        snapshot::import(&self.inner, name, source.as_ref())
     }
 
     /// Closes the session now, for every handle: closes every table and cursor (their later

@@ -28,9 +28,11 @@ use crate::config::{
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::fs::{copy_file, read_all, FileSystem, FileWriter};
-use crate::run::{run_file_path, Run, RunFile, RunParams, RunWriter};
-use crate::schedule::{IncomingShape, LevelShape};
-use crate::union::{TableView, UnionContents};
+use crate::page::Op;
+use crate::run::{run_file_path, Run, RunCursor, RunFile, RunParams, RunWriter};
+use crate::schedule::{IncomingShape, LevelShape, Levels, MergeContext};
+use crate::session::SessionInner;
+use crate::union::{TableView, UnionContents, UnionLevel};
 use crate::write_buffer::WriteBuffer;
 
 pub(crate) const MAGIC: &[u8; 8] = b"CRNSNAPM";
@@ -711,6 +713,65 @@ pub(crate) fn temp_dir(snapshots: &Path, name: &str, n: u64) -> PathBuf {
     snapshots.join(format!(".tmp-{name}-{n}"))
 }
 
+/// A table's contents at one instant, as a snapshot plan (the table holds its read lock): O(runs)
+/// reference counts and an O(1) clone of each write buffer, no I/O.
+pub(crate) fn plan(
+    config: &TableConfig,
+    levels: &Levels,
+    write_buffer: &WriteBuffer,
+    union: Option<&Arc<UnionLevel>>,
+) -> SnapshotContents {
+    let mut plan = SnapshotPlan::default();
+    let mut levels = levels.shape(&mut |run| plan.name(run));
+    let write_buffer = plan.buffer(write_buffer.clone());
+    // The union's state is read once: it may finish concurrently (through a duplicate).
+    let union = match union.map(|u| u.state()) {
+        Some((UnionContents::Done(Some(run)), _)) => {
+            // A finished union is saved as the last level it migrates to.
+            levels.push(LevelShape {
+                incoming: IncomingShape::Single(plan.name(&run)),
+                resident: Vec::new(),
+            });
+            None
+        }
+        Some((UnionContents::Pending(views), produced)) => Some(plan.union(&views, produced)),
+        Some((UnionContents::Done(None), _)) | None => None,
+    };
+    SnapshotContents {
+        config: config.clone(),
+        plan,
+        levels,
+        write_buffer,
+        union,
+    }
+}
+
+/// Saves planned `contents` as snapshot `name` of `session`: refuses contents over a format
+/// limit and an existing name before writing anything, then writes into a temporary directory
+/// that is renamed into place (see [`save`]); a failed save removes it where it can.
+pub(crate) fn save_table(
+    session: &SessionInner,
+    params: &RunParams,
+    name: &str,
+    label: &str,
+    contents: SnapshotContents,
+) -> Result<()> {
+    contents.check_limits(label)?;
+    let fs = session.fs();
+    let target = snapshot_dir(session.snapshots_dir(), name);
+    if fs.exists(&target)? {
+        return Err(Error::SnapshotExists(name.to_string()));
+    }
+    let tmp = temp_dir(session.snapshots_dir(), name, session.next_run_number());
+    fs.create_dir_all(&tmp)?;
+    let result = save(fs, params, &tmp, &target, label, contents);
+    if result.is_err() {
+        // Best effort: a leftover temporary directory is removed when the session reopens.
+        let _ = fs.remove_dir_all(&tmp);
+    }
+    result
+}
+
 /// Links the runs into `tmp`, writes the metadata, fsyncs everything and renames `tmp` to the
 /// snapshot's directory.
 pub(crate) fn save(
@@ -881,6 +942,412 @@ pub(crate) fn parent_dir(path: &Path) -> PathBuf {
         Some(parent) => parent.to_path_buf(),
         None => PathBuf::from("/"),
     }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The snapshots of a session (the session has checked that it is open)
+
+/// Names of the saved snapshots, sorted: every directory of `snapshots/` whose name is a valid
+/// snapshot name (anything else there is not a snapshot and is ignored).
+pub(crate) fn list(session: &SessionInner) -> Result<Vec<String>> {
+    let fs = session.fs();
+    let mut names = Vec::new();
+    for name in fs.list_dir(session.snapshots_dir())? {
+        if validate_name(&name).is_ok() && fs.is_dir(&session.snapshots_dir().join(&name))? {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+/// Whether snapshot `name` exists.
+pub(crate) fn exists(session: &SessionInner, name: &str) -> Result<bool> {
+    validate_name(name)?;
+    session
+        .fs()
+        .is_dir(&snapshot_dir(session.snapshots_dir(), name))
+}
+
+/// Deletes snapshot `name`: renamed out of the way first, so a crash never leaves a
+/// half-deleted snapshot under its name (a leftover `.tmp-*` directory is removed when the
+/// session opens).
+pub(crate) fn delete(session: &SessionInner, name: &str) -> Result<()> {
+    if !exists(session, name)? {
+        return Err(Error::SnapshotMissing(name.to_string()));
+    }
+    let fs = session.fs();
+    let doomed = temp_dir(session.snapshots_dir(), name, session.next_run_number());
+    fs.rename(&snapshot_dir(session.snapshots_dir(), name), &doomed)?;
+    fs.sync_dir(session.snapshots_dir())?;
+    fs.remove_dir_all(&doomed)
+}
+
+/// Copies snapshot `name` into `target` (which must not exist; its parent must), fsynced.
+pub(crate) fn export(session: &SessionInner, name: &str, target: &Path) -> Result<()> {
+    if !exists(session, name)? {
+        return Err(Error::SnapshotMissing(name.to_string()));
+    }
+    let fs = session.fs();
+    if fs.exists(target)? {
+        return Err(Error::SnapshotDirectory {
+            path: target.to_path_buf(),
+            reason: "the export directory already exists".into(),
+        });
+    }
+    // The parent must exist: creating it here would leave it without an fsync of its own.
+    if !fs.is_dir(&parent_dir(target))? {
+        return Err(Error::SnapshotDirectory {
+            path: target.to_path_buf(),
+            reason: "the export directory's parent does not exist".into(),
+        });
+    }
+    // Run numbers restart in every process: a leftover of an earlier crash may be in the way.
+    let tmp = target.with_file_name(format!(".tmp-export-{}", session.next_run_number()));
+    if fs.exists(&tmp)? {
+        fs.remove_dir_all(&tmp)?;
+    }
+    copy_dir(
+        &**fs,
+        &snapshot_dir(session.snapshots_dir(), name),
+        &tmp,
+        target,
+    )
+}
+
+/// Copies the snapshot exported in `source` into the session as snapshot `name`, atomically.
+pub(crate) fn import(session: &SessionInner, name: &str, source: &Path) -> Result<()> {
+    if exists(session, name)? {
+        return Err(Error::SnapshotExists(name.to_string()));
+    }
+    let fs = session.fs();
+    if !fs.is_dir(source)? {
+        return Err(Error::SnapshotDirectory {
+            path: source.to_path_buf(),
+            reason: "the import directory does not exist".into(),
+        });
+    }
+    let tmp = temp_dir(session.snapshots_dir(), name, session.next_run_number());
+    copy_dir(
+        &**fs,
+        source,
+        &tmp,
+        &snapshot_dir(session.snapshots_dir(), name),
+    )
+}
+
+// ------------------------------------------------------------------------------------------------
+// Restoring a table
+
+/// What may differ from a snapshot's saved configuration when it is opened.
+#[derive(Clone, Debug, Default)]
+pub struct SnapshotOverrides {
+    /// The resolve function; required when the snapshot was saved with a custom one (functions
+    /// cannot be stored; the snapshot records the name, which must match), otherwise the saved
+    /// built-in one is used.
+    pub resolve: Option<Resolve>,
+    /// A different disk-cache policy.
+    pub disk_cache: Option<DiskCachePolicy>,
+    /// A different merge batch size.
+    pub merge_batch_size: Option<usize>,
+}
+
+/// A table's contents rebuilt from a snapshot, for [`crate::Table`] to wrap.
+pub(crate) struct Restored {
+    pub(crate) config: TableConfig,
+    pub(crate) params: RunParams,
+    pub(crate) write_buffer: WriteBuffer,
+    pub(crate) levels: Levels,
+    pub(crate) union: Option<Arc<UnionLevel>>,
+}
+
+/// Opens snapshot `name` of `session`: checks name and label, links every run into `active/`
+/// under fresh numbers and opens it (verifying every file's CRC32C), rebuilds the write buffer,
+/// the levels (merges restart from their inputs and are caught up with their credits) and a
+/// pending union (which replays the credits it was paid). On error, the links made so far are
+/// removed where possible.
+pub(crate) fn restore(
+    session: &SessionInner,
+    name: &str,
+    label: &str,
+    overrides: SnapshotOverrides,
+) -> Result<Restored> {
+    let result = restore_parts(session, name, label, overrides);
+    if result.is_err() {
+        // Runs opened before the failure were released: free their links now if possible.
+        session.try_remove_released();
+    }
+    result
+}
+
+fn restore_parts(
+    session: &SessionInner,
+    name: &str,
+    label: &str,
+    overrides: SnapshotOverrides,
+) -> Result<Restored> {
+    validate_name(name)?;
+    let fs = session.fs().clone();
+    let dir = snapshot_dir(session.snapshots_dir(), name);
+    if !fs.is_dir(&dir)? {
+        return Err(Error::SnapshotMissing(name.to_string()));
+    }
+    // A missing or short file is corruption; any other I/O error is the disk's, not the
+    // snapshot's, and is returned as it is (opening again may succeed).
+    let corrupted = |path: PathBuf, e: Error| match e {
+        Error::Io { ref source, .. }
+            if !matches!(
+                source.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            e
+        }
+        e => Error::SnapshotCorrupted {
+            name: name.to_string(),
+            path,
+            source: Box::new(e),
+        },
+    };
+    let meta = read_meta(&*fs, &dir).map_err(|e| corrupted(dir.join("metadata"), e))?;
+    let drops_deletes = meta.levels.iter().any(|l| {
+        matches!(
+            l.incoming,
+            IncomingShape::Merging {
+                last_level: true,
+                ..
+            }
+        )
+    });
+    if meta.union.is_some() && drops_deletes {
+        let e = Error::corrupt(
+            "snapshot metadata",
+            "a merge drops deletes above a union in progress",
+        );
+        return Err(corrupted(dir.join("metadata"), e));
+    }
+    if meta.label != label {
+        return Err(Error::SnapshotLabelMismatch {
+            expected: label.to_string(),
+            found: meta.label,
+        });
+    }
+    let mut config = meta.config.clone();
+    config.resolve = match (meta.resolve.clone(), overrides.resolve) {
+        (ResolveTag::Custom(Some(saved)), Some(given)) => match &given {
+            Resolve::Custom(custom) if custom.name() == saved => given,
+            _ => {
+                return Err(Error::InvalidConfig(format!(
+                    "snapshot {name:?} was saved with the custom resolve function {saved:?}, \
+                     not {given:?}"
+                )))
+            }
+        },
+        (_, Some(resolve)) => resolve,
+        (ResolveTag::Custom(saved), None) => {
+            let named = saved.map(|n| format!(" {n:?}")).unwrap_or_default();
+            return Err(Error::InvalidConfig(format!(
+                "snapshot {name:?} was saved with the custom resolve function{named}: pass it \
+                 in the overrides"
+            )));
+        }
+        (ResolveTag::AddU64Le, None) => Resolve::AddU64Le,
+        (ResolveTag::KeepNewest, None) => Resolve::KeepNewest,
+    };
+    if let Some(policy) = overrides.disk_cache {
+        config.disk_cache = policy;
+    }
+    if let Some(batch) = overrides.merge_batch_size {
+        config.merge_batch_size = batch;
+    }
+    let params = RunParams {
+        dir: session.active_dir().to_path_buf(),
+        removals: session.removals().clone(),
+        salt: session.salt(),
+        bloom: config.bloom_params()?,
+        index: config.index,
+    };
+    let runs = open_snapshot_runs(session, &dir, &meta, &config, &params).map_err(
+        |(path, e)| match path {
+            Some(path) => corrupted(path, e),
+            None => e,
+        },
+    )?;
+    let write_buffer = match meta.write_buffer {
+        Some(i) => write_buffer_from_run(&runs[i], &config.resolve)?,
+        None => WriteBuffer::default(),
+    };
+    let union = match &meta.union {
+        Some(shape) => Some(Arc::new(
+            union_from_shape(session, &config, &params, shape, &runs)
+                .map_err(|e| corrupted(dir.join("metadata"), e))?,
+        )),
+        None => None,
+    };
+    let levels = with_merge_context(session, &config, &params, union.is_some(), |ctx| {
+        Levels::from_shape(ctx, &meta.levels, &runs)
+    })
+    .map_err(|e| corrupted(dir.join("metadata"), e))?;
+    drop(runs);
+    Ok(Restored {
+        config,
+        params,
+        write_buffer,
+        levels,
+        union,
+    })
+}
+
+/// Links every run of the snapshot in `dir` into `active/` under fresh numbers and opens it,
+/// verifying every file. On error, returns the snapshot file to blame (none when the error is
+/// not the snapshot's); runs opened so far are
+/// released (their links removed) when the vector is dropped.
+fn open_snapshot_runs(
+    session: &SessionInner,
+    dir: &Path,
+    meta: &SnapshotMeta,
+    config: &TableConfig,
+    params: &RunParams,
+) -> std::result::Result<Vec<Arc<Run>>, (Option<PathBuf>, Error)> {
+    let fs = session.fs();
+    let mut runs = Vec::with_capacity(meta.run_count);
+    for (i, level) in meta.run_levels().into_iter().enumerate() {
+        let number = session.next_run_number();
+        let snapshot_file = |file: RunFile| run_file_path(dir, i as u64, file);
+        // Removed by the session (the open fails, then removes what it can; the rest is retried
+        // and reported by the next operation).
+        let remove_links = || {
+            params.removals.defer(
+                RunFile::ALL
+                    .into_iter()
+                    .map(|file| run_file_path(&params.dir, number, file)),
+            )
+        };
+        for file in RunFile::ALL {
+            if let Err(e) = fs.hard_link(
+                &snapshot_file(file),
+                &run_file_path(&params.dir, number, file),
+            ) {
+                remove_links();
+                // A missing snapshot file is corruption; a link that failed for another reason
+                // (into `active/`) is the disk's error, not the snapshot's.
+                return match fs.exists(&snapshot_file(file)) {
+                    Ok(false) => Err((Some(snapshot_file(file)), e)),
+                    Ok(true) => Err((None, e)),
+                    Err(stat) => Err((None, stat)),
+                };
+            }
+        }
+        let caching = config.disk_cache.caches_level(level);
+        match Run::open(fs.clone(), params, number, caching) {
+            Ok(run) if run.checksums_crc() != meta.run_sums[i] => {
+                // Dropping the run queues its links for removal.
+                let e = Error::corrupt(
+                    "snapshot",
+                    format!("run {i} is not the run the snapshot saved (checksums file differs)"),
+                );
+                return Err((Some(snapshot_file(RunFile::Checksums)), e));
+            }
+            Ok(run) => runs.push(run),
+            Err(e) => {
+                remove_links();
+                let file = RunFile::from_path(e.path()).unwrap_or(RunFile::Checksums);
+                return Err((Some(snapshot_file(file)), e));
+            }
+        }
+    }
+    Ok(runs)
+}
+
+/// Rebuilds a pending union from a snapshot and replays the credits it had been paid, so its
+/// remaining debt is at most what it was when saved.
+fn union_from_shape(
+    session: &SessionInner,
+    config: &TableConfig,
+    params: &RunParams,
+    shape: &UnionShape,
+    runs: &[Arc<Run>],
+) -> Result<UnionLevel> {
+    let run = |i: usize| {
+        runs.get(i)
+            .cloned()
+            .ok_or_else(|| Error::corrupt("snapshot metadata", format!("run {i} does not exist")))
+    };
+    let mut views = Vec::with_capacity(shape.inputs.len());
+    for input in &shape.inputs {
+        let buffer = match input.buffer {
+            Some(i) => write_buffer_from_run(&run(i)?, &config.resolve)?,
+            None => WriteBuffer::default(),
+        };
+        let union = match &input.union {
+            Some(nested) => Some(Arc::new(union_from_shape(
+                session, config, params, nested, runs,
+            )?)),
+            None => None,
+        };
+        let runs = input
+            .runs
+            .iter()
+            .map(|&i| run(i))
+            .collect::<Result<Vec<_>>>()?;
+        views.push(Arc::new(TableView {
+            buffer,
+            runs,
+            union,
+            epoch: 0,
+        }));
+    }
+    let union = UnionLevel::for_table(session.fs().clone(), config, params, views);
+    if shape.produced > 0 {
+        union.supply_credits(shape.produced, || session.next_run_number())?;
+    }
+    Ok(union)
+}
+
+/// Reads a snapshot's write-buffer run back into a write buffer (blobs into memory).
+fn write_buffer_from_run(run: &Arc<Run>, resolve: &Resolve) -> Result<WriteBuffer> {
+    let mut write_buffer = WriteBuffer::default();
+    let mut cursor = RunCursor::new(run.clone())?;
+    while let Some(e) = cursor.peek()? {
+        let entry = match e.op {
+            Op::Insert => {
+                let blob = match e.blob {
+                    Some(span) => Some(Arc::from(cursor.run().read_blob(span)?)),
+                    None => None,
+                };
+                Entry::Insert(e.value.to_vec(), blob)
+            }
+            Op::Upsert => Entry::Upsert(e.value.to_vec()),
+            Op::Delete => Entry::Delete,
+        };
+        let key = e.key.to_vec();
+        write_buffer.apply(&key, entry, resolve);
+        cursor.advance()?;
+    }
+    Ok(write_buffer)
+}
+
+/// Runs `f` with the context merges need for a table with this config. `union_below` keeps
+/// deletes in every merge (older entries still live in the union below the levels).
+pub(crate) fn with_merge_context<T>(
+    session: &SessionInner,
+    config: &TableConfig,
+    params: &RunParams,
+    union_below: bool,
+    f: impl FnOnce(&MergeContext<'_>) -> Result<T>,
+) -> Result<T> {
+    let next_run_number = || session.next_run_number();
+    let ctx = MergeContext {
+        fs: session.fs(),
+        params,
+        next_run_number: &next_run_number,
+        resolve: &config.resolve,
+        disk_cache: config.disk_cache,
+        schedule: config.merge_schedule,
+        write_buffer_entries: config.write_buffer_entries as u64,
+        merge_batch_size: config.merge_batch_size as u64,
+        union_below,
+    };
+    f(&ctx)
 }
 
 #[cfg(test)]

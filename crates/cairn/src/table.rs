@@ -18,35 +18,20 @@
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use std::ops::Bound;
-use std::path::{Path, PathBuf};
 
 use crate::config::{MergeSchedule, Resolve, TableConfig};
 use crate::cursor::{Cursor, CursorEntry, KeyRange, StampedEntries};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::lookup::{lookup_runs, results, BlobRef, BlobSource, LookupResult, Partial};
-use crate::page::Op;
 use crate::page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
-use crate::run::{run_file_path, Run, RunCursor, RunFile, RunParams, RunWriter};
-use crate::schedule::{
-    merge_steps_per_update_max, IncomingShape, LevelShape, Levels, MergeContext,
-};
+use crate::run::{Run, RunParams, RunWriter};
+use crate::schedule::{merge_steps_per_update_max, Levels};
 use crate::session::SessionInner;
-use crate::snapshot::{self, ResolveTag, SnapshotContents, SnapshotMeta, SnapshotPlan, UnionShape};
-use crate::union::{TableView, UnionContents, UnionLevel};
+use crate::snapshot::{self};
+use crate::snapshot::{with_merge_context, SnapshotOverrides};
+use crate::union::{TableView, UnionLevel};
 use crate::write_buffer::{MemBlob, WriteBuffer};
-
-/// What may differ from a snapshot's saved configuration when it is opened.
-#[derive(Clone, Debug, Default)]
-pub struct SnapshotOverrides {
-    /// The resolve function; required when the snapshot was saved with a custom one (functions
-    /// cannot be stored), otherwise the saved built-in one is used.
-    pub resolve: Option<Resolve>,
-    /// A different disk-cache policy.
-    pub disk_cache: Option<crate::config::DiskCachePolicy>,
-    /// A different merge batch size.
-    pub merge_batch_size: Option<usize>,
-}
 
 /// Why a table whose lock was poisoned is broken.
 const PANICKED: &str = "a panic (in a resolve function) interrupted an update of this table";
@@ -635,7 +620,7 @@ impl Table {
             .collect::<Result<Vec<_>>>()?;
         let config = first.inner.config.clone();
         let params = first.inner.params.clone();
-        let union = new_union_level(&session, &config, &params, views);
+        let union = UnionLevel::for_table(session.fs().clone(), &config, &params, views);
         Table::with_contents(
             session,
             config,
@@ -784,56 +769,23 @@ impl Table {
     /// [`Error::SnapshotExists`], I/O errors.
     pub fn save_snapshot(&self, name: &str, label: &str) -> Result<()> {
         snapshot::validate_name(name)?;
-        // What is saved is planned first, without I/O: a closed or broken table, or one that
-        // exceeds a limit of the snapshot format, writes nothing.
-        let contents = self.snapshot_contents()?;
-        contents.check_limits(label)?;
-        let session = &self.inner.session;
-        let fs = session.fs();
-        let target = snapshot::snapshot_dir(session.snapshots_dir(), name);
-        if fs.exists(&target)? {
-            return Err(Error::SnapshotExists(name.to_string()));
-        }
-        let tmp = snapshot::temp_dir(session.snapshots_dir(), name, session.next_run_number());
-        fs.create_dir_all(&tmp)?;
-        let result = snapshot::save(fs, &self.inner.params, &tmp, &target, label, contents);
-        if result.is_err() {
-            // Best effort: a leftover temporary directory is removed when the session reopens.
-            let _ = fs.remove_dir_all(&tmp);
-        }
-        result
-    }
-
-    /// The table's contents at one instant, as a snapshot plan: O(runs) reference counts and an
-    /// O(1) clone of each write buffer, no I/O.
-    fn snapshot_contents(&self) -> Result<SnapshotContents> {
-        let mut plan = SnapshotPlan::default();
-        let (mut levels, write_buffer, union) = {
+        // What is saved is planned first, without I/O: a closed or broken table writes nothing.
+        let contents = {
             let state = self.read()?;
-            let levels = state.levels.shape(&mut |run| plan.name(run));
-            let write_buffer = plan.buffer(state.write_buffer.clone());
-            (levels, write_buffer, state.union.clone())
+            snapshot::plan(
+                &self.inner.config,
+                &state.levels,
+                &state.write_buffer,
+                state.union.as_ref(),
+            )
         };
-        // The union's state is read once: it may finish concurrently (through a duplicate).
-        let union = match union.as_ref().map(|u| u.state()) {
-            Some((UnionContents::Done(Some(run)), _)) => {
-                // A finished union is saved as the last level it migrates to.
-                levels.push(LevelShape {
-                    incoming: IncomingShape::Single(plan.name(&run)),
-                    resident: Vec::new(),
-                });
-                None
-            }
-            Some((UnionContents::Pending(views), produced)) => Some(plan.union(&views, produced)),
-            Some((UnionContents::Done(None), _)) | None => None,
-        };
-        Ok(SnapshotContents {
-            config: self.inner.config.clone(),
-            plan,
-            levels,
-            write_buffer,
-            union,
-        })
+        snapshot::save_table(
+            &self.inner.session,
+            &self.inner.params,
+            name,
+            label,
+            contents,
+        )
     }
 
     /// Opens snapshot `name` as a new table of `session` (see [`crate::Session::open_snapshot`]).
@@ -843,126 +795,15 @@ impl Table {
         label: &str,
         overrides: SnapshotOverrides,
     ) -> Result<Table> {
-        let result = Table::open_snapshot_runs_and_state(session.clone(), name, label, overrides);
-        if result.is_err() {
-            // Runs opened before the failure were released: free their links now if possible.
-            session.try_remove_released();
-        }
-        result
-    }
-
-    fn open_snapshot_runs_and_state(
-        session: Arc<SessionInner>,
-        name: &str,
-        label: &str,
-        overrides: SnapshotOverrides,
-    ) -> Result<Table> {
-        snapshot::validate_name(name)?;
-        let fs = session.fs().clone();
-        let dir = snapshot::snapshot_dir(session.snapshots_dir(), name);
-        if !fs.is_dir(&dir)? {
-            return Err(Error::SnapshotMissing(name.to_string()));
-        }
-        // A missing or short file is corruption; any other I/O error is the disk's, not the
-        // snapshot's, and is returned as it is (opening again may succeed).
-        let corrupted = |path: PathBuf, e: Error| match e {
-            Error::Io { ref source, .. }
-                if !matches!(
-                    source.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
-                ) =>
-            {
-                e
-            }
-            e => Error::SnapshotCorrupted {
-                name: name.to_string(),
-                path,
-                source: Box::new(e),
-            },
-        };
-        let meta =
-            snapshot::read_meta(&*fs, &dir).map_err(|e| corrupted(dir.join("metadata"), e))?;
-        let drops_deletes = meta.levels.iter().any(|l| {
-            matches!(
-                l.incoming,
-                IncomingShape::Merging {
-                    last_level: true,
-                    ..
-                }
-            )
-        });
-        if meta.union.is_some() && drops_deletes {
-            let e = Error::corrupt(
-                "snapshot metadata",
-                "a merge drops deletes above a union in progress",
-            );
-            return Err(corrupted(dir.join("metadata"), e));
-        }
-        if meta.label != label {
-            return Err(Error::SnapshotLabelMismatch {
-                expected: label.to_string(),
-                found: meta.label,
-            });
-        }
-        let mut config = meta.config.clone();
-        config.resolve = match (meta.resolve.clone(), overrides.resolve) {
-            (ResolveTag::Custom(Some(saved)), Some(given)) => match &given {
-                Resolve::Custom(custom) if custom.name() == saved => given,
-                _ => {
-                    return Err(Error::InvalidConfig(format!(
-                        "snapshot {name:?} was saved with the custom resolve function {saved:?}, \
-                         not {given:?}"
-                    )))
-                }
-            },
-            (_, Some(resolve)) => resolve,
-            (ResolveTag::Custom(saved), None) => {
-                let named = saved.map(|n| format!(" {n:?}")).unwrap_or_default();
-                return Err(Error::InvalidConfig(format!(
-                    "snapshot {name:?} was saved with the custom resolve function{named}: pass it \
-                     in the overrides"
-                )));
-            }
-            (ResolveTag::AddU64Le, None) => Resolve::AddU64Le,
-            (ResolveTag::KeepNewest, None) => Resolve::KeepNewest,
-        };
-        if let Some(policy) = overrides.disk_cache {
-            config.disk_cache = policy;
-        }
-        if let Some(batch) = overrides.merge_batch_size {
-            config.merge_batch_size = batch;
-        }
-        let params = RunParams {
-            dir: session.active_dir().to_path_buf(),
-            removals: session.removals().clone(),
-            salt: session.salt(),
-            bloom: config.bloom_params()?,
-            index: config.index,
-        };
-        let runs =
-            open_snapshot_runs(&session, &dir, &meta, &config, &params).map_err(|(path, e)| {
-                match path {
-                    Some(path) => corrupted(path, e),
-                    None => e,
-                }
-            })?;
-        let write_buffer = match meta.write_buffer {
-            Some(i) => write_buffer_from_run(&runs[i], &config.resolve)?,
-            None => WriteBuffer::default(),
-        };
-        let union = match &meta.union {
-            Some(shape) => Some(Arc::new(
-                union_from_shape(&session, &config, &params, shape, &runs)
-                    .map_err(|e| corrupted(dir.join("metadata"), e))?,
-            )),
-            None => None,
-        };
-        let levels = with_merge_context(&session, &config, &params, union.is_some(), |ctx| {
-            Levels::from_shape(ctx, &meta.levels, &runs)
-        })
-        .map_err(|e| corrupted(dir.join("metadata"), e))?;
-        drop(runs);
-        Table::with_contents(session, config, params, write_buffer, levels, union)
+        let restored = snapshot::restore(&session, name, label, overrides)?;
+        Table::with_contents(
+            session,
+            restored.config,
+            restored.params,
+            restored.write_buffer,
+            restored.levels,
+            restored.union,
+        )
     }
 
     // --------------------------------------------------------------------------------------------
@@ -1012,153 +853,6 @@ impl Drop for TableInner {
     }
 }
 
-/// Links every run of the snapshot in `dir` into `active/` under fresh numbers and opens it,
-/// verifying every file. On error, returns the snapshot file to blame (none when the error is
-/// not the snapshot's); runs opened so far are
-/// released (their links removed) when the vector is dropped.
-fn open_snapshot_runs(
-    session: &SessionInner,
-    dir: &Path,
-    meta: &SnapshotMeta,
-    config: &TableConfig,
-    params: &RunParams,
-) -> std::result::Result<Vec<Arc<Run>>, (Option<PathBuf>, Error)> {
-    let fs = session.fs();
-    let mut runs = Vec::with_capacity(meta.run_count);
-    for (i, level) in meta.run_levels().into_iter().enumerate() {
-        let number = session.next_run_number();
-        let snapshot_file = |file: RunFile| run_file_path(dir, i as u64, file);
-        // Removed by the session (the open fails, then removes what it can; the rest is retried
-        // and reported by the next operation).
-        let remove_links = || {
-            params.removals.defer(
-                RunFile::ALL
-                    .into_iter()
-                    .map(|file| run_file_path(&params.dir, number, file)),
-            )
-        };
-        for file in RunFile::ALL {
-            if let Err(e) = fs.hard_link(
-                &snapshot_file(file),
-                &run_file_path(&params.dir, number, file),
-            ) {
-                remove_links();
-                // A missing snapshot file is corruption; a link that failed for another reason
-                // (into `active/`) is the disk's error, not the snapshot's.
-                return match fs.exists(&snapshot_file(file)) {
-                    Ok(false) => Err((Some(snapshot_file(file)), e)),
-                    Ok(true) => Err((None, e)),
-                    Err(stat) => Err((None, stat)),
-                };
-            }
-        }
-        let caching = config.disk_cache.caches_level(level);
-        match Run::open(fs.clone(), params, number, caching) {
-            Ok(run) if run.checksums_crc() != meta.run_sums[i] => {
-                // Dropping the run queues its links for removal.
-                let e = Error::corrupt(
-                    "snapshot",
-                    format!("run {i} is not the run the snapshot saved (checksums file differs)"),
-                );
-                return Err((Some(snapshot_file(RunFile::Checksums)), e));
-            }
-            Ok(run) => runs.push(run),
-            Err(e) => {
-                remove_links();
-                let file = RunFile::from_path(e.path()).unwrap_or(RunFile::Checksums);
-                return Err((Some(snapshot_file(file)), e));
-            }
-        }
-    }
-    Ok(runs)
-}
-
-/// A union level over `views` for a table with this config; its output run is read through the
-/// page cache unless the table caches nothing.
-fn new_union_level(
-    session: &SessionInner,
-    config: &TableConfig,
-    params: &RunParams,
-    views: Vec<Arc<TableView>>,
-) -> UnionLevel {
-    let caching = config.disk_cache != crate::config::DiskCachePolicy::None;
-    UnionLevel::new(
-        session.fs().clone(),
-        params.clone(),
-        config.resolve.clone(),
-        caching,
-        views,
-    )
-}
-
-/// Rebuilds a pending union from a snapshot and replays the credits it had been paid, so its
-/// remaining debt is at most what it was when saved.
-fn union_from_shape(
-    session: &SessionInner,
-    config: &TableConfig,
-    params: &RunParams,
-    shape: &UnionShape,
-    runs: &[Arc<Run>],
-) -> Result<UnionLevel> {
-    let run = |i: usize| {
-        runs.get(i)
-            .cloned()
-            .ok_or_else(|| Error::corrupt("snapshot metadata", format!("run {i} does not exist")))
-    };
-    let mut views = Vec::with_capacity(shape.inputs.len());
-    for input in &shape.inputs {
-        let buffer = match input.buffer {
-            Some(i) => write_buffer_from_run(&run(i)?, &config.resolve)?,
-            None => WriteBuffer::default(),
-        };
-        let union = match &input.union {
-            Some(nested) => Some(Arc::new(union_from_shape(
-                session, config, params, nested, runs,
-            )?)),
-            None => None,
-        };
-        let runs = input
-            .runs
-            .iter()
-            .map(|&i| run(i))
-            .collect::<Result<Vec<_>>>()?;
-        views.push(Arc::new(TableView {
-            buffer,
-            runs,
-            union,
-            epoch: 0,
-        }));
-    }
-    let union = new_union_level(session, config, params, views);
-    if shape.produced > 0 {
-        union.supply_credits(shape.produced, || session.next_run_number())?;
-    }
-    Ok(union)
-}
-
-/// Reads a snapshot's write-buffer run back into a write buffer (blobs into memory).
-fn write_buffer_from_run(run: &Arc<Run>, resolve: &Resolve) -> Result<WriteBuffer> {
-    let mut write_buffer = WriteBuffer::default();
-    let mut cursor = RunCursor::new(run.clone())?;
-    while let Some(e) = cursor.peek()? {
-        let entry = match e.op {
-            Op::Insert => {
-                let blob = match e.blob {
-                    Some(span) => Some(Arc::from(cursor.run().read_blob(span)?)),
-                    None => None,
-                };
-                Entry::Insert(e.value.to_vec(), blob)
-            }
-            Op::Upsert => Entry::Upsert(e.value.to_vec()),
-            Op::Delete => Entry::Delete,
-        };
-        let key = e.key.to_vec();
-        write_buffer.apply(&key, entry, resolve);
-        cursor.advance()?;
-    }
-    Ok(write_buffer)
-}
-
 /// Once a table's union has finished, its run becomes the table's new last level (and deletes
 /// may be dropped again by last-level merges).
 fn migrate_finished_union(state: &mut TableState, write_buffer_entries: usize) {
@@ -1171,30 +865,6 @@ fn migrate_finished_union(state: &mut TableState, write_buffer_entries: usize) {
             .levels
             .push_last_level(run, write_buffer_entries as u64);
     }
-}
-
-/// Runs `f` with the context merges need. `union_below` keeps deletes in every merge (older
-/// entries still live in the union below the levels).
-fn with_merge_context<T>(
-    session: &SessionInner,
-    config: &TableConfig,
-    params: &RunParams,
-    union_below: bool,
-    f: impl FnOnce(&MergeContext<'_>) -> Result<T>,
-) -> Result<T> {
-    let next_run_number = || session.next_run_number();
-    let ctx = MergeContext {
-        fs: session.fs(),
-        params,
-        next_run_number: &next_run_number,
-        resolve: &config.resolve,
-        disk_cache: config.disk_cache,
-        schedule: config.merge_schedule,
-        write_buffer_entries: config.write_buffer_entries as u64,
-        merge_batch_size: config.merge_batch_size as u64,
-        union_below,
-    };
-    f(&ctx)
 }
 
 fn check_key(key: &[u8]) -> Result<()> {

@@ -21,7 +21,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::config::Resolve;
+use crate::config::{DiskCachePolicy, Resolve, TableConfig};
 use crate::cursor::{EntryStream, MergedEntries, Peeked, RawEntry};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
@@ -214,6 +214,18 @@ impl UnionLevel {
                 failed: false,
             }),
         }
+    }
+
+    /// A union of `views` as the oldest level of a table with `config`: its output run is read
+    /// through the page cache unless the table caches nothing.
+    pub(crate) fn for_table(
+        fs: Arc<dyn FileSystem>,
+        config: &TableConfig,
+        params: &RunParams,
+        views: Vec<Arc<TableView>>,
+    ) -> UnionLevel {
+        let caching = config.disk_cache != DiskCachePolicy::None;
+        UnionLevel::new(fs, params.clone(), config.resolve.clone(), caching, views)
     }
 
     /// The state, for reading. A poisoned lock (a resolve function panicked during union work)
