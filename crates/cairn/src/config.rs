@@ -1,7 +1,8 @@
 //! Table configuration and its validation.
 //!
 //! Owns: [`TableConfig`] and the enums it is made of, and the rules that reject an invalid config
-//! with [`Error::InvalidConfig`]. Must never touch: files, runs or tables (pure data).
+//! with [`Error::InvalidConfig`]. May call: `bloom` (filter sizing), `index` (the index kinds).
+//! Must never touch: files, runs or tables (pure data).
 
 use std::fmt;
 use std::sync::Arc;

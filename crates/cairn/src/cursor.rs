@@ -5,7 +5,7 @@
 //! together with [`crate::kmerge::KMerge`] newest first and resolved exactly as a lookup resolves
 //! them (deletes hide older entries, upserts combine).
 //!
-//! May call: `kmerge`, `run` (sequential cursors over runs), `write_buffer`, `entry`, `lookup`
+//! May call: `kmerge`, `run` (sequential cursors over runs), `write_buffer`, `entry`, `page`, `lookup`
 //! (blob references), `session` (to keep the session alive and be closed with it). Must never
 //! touch: the table's live state, or the union level (a pending union is just another
 //! [`EntryStream`], supplied by the caller).

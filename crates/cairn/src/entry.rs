@@ -2,7 +2,7 @@
 //!
 //! Owns: [`Entry`], the owned form of one key's operation, and [`Entry::combine_older`], the single
 //! place where insert/upsert/delete semantics are defined. Write buffer, merges and lookups all
-//! resolve entries through it. Must never touch: files or I/O.
+//! resolve entries through it. May call: `page` (operation codes). Must never touch: files or I/O.
 
 use crate::config::Resolve;
 use crate::page::Op;

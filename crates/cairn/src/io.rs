@@ -5,7 +5,7 @@
 //! [`ReadBatch`] (one aligned arena holding every read of a batch, in request order, reusable
 //! from batch to batch) and [`IoReport`] (which backend is in use, every fallback taken and why).
 //!
-//! May call: [`crate::fs::ReadableFile`] (`read_exact_at`, `is_direct`, `raw_fd`), `libc::pread`,
+//! May call: `fs` ([`crate::fs::ReadableFile`]: `read_exact_at`, `is_direct`, `raw_fd`), `libc::pread`,
 //! the `io-uring` crate, `log` (fallbacks only, never per read), and `std`. Must never touch: engine structures (runs, pages, caches) or
 //! file-system metadata; it neither opens nor closes files (the caller's `Arc`s keep the
 //! descriptors open for the whole call).

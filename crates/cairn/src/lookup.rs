@@ -2,7 +2,8 @@
 //! place, and resolve each key newest first.
 //!
 //! Owns: the lookup path below the write buffer ([`lookup_runs`]), [`LookupResult`] and
-//! [`BlobRef`]. May call: `bloom`, `index`, `page`, `io`, `run`, `entry`. Must never touch: the
+//! [`BlobRef`]. May call: `bloom`, `page`, `io`, `run` (its filter and index), `entry`, `fs`
+//! (blob files), `write_buffer` (blobs still in memory). Must never touch: the
 //! level structure (it receives the runs to consult, newest first) or any update path.
 //!
 //! # Cost of a batch of `n` keys over `r` runs

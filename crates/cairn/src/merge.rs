@@ -5,7 +5,8 @@
 //! key are combined newest first through [`crate::entry::Entry::combine_older`]; a last-level merge
 //! drops deletes and turns upserts into inserts.
 //!
-//! May call: `kmerge` (the k-way merge), `run` (cursors and writers), `entry`. Must never touch: the level structure or the
+//! May call: `kmerge` (the k-way merge), `run` (cursors and writers), `entry`, `page` (operation
+//! codes), `fs`. Must never touch: the level structure or the
 //! credit accounting (that is `schedule`'s job), tables or sessions.
 //!
 //! Costs: a step compares the current keys of the k inputs (k <= T + 1 = 5), so a step is a few

@@ -2,7 +2,8 @@
 //!
 //! Owns: `Levels` (the runs of a table below the write buffer, grouped in levels, with the merge
 //! in progress on each level) and the credit accounting that bounds the merge work of any single
-//! update. May call: `merge`, `run`. Must never touch: the write buffer, lookups, files directly.
+//! update. May call: `merge`, `run`, `fs` (handed to merges). Must never touch: the write buffer,
+//! lookups, files directly.
 //!
 //! # Shape
 //!

@@ -9,7 +9,8 @@
 //! <dir>/snapshots/    saved tables (one directory each)
 //! ```
 //!
-//! May call: `fs`, `io`, `table`. Must never touch: run contents.
+//! May call: `fs`, `io`, `table` (creating tables), `cursor` (closing cursors), `snapshot` (a
+//! session's snapshots). Must never touch: run contents.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

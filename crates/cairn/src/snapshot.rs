@@ -2,7 +2,9 @@
 //!
 //! Owns: the snapshot directory layout, the snapshot metadata format (`docs/format/snapshot.md`),
 //! name validation, and save / open / list / delete / export / import. May call: `fs`, `run`,
-//! `schedule` (the level structure as [`LevelShape`]s), `write_buffer`. Must never touch: page,
+//! `schedule` (the level structure as [`LevelShape`]s), `write_buffer`, `entry` and `page`
+//! (reading a saved write buffer back), `union` (a pending union's views), `session` (its
+//! directories, run numbers and file removals). Must never touch: page,
 //! filter or index bytes (runs are linked or copied whole and verified by `Run::open`).
 //!
 //! Layout of `snapshots/<name>/`: `metadata`, the five files of every run as `<i>.<ext>` (hard

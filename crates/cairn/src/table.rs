@@ -1,7 +1,8 @@
 //! Tables: the public key-value API over one write buffer and its levels.
 //!
 //! Owns: [`Table`], [`Update`], [`TableStats`], and the update path (validation, credits, flushes).
-//! May call: `write_buffer`, `schedule`, `lookup`, `run`, the session's shared parts. Must never
+//! May call: `write_buffer`, `schedule`, `lookup`, `run`, `entry`, `page` (operation codes),
+//! `cursor` (streams), `union`, `snapshot`, `session` (its shared parts). Must never
 //! touch: page, index or filter bytes directly (that is `run`'s and `lookup`'s job).
 //!
 //! Concurrency: a table's state sits behind one reader-writer lock. Lookups hold the read lock
@@ -75,7 +76,8 @@ pub struct TableStats {
     /// The documented bound on merge steps per update for the current number of levels
     /// (derived in `docs/design.md`, "Merges"); meaningful for the incremental schedule.
     pub merge_steps_bound_per_update: u64,
-    /// Updates applied since the table was created.
+    /// Updates applied since the table was created (a duplicate, a table opened from a snapshot
+    /// and a union start at 0; an empty batch counts nothing).
     pub updates: u64,
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Owns: [`TableView`] (a frozen view of a table: its write-buffer copy, its runs and its own
 //! union level), [`UnionLevel`] (the inputs of a union, the incremental union merge and its debt)
-//! and the union lookup path. May call: `cursor` (merged streams of each input), `kmerge`,
+//! and the union lookup path. May call: `cursor` (merged streams of each input), `kmerge`, `entry`,
+//! `page`, `fs`, `io` (lookups in the inputs),
 //! `lookup`, `run`, `write_buffer`.
 //! Must never touch: the live state of the input tables (views hold `Arc`s of immutable runs).
 //!

@@ -2,7 +2,7 @@
 //!
 //! Owns: [`WriteBuffer`]. An update replaces (insert, delete) or combines with (upsert) the entry
 //! already buffered for its key, so the buffer holds at most one entry per key. Blobs are held in
-//! memory until the buffer is written out as a run. Must never touch: files (the run writer turns
+//! memory until the buffer is written out as a run. May call: `entry`. Must never touch: files (the run writer turns
 //! the buffer into a run) or the levels.
 //!
 //! Bounds: at most `write_buffer_entries` keys (the table flushes when it is reached); an update is
