@@ -108,6 +108,14 @@ fn results_bytes(results: &Vec<LookupResult>) -> usize {
             .sum::<usize>()
 }
 
+/// The process's peak resident set size (`VmHWM`), where `/proc` has it.
+fn peak_rss_bytes() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 #[test]
 fn lookups_of_a_million_keys_hold_one_wave_of_pages() {
     let dir = tempfile::tempdir().unwrap();
@@ -128,6 +136,7 @@ fn lookups_of_a_million_keys_hold_one_wave_of_pages() {
     // Warm up: the first batch fills the engine's pools (rings, a small arena).
     table.lookups(&keys[..256]).unwrap();
 
+    let rss_before = peak_rss_bytes();
     let base = LIVE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
     ARENA_PEAK.store(ARENA_LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -135,6 +144,7 @@ fn lookups_of_a_million_keys_hold_one_wave_of_pages() {
     let peak_growth = PEAK.load(Ordering::Relaxed) - base;
     let arena_peak = ARENA_PEAK.load(Ordering::Relaxed);
 
+    let rss_growth = peak_rss_bytes().zip(rss_before).map(|(after, before)| after - before);
     let returned = results_bytes(&results);
     let beyond_results = peak_growth.saturating_sub(returned);
     let bound = WAVE_BYTES_MAX
@@ -159,6 +169,15 @@ fn lookups_of_a_million_keys_hold_one_wave_of_pages() {
         peak_growth < (1 << 30) / 4,
         "{peak_growth} B is far too much"
     );
+    // The process's peak resident set (VmHWM) grew by no more than the heap's bound, the results
+    // and some slack for the allocator's own pages: the pages read were never all resident.
+    if let Some(rss_growth) = rss_growth {
+        eprintln!("1M-key lookups: peak RSS grew by {rss_growth} B");
+        assert!(
+            rss_growth <= returned + bound + (32 << 20),
+            "peak RSS grew by {rss_growth} B"
+        );
+    }
 
     for (i, result) in results.iter().enumerate() {
         let i = i as u64;
