@@ -67,8 +67,8 @@ mod write_buffer;
 pub struct ReadmeDoctests;
 
 pub use config::{
-    BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, ResolveFn, TableConfig,
-    SIZE_RATIO, WRITE_BUFFER_ENTRIES_MAX,
+    BloomAlloc, CustomResolve, DiskCachePolicy, IndexType, MergeSchedule, Resolve, ResolveFn,
+    TableConfig, RESOLVE_NAME_BYTES_MAX, SIZE_RATIO, WRITE_BUFFER_ENTRIES_MAX,
 };
 pub use cursor::{Cursor, CursorEntry, KeyRange};
 pub use error::{Error, Result};
@@ -76,5 +76,5 @@ pub use io::{DirectIo, IoBackendKind, IoReport};
 pub use lookup::{BlobRef, LookupResult};
 pub use page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
 pub use session::{Session, SessionOptions};
-pub use snapshot::SnapshotOverrides;
+pub use snapshot::{SnapshotOverrides, SNAPSHOT_LABEL_BYTES_MAX};
 pub use table::{Table, TableStats, Update, BLOB_SIZE_MAX};

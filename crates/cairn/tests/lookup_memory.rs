@@ -144,7 +144,9 @@ fn lookups_of_a_million_keys_hold_one_wave_of_pages() {
     let peak_growth = PEAK.load(Ordering::Relaxed) - base;
     let arena_peak = ARENA_PEAK.load(Ordering::Relaxed);
 
-    let rss_growth = peak_rss_bytes().zip(rss_before).map(|(after, before)| after - before);
+    let rss_growth = peak_rss_bytes()
+        .zip(rss_before)
+        .map(|(after, before)| after - before);
     let returned = results_bytes(&results);
     let beyond_results = peak_growth.saturating_sub(returned);
     let bound = WAVE_BYTES_MAX

@@ -128,7 +128,7 @@ pub trait FileSystem: Send + Sync + Debug + 'static {
     /// holder has it. The lock is released when the returned guard is dropped.
     fn try_lock(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>>;
     /// Whether files in the existing directory `dir` opened with [`ReadOptions::direct`] really
-    /// bypass the page cache. May create and remove a file named [`DIRECT_IO_PROBE_NAME`] in
+    /// bypass the page cache. May create and remove a file named `direct-io-probe` in
     /// `dir`; never fails (a failed probe gives [`DirectIo::Unknown`]). Called once when a
     /// session opens. The default (simulated and wrapping file systems) is
     /// [`DirectIo::Unknown`].
@@ -141,7 +141,7 @@ pub trait FileSystem: Send + Sync + Debug + 'static {
 }
 
 /// The file [`FileSystem::probe_direct_io`] may create (and removes) in the probed directory.
-pub const DIRECT_IO_PROBE_NAME: &str = "direct-io-probe";
+pub(crate) const DIRECT_IO_PROBE_NAME: &str = "direct-io-probe";
 
 /// A file being written, append-only.
 pub trait WritableFile: Send + Sync + Debug {
