@@ -121,6 +121,11 @@ impl Resolve {
     /// [`RESOLVE_NAME_BYTES_MAX`] bytes is refused when a table is created
     /// ([`crate::Error::InvalidConfig`]).
     ///
+    /// The function runs while the engine holds a table's, a merge's, a union's or a cursor's
+    /// lock: it must not call back into Cairn (that would deadlock). If it panics, the panic
+    /// reaches the caller and the table it was working on is broken (see
+    /// [`crate::Error::TableBroken`]).
+    ///
     /// ```
     /// use cairn::Resolve;
     /// let max = Resolve::custom("max-v1", |newer, older| newer.max(older).to_vec());

@@ -384,6 +384,14 @@ pub(crate) struct CursorInner {
 }
 
 impl CursorInner {
+    /// Whether the cursor (or its session) was closed.
+    fn is_closed(&self) -> bool {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
+
     /// Releases the cursor's runs; later reads fail with [`Error::CursorClosed`].
     pub(crate) fn close(&self) {
         // A poisoned lock only means a resolve function panicked while this cursor read: the
@@ -415,6 +423,8 @@ impl Cursor {
             return Ok(None);
         }
         let result = match self.inner.state.lock() {
+            // Closed after a panic: closed.
+            Err(poisoned) if poisoned.get_ref().is_none() => Err(Error::CursorClosed),
             // A resolve function panicked while this cursor was reading: its sources may have
             // advanced past entries it never returned.
             Err(_) => Err(Error::TableBroken(
@@ -438,6 +448,12 @@ impl Cursor {
     /// Errors: [`Error::CursorClosed`], [`Error::TableBroken`] (a resolve function panicked
     /// during an earlier read), [`Error::Io`]. After an error the cursor is finished.
     pub fn peek(&mut self) -> Result<Option<&CursorEntry>> {
+        if self.peeked.is_some() && !self.failed && self.inner.is_closed() {
+            // An entry peeked at before the close is not handed out after it.
+            self.failed = true;
+            self.peeked = None;
+            return Err(Error::CursorClosed);
+        }
         if self.peeked.is_none() {
             self.peeked = self.read_next()?;
         }

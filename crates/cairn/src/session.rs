@@ -199,10 +199,17 @@ impl SessionInner {
 
     /// Closes the session: closes every table and cursor, removes the files of released runs
     /// where it can, and releases the directory lock. Idempotent.
+    ///
+    /// Only the call that closes the session does anything: a later one (the last handle's drop
+    /// after an explicit close) must not remove files in `active/`, which another session may
+    /// own by then. Operations already running when the session closes are not waited for: one
+    /// may still finish writing a snapshot after the lock is released.
     fn close(&self) {
         let (tables, cursors, lock) = {
             let mut state = self.lock_state();
-            self.open.store(false, Ordering::Release);
+            if !self.open.swap(false, Ordering::AcqRel) {
+                return;
+            }
             (
                 std::mem::take(&mut state.tables),
                 std::mem::take(&mut state.cursors),

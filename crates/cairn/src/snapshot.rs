@@ -1043,9 +1043,10 @@ pub(crate) fn import(session: &SessionInner, name: &str, source: &Path) -> Resul
 /// What may differ from a snapshot's saved configuration when it is opened.
 #[derive(Clone, Debug, Default)]
 pub struct SnapshotOverrides {
-    /// The resolve function; required when the snapshot was saved with a custom one (functions
-    /// cannot be stored; the snapshot records the name, which must match), otherwise the saved
-    /// built-in one is used.
+    /// The resolve function: required when the snapshot was saved with a custom one (functions
+    /// cannot be stored; the snapshot records the name, which must match); for a snapshot saved
+    /// with a built-in one, `None` or that same built-in (another is refused: stored upserts
+    /// would combine under other semantics).
     pub resolve: Option<Resolve>,
     /// A different disk-cache policy.
     pub disk_cache: Option<DiskCachePolicy>,
@@ -1144,7 +1145,18 @@ fn restore_parts(
                 )))
             }
         },
-        (_, Some(resolve)) => resolve,
+        (ResolveTag::Custom(None), Some(given @ Resolve::Custom(_))) => given,
+        (saved @ (ResolveTag::KeepNewest | ResolveTag::AddU64Le), Some(given))
+            if ResolveTag::of(&given) == saved =>
+        {
+            given
+        }
+        (saved, Some(given)) => {
+            // Stored upserts would combine under other semantics.
+            return Err(Error::InvalidConfig(format!(
+                "snapshot {name:?} was saved with the resolve function {saved:?}, not {given:?}"
+            )));
+        }
         (ResolveTag::Custom(saved), None) => {
             let named = saved.map(|n| format!(" {n:?}")).unwrap_or_default();
             return Err(Error::InvalidConfig(format!(

@@ -241,10 +241,12 @@ impl Table {
             Ok(state) => state,
             Err(poisoned) => {
                 // Let go of the read guard the error holds, then mark the table broken for good
-                // (the write path records the cause).
+                // (the write path records the cause, and reports a closed table as closed).
                 drop(poisoned);
-                drop(self.write());
-                return Err(Error::TableBroken(PANICKED.into()));
+                return Err(match self.write() {
+                    Err(e) => e,
+                    Ok(_) => Error::TableBroken(PANICKED.into()),
+                });
             }
         };
         state.check_usable()?;
@@ -746,7 +748,9 @@ impl Table {
         self.inner.session.register_cursor(cursor.inner())?;
         if let Bound::Excluded(k) = range.start_key() {
             if cursor.peek()?.is_some_and(|e| e.key == k) {
-                cursor.next();
+                if let Some(Err(e)) = cursor.next() {
+                    return Err(e);
+                }
             }
         }
         Ok(cursor)

@@ -4,10 +4,11 @@
 //! documented.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cairn::fs::{FileSystem, MemFs};
 use cairn::{
@@ -151,7 +152,6 @@ fn keys_and_ranges_take_any_byte_strings() {
         keys(table.range_lookup(..)),
         ["alice", "bob", "carol", "dave"].map(String::from)
     );
-    use std::ops::Bound;
     assert_eq!(
         keys(table.range_lookup((Bound::Excluded("bob"), Bound::Unbounded))),
         ["carol", "dave"].map(String::from)
@@ -523,5 +523,153 @@ fn a_regular_file_in_place_of_a_session_subdirectory_is_corruption() {
             matches!(result, Err(Error::SessionCorrupted { .. })),
             "{sub}: {result:?}"
         );
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Found in review
+
+/// The file names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A session closed explicitly, whose runs an operation still in flight drops afterwards, must
+/// not remove files by name when its last handle drops: by then another session (another
+/// process, whose run numbers restart at 0) may own the directory and those names.
+#[test]
+fn a_late_drop_of_a_closed_session_removes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s1 = Session::open(dir.path()).unwrap();
+    let slot: Arc<Mutex<Option<Session>>> = Arc::new(Mutex::new(None));
+    let in_resolve = slot.clone();
+    let resolve = Resolve::custom("close-while-looking-up", move |newer, _older| {
+        if let Some(s) = in_resolve.lock().unwrap().take() {
+            s.close(); // stands in for another thread closing the session mid-lookup
+        }
+        newer.to_vec()
+    });
+    let config = TableConfig {
+        write_buffer_entries: 1,
+        resolve,
+        ..TableConfig::default()
+    };
+    let table = s1.new_table(config).unwrap();
+    table.upsert("k", "1").unwrap();
+    table.upsert("k", "2").unwrap();
+    let active = dir.path().join("active");
+    let before = names(&active);
+    assert!(!before.is_empty());
+    *slot.lock().unwrap() = Some(s1.clone());
+    let _ = table.lookup("k"); // resolve runs while the lookup holds the runs
+    assert!(!s1.is_open());
+    // The directory is free: another session takes it ...
+    let s2 = Session::open(dir.path()).unwrap();
+    // ... and has files under the names the first session's runs had.
+    for name in &before {
+        std::fs::write(active.join(name), b"belongs to s2").unwrap();
+    }
+    drop(table);
+    drop(s1);
+    assert_eq!(
+        names(&active),
+        before,
+        "dropping the closed session removed files of the session that now owns the directory"
+    );
+    drop(s2);
+}
+
+#[test]
+fn peek_after_close_is_cursor_closed_even_with_an_entry_peeked_at() {
+    let fs = MemFs::new();
+    let session = memfs_session(&fs);
+    let table = session.new_table(TableConfig::default()).unwrap();
+    table.insert("a", "1").unwrap();
+    let mut cursor = table.cursor().unwrap();
+    assert!(cursor.peek().unwrap().is_some());
+    cursor.close();
+    assert!(matches!(cursor.peek(), Err(Error::CursorClosed)));
+    assert!(cursor.next().is_none(), "finished after its error");
+}
+
+#[test]
+fn a_snapshot_saved_with_a_built_in_resolve_refuses_another() {
+    let fs = MemFs::new();
+    let session = memfs_session(&fs);
+    let table = session
+        .new_table(TableConfig {
+            resolve: Resolve::AddU64Le,
+            ..small()
+        })
+        .unwrap();
+    table.upsert("k", 1u64.to_le_bytes()).unwrap();
+    table.save_snapshot("add", "").unwrap();
+    for other in [
+        Resolve::KeepNewest,
+        Resolve::custom("add", |n, _| n.to_vec()),
+    ] {
+        let overrides = SnapshotOverrides {
+            resolve: Some(other),
+            ..SnapshotOverrides::default()
+        };
+        assert!(matches!(
+            session.open_snapshot("add", "", overrides),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
+    let same = SnapshotOverrides {
+        resolve: Some(Resolve::AddU64Le),
+        ..SnapshotOverrides::default()
+    };
+    session.open_snapshot("add", "", same).unwrap();
+}
+
+/// Ranges over a write buffer read in chunks give every entry once, whatever the bounds.
+#[test]
+fn write_buffer_chunks_give_every_entry_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Session::open(dir.path()).unwrap();
+    let t = s
+        .new_table(TableConfig {
+            write_buffer_entries: 10_000,
+            ..TableConfig::default()
+        })
+        .unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..1000u32 {
+        let k = (i * 7919 % 1000).to_be_bytes().to_vec();
+        if i % 5 == 0 {
+            t.delete(&k).unwrap();
+            model.remove(&k);
+        } else {
+            t.insert(&k, i.to_le_bytes()).unwrap();
+            model.insert(k, i.to_le_bytes().to_vec());
+        }
+    }
+    for start in [0u32, 1, 63, 64, 65, 127, 128, 500, 998, 999, 1000] {
+        let sk = start.to_be_bytes().to_vec();
+        for (lo, hi) in [
+            (Bound::Included(sk.clone()), Bound::Unbounded),
+            (Bound::Excluded(sk.clone()), Bound::Unbounded),
+            (Bound::Unbounded, Bound::Excluded(sk.clone())),
+            (Bound::Unbounded, Bound::Included(sk.clone())),
+        ] {
+            let got: Vec<(Vec<u8>, Vec<u8>)> = t
+                .range((lo.clone(), hi.clone()))
+                .unwrap()
+                .map(|e| e.map(|e| (e.key, e.value)))
+                .collect::<cairn::Result<_>>()
+                .unwrap();
+            let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                .range::<Vec<u8>, _>((lo.clone(), hi.clone()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            assert_eq!(got, want, "{lo:?} {hi:?}");
+        }
     }
 }
