@@ -16,22 +16,9 @@ use cairn::{
 };
 use proptest::prelude::*;
 
-fn memfs_session(fs: &MemFs) -> Session {
-    fs.create_dir_all(Path::new("/s")).unwrap();
-    Session::open_with(Arc::new(fs.clone()), "/s", SessionOptions::default()).unwrap()
-}
+mod common;
 
-fn small() -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 4,
-        merge_batch_size: 1,
-        ..TableConfig::default()
-    }
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key-{i:05}").into_bytes()
-}
+use common::{key, session_in as memfs_session, small};
 
 fn contents(table: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
     table

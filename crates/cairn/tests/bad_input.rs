@@ -15,6 +15,9 @@
 //! Not covered: values longer than `VALUE_SIZE_MAX` and blobs longer than `BLOB_SIZE_MAX`; both
 //! limits are about 4 GiB, so a test would have to allocate 4 GiB.
 
+mod common;
+
+use common::{key, session_in, small};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,25 +52,6 @@ fn session() -> (MemFs, Session) {
     let fs = MemFs::new();
     let session = session_in(&fs);
     (fs, session)
-}
-
-/// Opens (creating or restoring) the session in `/s` of `fs`.
-fn session_in(fs: &MemFs) -> Session {
-    fs.create_dir_all(Path::new("/s")).unwrap();
-    Session::open_with(Arc::new(fs.clone()), "/s", SessionOptions::default()).unwrap()
-}
-
-/// A small write buffer, so that a few updates already make runs and merges.
-fn small() -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 4,
-        merge_batch_size: 1,
-        ..TableConfig::default()
-    }
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key-{i:05}").into_bytes()
 }
 
 /// A table with `n` keys spread over runs and the write buffer; key 0 has a blob.

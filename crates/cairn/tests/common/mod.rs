@@ -8,7 +8,30 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cairn::fs::{FileLock, FileSystem, MemFs, ReadOptions, ReadableFile, WritableFile};
-use cairn::Error;
+use cairn::{Error, Session, SessionOptions, TableConfig};
+
+/// Opens (creating or restoring) the session in `/s` of the in-memory `fs`.
+#[allow(dead_code)]
+pub fn session_in(fs: &MemFs) -> Session {
+    fs.create_dir_all(Path::new("/s")).unwrap();
+    Session::open_with(Arc::new(fs.clone()), "/s", SessionOptions::default()).unwrap()
+}
+
+/// A small write buffer and merge batch, so that a few updates already make runs and merges.
+#[allow(dead_code)]
+pub fn small() -> TableConfig {
+    TableConfig {
+        write_buffer_entries: 4,
+        merge_batch_size: 1,
+        ..TableConfig::default()
+    }
+}
+
+/// The `i`-th test key, in key order.
+#[allow(dead_code)]
+pub fn key(i: u32) -> Vec<u8> {
+    format!("key-{i:05}").into_bytes()
+}
 
 /// The in-memory file system, instrumented: it counts the files created and the bytes
 /// appended, and can fail the next `create` of a path ending in a chosen suffix.
