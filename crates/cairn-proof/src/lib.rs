@@ -1,0 +1,39 @@
+//! Cairn's state roots and proofs, with a verifier that does no I/O.
+//!
+//! An authenticated Cairn table commits to its contents with a **state root**: the root of a
+//! binary Merkle-Patricia trie over hashed keys, which depends on the set of `(key, value,
+//! blob)` it holds and on nothing else (`docs/format/trie.md`). The table answers proof requests
+//! with a [`Proof`] (`docs/format/proof.md`); this crate checks one against a root, with no I/O,
+//! no `unsafe` and no `std` (it needs `alloc`), so a light client or a WASM module can link it
+//! alone. The engine depends on this crate, never the other way round.
+//!
+//! ```
+//! use cairn_proof::{reference::MemTrie, Claim, HashKind, Leaf};
+//! let kind = HashKind::Sha256;
+//! // A stand-in for a table: the reference trie over two entries.
+//! let trie = MemTrie::new(kind, [(&b"alice"[..], &b"10"[..], None), (b"bob", b"20", None)]);
+//! let root = trie.root();
+//! let proof = trie.prove(&[b"alice", b"carol"]).encode();
+//! let claims = [Claim::present(b"alice", b"10"), Claim::absent(b"carol")];
+//! assert!(cairn_proof::verify(&root, &proof, &claims).is_ok());
+//! assert!(cairn_proof::verify(&root, &proof, &[Claim::present(b"alice", b"11")]).is_err());
+//! # let _ = Leaf::new(kind, b"k", b"v", None);
+//! ```
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+extern crate alloc;
+
+mod error;
+pub mod hash;
+mod proof;
+pub mod reference;
+mod trie;
+
+pub use error::{BuildError, DecodeError, VerifyError};
+pub use hash::{Hash, HashKind, Leaf, ZERO};
+pub use proof::{
+    verify, Claim, CompactProof, Expect, Proof, ProofNode, ProofWriter, TopWitness,
+    COMPACT_LEVELS_MAX, MAGIC, PROOF_VERSION,
+};
+pub use trie::{root_of, root_of_sorted, Root, RootBuilder};
