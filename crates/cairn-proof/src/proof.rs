@@ -765,7 +765,7 @@ fn get_header(r: &mut Reader<'_>, form: u8) -> Result<HashKind, DecodeError> {
 fn get_tree(r: &mut Reader<'_>, depth: usize) -> Result<Vec<ProofNode>, DecodeError> {
     let count = r.u32("node count")? as usize;
     let tags = r.take(count.div_ceil(4), "node tags")?;
-    if count % 4 != 0 && tags[count / 4] >> (2 * (count % 4)) != 0 {
+    if !count.is_multiple_of(4) && tags[count / 4] >> (2 * (count % 4)) != 0 {
         return Err(DecodeError::Reserved("tag padding"));
     }
     // `count` is now at most 4 × the input's length: a safe allocation.
