@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::bloom::BloomParams;
 use crate::error::{Error, Result};
 pub use crate::index::IndexType;
+pub use cairn_proof::HashKind;
 
 /// The size ratio of the merge policy (lazy levelling, T = 4).
 pub const SIZE_RATIO: u64 = 4;
@@ -187,7 +188,52 @@ pub struct TableConfig {
     pub merge_batch_size: usize,
     /// How upserts combine values.
     pub resolve: Resolve,
+    /// Authentication: `Some` keeps a Merkle trie over the table's contents, so that it has a
+    /// state root and answers proofs (see [`AuthConfig`]); `None` (the default) costs nothing.
+    pub auth: Option<AuthConfig>,
 }
+
+/// How an authenticated table keeps its Merkle trie (`docs/format/trie.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuthConfig {
+    /// The hash function of the trie, its root and its proofs. Default SHA-256.
+    pub hash: HashKind,
+    /// Memory for the top levels of the trie, kept in memory so that a commit or a proof reads
+    /// only the pages below them. Whole page levels are kept while they fit: level `l` holds up
+    /// to `64^l` pages of about 4.2 KB, so the default, 20 MiB, keeps three levels (18 trie
+    /// levels, about 17 MiB once a table has a few hundred thousand keys), which leaves two page
+    /// reads per key to a commit at 10⁸ keys. At least the first level is always kept.
+    pub retained_bytes: usize,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            hash: HashKind::Sha256,
+            retained_bytes: 20 << 20,
+        }
+    }
+}
+
+impl AuthConfig {
+    /// Page levels kept in memory under [`AuthConfig::retained_bytes`] (at least 1).
+    pub fn retained_levels(&self) -> usize {
+        let mut total = 0usize;
+        let mut levels = 0usize;
+        while levels < 4 {
+            let level_bytes = 64usize.pow(levels as u32).saturating_mul(PAGE_MEMORY_BYTES);
+            total = total.saturating_add(level_bytes);
+            if total > self.retained_bytes {
+                break;
+            }
+            levels += 1;
+        }
+        levels.max(1)
+    }
+}
+
+/// Memory of one full trie page in the retained levels, for [`AuthConfig::retained_levels`].
+const PAGE_MEMORY_BYTES: usize = 4_200;
 
 impl Default for TableConfig {
     fn default() -> Self {
@@ -199,6 +245,7 @@ impl Default for TableConfig {
             disk_cache: DiskCachePolicy::All,
             merge_batch_size: 1_000,
             resolve: Resolve::KeepNewest,
+            auth: None,
         }
     }
 }

@@ -168,6 +168,13 @@ pub enum Error {
     /// accounting, or a run whose index would hold more than 4 GiB of keys.
     #[error("table too large: {0}")]
     TableTooLarge(String),
+    /// A state root, proof or commit was asked of a table created without authentication
+    /// ([`crate::TableConfig::auth`] is `None`).
+    #[error("the table is not authenticated (TableConfig::auth is None)")]
+    NotAuthenticated,
+    /// An operation authenticated tables do not support yet (named in the message).
+    #[error("not supported for authenticated tables yet: {0}")]
+    AuthUnsupported(&'static str),
 }
 
 impl Error {
@@ -307,6 +314,8 @@ mod tests {
                 supported: 1,
             },
             Error::TableTooLarge("level 40".into()),
+            Error::NotAuthenticated,
+            Error::AuthUnsupported("unions"),
         ];
         for e in &all {
             match e {
@@ -334,7 +343,9 @@ mod tests {
                 | Error::CorruptFile { .. }
                 | Error::ChecksumMismatch { .. }
                 | Error::UnsupportedVersion { .. }
-                | Error::TableTooLarge(_) => {}
+                | Error::TableTooLarge(_)
+                | Error::NotAuthenticated
+                | Error::AuthUnsupported(_) => {}
             }
         }
         all

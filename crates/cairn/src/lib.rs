@@ -19,6 +19,8 @@
 //! format is specified in `docs/format/`.
 #![warn(missing_docs)]
 
+mod auth;
+
 // The engine's internals. Fuzz targets reach the decoders through the `fuzzing` feature (not a
 // stable API); nothing else outside the crate sees them.
 #[cfg(feature = "fuzzing")]
@@ -58,6 +60,7 @@ mod schedule;
 mod session;
 mod snapshot;
 mod table;
+mod trie;
 mod union;
 mod write_buffer;
 
@@ -66,9 +69,13 @@ mod write_buffer;
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
+pub use auth::{AuthStats, Commit};
+/// Proof types and the verifier (the `cairn-proof` crate, re-exported).
+pub use cairn_proof;
+pub use cairn_proof::{HashKind, Proof, Root};
 pub use config::{
-    BloomAlloc, CustomResolve, DiskCachePolicy, IndexType, MergeSchedule, Resolve, ResolveFn,
-    TableConfig, RESOLVE_NAME_BYTES_MAX, SIZE_RATIO, WRITE_BUFFER_ENTRIES_MAX,
+    AuthConfig, BloomAlloc, CustomResolve, DiskCachePolicy, IndexType, MergeSchedule, Resolve,
+    ResolveFn, TableConfig, RESOLVE_NAME_BYTES_MAX, SIZE_RATIO, WRITE_BUFFER_ENTRIES_MAX,
 };
 pub use cursor::{Cursor, CursorEntry, KeyRange};
 pub use error::{Error, Result};

@@ -551,6 +551,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<(TableConfig, ResolveTag)> {
             ResolveTag::AddU64Le => Resolve::AddU64Le,
             _ => Resolve::KeepNewest,
         },
+        auth: None,
     };
     config
         .validate()

@@ -16,10 +16,13 @@
 //! the table and reopen from a snapshot. Input errors (an oversized key, say) are found before
 //! anything is applied and leave the table usable.
 
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use std::ops::Bound;
 
+use cairn_proof::{Hash, Leaf, Proof, Root};
+
+use crate::auth::{page_table_config, Auth, AuthStats, Commit};
 use crate::config::{MergeSchedule, Resolve, TableConfig};
 use crate::cursor::{Cursor, CursorEntry, KeyRange, StampedEntries};
 use crate::entry::Entry;
@@ -31,6 +34,7 @@ use crate::schedule::{merge_steps_per_update_max, Levels};
 use crate::session::SessionInner;
 use crate::snapshot::{self};
 use crate::snapshot::{with_merge_context, SnapshotOverrides};
+use crate::trie::Change;
 use crate::union::{TableView, UnionLevel};
 use crate::write_buffer::{MemBlob, WriteBuffer};
 
@@ -96,6 +100,9 @@ struct TableState {
     merge_steps_total: u64,
     merge_steps_max_per_update: u64,
     merge_steps_last_update: u64,
+    /// Keys updated since the last commit of an authenticated table (empty otherwise): O(1) to
+    /// share with a duplicate, like the write buffer.
+    dirty: imbl::OrdSet<Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -105,6 +112,16 @@ pub(crate) struct TableInner {
     config: TableConfig,
     params: RunParams,
     state: RwLock<TableState>,
+    /// The trie of an authenticated table. Lock order: this before `state`.
+    auth: Option<Mutex<Auth>>,
+}
+
+/// What a batched lookup needs from a table's state, taken under its read lock.
+struct LookupPlan {
+    partial: Vec<Partial>,
+    runs: Vec<Arc<Run>>,
+    epoch: u64,
+    union: Option<Arc<UnionLevel>>,
 }
 
 /// A table: a sorted map from byte-string keys to byte-string values (with optional blobs).
@@ -144,6 +161,10 @@ impl TableInner {
             state.write_buffer.clear();
             state.levels = Levels::default();
             state.union = None;
+            state.dirty = imbl::OrdSet::new();
+        }
+        if let Some(auth) = &self.auth {
+            auth.lock().unwrap_or_else(|p| p.into_inner()).pages.close();
         }
         self.session.try_remove_released();
     }
@@ -159,13 +180,21 @@ impl Table {
             bloom,
             index: config.index,
         };
+        let auth = match &config.auth {
+            Some(auth) => {
+                let pages = Table::new(session.clone(), page_table_config(&config))?;
+                Some(Auth::new(pages, auth))
+            }
+            None => None,
+        };
         Table::with_contents(
             session,
             config,
             params,
-            WriteBuffer::default(),
+            (WriteBuffer::default(), imbl::OrdSet::new()),
             Levels::default(),
             None,
+            auth,
         )
     }
 
@@ -173,9 +202,10 @@ impl Table {
         session: Arc<SessionInner>,
         config: TableConfig,
         params: RunParams,
-        write_buffer: WriteBuffer,
+        (write_buffer, dirty): (WriteBuffer, imbl::OrdSet<Vec<u8>>),
         levels: Levels,
         union: Option<Arc<UnionLevel>>,
+        auth: Option<Auth>,
     ) -> Result<Table> {
         let inner = Arc::new(TableInner {
             id: session.next_table_id(),
@@ -192,7 +222,9 @@ impl Table {
                 merge_steps_total: 0,
                 merge_steps_max_per_update: 0,
                 merge_steps_last_update: 0,
+                dirty,
             }),
+            auth: auth.map(Mutex::new),
         });
         inner.session.register_table(&inner)?;
         Ok(Table { inner })
@@ -208,27 +240,52 @@ impl Table {
     /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::SessionClosed`],
     /// [`Error::Io`] (removing released files).
     pub fn duplicate(&self) -> Result<Table> {
-        let (write_buffer, levels, union) = {
+        // The trie first (lock order), held while the contents are read: the copy's trie
+        // version and its keys updated since then belong together.
+        let auth = self.lock_auth()?;
+        let (write_buffer, dirty, levels, union) = {
             let state = self.read()?;
             (
                 state.write_buffer.clone(),
+                state.dirty.clone(),
                 state.levels.clone(),
                 state.union.clone(),
             )
         };
+        let auth = auth.map(|a| a.duplicate()).transpose()?;
         Table::with_contents(
             self.inner.session.clone(),
             self.inner.config.clone(),
             self.inner.params.clone(),
-            write_buffer,
+            (write_buffer, dirty),
             levels,
             union,
+            auth,
         )
     }
 
     /// The table's configuration.
     pub fn config(&self) -> &TableConfig {
         &self.inner.config
+    }
+
+    /// The trie of an authenticated table, locked (`None` for a plain table). A poisoned lock
+    /// (a panic during a commit) makes the table broken.
+    fn lock_auth(&self) -> Result<Option<MutexGuard<'_, Auth>>> {
+        match &self.inner.auth {
+            None => Ok(None),
+            Some(auth) => match auth.lock() {
+                Ok(guard) => Ok(Some(guard)),
+                Err(_) => Err(Error::TableBroken(
+                    "a panic interrupted a commit of this table's trie".into(),
+                )),
+            },
+        }
+    }
+
+    /// The locked trie, or [`Error::NotAuthenticated`].
+    fn auth(&self) -> Result<MutexGuard<'_, Auth>> {
+        self.lock_auth()?.ok_or(Error::NotAuthenticated)
     }
 
     /// The table's state for reading, after the session's queued file removals (which fail the
@@ -395,6 +452,10 @@ impl Table {
                 state.broken = Some(e.with_causes());
                 return Err(e);
             }
+            if self.inner.auth.is_some() {
+                // No hashing and no trie I/O here: the commit rehashes (lazily).
+                state.dirty.insert(key.to_vec());
+            }
         }
         Ok(())
     }
@@ -473,32 +534,58 @@ impl Table {
         for key in keys {
             check_key(key.as_ref())?;
         }
-        let mut runs = Vec::new();
-        let (partial, epoch, union) = {
+        let plan = {
             let state = self.read()?;
-            let partial: Vec<Partial> = keys
-                .iter()
-                .map(|k| {
-                    state.write_buffer.get(k.as_ref()).map(|e| match e {
-                        Entry::Insert(v, blob) => {
-                            Entry::Insert(v.clone(), blob.clone().map(BlobSource::Memory))
-                        }
-                        Entry::Upsert(v) => Entry::Upsert(v.clone()),
-                        Entry::Delete => Entry::Delete,
-                    })
-                })
-                .collect();
-            state.levels.runs_newest_first(&mut runs);
-            (partial, state.epoch, state.union.clone())
+            Self::plan_lookups(&state, keys)
         };
+        self.finish_lookups(keys, plan)
+    }
+
+    /// The write buffer's entries for `keys` and the runs to consult: O(keys · log B + runs).
+    fn plan_lookups<K: AsRef<[u8]>>(state: &TableState, keys: &[K]) -> LookupPlan {
+        let partial: Vec<Partial> = keys
+            .iter()
+            .map(|k| {
+                state.write_buffer.get(k.as_ref()).map(|e| match e {
+                    Entry::Insert(v, blob) => {
+                        Entry::Insert(v.clone(), blob.clone().map(BlobSource::Memory))
+                    }
+                    Entry::Upsert(v) => Entry::Upsert(v.clone()),
+                    Entry::Delete => Entry::Delete,
+                })
+            })
+            .collect();
+        let mut runs = Vec::new();
+        state.levels.runs_newest_first(&mut runs);
+        LookupPlan {
+            partial,
+            runs,
+            epoch: state.epoch,
+            union: state.union.clone(),
+        }
+    }
+
+    /// The lookups' I/O, without any lock.
+    fn finish_lookups<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        plan: LookupPlan,
+    ) -> Result<Vec<LookupResult>> {
         let session = &self.inner.session;
         let resolve = &self.inner.config.resolve;
-        let mut partial = lookup_runs(session.io(), session.salt(), keys, partial, &runs, resolve)?;
-        if let Some(union) = union {
+        let mut partial = lookup_runs(
+            session.io(),
+            session.salt(),
+            keys,
+            plan.partial,
+            &plan.runs,
+            resolve,
+        )?;
+        if let Some(union) = plan.union {
             partial =
                 union.complete_lookups(session.io(), session.salt(), keys, partial, resolve)?;
         }
-        Ok(results(partial, self.inner.id, epoch))
+        Ok(results(partial, self.inner.id, plan.epoch))
     }
 
     /// Whether `key` is present.
@@ -610,6 +697,9 @@ impl Table {
                 "every table of a union must belong to the same session".into(),
             ));
         }
+        if tables.iter().any(|t| t.inner.auth.is_some()) {
+            return Err(Error::AuthUnsupported("unions"));
+        }
         if !tables
             .iter()
             .all(|t| t.inner.config.resolve == first.inner.config.resolve)
@@ -629,9 +719,10 @@ impl Table {
             session,
             config,
             params,
-            WriteBuffer::default(),
+            (WriteBuffer::default(), imbl::OrdSet::new()),
             Levels::default(),
             Some(Arc::new(union)),
+            None,
         )
     }
 
@@ -775,6 +866,9 @@ impl Table {
     /// [`Error::SnapshotExists`], I/O errors.
     pub fn save_snapshot(&self, name: &str, label: &str) -> Result<()> {
         snapshot::validate_name(name)?;
+        if self.inner.auth.is_some() {
+            return Err(Error::AuthUnsupported("snapshots"));
+        }
         // What is saved is planned first, without I/O: a closed or broken table writes nothing.
         let contents = {
             let state = self.read()?;
@@ -806,10 +900,139 @@ impl Table {
             session,
             restored.config,
             restored.params,
-            restored.write_buffer,
+            (restored.write_buffer, imbl::OrdSet::new()),
             restored.levels,
             restored.union,
+            None,
         )
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Authentication (tables created with `TableConfig::auth`)
+
+    /// Commits the updates made since the last commit to the table's Merkle trie and returns
+    /// the new version and its state root (the same ones again if nothing changed). The root
+    /// depends only on the table's contents (`docs/format/trie.md`).
+    ///
+    /// Cost, for `k` keys updated since the last commit in a table of `n` keys: one batched
+    /// lookup of those keys (memory only for keys still in the write buffer; upserts are
+    /// resolved by it), reading each blob among them once; 3 hashes per key (4 with a blob) plus
+    /// about `k·(log₂ n − log₂ k + 2)` node hashes; one batched page read per trie page level
+    /// below the retained ones, for pages not prefetched ([`Table::prefetch`]); and one batch
+    /// of page writes to the table's page table. Updates and lookups of the table proceed
+    /// meanwhile (the commit works on the contents as of its start); commits, proofs and
+    /// duplicates of this table wait for it.
+    ///
+    /// Errors: [`Error::NotAuthenticated`], [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`] and corruption of a trie page (the table is then broken: a later root could
+    /// be wrong).
+    pub fn commit(&self) -> Result<Commit> {
+        let mut auth = self.auth()?;
+        let (keys, plan) = {
+            let mut state = self.write()?;
+            if state.dirty.is_empty() {
+                return Ok(auth.current());
+            }
+            let keys: Vec<Vec<u8>> = std::mem::take(&mut state.dirty).into_iter().collect();
+            let plan = Self::plan_lookups(&state, &keys);
+            (keys, plan)
+        };
+        let result = self.commit_keys(&mut auth, &keys, plan);
+        if let Err(e) = &result {
+            // The keys' changes never reached the trie: a later root would be wrong.
+            let mut state = self.inner.state.write().unwrap_or_else(|p| p.into_inner());
+            state.broken.get_or_insert_with(|| e.with_causes());
+        }
+        result
+    }
+
+    fn commit_keys(&self, auth: &mut Auth, keys: &[Vec<u8>], plan: LookupPlan) -> Result<Commit> {
+        let kind = auth.trie.kind;
+        let found = self.finish_lookups(keys, plan)?;
+        let mut changes = Vec::with_capacity(keys.len());
+        for (key, result) in keys.iter().zip(found) {
+            let leaf = match &result {
+                LookupResult::NotFound => None,
+                LookupResult::Found(v) => Some(Leaf::new(kind, key, v, None)),
+                LookupResult::FoundWithBlob(v, blob) => {
+                    Some(Leaf::new(kind, key, v, Some(&blob.read()?)))
+                }
+            };
+            let key_path = match &leaf {
+                Some(l) => l.key_path,
+                None => kind.key_path(key),
+            };
+            changes.push(Change { key_path, leaf });
+        }
+        changes.sort_unstable_by_key(|a| a.key_path);
+        auth.commit(&changes)
+    }
+
+    /// The state root of the table's current contents: [`Table::commit`]'s root (committing
+    /// first if anything changed since the last commit).
+    ///
+    /// Errors: as [`Table::commit`].
+    pub fn root(&self) -> Result<Root> {
+        Ok(self.commit()?.root)
+    }
+
+    /// A multiproof for `keys` against the latest commit (call [`Table::commit`] first to prove
+    /// the current contents): for each key, its leaf (inclusion: the hashes of its value and
+    /// blob) or the empty subtree or other leaf where its path ends (exclusion); nodes shared by
+    /// several paths are included once. Verify with [`cairn_proof::verify`].
+    ///
+    /// Cost: one batched page read per trie page level below the retained ones; about
+    /// `32·(log₂ n + 1.3)` bytes per key proved alone, less per key together.
+    ///
+    /// Errors: [`Error::NotAuthenticated`], [`Error::KeyTooLarge`], [`Error::TableClosed`],
+    /// [`Error::TableBroken`], [`Error::Io`], corruption of a trie page.
+    pub fn prove<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Proof> {
+        let (mut auth, paths) = self.key_paths(keys)?;
+        auth.prove(&paths)
+    }
+
+    /// Loads the trie pages a commit of `keys` will touch (a warm-up, done while a block is
+    /// being executed, say), through the same batched reads as lookups, so that the next
+    /// commit reads only pages for keys not prefetched. The pages are held until that commit.
+    ///
+    /// Errors: as [`Table::prove`].
+    pub fn prefetch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<()> {
+        let (mut auth, paths) = self.key_paths(keys)?;
+        auth.prefetch(&paths)
+    }
+
+    /// A proof opening every trie node above depth `levels` (1 to 32) of the latest commit: what
+    /// a verifier keeps as a [`cairn_proof::TopWitness`] so that proofs compacted with
+    /// [`Proof::compact`] can omit those levels. Cost: O(2^levels) nodes.
+    ///
+    /// Errors: [`Error::InvalidUpdate`] for `levels` out of range, and as [`Table::prove`].
+    pub fn top_witness(&self, levels: u8) -> Result<Proof> {
+        let mut auth = self.auth()?;
+        drop(self.read()?);
+        auth.top_witness(levels as usize)
+    }
+
+    /// Counters of the table's trie.
+    ///
+    /// Errors: [`Error::NotAuthenticated`], [`Error::TableClosed`], [`Error::TableBroken`].
+    pub fn auth_stats(&self) -> Result<AuthStats> {
+        let auth = self.auth()?;
+        drop(self.read()?);
+        Ok(auth.stats())
+    }
+
+    /// The locked trie and the sorted, distinct key paths of `keys`.
+    fn key_paths<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<(MutexGuard<'_, Auth>, Vec<Hash>)> {
+        for key in keys {
+            check_key(key.as_ref())?;
+        }
+        let auth = self.auth()?;
+        drop(self.read()?); // a closed or broken table answers nothing
+        let kind = auth.trie.kind;
+        let mut paths: Vec<Hash> = keys.iter().map(|k| kind.key_path(k.as_ref())).collect();
+        paths.sort_unstable();
+        paths.dedup();
+        Ok((auth, paths))
     }
 
     // --------------------------------------------------------------------------------------------

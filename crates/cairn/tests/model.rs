@@ -290,6 +290,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         },
         merge_batch_size: setup.merge_batch,
         resolve: resolve.clone(),
+        auth: None,
     };
     let mut table = session.new_table(config.clone()).unwrap();
     let mut model = Model::new();

@@ -1,0 +1,219 @@
+//! Authenticated tables: a table's Merkle trie version, the hidden table that stores its pages,
+//! and the commit, prefetch and proof operations over them.
+//!
+//! Owns: [`Auth`], [`Commit`], [`AuthStats`], and the page table's configuration. May call:
+//! `trie` (pages, commits, proofs), `table` (the page table, through its public API: lookups,
+//! updates, duplicate, close), `config`, `error`. Must never touch: the data table's state
+//! (`table` hands over the changed keys' new leaves) or files.
+//!
+//! Where the pages live: in a Cairn table of their own, created beside the data table in the
+//! same session, keyed by page id ([`crate::trie::PageId::key`]), one page per value. A
+//! duplicate duplicates it (O(1) I/O), and its runs are reference-counted like any table's, so a
+//! page version lives exactly as long as some table version can reach it. The top page levels
+//! (`AuthConfig::retained_levels`) are kept in memory and written to the page table only when
+//! a snapshot needs them (`docs/design.md`, "Authenticated tables").
+
+use cairn_proof::{Hash, Proof, Root};
+
+use crate::config::{AuthConfig, BloomAlloc, IndexType, MergeSchedule, Resolve, TableConfig};
+use crate::error::{Error, Result};
+use crate::table::{Table, Update};
+use crate::trie::{self, Change, Loaded, Page, PageId, PageStore, TrieState};
+
+/// The result of a commit: the version it made and its state root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Commit {
+    /// Commits that changed the table's contents since it was created (0 for a new table; a
+    /// duplicate keeps its source's version and counts on from there).
+    pub version: u64,
+    /// The state root of the table's contents at this version.
+    pub root: Root,
+}
+
+/// Counters of an authenticated table's trie.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AuthStats {
+    /// The current version (see [`Commit::version`]).
+    pub version: u64,
+    /// Trie pages read from the page table by this handle's commits, prefetches and proofs.
+    pub pages_read: u64,
+    /// Trie pages written (or removed) in the page table.
+    pub pages_written: u64,
+    /// Keys rehashed by commits (each costs a key, a value, a leaf and about
+    /// `log₂ n − log₂ k` node hashes).
+    pub keys_committed: u64,
+    /// Trie pages kept in memory (the retained levels).
+    pub retained_pages: usize,
+    /// Memory those pages hold, in bytes.
+    pub retained_bytes: usize,
+    /// Pages loaded by [`crate::Table::prefetch`] and not yet used by a commit.
+    pub prefetched_pages: usize,
+}
+
+/// A table's trie: its current version, the pages' table, pages prefetched for the next commit.
+pub(crate) struct Auth {
+    pub(crate) trie: TrieState,
+    pub(crate) pages: Table,
+    prefetched: Loaded,
+    stats: AuthStats,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field("version", &self.trie.version)
+            .field("root", &self.trie.root_hash())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The page table's configuration: pages are values of up to about 10 KB (4 KB for a page of
+/// internal nodes), so its write buffer holds 1,024 of them (a few MiB); page ids are not
+/// uniformly distributed bytes (the level comes first), so the ordinary index.
+pub(crate) fn page_table_config(data: &TableConfig) -> TableConfig {
+    TableConfig {
+        write_buffer_entries: 1024,
+        merge_schedule: MergeSchedule::Incremental,
+        bloom: BloomAlloc::TargetFpr(1e-2),
+        index: IndexType::Ordinary,
+        disk_cache: data.disk_cache,
+        merge_batch_size: data.merge_batch_size,
+        resolve: Resolve::KeepNewest,
+        auth: None,
+    }
+}
+
+impl PageStore for Table {
+    fn read_pages(&self, ids: &[PageId]) -> Result<Vec<Option<Page>>> {
+        let keys: Vec<Vec<u8>> = ids.iter().map(PageId::key).collect();
+        let found = self.lookups(&keys)?;
+        ids.iter()
+            .zip(found)
+            .map(|(id, r)| r.value().map(|bytes| Page::decode(id, bytes)).transpose())
+            .collect()
+    }
+}
+
+impl Auth {
+    /// A new, empty trie and its page table (created through `new_table`).
+    pub(crate) fn new(pages: Table, config: &AuthConfig) -> Auth {
+        Auth {
+            trie: TrieState::new(config.hash, config.retained_levels()),
+            pages,
+            prefetched: Loaded::new(),
+            stats: AuthStats::default(),
+        }
+    }
+
+    /// An independent copy: the same trie version, a duplicate of the page table (O(1) I/O),
+    /// the retained pages shared until either side changes them.
+    pub(crate) fn duplicate(&self) -> Result<Auth> {
+        Ok(Auth {
+            trie: self.trie.clone(),
+            pages: self.pages.duplicate()?,
+            prefetched: Loaded::new(),
+            stats: AuthStats {
+                version: self.trie.version,
+                ..AuthStats::default()
+            },
+        })
+    }
+
+    /// The latest commit.
+    pub(crate) fn current(&self) -> Commit {
+        Commit {
+            version: self.trie.version,
+            root: Root {
+                kind: self.trie.kind,
+                hash: self.trie.root_hash(),
+            },
+        }
+    }
+
+    pub(crate) fn stats(&self) -> AuthStats {
+        AuthStats {
+            version: self.trie.version,
+            retained_pages: self.trie.retained.len(),
+            retained_bytes: self.trie.retained_bytes(),
+            prefetched_pages: self.prefetched.len(),
+            ..self.stats
+        }
+    }
+
+    /// Applies changes (sorted by key path, distinct) as one new version. The trie changes only
+    /// if every page write succeeds; on an error the page table (and so the table) is broken.
+    ///
+    /// Cost: see [`trie::commit`]; the page writes are one batch of updates to the page table
+    /// (its merges paid like any table's).
+    pub(crate) fn commit(&mut self, changes: &[Change]) -> Result<Commit> {
+        if changes.is_empty() {
+            return Ok(self.current());
+        }
+        let mut next = self.trie.clone();
+        let mut loaded = std::mem::replace(&mut self.prefetched, Loaded::new());
+        let reads_before = loaded.reads;
+        let writes = trie::commit(&mut next, &mut loaded, &self.pages, changes)?;
+        self.stats.pages_read += loaded.reads - reads_before;
+        self.write_pages(
+            writes
+                .into_iter()
+                .map(|(id, p)| (id, p.map(|p| p.encode()))),
+        )?;
+        self.stats.keys_committed += changes.len() as u64;
+        self.trie = next;
+        Ok(self.current())
+    }
+
+    fn write_pages(
+        &mut self,
+        writes: impl Iterator<Item = (PageId, Option<Vec<u8>>)>,
+    ) -> Result<()> {
+        let writes: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+            writes.map(|(id, bytes)| (id.key(), bytes)).collect();
+        let batch: Vec<(&[u8], Update<'_>)> = writes
+            .iter()
+            .map(|(k, v)| {
+                let update = match v {
+                    Some(bytes) => Update::Insert(bytes),
+                    None => Update::Delete,
+                };
+                (&k[..], update)
+            })
+            .collect();
+        self.pages.updates(&batch)?;
+        self.stats.pages_written += batch.len() as u64;
+        Ok(())
+    }
+
+    /// Loads the pages the key paths pass through, for the next commit (or proof).
+    pub(crate) fn prefetch(&mut self, paths: &[Hash]) -> Result<()> {
+        let before = self.prefetched.reads;
+        trie::load_paths(&self.trie, &mut self.prefetched, &self.pages, paths)?;
+        self.stats.pages_read += self.prefetched.reads - before;
+        Ok(())
+    }
+
+    /// A multiproof for sorted, distinct key paths against the latest commit.
+    pub(crate) fn prove(&mut self, paths: &[Hash]) -> Result<Proof> {
+        let mut loaded = Loaded::new();
+        trie::load_paths(&self.trie, &mut loaded, &self.pages, paths)?;
+        self.stats.pages_read += loaded.reads;
+        trie::prove(&self.trie, &loaded, paths)
+    }
+
+    /// A proof opening every node above depth `levels` (at most 32).
+    pub(crate) fn top_witness(&mut self, levels: usize) -> Result<Proof> {
+        if levels == 0 || levels > cairn_proof::COMPACT_LEVELS_MAX as usize {
+            return Err(Error::InvalidUpdate(format!(
+                "a witness holds 1 to {} levels, not {levels}",
+                cairn_proof::COMPACT_LEVELS_MAX
+            )));
+        }
+        let mut loaded = Loaded::new();
+        // Every page above depth `levels`: load along every path that reaches it, page level by
+        // page level (the retained levels need no reads).
+        trie::load_top(&self.trie, &mut loaded, &self.pages, levels)?;
+        self.stats.pages_read += loaded.reads;
+        trie::top_witness(&self.trie, &loaded, levels)
+    }
+}

@@ -1,0 +1,274 @@
+//! Authenticated tables against the reference: after random sequences of updates, upserts,
+//! deletes, blobs, duplicates and commits, the table's root is the root the definition gives
+//! for the model's contents, and its proofs verify every true claim.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use cairn::cairn_proof::{root_of, Claim};
+use cairn::fs::MemFs;
+use cairn::{AuthConfig, Error, HashKind, MergeSchedule, Resolve, Table, TableConfig, Update};
+use common::session_in;
+use proptest::prelude::*;
+
+/// Key -> (value, blob).
+type Model = BTreeMap<Vec<u8>, (Vec<u8>, Option<Vec<u8>>)>;
+
+fn reference_root(kind: HashKind, m: &Model) -> [u8; 32] {
+    root_of(
+        kind,
+        m.iter().map(|(k, (v, b))| (&k[..], &v[..], b.as_deref())),
+    )
+}
+
+fn config(
+    kind: HashKind,
+    write_buffer: usize,
+    schedule: MergeSchedule,
+    retained: usize,
+) -> TableConfig {
+    TableConfig {
+        write_buffer_entries: write_buffer,
+        merge_batch_size: 1,
+        merge_schedule: schedule,
+        resolve: Resolve::AddU64Le,
+        auth: Some(AuthConfig {
+            hash: kind,
+            retained_bytes: retained,
+        }),
+        ..TableConfig::default()
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u16, u64),
+    InsertBlob(u16, u64, u8),
+    Upsert(u16, u64),
+    Delete(u16),
+    Commit,
+    Duplicate,
+    Prove(Vec<u16>),
+    Prefetch(Vec<u16>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let k = 0u16..300;
+    prop_oneof![
+        6 => (k.clone(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        1 => (k.clone(), any::<u64>(), any::<u8>()).prop_map(|(k, v, b)| Op::InsertBlob(k, v, b)),
+        3 => (k.clone(), 0u64..1000).prop_map(|(k, v)| Op::Upsert(k, v)),
+        3 => k.clone().prop_map(Op::Delete),
+        1 => Just(Op::Commit),
+        1 => Just(Op::Duplicate),
+        1 => prop::collection::vec(0u16..320, 1..12).prop_map(Op::Prove),
+        1 => prop::collection::vec(0u16..320, 1..12).prop_map(Op::Prefetch),
+    ]
+}
+
+fn key(k: u16) -> Vec<u8> {
+    format!("utxo-{k}").into_bytes()
+}
+
+fn apply(table: &Table, m: &mut Model, op: &Op) {
+    match op {
+        Op::Insert(k, v) => {
+            table.insert(key(*k), v.to_le_bytes()).unwrap();
+            m.insert(key(*k), (v.to_le_bytes().to_vec(), None));
+        }
+        Op::InsertBlob(k, v, b) => {
+            let blob = vec![*b; *b as usize % 50];
+            table
+                .updates(&[(key(*k), Update::InsertWithBlob(&v.to_le_bytes(), &blob))])
+                .unwrap();
+            m.insert(key(*k), (v.to_le_bytes().to_vec(), Some(blob)));
+        }
+        Op::Upsert(k, v) => {
+            table.upsert(key(*k), v.to_le_bytes()).unwrap();
+            let entry = m
+                .entry(key(*k))
+                .or_insert((0u64.to_le_bytes().to_vec(), None));
+            let old = match <[u8; 8]>::try_from(&entry.0[..]) {
+                Ok(bytes) => u64::from_le_bytes(bytes),
+                Err(_) => 0,
+            };
+            *entry = (old.wrapping_add(*v).to_le_bytes().to_vec(), None);
+        }
+        Op::Delete(k) => {
+            table.delete(key(*k)).unwrap();
+            m.remove(&key(*k));
+        }
+        _ => unreachable!(),
+    }
+}
+
+fn check_proof(table: &Table, kind: HashKind, m: &Model, keys: &[u16]) {
+    let keys: Vec<Vec<u8>> = keys.iter().map(|&k| key(k)).collect();
+    let root = table.root().unwrap();
+    let proof = table.prove(&keys).unwrap();
+    let blob_hashes: Vec<Option<[u8; 32]>> = keys
+        .iter()
+        .map(|k| {
+            m.get(k)
+                .and_then(|(_, b)| b.as_ref().map(|b| kind.blob_hash(b)))
+        })
+        .collect();
+    let claims: Vec<Claim<'_>> = keys
+        .iter()
+        .zip(&blob_hashes)
+        .map(|(k, bh)| match m.get(k) {
+            None => Claim::absent(k),
+            Some((v, _)) => match bh {
+                Some(h) => Claim::present_with_blob(k, v, *h),
+                None => Claim::present(k, v),
+            },
+        })
+        .collect();
+    assert_eq!(proof.verify(&root, &claims), Ok(()));
+    // The encoded proof too.
+    assert_eq!(
+        cairn::cairn_proof::verify(&root, &proof.encode(), &claims),
+        Ok(())
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn roots_and_proofs_match_the_reference(
+        ops in prop::collection::vec(op(), 1..400),
+        write_buffer in 1usize..64,
+        one_shot in any::<bool>(),
+        blake in any::<bool>(),
+        retained in prop_oneof![Just(0usize), Just(300_000), Just(20 << 20)],
+    ) {
+        let kind = if blake { HashKind::Blake3 } else { HashKind::Sha256 };
+        let schedule = if one_shot { MergeSchedule::OneShot } else { MergeSchedule::Incremental };
+        let fs = MemFs::new();
+        let session = session_in(&fs);
+        let mut table = session.new_table(config(kind, write_buffer, schedule, retained)).unwrap();
+        let mut model = Model::new();
+        // Earlier versions, kept to check that a duplicate keeps its own root.
+        let mut kept: Vec<(Table, [u8; 32])> = Vec::new();
+        for op in &ops {
+            match op {
+                Op::Commit => {
+                    let commit = table.commit().unwrap();
+                    prop_assert_eq!(commit.root.hash, reference_root(kind, &model));
+                    prop_assert_eq!(table.commit().unwrap(), commit, "a second commit changes nothing");
+                }
+                Op::Duplicate => {
+                    let root = table.root().unwrap().hash;
+                    let copy = table.duplicate().unwrap();
+                    kept.push((table, root));
+                    table = copy;
+                }
+                Op::Prove(keys) => check_proof(&table, kind, &model, keys),
+                Op::Prefetch(keys) => {
+                    let keys: Vec<Vec<u8>> = keys.iter().map(|&k| key(k)).collect();
+                    table.prefetch(&keys).unwrap();
+                }
+                update => apply(&table, &mut model, update),
+            }
+        }
+        prop_assert_eq!(table.root().unwrap().hash, reference_root(kind, &model));
+        for (old, root) in &kept {
+            prop_assert_eq!(old.root().unwrap().hash, *root);
+        }
+    }
+}
+
+#[test]
+fn updates_alone_read_no_page_and_a_prefetched_commit_reads_nothing() {
+    let fs = MemFs::new();
+    let session = session_in(&fs);
+    // One retained page level, so that pages below it come from the page table.
+    let table = session
+        .new_table(config(
+            HashKind::Sha256,
+            20_000,
+            MergeSchedule::Incremental,
+            0,
+        ))
+        .unwrap();
+    let keys: Vec<Vec<u8>> = (0..5_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"v"[..])).collect();
+    table.inserts(&pairs).unwrap();
+    let first = table.commit().unwrap();
+    assert_eq!(first.version, 1);
+    let before = table.auth_stats().unwrap();
+    // Updates: no page read, no key committed (no hashing), the version unchanged.
+    let changed: Vec<(&[u8], &[u8])> = keys[..500].iter().map(|k| (&k[..], &b"w"[..])).collect();
+    table.inserts(&changed).unwrap();
+    table.deletes(&keys[500..600]).unwrap();
+    let after_updates = table.auth_stats().unwrap();
+    assert_eq!(after_updates.pages_read, before.pages_read);
+    assert_eq!(after_updates.keys_committed, before.keys_committed);
+    assert_eq!(after_updates.version, 1);
+    // A prefetch of exactly those keys reads their pages; the commit then reads none.
+    table.prefetch(&keys[..600]).unwrap();
+    let prefetched = table.auth_stats().unwrap();
+    assert!(prefetched.pages_read > before.pages_read);
+    assert!(prefetched.prefetched_pages > 0);
+    let second = table.commit().unwrap();
+    let after = table.auth_stats().unwrap();
+    assert_eq!(
+        after.pages_read, prefetched.pages_read,
+        "the commit read no page"
+    );
+    assert_eq!(after.keys_committed, before.keys_committed + 600);
+    assert_eq!(second.version, 2);
+    assert_ne!(second.root, first.root);
+}
+
+#[test]
+fn plain_tables_refuse_trie_operations() {
+    let fs = MemFs::new();
+    let session = session_in(&fs);
+    let table = session.new_table(TableConfig::default()).unwrap();
+    assert!(matches!(table.root(), Err(Error::NotAuthenticated)));
+    assert!(matches!(table.commit(), Err(Error::NotAuthenticated)));
+    assert!(matches!(table.prove(&[b"k"]), Err(Error::NotAuthenticated)));
+    assert!(matches!(
+        table.prefetch(&[b"k"]),
+        Err(Error::NotAuthenticated)
+    ));
+    assert!(matches!(table.auth_stats(), Err(Error::NotAuthenticated)));
+    assert!(matches!(table.top_witness(4), Err(Error::NotAuthenticated)));
+}
+
+#[test]
+fn compact_proofs_against_a_witness_of_the_table() {
+    let fs = MemFs::new();
+    let session = session_in(&fs);
+    let table = session
+        .new_table(config(HashKind::Sha256, 64, MergeSchedule::Incremental, 0))
+        .unwrap();
+    let keys: Vec<Vec<u8>> = (0..3_000u32)
+        .map(|i| format!("k{i}").into_bytes())
+        .collect();
+    let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &k[..])).collect();
+    table.inserts(&pairs).unwrap();
+    let root = table.root().unwrap();
+    let levels = 8;
+    let witness =
+        cairn::cairn_proof::TopWitness::new(&root, &table.top_witness(levels).unwrap(), levels)
+            .unwrap();
+    let asked = [&keys[7][..], &keys[2999][..], b"absent"];
+    let proof = table.prove(&asked).unwrap();
+    let compact = proof.compact(levels);
+    assert!(compact.encoded_len() < proof.encoded_len());
+    let claims = [
+        Claim::present(&keys[7], &keys[7]),
+        Claim::present(&keys[2999], &keys[2999]),
+        Claim::absent(b"absent"),
+    ];
+    assert_eq!(witness.verify(&compact, &claims), Ok(()));
+    assert!(matches!(table.top_witness(0), Err(Error::InvalidUpdate(_))));
+    assert!(matches!(
+        table.top_witness(33),
+        Err(Error::InvalidUpdate(_))
+    ));
+}
