@@ -30,6 +30,8 @@ pub enum Command {
     /// lsm-tree's upsert benchmark: insert vs upsert of the same data, and repeated upserts vs
     /// lookup-then-insert of the same keys.
     Upsert(UpsertArgs),
+    /// An authenticated table: proof sizes and commit time per key, with and without prefetch.
+    Trie(TrieArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
     Report(ReportArgs),
@@ -264,6 +266,28 @@ pub struct UpsertArgs {
     /// Repetitions of every measurement; medians are reported.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeat: u64,
+}
+
+/// Options of `trie`.
+#[derive(Debug, Args)]
+pub struct TrieArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Keys loaded (32 bytes each, with 60-byte values).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keys: u64,
+    /// Keys per committed batch while loading.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub load_batch: u64,
+    /// Single-key proofs sampled, of present and of absent keys each.
+    #[arg(long, default_value_t = 1_000)]
+    pub samples: u64,
+    /// Measured commits (every other one after a prefetch).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..))]
+    pub commits: u64,
+    /// Updated keys per measured commit.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(4..))]
+    pub commit_keys: u64,
 }
 
 /// Options every benchmark command takes.

@@ -12,6 +12,7 @@
 //! - `report`: the JSON records of those runs rendered as Markdown with SVG charts ([`report`]).
 //! - `upsert`: lsm-tree's upsert benchmark ([`upsert`]).
 //! - `union`: lsm-tree's table-union benchmark ([`union`]).
+//! - `trie`: an authenticated table's proof sizes and commit costs ([`trie`]).
 //!
 //! The parts, each a directory or a file:
 //!
@@ -34,6 +35,7 @@ mod record;
 mod report;
 mod stats;
 mod sys;
+mod trie;
 mod union;
 mod upsert;
 mod utxo;
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
         Command::Utxo(UtxoCommand::Suite(args)) => utxo::suite::run(&args),
         Command::Union(args) => union::run(&args),
         Command::Upsert(args) => upsert::run(&args),
+        Command::Trie(args) => trie::run(&args),
         Command::Report(args) => report::run(&args),
     };
     match result {

@@ -3,8 +3,8 @@
 //!
 //! Owns: [`Auth`], [`Commit`], [`AuthStats`], and the page table's configuration. May call:
 //! `trie` (pages, commits, proofs), `table` (the page table, through its public API: lookups,
-//! updates, duplicate, close), `config`, `error`. Must never touch: the data table's state
-//! (`table` hands over the changed keys' new leaves) or files.
+//! updates, duplicate, close). Must never touch: the data table's state (`table` hands over the
+//! changed keys' new leaves) or files.
 //!
 //! Where the pages live: in a Cairn table of their own, created beside the data table in the
 //! same session, keyed by page id ([`crate::trie::PageId::key`]), one page per value. A

@@ -2,7 +2,8 @@
 //!
 //! Owns: [`Table`], [`Update`], [`TableStats`], and the update path (validation, credits, flushes).
 //! May call: `write_buffer`, `schedule`, `lookup`, `run`, `entry`, `page` (operation codes),
-//! `cursor` (streams), `union`, `snapshot`, `session` (its shared parts). Must never
+//! `cursor` (streams), `union`, `snapshot`, `session` (its shared parts), `auth` and `trie` (an
+//! authenticated table's Merkle trie). Must never
 //! touch: page, index or filter bytes directly (that is `run`'s and `lookup`'s job).
 //!
 //! Concurrency: a table's state sits behind one reader-writer lock. Lookups hold the read lock

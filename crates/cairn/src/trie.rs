@@ -3,9 +3,10 @@
 //!
 //! Owns: [`PageId`], [`Page`] and its encoding (`docs/format/trie.md`, "Pages"), [`TrieState`]
 //! (one version of a table's trie: root, retained top pages), and [`commit`], [`load_paths`],
-//! [`prove`], [`top_witness`]. May call: `error`, and `cairn_proof` for every hash. Must never
-//! touch: files, runs or tables; pages come from and go to a [`PageStore`] (the `auth` module
-//! keeps them in a hidden table).
+//! [`prove`], [`top_witness`]. May call: nothing in the engine but the foundation (`cairn_proof`
+//! computes every hash). Must never
+//! touch: files, runs or tables; pages come from and go to a [`PageStore`] (the authentication
+//! module keeps them in a hidden table).
 //!
 //! Layout: a page holds the nodes at depths `6L+1 ..= 6L+6` below one node at depth `6L` (page
 //! level `L`, NOMT's depth-6 rootless subtree): 126 slots, `2^r − 2 + bits` for relative depth
