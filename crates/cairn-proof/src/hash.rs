@@ -1,6 +1,6 @@
 //! The hash functions of the trie, domain-separated (`docs/format/trie.md`, "Hash functions").
 //!
-//! Owns: [`HashKind`], [`Hash`], [`Leaf`] and the five domain hashes (key path, value, blob,
+//! Owns: [`HashKind`], [`Hash`](type@Hash), [`Leaf`] and the five domain hashes (key path, value, blob,
 //! leaf, node). Everything else in the crate, and every hash the engine computes for the trie,
 //! goes through here. Cost: one hash of 64 bytes is about 90 ns with SHA-NI (80 ns BLAKE3); a
 //! leaf (96 bytes) about 94 ns (157 ns BLAKE3).
