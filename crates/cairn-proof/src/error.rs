@@ -3,7 +3,7 @@
 use crate::hash::HashKind;
 
 /// Why bytes are not a proof (`docs/format/proof.md`). Decoding never panics and never
-/// allocates more than a small multiple of the input's length.
+/// allocates more than about five times the input's length.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// The bytes end before the structure they describe does.

@@ -5,7 +5,8 @@
 //! without the top levels a verifier already holds), [`Claim`], and [`verify`]. No I/O, no
 //! `unsafe`: a light client links only this.
 //!
-//! Bounds: decoding is O(len) time and allocates at most about `4 × len` nodes; verification
+//! Bounds: decoding is O(len) time and allocates at most about `5 × len` bytes (one byte per
+//! node, whose tag takes 2 bits of input, plus the hashes and leaves copied out); verification
 //! computes one hash per node of the proof plus one per claimed value, and recurses at most 257
 //! deep (a key path has 256 bits).
 
@@ -24,6 +25,7 @@ pub const PROOF_VERSION: u8 = 1;
 pub const COMPACT_LEVELS_MAX: u8 = 32;
 
 const FORM_FULL: u8 = 0;
+const TAG_INTERNAL: u8 = 2;
 const FORM_COMPACT: u8 = 1;
 const HEADER_BYTES: usize = 8;
 
@@ -55,6 +57,89 @@ impl ProofNode {
             1 => 32,
             3 => 96,
             _ => 0,
+        }
+    }
+}
+
+/// Nodes in pre-order, stored compactly: a tag byte per node, and the hashes and leaves apart
+/// (a `ProofNode` is 97 bytes; most nodes of a proof carry no payload).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Tree {
+    tags: Vec<u8>,
+    hashes: Vec<Hash>,
+    leaves: Vec<Leaf>,
+}
+
+impl Tree {
+    fn push(&mut self, node: ProofNode) {
+        self.tags.push(node.tag());
+        match node {
+            ProofNode::Hash(h) => self.hashes.push(h),
+            ProofNode::Leaf(l) => self.leaves.push(l),
+            ProofNode::Empty | ProofNode::Internal => {}
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.tags.len()
+    }
+
+    fn cursor(&self) -> Cursor<'_> {
+        Cursor {
+            tree: self,
+            tag: 0,
+            hash: 0,
+            leaf: 0,
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = ProofNode> + '_ {
+        let mut c = self.cursor();
+        (0..self.len()).map(move |_| c.next_node())
+    }
+}
+
+/// Reads a [`Tree`] front to back.
+#[derive(Clone, Copy)]
+struct Cursor<'a> {
+    tree: &'a Tree,
+    tag: usize,
+    hash: usize,
+    leaf: usize,
+}
+
+impl Cursor<'_> {
+    /// The next node. The tree's shape was checked when it was built or decoded, so callers
+    /// that follow the shape never read past the end.
+    fn next_node(&mut self) -> ProofNode {
+        let tag = self.tree.tags[self.tag];
+        self.tag += 1;
+        match tag {
+            0 => ProofNode::Empty,
+            1 => {
+                self.hash += 1;
+                ProofNode::Hash(self.tree.hashes[self.hash - 1])
+            }
+            2 => ProofNode::Internal,
+            _ => {
+                self.leaf += 1;
+                ProofNode::Leaf(self.tree.leaves[self.leaf - 1])
+            }
+        }
+    }
+
+    /// Skips the two subtrees of the internal node just read, copying them into `out` if given.
+    fn skip_children(&mut self, mut out: Option<&mut Tree>) {
+        let mut pending = 2usize;
+        while pending > 0 {
+            pending -= 1;
+            let node = self.next_node();
+            if node == ProofNode::Internal {
+                pending += 2;
+            }
+            if let Some(out) = out.as_deref_mut() {
+                out.push(node);
+            }
         }
     }
 }
@@ -102,7 +187,8 @@ impl<'a> Claim<'a> {
         }
     }
 
-    /// The key holds `value` and a blob whose hash is `blob_hash`.
+    /// The key holds `value` and a blob whose hash is `blob_hash`. (A leaf records "no blob" as
+    /// [`ZERO`], so `blob_hash == ZERO` claims no blob.)
     pub fn present_with_blob(key: &'a [u8], value: &'a [u8], blob_hash: Hash) -> Claim<'a> {
         Claim {
             key,
@@ -118,14 +204,14 @@ impl<'a> Claim<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Proof {
     kind: HashKind,
-    nodes: Vec<ProofNode>,
+    nodes: Tree,
 }
 
 /// Builds a [`Proof`] node by node, in pre-order.
 #[derive(Clone, Debug)]
 pub struct ProofWriter {
     kind: HashKind,
-    nodes: Vec<ProofNode>,
+    nodes: Tree,
 }
 
 impl ProofWriter {
@@ -133,7 +219,7 @@ impl ProofWriter {
     pub fn new(kind: HashKind) -> ProofWriter {
         ProofWriter {
             kind,
-            nodes: Vec::new(),
+            nodes: Tree::default(),
         }
     }
 
@@ -144,7 +230,7 @@ impl ProofWriter {
 
     /// The proof, if the nodes form exactly one tree no deeper than a key path.
     pub fn finish(self) -> Result<Proof, BuildError> {
-        check_tree(&self.nodes, 0)?;
+        check_tree(self.nodes.tags.iter().copied(), 0)?;
         Ok(Proof {
             kind: self.kind,
             nodes: self.nodes,
@@ -159,16 +245,18 @@ impl Proof {
     }
 
     /// The nodes, in pre-order.
-    pub fn nodes(&self) -> &[ProofNode] {
-        &self.nodes
+    pub fn nodes(&self) -> impl Iterator<Item = ProofNode> + '_ {
+        self.nodes.iter()
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
     }
 
     /// The leaves the proof opens.
     pub fn leaves(&self) -> impl Iterator<Item = &Leaf> {
-        self.nodes.iter().filter_map(|n| match n {
-            ProofNode::Leaf(l) => Some(l),
-            _ => None,
-        })
+        self.nodes.leaves.iter()
     }
 
     /// The root the proof hashes to, or [`VerifyError::MisplacedLeaf`] if a leaf sits off its
@@ -229,7 +317,7 @@ impl Proof {
     pub fn compact(&self, levels: u8) -> CompactProof {
         let levels = levels.clamp(1, COMPACT_LEVELS_MAX);
         let mut grafts = Vec::new();
-        collect_grafts(&self.nodes, &mut 0, 0, 0, levels, &mut grafts);
+        collect_grafts(&mut self.nodes.cursor(), 0, 0, levels, &mut grafts);
         CompactProof {
             kind: self.kind,
             levels,
@@ -256,18 +344,16 @@ fn sorted_paths(kind: HashKind, claims: &[Claim<'_>]) -> Vec<(Hash, usize)> {
 /// Recomputes hashes over a pre-order node stream while checking claims on the way.
 struct Walk<'a> {
     kind: HashKind,
-    nodes: &'a [ProofNode],
-    next: usize,
+    nodes: Cursor<'a>,
     /// The first claim found false; reported only if the proof hashes to the root.
     claim_error: Option<VerifyError>,
 }
 
 impl<'a> Walk<'a> {
-    fn new(kind: HashKind, nodes: &'a [ProofNode]) -> Walk<'a> {
+    fn new(kind: HashKind, nodes: &'a Tree) -> Walk<'a> {
         Walk {
             kind,
-            nodes,
-            next: 0,
+            nodes: nodes.cursor(),
             claim_error: None,
         }
     }
@@ -287,9 +373,7 @@ impl<'a> Walk<'a> {
         paths: &[(Hash, usize)],
         claims: &[Claim<'_>],
     ) -> Result<Hash, VerifyError> {
-        // The tree shape was checked on decode, so `next` is in bounds.
-        let node = self.nodes[self.next];
-        self.next += 1;
+        let node = self.nodes.next_node();
         match node {
             ProofNode::Empty => {
                 for &(_, i) in paths {
@@ -376,7 +460,7 @@ impl TopWitness {
             return Err(VerifyError::WitnessShape(levels));
         }
         let mut nodes = Vec::with_capacity(top.nodes.len());
-        build_top(&top.nodes, &mut 0, 0, levels as usize, &mut nodes)?;
+        build_top(&mut top.nodes.cursor(), 0, levels as usize, &mut nodes)?;
         top.verify(root, &[])?;
         Ok(TopWitness {
             root: *root,
@@ -479,7 +563,8 @@ impl TopWitness {
                     }
                 }
                 (TopNode::Leaf(leaf), _) => {
-                    let mut walk = Walk::new(self.root.kind, &[]);
+                    let empty = Tree::default();
+                    let mut walk = Walk::new(self.root.kind, &empty);
                     walk.check_leaf_claim(&leaf, path, i, &claims[i]);
                     if let Some(e) = walk.claim_error {
                         note(e);
@@ -492,20 +577,18 @@ impl TopWitness {
 }
 
 fn build_top(
-    proof: &[ProofNode],
-    next: &mut usize,
+    proof: &mut Cursor<'_>,
     depth: usize,
     levels: usize,
     out: &mut Vec<TopNode>,
 ) -> Result<u32, VerifyError> {
-    let node = proof[*next];
-    *next += 1;
+    let node = proof.next_node();
     let index = out.len() as u32;
     match node {
         ProofNode::Internal if depth < levels => {
             out.push(TopNode::Empty); // replaced below, once the children's indices are known
-            let left = build_top(proof, next, depth + 1, levels, out)?;
-            let right = build_top(proof, next, depth + 1, levels, out)?;
+            let left = build_top(proof, depth + 1, levels, out)?;
+            let right = build_top(proof, depth + 1, levels, out)?;
             out[index as usize] = TopNode::Internal { left, right };
         }
         ProofNode::Hash(h) if depth == levels => out.push(TopNode::Frontier(h)),
@@ -535,7 +618,7 @@ fn position_prefix(position: u32, levels: u8) -> Hash {
 pub struct CompactProof {
     kind: HashKind,
     levels: u8,
-    grafts: Vec<(u32, Vec<ProofNode>)>,
+    grafts: Vec<(u32, Tree)>,
 }
 
 impl CompactProof {
@@ -585,10 +668,10 @@ impl CompactProof {
         if count > r.remaining() / 9 {
             return Err(DecodeError::Truncated {
                 what: "grafts",
-                needed: count * 9 - r.remaining(),
+                needed: count.saturating_mul(9).saturating_sub(r.remaining()),
             });
         }
-        let mut grafts: Vec<(u32, Vec<ProofNode>)> = Vec::with_capacity(count);
+        let mut grafts: Vec<(u32, Tree)> = Vec::with_capacity(count);
         for _ in 0..count {
             let position = r.u32("graft position")?;
             if levels < 32 && position >> levels != 0 {
@@ -610,50 +693,38 @@ impl CompactProof {
 }
 
 fn collect_grafts(
-    nodes: &[ProofNode],
-    next: &mut usize,
+    nodes: &mut Cursor<'_>,
     depth: usize,
     position: u32,
     levels: u8,
-    out: &mut Vec<(u32, Vec<ProofNode>)>,
+    out: &mut Vec<(u32, Tree)>,
 ) {
-    let start = *next;
-    let node = nodes[start];
-    *next += 1;
+    let node = nodes.next_node();
     if depth == levels as usize {
         if node == ProofNode::Internal {
-            skip_children(nodes, next);
-            out.push((position, nodes[start..*next].to_vec()));
+            let mut graft = Tree::default();
+            graft.push(node);
+            nodes.skip_children(Some(&mut graft));
+            out.push((position, graft));
         }
         return;
     }
     if node == ProofNode::Internal {
-        collect_grafts(nodes, next, depth + 1, position << 1, levels, out);
-        collect_grafts(nodes, next, depth + 1, (position << 1) | 1, levels, out);
+        collect_grafts(nodes, depth + 1, position << 1, levels, out);
+        collect_grafts(nodes, depth + 1, (position << 1) | 1, levels, out);
     }
 }
 
-/// Advances `next` past the two subtrees of the internal node just read.
-fn skip_children(nodes: &[ProofNode], next: &mut usize) {
-    let mut pending = 2usize;
-    while pending > 0 {
-        pending -= 1;
-        if nodes[*next] == ProofNode::Internal {
-            pending += 2;
-        }
-        *next += 1;
-    }
-}
-
-/// Checks that `nodes` form exactly one tree rooted at `depth`, with no internal node at a
-/// depth a key path cannot branch at.
-fn check_tree(nodes: &[ProofNode], depth: usize) -> Result<(), DecodeError> {
+/// Checks that tags (one per node) form exactly one tree rooted at `depth`, with no internal
+/// node at a depth a key path cannot branch at. Needs only the tags, so a decoder runs it
+/// before copying any payload.
+fn check_tree(tags: impl IntoIterator<Item = u8>, depth: usize) -> Result<(), DecodeError> {
     let mut pending = vec![depth];
-    for node in nodes {
+    for tag in tags {
         let Some(depth) = pending.pop() else {
             return Err(DecodeError::Tree("nodes after the tree ends"));
         };
-        if *node == ProofNode::Internal {
+        if tag == TAG_INTERNAL {
             if depth >= KEY_PATH_BITS {
                 return Err(DecodeError::TooDeep);
             }
@@ -667,12 +738,8 @@ fn check_tree(nodes: &[ProofNode], depth: usize) -> Result<(), DecodeError> {
     Ok(())
 }
 
-fn tree_encoded_len(nodes: &[ProofNode]) -> usize {
-    let payload: usize = nodes
-        .iter()
-        .map(|n| ProofNode::payload_bytes(n.tag()))
-        .sum();
-    4 + nodes.len().div_ceil(4) + payload
+fn tree_encoded_len(nodes: &Tree) -> usize {
+    4 + nodes.len().div_ceil(4) + nodes.hashes.len() * 32 + nodes.leaves.len() * 96
 }
 
 fn put_header(out: &mut Vec<u8>, kind: HashKind, form: u8) {
@@ -680,18 +747,18 @@ fn put_header(out: &mut Vec<u8>, kind: HashKind, form: u8) {
     out.extend_from_slice(&[PROOF_VERSION, kind.code(), form, 0]);
 }
 
-fn put_tree(out: &mut Vec<u8>, nodes: &[ProofNode]) {
+fn put_tree(out: &mut Vec<u8>, nodes: &Tree) {
     out.extend_from_slice(&(nodes.len() as u32).to_le_bytes());
-    for chunk in nodes.chunks(4) {
+    for chunk in nodes.tags.chunks(4) {
         let mut byte = 0u8;
-        for (i, n) in chunk.iter().enumerate() {
-            byte |= n.tag() << (2 * i);
+        for (i, tag) in chunk.iter().enumerate() {
+            byte |= tag << (2 * i);
         }
         out.push(byte);
     }
-    for n in nodes {
+    for n in nodes.iter() {
         match n {
-            ProofNode::Hash(h) => out.extend_from_slice(h),
+            ProofNode::Hash(h) => out.extend_from_slice(&h),
             ProofNode::Leaf(l) => {
                 out.extend_from_slice(&l.key_path);
                 out.extend_from_slice(&l.value_hash);
@@ -762,16 +829,29 @@ fn get_header(r: &mut Reader<'_>, form: u8) -> Result<HashKind, DecodeError> {
     Ok(kind)
 }
 
-fn get_tree(r: &mut Reader<'_>, depth: usize) -> Result<Vec<ProofNode>, DecodeError> {
+fn get_tree(r: &mut Reader<'_>, depth: usize) -> Result<Tree, DecodeError> {
     let count = r.u32("node count")? as usize;
-    let tags = r.take(count.div_ceil(4), "node tags")?;
-    if !count.is_multiple_of(4) && tags[count / 4] >> (2 * (count % 4)) != 0 {
+    let packed = r.take(count.div_ceil(4), "node tags")?;
+    if !count.is_multiple_of(4) && packed[count / 4] >> (2 * (count % 4)) != 0 {
         return Err(DecodeError::Reserved("tag padding"));
     }
-    // `count` is now at most 4 × the input's length: a safe allocation.
-    let mut nodes = Vec::with_capacity(count);
+    let tag = |i: usize| (packed[i / 4] >> (2 * (i % 4))) & 3;
+    // The shape and the payload size first, from the tags alone: nothing is allocated for a
+    // stream that is not one tree or whose payloads are missing.
+    check_tree((0..count).map(tag), depth)?;
+    let payload: usize = (0..count).map(|i| ProofNode::payload_bytes(tag(i))).sum();
+    if payload > r.remaining() {
+        return Err(DecodeError::Truncated {
+            what: "node payloads",
+            needed: payload - r.remaining(),
+        });
+    }
+    let mut tree = Tree {
+        tags: Vec::with_capacity(count),
+        ..Tree::default()
+    };
     for i in 0..count {
-        let node = match (tags[i / 4] >> (2 * (i % 4))) & 3 {
+        let node = match tag(i) {
             0 => ProofNode::Empty,
             1 => ProofNode::Hash(r.hash("hash node")?),
             2 => ProofNode::Internal,
@@ -781,8 +861,7 @@ fn get_tree(r: &mut Reader<'_>, depth: usize) -> Result<Vec<ProofNode>, DecodeEr
                 blob_hash: r.hash("leaf blob hash")?,
             }),
         };
-        nodes.push(node);
+        tree.push(node);
     }
-    check_tree(&nodes, depth)?;
-    Ok(nodes)
+    Ok(tree)
 }

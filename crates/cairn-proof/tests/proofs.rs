@@ -255,6 +255,20 @@ fn junk_is_refused() {
         Proof::decode(huge),
         Err(DecodeError::Truncated { .. })
     ));
+    // A megabyte of empty tags is refused from the tags alone (it is not one tree), before any
+    // node is copied out.
+    let mut many = b"CRNP\x01\x01\x00\x00".to_vec();
+    many.extend_from_slice(&(4u32 << 20).to_le_bytes());
+    many.extend(std::iter::repeat_n(0u8, 1 << 20));
+    assert!(matches!(Proof::decode(&many), Err(DecodeError::Tree(_))));
+    // A tree whose payloads are missing is refused before they are read.
+    let mut short = b"CRNP\x01\x01\x00\x00".to_vec();
+    short.extend_from_slice(&1u32.to_le_bytes());
+    short.push(1); // one opaque node, 32 bytes of hash missing
+    assert!(matches!(
+        Proof::decode(&short),
+        Err(DecodeError::Truncated { needed: 32, .. })
+    ));
     // An unknown version, kind, form.
     assert_eq!(
         Proof::decode(b"CRNP\x02\x01\x00\x00"),
