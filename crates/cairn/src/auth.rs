@@ -3,7 +3,8 @@
 //!
 //! Owns: [`Auth`], [`Commit`], [`AuthStats`], and the page table's configuration. May call:
 //! `trie` (pages, commits, proofs), `table` (the page table, through its public API: lookups,
-//! updates, duplicate, close). Must never touch: the data table's state (`table` hands over the
+//! updates, ranges, duplicate, close), `snapshot` (the trie's record in snapshot metadata). Must
+//! never touch: the data table's state (`table` hands over the
 //! changed keys' new leaves) or files.
 //!
 //! Where the pages live: in a Cairn table of their own, created beside the data table in the
@@ -17,8 +18,9 @@ use cairn_proof::{Hash, Proof, Root};
 
 use crate::config::{AuthConfig, BloomAlloc, IndexType, MergeSchedule, Resolve, TableConfig};
 use crate::error::{Error, Result};
+use crate::snapshot::AuthMeta;
 use crate::table::{Table, Update};
-use crate::trie::{self, Change, Loaded, Page, PageId, PageStore, TrieState};
+use crate::trie::{self, Change, Loaded, Node, Page, PageId, PageStore, TrieState};
 
 /// The result of a commit: the version it made and its state root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +105,46 @@ impl Auth {
             prefetched: Loaded::new(),
             stats: AuthStats::default(),
         }
+    }
+
+    /// The trie of a table opened from a snapshot: `pages` is its restored page table, whose
+    /// retained levels (one key range: page keys start with their level) are read back and
+    /// checked ([`TrieState::restore`]). Cost: one range read of the retained pages (at most
+    /// 4,161 with the default budget), one hash per page.
+    pub(crate) fn restore(pages: Table, config: &AuthConfig, meta: &AuthMeta) -> Result<Auth> {
+        let root = Node::decode(config.hash, &meta.root)?;
+        let levels = config.retained_levels();
+        let mut retained = Vec::new();
+        for entry in pages.range(vec![0u8]..vec![levels as u8])? {
+            let entry = entry?;
+            let id = PageId::from_key(&entry.key)
+                .ok_or_else(|| Error::corrupt("trie", "a page key that names no page"))?;
+            retained.push((id, Page::decode(&id, &entry.value)?));
+        }
+        Ok(Auth {
+            trie: TrieState::restore(config.hash, levels, meta.version, root, retained)?,
+            pages,
+            prefetched: Loaded::new(),
+            stats: AuthStats {
+                version: meta.version,
+                ..AuthStats::default()
+            },
+        })
+    }
+
+    /// What a snapshot records of the trie, after writing the retained pages changed since the
+    /// last snapshot into the page table (so that it holds every page).
+    pub(crate) fn snapshot_meta(&mut self) -> Result<AuthMeta> {
+        let unsaved = self.trie.take_unsaved();
+        self.write_pages(
+            unsaved
+                .into_iter()
+                .map(|(id, page)| (id, page.map(|p| p.encode()))),
+        )?;
+        Ok(AuthMeta {
+            version: self.trie.version,
+            root: self.trie.root.encode(),
+        })
     }
 
     /// An independent copy: the same trie version, a duplicate of the page table (O(1) I/O),

@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::{
-    BloomAlloc, DiskCachePolicy, IndexType, MergeSchedule, Resolve, TableConfig,
-    RESOLVE_NAME_BYTES_MAX,
+    AuthConfig, BloomAlloc, DiskCachePolicy, HashKind, IndexType, MergeSchedule, Resolve,
+    TableConfig, RESOLVE_NAME_BYTES_MAX,
 };
 use crate::entry::Entry;
 use crate::error::{Error, Result};
@@ -90,6 +90,26 @@ impl ResolveTag {
 
 /// The extension that records a custom resolve function's name (a UTF-8 string).
 const EXTENSION_RESOLVE_NAME: u32 = 1;
+/// The extension of an authenticated table: its trie's hash kind, retention budget, version
+/// and root node (its page table is saved in the snapshot's `trie/` directory).
+const EXTENSION_AUTH: u32 = 2;
+/// The directory of a snapshot holding an authenticated table's page table.
+pub(crate) const TRIE_DIR: &str = "trie";
+/// The label the page table of an authenticated table is saved under.
+pub(crate) const TRIE_LABEL: &str = "trie";
+
+/// What a snapshot records of an authenticated table's trie besides its configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AuthMeta {
+    /// The trie's version (commits that changed it).
+    pub(crate) version: u64,
+    /// The root node, encoded by the trie (`docs/format/trie.md`, "Root node"); at most 129
+    /// bytes.
+    pub(crate) root: Vec<u8>,
+}
+
+/// Longest encoded root node an auth extension may carry.
+const AUTH_ROOT_BYTES_MAX: usize = 1 + 32 + 96;
 
 /// A pending union as a snapshot records it: its inputs' views and the credits spent.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,6 +146,8 @@ pub(crate) struct SnapshotMeta {
     pub(crate) levels: Vec<LevelShape>,
     /// A union still in progress below the levels.
     pub(crate) union: Option<UnionShape>,
+    /// The trie of an authenticated table (its `AuthConfig` is in `config`).
+    pub(crate) auth: Option<AuthMeta>,
 }
 
 struct Writer(Vec<u8>);
@@ -242,14 +264,22 @@ impl SnapshotMeta {
             None => w.u8(0),
         }
         // Extensions: typed sections (u32 type, u32 length, bytes), each type at most once.
-        match &self.resolve {
-            ResolveTag::Custom(Some(name)) => {
-                w.u32(1);
-                w.u32(EXTENSION_RESOLVE_NAME);
-                w.u32(name.len() as u32);
-                w.0.extend_from_slice(name.as_bytes());
-            }
-            _ => w.u32(0),
+        let mut extensions: Vec<(u32, Vec<u8>)> = Vec::new();
+        if let ResolveTag::Custom(Some(name)) = &self.resolve {
+            extensions.push((EXTENSION_RESOLVE_NAME, name.as_bytes().to_vec()));
+        }
+        if let (Some(auth), Some(config)) = (&self.auth, &self.config.auth) {
+            let mut bytes = vec![config.hash.code()];
+            bytes.extend_from_slice(&(config.retained_bytes as u64).to_le_bytes());
+            bytes.extend_from_slice(&auth.version.to_le_bytes());
+            bytes.extend_from_slice(&auth.root);
+            extensions.push((EXTENSION_AUTH, bytes));
+        }
+        w.u32(extensions.len() as u32);
+        for (kind, bytes) in extensions {
+            w.u32(kind);
+            w.u32(bytes.len() as u32);
+            w.0.extend_from_slice(&bytes);
         }
         let crc = crc32c::crc32c(&w.0);
         w.u32(crc);
@@ -322,11 +352,22 @@ impl SnapshotMeta {
             _ => return Err(bad("bad union flag")),
         };
         let mut resolve = resolve;
+        let mut config = config;
+        let mut auth = None;
         let extensions = r.count(EXTENSIONS_MAX)?;
         for _ in 0..extensions {
             let kind = r.u32()?;
             let len = r.count(RESOLVE_NAME_BYTES_MAX as u32)?;
             let bytes = r.take(len)?;
+            if kind == EXTENSION_AUTH {
+                if auth.is_some() {
+                    return Err(bad("two auth extensions"));
+                }
+                let (config_auth, meta) = decode_auth(bytes)?;
+                config.auth = Some(config_auth);
+                auth = Some(meta);
+                continue;
+            }
             match (kind, &mut resolve) {
                 (EXTENSION_RESOLVE_NAME, ResolveTag::Custom(name @ None)) => {
                     let text = std::str::from_utf8(bytes)
@@ -353,6 +394,7 @@ impl SnapshotMeta {
             write_buffer,
             levels,
             union,
+            auth,
         };
         meta.check_runs_used()?;
         Ok(meta)
@@ -420,6 +462,29 @@ impl SnapshotMeta {
         }
         Ok(())
     }
+}
+
+/// The auth extension's body: hash kind code, retention budget (u64), version (u64), root node.
+fn decode_auth(bytes: &[u8]) -> Result<(AuthConfig, AuthMeta)> {
+    let bad =
+        |detail: &str| Error::corrupt("snapshot metadata", format!("auth extension: {detail}"));
+    if bytes.len() < 17 || bytes.len() > 17 + AUTH_ROOT_BYTES_MAX {
+        return Err(bad("wrong length"));
+    }
+    let hash = HashKind::from_code(bytes[0]).ok_or_else(|| bad("unknown hash kind"))?;
+    let retained = u64::from_le_bytes(bytes[1..9].try_into().expect("8 bytes"));
+    let retained_bytes = usize::try_from(retained).map_err(|_| bad("retention budget"))?;
+    let version = u64::from_le_bytes(bytes[9..17].try_into().expect("8 bytes"));
+    Ok((
+        AuthConfig {
+            hash,
+            retained_bytes,
+        },
+        AuthMeta {
+            version,
+            root: bytes[17..].to_vec(),
+        },
+    ))
 }
 
 fn encode_union(w: &mut Writer, union: &UnionShape) {
@@ -633,6 +698,8 @@ pub(crate) struct SnapshotContents {
     pub(crate) levels: Vec<LevelShape>,
     pub(crate) write_buffer: Option<usize>,
     pub(crate) union: Option<UnionShape>,
+    /// The trie of an authenticated table (set by the table before saving).
+    pub(crate) auth: Option<AuthMeta>,
 }
 
 impl SnapshotContents {
@@ -746,6 +813,7 @@ pub(crate) fn plan(
         levels,
         write_buffer,
         union,
+        auth: None,
     }
 }
 
@@ -775,6 +843,37 @@ pub(crate) fn save_table(
     result
 }
 
+/// Saves an authenticated table: its page table's `pages` into `trie/` and its own `data`
+/// beside it, in one temporary directory renamed into place (so a crash leaves both or neither).
+pub(crate) fn save_with_trie(
+    session: &SessionInner,
+    params: &RunParams,
+    page_params: &RunParams,
+    name: &str,
+    label: &str,
+    data: SnapshotContents,
+    pages: SnapshotContents,
+) -> Result<()> {
+    data.check_limits(label)?;
+    pages.check_limits(TRIE_LABEL)?;
+    let fs = session.fs();
+    let target = snapshot_dir(session.snapshots_dir(), name);
+    if fs.exists(&target)? {
+        return Err(Error::SnapshotExists(name.to_string()));
+    }
+    let tmp = temp_dir(session.snapshots_dir(), name, session.next_run_number());
+    let result = (|| {
+        fs.create_dir_all(&tmp.join(TRIE_DIR))?;
+        write_files(fs, page_params, &tmp.join(TRIE_DIR), TRIE_LABEL, pages)?;
+        write_files(fs, params, &tmp, label, data)?;
+        publish(fs, &tmp, &target)
+    })();
+    if result.is_err() {
+        let _ = fs.remove_dir_all(&tmp);
+    }
+    result
+}
+
 /// Links the runs into `tmp`, writes the metadata, fsyncs everything and renames `tmp` to the
 /// snapshot's directory.
 pub(crate) fn save(
@@ -782,6 +881,27 @@ pub(crate) fn save(
     params: &RunParams,
     tmp: &Path,
     target: &Path,
+    label: &str,
+    contents: SnapshotContents,
+) -> Result<()> {
+    write_files(fs, params, tmp, label, contents)?;
+    publish(fs, tmp, target)
+}
+
+/// Renames a fully written and synced `tmp` to `target` and syncs the parent.
+fn publish(fs: &Arc<dyn FileSystem>, tmp: &Path, target: &Path) -> Result<()> {
+    fs.rename(tmp, target)?;
+    if let Some(parent) = target.parent() {
+        fs.sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+/// Links the runs into `tmp`, writes the metadata, fsyncs every file and the directory.
+fn write_files(
+    fs: &Arc<dyn FileSystem>,
+    params: &RunParams,
+    tmp: &Path,
     label: &str,
     contents: SnapshotContents,
 ) -> Result<()> {
@@ -820,12 +940,16 @@ pub(crate) fn save(
         write_buffer: contents.write_buffer,
         levels: contents.levels,
         union: contents.union,
+        auth: contents.auth,
     };
     let mut file = FileWriter::create(&**fs, &tmp.join("metadata"))?;
     file.write(&meta.encode())?;
     file.finish(false)?; // synced below with every other file
                          // Every file, in name order, then the directory: only then is the rename published.
     for name in fs.list_dir(tmp)? {
+        if fs.is_dir(&tmp.join(&name))? {
+            continue; // the page table's `trie/`, synced by its own save
+        }
         if let Err(e) = fs.sync_file(&tmp.join(&name)) {
             // A later save must not trust a later fsync of the same file: copy it instead.
             let index = name.split('.').next().and_then(|i| i.parse::<usize>().ok());
@@ -835,12 +959,7 @@ pub(crate) fn save(
             return Err(e);
         }
     }
-    fs.sync_dir(tmp)?;
-    fs.rename(tmp, target)?;
-    if let Some(parent) = target.parent() {
-        fs.sync_dir(parent)?;
-    }
-    Ok(())
+    fs.sync_dir(tmp)
 }
 
 /// Copies the files of `run` into `dir` as run `number` (for a run whose fsync failed once, whose
@@ -921,20 +1040,27 @@ pub(crate) fn copy_dir(fs: &dyn FileSystem, from: &Path, tmp: &Path, to: &Path) 
 }
 
 fn copy_dir_via(fs: &dyn FileSystem, from: &Path, tmp: &Path, to: &Path) -> Result<()> {
-    fs.create_dir_all(tmp)?;
-    for name in fs.list_dir(from)? {
-        let source = from.join(&name);
-        if fs.is_dir(&source)? {
-            continue;
-        }
-        let target = tmp.join(&name);
-        copy_file(fs, &source, &target)?;
-        fs.sync_file(&target)?;
-    }
-    fs.sync_dir(tmp)?;
+    copy_tree(fs, from, tmp)?;
     fs.rename(tmp, to)?;
     fs.sync_dir(&parent_dir(to))?;
     Ok(())
+}
+
+/// Copies every file of `from` into a new directory `into`, and every subdirectory (an
+/// authenticated table's `trie/`) the same way, fsyncing each file and directory.
+fn copy_tree(fs: &dyn FileSystem, from: &Path, into: &Path) -> Result<()> {
+    fs.create_dir_all(into)?;
+    for name in fs.list_dir(from)? {
+        let source = from.join(&name);
+        let target = into.join(&name);
+        if fs.is_dir(&source)? {
+            copy_tree(fs, &source, &target)?;
+            continue;
+        }
+        copy_file(fs, &source, &target)?;
+        fs.sync_file(&target)?;
+    }
+    fs.sync_dir(into)
 }
 
 /// The directory holding `path`: `.` for a relative path of one component (whose
@@ -1057,6 +1183,8 @@ pub struct SnapshotOverrides {
 
 /// A table's contents rebuilt from a snapshot, for [`crate::Table`] to wrap.
 pub(crate) struct Restored {
+    /// The trie of an authenticated table.
+    pub(crate) auth: Option<AuthMeta>,
     pub(crate) config: TableConfig,
     pub(crate) params: RunParams,
     pub(crate) write_buffer: WriteBuffer,
@@ -1075,9 +1203,27 @@ pub(crate) fn restore(
     label: &str,
     overrides: SnapshotOverrides,
 ) -> Result<Restored> {
-    let result = restore_parts(session, name, label, overrides);
+    validate_name(name)?;
+    let dir = snapshot_dir(session.snapshots_dir(), name);
+    let result = restore_parts(session, name, &dir, label, overrides);
     if result.is_err() {
         // Runs opened before the failure were released: free their links now if possible.
+        session.try_remove_released();
+    }
+    result
+}
+
+/// Opens the page table of authenticated snapshot `name` (its `trie/` directory).
+pub(crate) fn restore_trie(session: &SessionInner, name: &str) -> Result<Restored> {
+    let dir = snapshot_dir(session.snapshots_dir(), name).join(TRIE_DIR);
+    let result = restore_parts(
+        session,
+        name,
+        &dir,
+        TRIE_LABEL,
+        SnapshotOverrides::default(),
+    );
+    if result.is_err() {
         session.try_remove_released();
     }
     result
@@ -1086,12 +1232,12 @@ pub(crate) fn restore(
 fn restore_parts(
     session: &SessionInner,
     name: &str,
+    dir: &Path,
     label: &str,
     overrides: SnapshotOverrides,
 ) -> Result<Restored> {
-    validate_name(name)?;
     let fs = session.fs().clone();
-    let dir = snapshot_dir(session.snapshots_dir(), name);
+    let dir = dir.to_path_buf();
     if !fs.is_dir(&dir)? {
         return Err(Error::SnapshotMissing(name.to_string()));
     }
@@ -1204,6 +1350,7 @@ fn restore_parts(
     .map_err(|e| corrupted(dir.join("metadata"), e))?;
     drop(runs);
     Ok(Restored {
+        auth: meta.auth.clone(),
         config,
         params,
         write_buffer,
@@ -1422,6 +1569,7 @@ mod tests {
                     },
                 ],
             }),
+            auth: None,
         }
     }
 
@@ -1488,6 +1636,30 @@ mod tests {
         meta.resolve = ResolveTag::Custom(None);
         let back = SnapshotMeta::decode(&meta.encode()).unwrap();
         assert_eq!(back.resolve, ResolveTag::Custom(None));
+    }
+
+    #[test]
+    fn an_authenticated_table_is_an_extension() {
+        let mut meta = sample();
+        meta.config.auth = Some(AuthConfig {
+            hash: HashKind::Blake3,
+            retained_bytes: 1 << 20,
+        });
+        // An internal root node: kind 1 and its hash.
+        let mut root = vec![1u8];
+        root.extend_from_slice(&[0xAB; 32]);
+        meta.auth = Some(AuthMeta { version: 42, root });
+        let bytes = meta.encode();
+        let golden = crate::golden::check_golden("snapshot-metadata-v2-auth.bin", &bytes);
+        let back = SnapshotMeta::decode(&golden).unwrap();
+        assert_eq!(back.auth, meta.auth);
+        assert_eq!(back.config.auth, meta.config.auth);
+        assert_eq!(back.encode(), bytes);
+        for bit in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
+        }
     }
 
     proptest::proptest! {

@@ -867,8 +867,8 @@ impl Table {
     /// [`Error::SnapshotExists`], I/O errors.
     pub fn save_snapshot(&self, name: &str, label: &str) -> Result<()> {
         snapshot::validate_name(name)?;
-        if self.inner.auth.is_some() {
-            return Err(Error::AuthUnsupported("snapshots"));
+        if let Some(mut auth) = self.lock_auth()? {
+            return self.save_authenticated(&mut auth, name, label);
         }
         // What is saved is planned first, without I/O: a closed or broken table writes nothing.
         let contents = {
@@ -889,6 +889,46 @@ impl Table {
         )
     }
 
+    /// Saves an authenticated table: commits what changed (so the snapshot records the root of
+    /// exactly the contents it saves), writes the retained trie pages changed since the last
+    /// snapshot into the page table, and saves both tables in one snapshot.
+    fn save_authenticated(&self, auth: &mut Auth, name: &str, label: &str) -> Result<()> {
+        let (pending, mut contents) = {
+            let mut state = self.write()?;
+            let pending = Self::take_dirty(&mut state);
+            let contents = snapshot::plan(
+                &self.inner.config,
+                &state.levels,
+                &state.write_buffer,
+                state.union.as_ref(),
+            );
+            (pending, contents)
+        };
+        self.commit_pending(auth, pending)?;
+        contents.auth = Some(auth.snapshot_meta()?);
+        let pages = auth.pages.snapshot_contents()?;
+        snapshot::save_with_trie(
+            &self.inner.session,
+            &self.inner.params,
+            &auth.pages.inner.params,
+            name,
+            label,
+            contents,
+            pages,
+        )
+    }
+
+    /// The table's contents planned for a snapshot, at one instant.
+    fn snapshot_contents(&self) -> Result<snapshot::SnapshotContents> {
+        let state = self.read()?;
+        Ok(snapshot::plan(
+            &self.inner.config,
+            &state.levels,
+            &state.write_buffer,
+            state.union.as_ref(),
+        ))
+    }
+
     /// Opens snapshot `name` as a new table of `session` (see [`crate::Session::open_snapshot`]).
     pub(crate) fn open_snapshot(
         session: Arc<SessionInner>,
@@ -897,6 +937,31 @@ impl Table {
         overrides: SnapshotOverrides,
     ) -> Result<Table> {
         let restored = snapshot::restore(&session, name, label, overrides)?;
+        let auth = match (&restored.auth, &restored.config.auth) {
+            (Some(meta), Some(config)) => {
+                let p = snapshot::restore_trie(&session, name)?;
+                let pages = Table::with_contents(
+                    session.clone(),
+                    p.config,
+                    p.params,
+                    (p.write_buffer, imbl::OrdSet::new()),
+                    p.levels,
+                    p.union,
+                    None,
+                )?;
+                let dir = session.snapshots_dir().join(name);
+                let restored = Auth::restore(pages, config, meta).map_err(|e| match e {
+                    Error::Corrupt { .. } | Error::CorruptFile { .. } => Error::SnapshotCorrupted {
+                        name: name.to_string(),
+                        path: dir.join(snapshot::TRIE_DIR),
+                        source: Box::new(e),
+                    },
+                    other => other,
+                })?;
+                Some(restored)
+            }
+            _ => None,
+        };
         Table::with_contents(
             session,
             restored.config,
@@ -904,7 +969,7 @@ impl Table {
             (restored.write_buffer, imbl::OrdSet::new()),
             restored.levels,
             restored.union,
-            None,
+            auth,
         )
     }
 
@@ -929,18 +994,36 @@ impl Table {
     /// be wrong).
     pub fn commit(&self) -> Result<Commit> {
         let mut auth = self.auth()?;
-        let (keys, plan) = {
+        let pending = {
             let mut state = self.write()?;
-            if state.dirty.is_empty() {
-                return Ok(auth.current());
-            }
-            let keys: Vec<Vec<u8>> = std::mem::take(&mut state.dirty).into_iter().collect();
-            let plan = Self::plan_lookups(&state, &keys);
-            (keys, plan)
+            Self::take_dirty(&mut state)
         };
-        let result = self.commit_keys(&mut auth, &keys, plan);
+        self.commit_pending(&mut auth, pending)
+    }
+
+    /// The keys updated since the last commit and the lookup of their values, taken at one
+    /// instant (under the write lock).
+    fn take_dirty(state: &mut TableState) -> Option<(Vec<Vec<u8>>, LookupPlan)> {
+        if state.dirty.is_empty() {
+            return None;
+        }
+        let keys: Vec<Vec<u8>> = std::mem::take(&mut state.dirty).into_iter().collect();
+        let plan = Self::plan_lookups(state, &keys);
+        Some((keys, plan))
+    }
+
+    /// Commits what [`Table::take_dirty`] took; an error breaks the table (the keys' changes
+    /// never reached the trie, so a later root would be wrong).
+    fn commit_pending(
+        &self,
+        auth: &mut Auth,
+        pending: Option<(Vec<Vec<u8>>, LookupPlan)>,
+    ) -> Result<Commit> {
+        let Some((keys, plan)) = pending else {
+            return Ok(auth.current());
+        };
+        let result = self.commit_keys(auth, &keys, plan);
         if let Err(e) = &result {
-            // The keys' changes never reached the trie: a later root would be wrong.
             let mut state = self.inner.state.write().unwrap_or_else(|p| p.into_inner());
             state.broken.get_or_insert_with(|| e.with_causes());
         }

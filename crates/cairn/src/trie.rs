@@ -70,7 +70,6 @@ impl PageId {
     }
 
     /// The page a store key names, if it is one (total).
-    #[allow(dead_code)] // for reading the retained levels back from a snapshot (next step)
     pub(crate) fn from_key(key: &[u8]) -> Option<PageId> {
         let (&level, rest) = key.split_first()?;
         let bits = level as usize * PAGE_DEPTH;
@@ -138,6 +137,41 @@ impl Node {
 
     fn leaf(kind: HashKind, leaf: Leaf) -> Node {
         Node::Leaf(leaf, leaf.hash(kind))
+    }
+}
+
+impl Node {
+    /// The node's bytes in snapshot metadata: a kind byte (0 empty, 1 internal, 2 leaf), then
+    /// the hash of an internal node or a leaf, then a leaf's key path, value hash and blob
+    /// hash. At most 129 bytes.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        match self {
+            Node::Empty => vec![0],
+            Node::Internal(h) => [&[1][..], h].concat(),
+            Node::Leaf(l, h) => [&[2][..], h, &l.key_path, &l.value_hash, &l.blob_hash].concat(),
+        }
+    }
+
+    /// Decodes [`Node::encode`]'s bytes, checking a leaf's hash (total).
+    pub(crate) fn decode(kind: HashKind, bytes: &[u8]) -> Result<Node> {
+        let bad = |detail: &str| Error::corrupt("trie root", detail.to_string());
+        let hash = |at: usize| -> Hash { bytes[at..at + 32].try_into().expect("32 bytes") };
+        match (bytes.first(), bytes.len()) {
+            (Some(0), 1) => Ok(Node::Empty),
+            (Some(1), 33) => Ok(Node::Internal(hash(1))),
+            (Some(2), 129) => {
+                let leaf = Leaf {
+                    key_path: hash(33),
+                    value_hash: hash(65),
+                    blob_hash: hash(97),
+                };
+                if leaf.hash(kind) != hash(1) {
+                    return Err(bad("the leaf does not hash to its recorded hash"));
+                }
+                Ok(Node::Leaf(leaf, hash(1)))
+            }
+            _ => Err(bad("bad kind or length")),
+        }
     }
 }
 
@@ -335,6 +369,73 @@ impl TrieState {
         }
     }
 
+    /// A trie version read back from a snapshot: its root node and its retained pages (every
+    /// page of the page store at a retained level). Checks that each page hangs below an
+    /// internal node that hashes its top (one hash per page) and that every internal node at
+    /// a retained page boundary has its page: a lost, stale or stray page is corruption.
+    pub(crate) fn restore(
+        kind: HashKind,
+        retained_levels: usize,
+        version: u64,
+        root: Node,
+        pages: Vec<(PageId, Page)>,
+    ) -> Result<TrieState> {
+        let mut state = TrieState::new(kind, retained_levels);
+        state.version = version;
+        state.root = root;
+        for (id, page) in pages {
+            if id.level() >= state.retained_levels {
+                return Err(Error::corrupt(
+                    "trie",
+                    "a page below the retained levels was given",
+                ));
+            }
+            state.retained.insert(id, Arc::new(page));
+        }
+        let mut expected = 0usize;
+        let mut ids: Vec<PageId> = state.retained.keys().copied().collect();
+        ids.sort();
+        // The root's page, then each page's children at the next retained level.
+        if let Node::Internal(h) = state.root {
+            let id = PageId::on_path(&ZERO, 0);
+            let page = state
+                .retained
+                .get(&id)
+                .ok_or_else(|| missing_retained(&id))?;
+            check_top(kind, &id, page, &h)?;
+            expected += 1;
+        }
+        for id in &ids {
+            let page = &state.retained[id];
+            if id.level() + 1 >= state.retained_levels {
+                continue;
+            }
+            for bits in 0..64usize {
+                let slot = 62 + bits;
+                if let Node::Internal(h) = page.node(slot) {
+                    let (_, path) = slot_position(id, slot);
+                    let child = PageId::on_path(&path, id.level() + 1);
+                    let child_page = state
+                        .retained
+                        .get(&child)
+                        .ok_or_else(|| missing_retained(&child))?;
+                    check_top(kind, &child, child_page, &h)?;
+                    expected += 1;
+                }
+            }
+        }
+        if expected != state.retained.len() {
+            return Err(Error::corrupt(
+                "trie",
+                format!(
+                    "{} retained pages hang below no internal node",
+                    state.retained.len() - expected
+                ),
+            ));
+        }
+        Ok(state)
+    }
+
     pub(crate) fn root_hash(&self) -> Hash {
         self.root.hash()
     }
@@ -346,7 +447,6 @@ impl TrieState {
 
     /// The page writes that bring the store up to date with the retained pages (for a
     /// snapshot), and forgets that they were unsaved.
-    #[allow(dead_code)] // for saving snapshots of authenticated tables (next step)
     pub(crate) fn take_unsaved(&mut self) -> Vec<(PageId, Option<Arc<Page>>)> {
         let unsaved = std::mem::take(&mut self.unsaved);
         let mut out: Vec<_> = unsaved

@@ -51,6 +51,8 @@ enum Op {
     Duplicate,
     Prove(Vec<u16>),
     Prefetch(Vec<u16>),
+    /// Save a snapshot, open it, and go on with the opened table.
+    Snapshot,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -64,6 +66,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Duplicate),
         1 => prop::collection::vec(0u16..320, 1..12).prop_map(Op::Prove),
         1 => prop::collection::vec(0u16..320, 1..12).prop_map(Op::Prefetch),
+        1 => Just(Op::Snapshot),
     ]
 }
 
@@ -152,6 +155,7 @@ proptest! {
         let mut model = Model::new();
         // Earlier versions, kept to check that a duplicate keeps its own root.
         let mut kept: Vec<(Table, [u8; 32])> = Vec::new();
+        let mut snapshots = 0;
         for op in &ops {
             match op {
                 Op::Commit => {
@@ -166,6 +170,17 @@ proptest! {
                     table = copy;
                 }
                 Op::Prove(keys) => check_proof(&table, kind, &model, keys),
+                Op::Snapshot => {
+                    let name = format!("s{}", kept.len() + snapshots);
+                    snapshots += 1;
+                    table.save_snapshot(&name, "auth").unwrap();
+                    let root = table.root().unwrap();
+                    let opened = session.open_snapshot(&name, "auth", Default::default()).unwrap();
+                    prop_assert_eq!(opened.root().unwrap(), root);
+                    prop_assert_eq!(opened.commit().unwrap().version, table.commit().unwrap().version);
+                    kept.push((table, root.hash));
+                    table = opened;
+                }
                 Op::Prefetch(keys) => {
                     let keys: Vec<Vec<u8>> = keys.iter().map(|&k| key(k)).collect();
                     table.prefetch(&keys).unwrap();
@@ -271,4 +286,58 @@ fn compact_proofs_against_a_witness_of_the_table() {
         table.top_witness(33),
         Err(Error::InvalidUpdate(_))
     ));
+}
+
+#[test]
+fn snapshots_keep_their_root_across_sessions_exports_and_imports() {
+    let fs = MemFs::new();
+    let kind = HashKind::Sha256;
+    let mut model = Model::new();
+    let root = {
+        let session = session_in(&fs);
+        let table = session
+            .new_table(config(kind, 16, MergeSchedule::Incremental, 300_000))
+            .unwrap();
+        for i in 0..2_000u16 {
+            apply(&table, &mut model, &Op::Insert(i, i as u64));
+        }
+        for i in (0..2_000u16).step_by(7) {
+            apply(&table, &mut model, &Op::Delete(i));
+        }
+        // Uncommitted updates are committed by the save: the snapshot's root is its contents'.
+        table.save_snapshot("a", "ledger").unwrap();
+        let root = table.root().unwrap();
+        assert_eq!(root.hash, reference_root(kind, &model));
+        session.export_snapshot("a", "/exported").unwrap();
+        root
+    };
+    // A new session: the snapshot opens with its root, and so does an imported copy.
+    let session = session_in(&fs);
+    let opened = session
+        .open_snapshot("a", "ledger", Default::default())
+        .unwrap();
+    assert_eq!(opened.root().unwrap(), root);
+    check_proof(&opened, kind, &model, &[0, 1, 7, 1999, 2500]);
+    session.import_snapshot("b", "/exported").unwrap();
+    let imported = session
+        .open_snapshot("b", "ledger", Default::default())
+        .unwrap();
+    assert_eq!(imported.root().unwrap(), root);
+    // Both go on independently and agree with the reference.
+    apply(&opened, &mut model, &Op::Insert(5000, 1));
+    assert_eq!(opened.root().unwrap().hash, reference_root(kind, &model));
+    assert_eq!(imported.root().unwrap(), root);
+    // Deleting the snapshots leaves the open tables whole.
+    session.delete_snapshot("a").unwrap();
+    session.delete_snapshot("b").unwrap();
+    check_proof(
+        &imported,
+        kind,
+        &{
+            let mut m = model.clone();
+            m.remove(&key(5000));
+            m
+        },
+        &[1, 2, 3],
+    );
 }
