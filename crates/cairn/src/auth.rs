@@ -259,3 +259,108 @@ impl Auth {
         trie::top_witness(&self.trie, &loaded, levels)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use crate::fs::sim::MemFs;
+    use crate::fs::FileSystem;
+    use crate::{Session, SessionOptions, TableConfig};
+
+    use super::*;
+
+    /// The pages a table's trie version stores: the page table's keys below the retained
+    /// levels, and the retained pages in memory.
+    fn stored_pages(table: &Table) -> BTreeSet<PageId> {
+        let auth = table.auth_for_tests();
+        let mut out: BTreeSet<PageId> = auth.trie.retained.keys().copied().collect();
+        let from = vec![auth.trie.retained_levels as u8];
+        for entry in auth.pages.range(from..).unwrap() {
+            out.insert(PageId::from_key(&entry.unwrap().key).unwrap());
+        }
+        out
+    }
+
+    fn reachable(table: &Table) -> BTreeSet<PageId> {
+        let auth = table.auth_for_tests();
+        trie::reachable_pages(&auth.trie, &auth.pages).unwrap()
+    }
+
+    /// After random commits, duplicates, snapshots, snapshot deletes and closes, every live
+    /// table version stores exactly the pages reachable from its root, and once everything is
+    /// closed and deleted no run file is left.
+    #[test]
+    fn live_pages_are_exactly_the_reachable_ones() {
+        let fs = Arc::new(MemFs::new());
+        fs.create_dir_all(Path::new("/s")).unwrap();
+        let session = Session::open_with(fs.clone(), "/s", SessionOptions::default()).unwrap();
+        let config = TableConfig {
+            write_buffer_entries: 8,
+            merge_batch_size: 1,
+            auth: Some(AuthConfig {
+                retained_bytes: 0, // one retained level: most pages live in the page table
+                ..AuthConfig::default()
+            }),
+            ..TableConfig::default()
+        };
+        let mut tables = vec![session.new_table(config).unwrap()];
+        let mut snapshots: Vec<String> = Vec::new();
+        let mut rng = 0x1234_5678u64;
+        let mut next = |n: u64| {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (rng >> 33) % n
+        };
+        for step in 0..400u64 {
+            let t = next(tables.len() as u64) as usize;
+            match next(10) {
+                0..=5 => {
+                    for _ in 0..next(40) + 1 {
+                        let k = next(600).to_be_bytes();
+                        if next(4) == 0 {
+                            tables[t].delete(k).unwrap();
+                        } else {
+                            tables[t].insert(k, step.to_le_bytes()).unwrap();
+                        }
+                    }
+                    tables[t].commit().unwrap();
+                }
+                6 if tables.len() < 6 => tables.push(tables[t].duplicate().unwrap()),
+                7 => {
+                    let name = format!("s{step}");
+                    tables[t].save_snapshot(&name, "").unwrap();
+                    snapshots.push(name);
+                }
+                8 if !snapshots.is_empty() => {
+                    let name = snapshots.remove(next(snapshots.len() as u64) as usize);
+                    if next(2) == 0 && tables.len() < 6 {
+                        tables.push(
+                            session
+                                .open_snapshot(&name, "", Default::default())
+                                .unwrap(),
+                        );
+                    }
+                    session.delete_snapshot(&name).unwrap();
+                }
+                9 if tables.len() > 1 => tables.remove(t).close(),
+                _ => {}
+            }
+            for table in &tables {
+                table.commit().unwrap();
+                assert_eq!(stored_pages(table), reachable(table), "step {step}");
+            }
+        }
+        for name in snapshots {
+            session.delete_snapshot(&name).unwrap();
+        }
+        for table in tables {
+            table.close();
+        }
+        let left: Vec<String> = fs.list_dir(Path::new("/s/active")).unwrap();
+        assert!(left.iter().all(|f| !f.ends_with(".keyops")), "{left:?}");
+    }
+}

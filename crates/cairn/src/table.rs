@@ -284,6 +284,12 @@ impl Table {
         }
     }
 
+    /// The locked trie, for tests inside the crate.
+    #[cfg(test)]
+    pub(crate) fn auth_for_tests(&self) -> MutexGuard<'_, Auth> {
+        self.auth().expect("an authenticated table")
+    }
+
     /// The locked trie, or [`Error::NotAuthenticated`].
     fn auth(&self) -> Result<MutexGuard<'_, Auth>> {
         self.lock_auth()?.ok_or(Error::NotAuthenticated)

@@ -602,6 +602,52 @@ fn internal_nodes_at(
     Ok(())
 }
 
+/// Every page reachable from the root (for the reclamation test): retained pages from memory,
+/// the others read level by level. Cost: every page once.
+#[cfg(test)]
+pub(crate) fn reachable_pages(
+    state: &TrieState,
+    store: &dyn PageStore,
+) -> Result<std::collections::BTreeSet<PageId>> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut frontier: Vec<PageId> = match state.root {
+        Node::Internal(_) => vec![PageId::on_path(&ZERO, 0)],
+        _ => Vec::new(),
+    };
+    while !frontier.is_empty() {
+        let pages: Vec<Page> = if frontier[0].level() < state.retained_levels {
+            frontier
+                .iter()
+                .map(|id| {
+                    state
+                        .retained
+                        .get(id)
+                        .map(|p| (**p).clone())
+                        .ok_or_else(|| missing_retained(id))
+                })
+                .collect::<Result<_>>()?
+        } else {
+            store
+                .read_pages(&frontier)?
+                .into_iter()
+                .map(|p| p.ok_or_else(|| Error::corrupt("trie", "a reachable page is missing")))
+                .collect::<Result<_>>()?
+        };
+        let mut next = Vec::new();
+        for (id, page) in frontier.iter().zip(&pages) {
+            out.insert(*id);
+            for slot in 62..PAGE_SLOTS {
+                if let Node::Internal(_) = page.node(slot) {
+                    let (_, path) = slot_position(id, slot);
+                    next.push(PageId::on_path(&path, id.level() + 1));
+                }
+            }
+        }
+        frontier = next;
+    }
+    Ok(out)
+}
+
 /// The first page on `path` that is neither retained nor loaded, with its parent node's hash;
 /// `None` when the path ends (at a leaf or an empty node) in pages already at hand.
 fn first_missing(
