@@ -263,15 +263,15 @@ pub fn check_table(table: &Table, model: &Model) -> Result<Result<(), Error>, Te
             Ok(root) => root,
             Err(e) => return Ok(Err(e)),
         };
-        let values: Vec<(Vec<u8>, [u8; 8], Option<Vec<u8>>)> = model
+        let values: BTreeMap<&[u8], [u8; 8]> = model
             .iter()
-            .map(|(k, (v, b))| (k.clone(), v.to_le_bytes(), b.clone()))
+            .map(|(k, (v, _))| (&k[..], v.to_le_bytes()))
             .collect();
         let want = root_of(
             auth.hash,
-            values
+            model
                 .iter()
-                .map(|(k, v, b)| (&k[..], &v[..], b.as_deref())),
+                .map(|(k, (_, b))| (&k[..], &values[&k[..]][..], b.as_deref())),
         );
         prop_assert_eq!(root.hash, want, "state root");
     }
