@@ -172,9 +172,6 @@ pub enum Error {
     /// ([`crate::TableConfig::auth`] is `None`).
     #[error("the table is not authenticated (TableConfig::auth is None)")]
     NotAuthenticated,
-    /// An operation authenticated tables do not support yet (named in the message).
-    #[error("not supported for authenticated tables yet: {0}")]
-    AuthUnsupported(&'static str),
 }
 
 impl Error {
@@ -315,7 +312,6 @@ mod tests {
             },
             Error::TableTooLarge("level 40".into()),
             Error::NotAuthenticated,
-            Error::AuthUnsupported("unions"),
         ];
         for e in &all {
             match e {
@@ -344,8 +340,7 @@ mod tests {
                 | Error::ChecksumMismatch { .. }
                 | Error::UnsupportedVersion { .. }
                 | Error::TableTooLarge(_)
-                | Error::NotAuthenticated
-                | Error::AuthUnsupported(_) => {}
+                | Error::NotAuthenticated => {}
             }
         }
         all

@@ -42,6 +42,9 @@ use crate::write_buffer::{MemBlob, WriteBuffer};
 /// Why a table whose lock was poisoned is broken.
 const PANICKED: &str = "a panic (in a resolve function) interrupted an update of this table";
 
+/// Keys per commit when a union's trie is built by re-insertion.
+const TRIE_BUILD_CHUNK: usize = 1 << 16;
+
 /// Largest blob, in bytes.
 pub const BLOB_SIZE_MAX: u64 = u32::MAX as u64;
 
@@ -704,8 +707,15 @@ impl Table {
                 "every table of a union must belong to the same session".into(),
             ));
         }
-        if tables.iter().any(|t| t.inner.auth.is_some()) {
-            return Err(Error::AuthUnsupported("unions"));
+        if !tables
+            .iter()
+            .all(|t| t.inner.config.auth.map(|a| a.hash) == first.inner.config.auth.map(|a| a.hash))
+        {
+            return Err(Error::InvalidConfig(
+                "every table of a union must be authenticated alike (with the same hash) or \
+                 not at all"
+                    .into(),
+            ));
         }
         if !tables
             .iter()
@@ -722,15 +732,26 @@ impl Table {
         let config = first.inner.config.clone();
         let params = first.inner.params.clone();
         let union = UnionLevel::for_table(session.fs().clone(), &config, &params, views);
-        Table::with_contents(
+        let auth = match &config.auth {
+            Some(auth) => {
+                let pages = Table::new(session.clone(), page_table_config(&config))?;
+                Some(Auth::new(pages, auth))
+            }
+            None => None,
+        };
+        let table = Table::with_contents(
             session,
             config,
             params,
             (WriteBuffer::default(), imbl::OrdSet::new()),
             Levels::default(),
             Some(Arc::new(union)),
-            None,
-        )
+            auth,
+        )?;
+        if table.inner.auth.is_some() {
+            table.build_trie()?;
+        }
+        Ok(table)
     }
 
     /// The union of `self` and `other`, started incrementally (see [`Table::incremental_unions`]).
@@ -1109,6 +1130,42 @@ impl Table {
         let auth = self.auth()?;
         drop(self.read()?);
         Ok(auth.stats())
+    }
+
+    /// Builds the trie of a new table (a union) by re-inserting its whole contents: one pass of
+    /// a cursor over it, every key hashed into its leaf, committed in chunks of
+    /// [`TRIE_BUILD_CHUNK`] keys (each sorted by key path, so memory stays at one chunk).
+    ///
+    /// Cost: O(n) entry reads (the union's inputs streamed once, the union's debt untouched),
+    /// 3 hashes per key plus the node hashes of `⌈n / chunk⌉` commits, and the page writes of
+    /// those commits. The cheaper merge of input tries that reuses disjoint subtrees is not
+    /// built yet.
+    fn build_trie(&self) -> Result<()> {
+        let mut auth = self.auth()?;
+        let kind = auth.trie.kind;
+        let mut chunk: Vec<Change> = Vec::with_capacity(TRIE_BUILD_CHUNK);
+        let flush = |auth: &mut Auth, chunk: &mut Vec<Change>| -> Result<()> {
+            chunk.sort_unstable_by_key(|c| c.key_path);
+            auth.commit(chunk)?;
+            chunk.clear();
+            Ok(())
+        };
+        for entry in self.cursor()? {
+            let entry = entry?;
+            let blob = match &entry.blob {
+                Some(b) => Some(b.read()?),
+                None => None,
+            };
+            let leaf = Leaf::new(kind, &entry.key, &entry.value, blob.as_deref());
+            chunk.push(Change {
+                key_path: leaf.key_path,
+                leaf: Some(leaf),
+            });
+            if chunk.len() == TRIE_BUILD_CHUNK {
+                flush(&mut auth, &mut chunk)?;
+            }
+        }
+        flush(&mut auth, &mut chunk)
     }
 
     /// The locked trie and the sorted, distinct key paths of `keys`.

@@ -53,6 +53,9 @@ enum Op {
     Prefetch(Vec<u16>),
     /// Save a snapshot, open it, and go on with the opened table.
     Snapshot,
+    /// An incremental union of the current table with the oldest kept one, paid in a random
+    /// portion; go on with the union.
+    Union(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -67,6 +70,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => prop::collection::vec(0u16..320, 1..12).prop_map(Op::Prove),
         1 => prop::collection::vec(0u16..320, 1..12).prop_map(Op::Prefetch),
         1 => Just(Op::Snapshot),
+        1 => (1u8..4).prop_map(Op::Union),
     ]
 }
 
@@ -156,6 +160,8 @@ proptest! {
         // Earlier versions, kept to check that a duplicate keeps its own root.
         let mut kept: Vec<(Table, [u8; 32])> = Vec::new();
         let mut snapshots = 0;
+        // The model of each kept table when it was kept (for unions with it).
+        let mut kept_models: Vec<Model> = Vec::new();
         for op in &ops {
             match op {
                 Op::Commit => {
@@ -167,9 +173,34 @@ proptest! {
                     let root = table.root().unwrap().hash;
                     let copy = table.duplicate().unwrap();
                     kept.push((table, root));
+                    kept_models.push(model.clone());
                     table = copy;
                 }
                 Op::Prove(keys) => check_proof(&table, kind, &model, keys),
+                Op::Union(portion) => {
+                    let Some((other, _)) = kept.first() else { continue };
+                    let other_model = kept_models[0].clone();
+                    let before = model.clone();
+                    let union = table.incremental_union(other).unwrap();
+                    let debt = union.remaining_union_debt().unwrap();
+                    union.supply_union_credits(debt / *portion as u64).unwrap();
+                    // Left-biased: a key in both combines (AddU64Le) and loses its blob.
+                    for (k, (v, b)) in other_model {
+                        match model.remove(&k) {
+                            None => { model.insert(k, (v, b)); }
+                            Some((newer, _)) => {
+                                let sum = u64::from_le_bytes(newer[..8].try_into().unwrap())
+                                    .wrapping_add(u64::from_le_bytes(v[..8].try_into().unwrap()));
+                                model.insert(k, (sum.to_le_bytes().to_vec(), None));
+                            }
+                        }
+                    }
+                    prop_assert_eq!(union.root().unwrap().hash, reference_root(kind, &model));
+                    let root = table.root().unwrap().hash;
+                    kept.push((table, root));
+                    kept_models.push(before);
+                    table = union;
+                }
                 Op::Snapshot => {
                     let name = format!("s{}", kept.len() + snapshots);
                     snapshots += 1;
@@ -179,6 +210,7 @@ proptest! {
                     prop_assert_eq!(opened.root().unwrap(), root);
                     prop_assert_eq!(opened.commit().unwrap().version, table.commit().unwrap().version);
                     kept.push((table, root.hash));
+                    kept_models.push(model.clone());
                     table = opened;
                 }
                 Op::Prefetch(keys) => {

@@ -631,8 +631,7 @@ impl World {
                 Ok(Ok(()))
             }
             Op::Union => {
-                // Unions of authenticated tables are not built yet (they are refused).
-                if self.tables.len() < 2 || !self.room() || self.config.auth.is_some() {
+                if self.tables.len() < 2 || !self.room() {
                     return Ok(Ok(()));
                 }
                 let (left, left_model) = self.tables.last().expect("two tables");
