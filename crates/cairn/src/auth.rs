@@ -182,8 +182,9 @@ impl Auth {
         }
     }
 
-    /// Applies changes (sorted by key path, distinct) as one new version. The trie changes only
-    /// if every page write succeeds; on an error the page table (and so the table) is broken.
+    /// Applies changes (sorted by key path, distinct) as one new version, in place. On an
+    /// error the trie may be half changed: the caller breaks the table (a commit's error always
+    /// does).
     ///
     /// Cost: see [`trie::commit`]; the page writes are one batch of updates to the page table
     /// (its merges paid like any table's).
@@ -191,10 +192,9 @@ impl Auth {
         if changes.is_empty() {
             return Ok(self.current());
         }
-        let mut next = self.trie.clone();
         let mut loaded = std::mem::replace(&mut self.prefetched, Loaded::new());
         let reads_before = loaded.reads;
-        let writes = trie::commit(&mut next, &mut loaded, &self.pages, changes)?;
+        let writes = trie::commit(&mut self.trie, &mut loaded, &self.pages, changes)?;
         self.stats.pages_read += loaded.reads - reads_before;
         self.write_pages(
             writes
@@ -202,7 +202,6 @@ impl Auth {
                 .map(|(id, p)| (id, p.map(|p| p.encode()))),
         )?;
         self.stats.keys_committed += changes.len() as u64;
-        self.trie = next;
         Ok(self.current())
     }
 
