@@ -81,6 +81,9 @@ struct Setup {
     real_fs: bool,
     direct: bool,
     long_keys: bool,
+    /// An authenticated table: its state root is checked against the definition after every
+    /// operation that changes it, and for every table and snapshot at the end.
+    auth: bool,
 }
 
 fn key_bytes(k: u16, long: bool) -> Vec<u8> {
@@ -174,10 +177,22 @@ fn setup_strategy() -> impl Strategy<Value = Setup> {
         prop::bool::weighted(0.1),
         any::<bool>(),
         any::<bool>(),
+        prop::bool::weighted(0.5),
     )
         .prop_map(
-            |(write_buffer, index, schedule, resolve, merge_batch, real_fs, direct, long_keys)| {
+            |(
+                write_buffer,
+                index,
+                schedule,
+                resolve,
+                merge_batch,
+                real_fs,
+                direct,
+                long_keys,
+                auth,
+            )| {
                 Setup {
+                    auth,
                     write_buffer,
                     index,
                     schedule,
@@ -239,6 +254,21 @@ fn model_apply(model: &mut Model, resolve: &Resolve, key: Vec<u8>, op: &UpdateOp
     }
 }
 
+/// An authenticated table's root is the definition's root of its model (plain tables: nothing).
+fn check_root(table: &cairn::Table, model: &Model) -> Result<(), TestCaseError> {
+    let Some(auth) = table.config().auth else {
+        return Ok(());
+    };
+    let want = cairn::cairn_proof::root_of(
+        auth.hash,
+        model
+            .iter()
+            .map(|(k, (v, b))| (&k[..], &v[..], b.as_deref())),
+    );
+    prop_assert_eq!(table.root().unwrap().hash, want, "state root");
+    Ok(())
+}
+
 fn check_result(model: &Model, key: &[u8], got: &LookupResult) -> Result<(), TestCaseError> {
     match (model.get(key), got) {
         (None, LookupResult::NotFound) => Ok(()),
@@ -290,7 +320,14 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         },
         merge_batch_size: setup.merge_batch,
         resolve: resolve.clone(),
-        auth: None,
+        auth: setup.auth.then(|| cairn::AuthConfig {
+            retained_bytes: if setup.write_buffer % 2 == 0 {
+                0
+            } else {
+                20 << 20
+            },
+            ..cairn::AuthConfig::default()
+        }),
     };
     let mut table = session.new_table(config.clone()).unwrap();
     let mut model = Model::new();
@@ -317,6 +354,9 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
     };
     let trace = std::env::var_os("CAIRN_MODEL_TRACE").is_some();
     for (step, op) in ops.iter().enumerate() {
+        if setup.auth && step % 4 == 3 {
+            check_root(&table, &model)?;
+        }
         if trace {
             let mut text = format!("{op:?}");
             text.truncate(80);
@@ -606,10 +646,14 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
             }
         }
     }
-    // Finally every key must agree.
+    // Finally every key must agree, and every state root.
     let all: Vec<Vec<u8>> = (0..300).map(key).collect();
     for (k, r) in all.iter().zip(table.lookups(&all).unwrap()) {
         check_result(&model, k, &r)?;
+    }
+    check_root(&table, &model)?;
+    for (other, other_model, _) in &others {
+        check_root(other, other_model)?;
     }
     // Every other live table matches its model, and every saved snapshot its own.
     for (i, (other, other_model, _)) in others.iter().enumerate() {
@@ -630,6 +674,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         for (k, r) in all.iter().zip(t.lookups(&all).unwrap()) {
             check_result(saved, k, &r)?;
         }
+        check_root(&t, saved)?;
         t.close();
     }
     for (other, _, _) in others.drain(..) {
