@@ -321,7 +321,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         merge_batch_size: setup.merge_batch,
         resolve: resolve.clone(),
         auth: setup.auth.then(|| cairn::AuthConfig {
-            retained_bytes: if setup.write_buffer % 2 == 0 {
+            retained_bytes: if setup.write_buffer.is_multiple_of(2) {
                 0
             } else {
                 20 << 20
