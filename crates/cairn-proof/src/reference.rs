@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 
 use crate::hash::{bit, Hash, HashKind, Leaf, ZERO};
 use crate::proof::{Proof, ProofNode, ProofWriter};
-use crate::trie::{Root, RootBuilder};
+use crate::trie::{sorted_leaves, Root, RootBuilder};
 
 /// A whole trie in memory, built from a set of entries.
 #[derive(Clone, Debug)]
@@ -41,17 +41,7 @@ impl MemTrie {
     where
         I: IntoIterator<Item = (&'a [u8], &'a [u8], Option<&'a [u8]>)>,
     {
-        let mut leaves: Vec<(Hash, usize, Leaf)> = entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, (k, v, b))| {
-                let leaf = Leaf::new(kind, k, v, b);
-                (leaf.key_path, i, leaf)
-            })
-            .collect();
-        leaves.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        leaves.dedup_by(|later, kept| later.0 == kept.0);
-        let leaves: Vec<Leaf> = leaves.into_iter().map(|(_, _, l)| l).collect();
+        let leaves = sorted_leaves(kind, entries);
         MemTrie::from_sorted_leaves(kind, &leaves)
     }
 

@@ -67,24 +67,30 @@ pub fn root_of<'a, I>(kind: HashKind, entries: I) -> Hash
 where
     I: IntoIterator<Item = (&'a [u8], &'a [u8], Option<&'a [u8]>)>,
 {
-    let mut leaves: Vec<(Hash, usize, Leaf)> = entries
-        .into_iter()
-        .enumerate()
-        .map(|(i, (k, v, b))| {
-            let leaf = Leaf::new(kind, k, v, b);
-            (leaf.key_path, i, leaf)
-        })
-        .collect();
-    // Newest (largest index) first within a key path, so that dedup keeps it.
-    leaves.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-    leaves.dedup_by(|later, kept| later.0 == kept.0);
     let mut builder = RootBuilder::new(kind);
-    for (_, _, leaf) in &leaves {
+    for leaf in &sorted_leaves(kind, entries) {
         builder
             .push(leaf)
-            .expect("sorted and deduplicated just above");
+            .expect("sorted and deduplicated by sorted_leaves");
     }
     builder.finish()
+}
+
+/// The leaves of `(key, value, blob)` entries sorted by key path, a later entry for a key
+/// replacing an earlier one. O(n) memory, O(n log n) comparisons.
+pub(crate) fn sorted_leaves<'a, I>(kind: HashKind, entries: I) -> Vec<Leaf>
+where
+    I: IntoIterator<Item = (&'a [u8], &'a [u8], Option<&'a [u8]>)>,
+{
+    let mut leaves: Vec<(usize, Leaf)> = entries
+        .into_iter()
+        .map(|(k, v, b)| Leaf::new(kind, k, v, b))
+        .enumerate()
+        .collect();
+    // Newest (largest index) first within a key path, so that dedup keeps it.
+    leaves.sort_unstable_by(|a, b| a.1.key_path.cmp(&b.1.key_path).then(b.0.cmp(&a.0)));
+    leaves.dedup_by(|later, kept| later.1.key_path == kept.1.key_path);
+    leaves.into_iter().map(|(_, leaf)| leaf).collect()
 }
 
 /// Streams leaves in strictly increasing key-path order and returns the root: the audit path

@@ -541,20 +541,32 @@ pub(crate) fn load_paths(
             return Ok(());
         }
         missing.sort_by_key(|a| a.0);
-        let ids: Vec<PageId> = missing.iter().map(|(id, _)| *id).collect();
-        let pages = store.read_pages(&ids)?;
-        loaded.reads += ids.len() as u64;
-        for ((id, parent), page) in missing.into_iter().zip(pages) {
-            let page = page.ok_or_else(|| {
-                Error::corrupt(
-                    "trie",
-                    format!("page {:?} below an internal node is missing", id.key()),
-                )
-            })?;
-            check_top(state.kind, &id, &page, &parent)?;
-            loaded.pages.insert(id, page);
-        }
+        read_missing(state.kind, loaded, store, missing)?;
     }
+}
+
+/// Reads pages (with their parent nodes' hashes) in one batch, checks each against its parent
+/// and keeps it.
+fn read_missing(
+    kind: HashKind,
+    loaded: &mut Loaded,
+    store: &dyn PageStore,
+    missing: Vec<(PageId, Hash)>,
+) -> Result<()> {
+    let ids: Vec<PageId> = missing.iter().map(|(id, _)| *id).collect();
+    let pages = store.read_pages(&ids)?;
+    loaded.reads += ids.len() as u64;
+    for ((id, parent), page) in missing.into_iter().zip(pages) {
+        let page = page.ok_or_else(|| {
+            Error::corrupt(
+                "trie",
+                format!("page {:?} below an internal node is missing", id.key()),
+            )
+        })?;
+        check_top(kind, &id, &page, &parent)?;
+        loaded.pages.insert(id, page);
+    }
+    Ok(())
 }
 
 /// Loads every page holding a node above depth `levels`: one batched read per page level.
@@ -582,21 +594,8 @@ pub(crate) fn load_top(
             .filter(|(id, _)| !loaded.pages.contains_key(id))
             .filter(|(id, _)| id.level() >= state.retained_levels)
             .collect();
-        if missing.is_empty() {
-            continue;
-        }
-        let ids: Vec<PageId> = missing.iter().map(|(id, _)| *id).collect();
-        let pages = store.read_pages(&ids)?;
-        loaded.reads += ids.len() as u64;
-        for ((id, parent), page) in missing.into_iter().zip(pages) {
-            let page = page.ok_or_else(|| {
-                Error::corrupt(
-                    "trie",
-                    format!("page {:?} below an internal node is missing", id.key()),
-                )
-            })?;
-            check_top(state.kind, &id, &page, &parent)?;
-            loaded.pages.insert(id, page);
+        if !missing.is_empty() {
+            read_missing(state.kind, loaded, store, missing)?;
         }
     }
     Ok(())

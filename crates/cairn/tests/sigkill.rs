@@ -2,8 +2,9 @@
 //! saving a snapshot after every batch and deleting old ones, and is killed with SIGKILL at a
 //! random moment; the parent then opens the session directory and checks it against a model.
 //!
-//! The contents of snapshot `g<n>` are a function of `n` (batches 1..=n applied in order), so the
-//! parent checks every snapshot it finds exactly; every snapshot the child reported saved (and
+//! The table is authenticated. The contents of snapshot `g<n>` are a function of `n` (batches
+//! 1..=n applied in order), so the parent checks every snapshot it finds exactly, its state root
+//! included; every snapshot the child reported saved (and
 //! did not delete) must be there. Ignored by default (it takes a minute or two):
 //!
 //! ```sh
@@ -18,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cairn::{Resolve, Session, SnapshotOverrides, Table, TableConfig, Update};
+use cairn::{AuthConfig, Resolve, Session, SnapshotOverrides, Table, TableConfig, Update};
 
 const CHILD_DIR: &str = "CAIRN_SIGKILL_CHILD_DIR";
 const KEYS: u64 = 4000;
@@ -78,11 +79,18 @@ fn write_batch(table: &Table, n: u64) {
     table.updates(&batch).expect("update");
 }
 
+/// An authenticated table (one page level in memory, so most trie pages go through the page
+/// table): a snapshot then holds two tables' runs and the trie's root, and the parent checks
+/// the root of every snapshot too.
 fn config() -> TableConfig {
     TableConfig {
         write_buffer_entries: 64,
         merge_batch_size: 16,
         resolve: Resolve::AddU64Le,
+        auth: Some(AuthConfig {
+            retained_bytes: 0,
+            ..AuthConfig::default()
+        }),
         ..TableConfig::default()
     }
 }
@@ -184,6 +192,19 @@ fn check_session(dir: &Path, models: &mut Models, acknowledged: u64) -> (u64, us
             })
             .collect();
         assert!(got == models.get(g), "g{g} has the wrong contents");
+        let values: Vec<(Vec<u8>, [u8; 8])> = got
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_le_bytes()))
+            .collect();
+        let want = cairn::cairn_proof::root_of(
+            cairn::HashKind::Sha256,
+            values.iter().map(|(k, v)| (&k[..], &v[..], None)),
+        );
+        assert_eq!(
+            table.root().unwrap().hash,
+            want,
+            "g{g} has the wrong state root"
+        );
     }
     (gens.iter().copied().max().unwrap_or(0), gens.len())
 }
