@@ -44,6 +44,10 @@ pub struct AuthStats {
     /// Keys rehashed by commits (each costs a key, a value, a leaf and about
     /// `log₂ n − log₂ k` node hashes).
     pub keys_committed: u64,
+    /// Hashes this handle computed for the trie: each committed key's key path, value and blob
+    /// hashes, leaf and node hashes, and one per page read (its check against its parent).
+    /// Updates compute none.
+    pub hashes: u64,
     /// Trie pages kept in memory (the retained levels).
     pub retained_pages: usize,
     /// Memory those pages hold, in bytes.
@@ -161,6 +165,11 @@ impl Auth {
         })
     }
 
+    /// Counts hashes computed outside this module (the leaves a table hashes for a commit).
+    pub(crate) fn count_hashes(&mut self, n: u64) {
+        self.stats.hashes += n;
+    }
+
     /// The latest commit.
     pub(crate) fn current(&self) -> Commit {
         Commit {
@@ -193,9 +202,10 @@ impl Auth {
             return Ok(self.current());
         }
         let mut loaded = std::mem::replace(&mut self.prefetched, Loaded::new());
-        let reads_before = loaded.reads;
+        let (reads_before, hashes_before) = (loaded.reads, loaded.hashes);
         let writes = trie::commit(&mut self.trie, &mut loaded, &self.pages, changes)?;
         self.stats.pages_read += loaded.reads - reads_before;
+        self.stats.hashes += loaded.hashes - hashes_before;
         self.write_pages(
             writes
                 .into_iter()
@@ -228,9 +238,10 @@ impl Auth {
 
     /// Loads the pages the key paths pass through, for the next commit (or proof).
     pub(crate) fn prefetch(&mut self, paths: &[Hash]) -> Result<()> {
-        let before = self.prefetched.reads;
+        let (reads, hashes) = (self.prefetched.reads, self.prefetched.hashes);
         trie::load_paths(&self.trie, &mut self.prefetched, &self.pages, paths)?;
-        self.stats.pages_read += self.prefetched.reads - before;
+        self.stats.pages_read += self.prefetched.reads - reads;
+        self.stats.hashes += self.prefetched.hashes - hashes;
         Ok(())
     }
 
@@ -239,6 +250,7 @@ impl Auth {
         let mut loaded = Loaded::new();
         trie::load_paths(&self.trie, &mut loaded, &self.pages, paths)?;
         self.stats.pages_read += loaded.reads;
+        self.stats.hashes += loaded.hashes;
         trie::prove(&self.trie, &loaded, paths)
     }
 
@@ -255,6 +267,7 @@ impl Auth {
         // page level (the retained levels need no reads).
         trie::load_top(&self.trie, &mut loaded, &self.pages, levels)?;
         self.stats.pages_read += loaded.reads;
+        self.stats.hashes += loaded.hashes;
         trie::top_witness(&self.trie, &loaded, levels)
     }
 }

@@ -965,28 +965,15 @@ impl Table {
     ) -> Result<Table> {
         let restored = snapshot::restore(&session, name, label, overrides)?;
         let auth = match (&restored.auth, &restored.config.auth) {
-            (Some(meta), Some(config)) => {
-                let p = snapshot::restore_trie(&session, name)?;
-                let pages = Table::with_contents(
-                    session.clone(),
-                    p.config,
-                    p.params,
-                    (p.write_buffer, imbl::OrdSet::new()),
-                    p.levels,
-                    p.union,
-                    None,
-                )?;
-                let dir = session.snapshots_dir().join(name);
-                let restored = Auth::restore(pages, config, meta).map_err(|e| match e {
-                    Error::Corrupt { .. } | Error::CorruptFile { .. } => Error::SnapshotCorrupted {
-                        name: name.to_string(),
-                        path: dir.join(snapshot::TRIE_DIR),
-                        source: Box::new(e),
-                    },
-                    other => other,
-                })?;
-                Some(restored)
-            }
+            (Some(meta), Some(config)) => match Table::restore_auth(&session, name, meta, config) {
+                Ok(auth) => Some(auth),
+                Err(e) => {
+                    // Release the table's runs opened so far, and remove their links now.
+                    drop(restored);
+                    session.try_remove_released();
+                    return Err(e);
+                }
+            },
             _ => None,
         };
         Table::with_contents(
@@ -1061,7 +1048,14 @@ impl Table {
         let kind = auth.trie.kind;
         let found = self.finish_lookups(keys, plan)?;
         let mut changes = Vec::with_capacity(keys.len());
+        let mut hashes = 0u64;
         for (key, result) in keys.iter().zip(found) {
+            // Key path, value hash, and the blob's hash if any (the leaf hash is the trie's).
+            hashes += match &result {
+                LookupResult::NotFound => 1,
+                LookupResult::Found(_) => 2,
+                LookupResult::FoundWithBlob(..) => 3,
+            };
             let leaf = match &result {
                 LookupResult::NotFound => None,
                 LookupResult::Found(v) => Some(Leaf::new(kind, key, v, None)),
@@ -1076,6 +1070,7 @@ impl Table {
             changes.push(Change { key_path, leaf });
         }
         changes.sort_unstable_by_key(|a| a.key_path);
+        auth.count_hashes(hashes);
         auth.commit(&changes)
     }
 
@@ -1180,6 +1175,34 @@ impl Table {
         paths.sort_unstable();
         paths.dedup();
         Ok((auth, paths))
+    }
+
+    /// The trie of authenticated snapshot `name`: its page table (from `trie/`) and its
+    /// retained pages, checked; corruption is reported as the snapshot's, naming `trie/`.
+    fn restore_auth(
+        session: &Arc<SessionInner>,
+        name: &str,
+        meta: &snapshot::AuthMeta,
+        config: &crate::config::AuthConfig,
+    ) -> Result<Auth> {
+        let p = snapshot::restore_trie(session, name)?;
+        let pages = Table::with_contents(
+            session.clone(),
+            p.config,
+            p.params,
+            (p.write_buffer, imbl::OrdSet::new()),
+            p.levels,
+            p.union,
+            None,
+        )?;
+        Auth::restore(pages, config, meta).map_err(|e| match e {
+            Error::Corrupt { .. } | Error::CorruptFile { .. } => Error::SnapshotCorrupted {
+                name: name.to_string(),
+                path: session.snapshots_dir().join(name).join(snapshot::TRIE_DIR),
+                source: Box::new(e),
+            },
+            other => other,
+        })
     }
 
     // --------------------------------------------------------------------------------------------

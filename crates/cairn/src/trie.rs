@@ -504,6 +504,8 @@ pub(crate) struct Loaded {
     pages: HashMap<PageId, Page, PageIdHash>,
     /// Pages read from the store (not the retained ones), for tests and reports.
     pub(crate) reads: u64,
+    /// Hashes computed: node and leaf hashes of commits, and one per page read to check it.
+    pub(crate) hashes: u64,
 }
 
 impl Loaded {
@@ -511,6 +513,7 @@ impl Loaded {
         Loaded {
             pages: HashMap::default(),
             reads: 0,
+            hashes: 0,
         }
     }
 
@@ -556,6 +559,7 @@ fn read_missing(
     let ids: Vec<PageId> = missing.iter().map(|(id, _)| *id).collect();
     let pages = store.read_pages(&ids)?;
     loaded.reads += ids.len() as u64;
+    loaded.hashes += ids.len() as u64;
     for ((id, parent), page) in missing.into_iter().zip(pages) {
         let page = page.ok_or_else(|| {
             Error::corrupt(
@@ -859,6 +863,7 @@ impl Work<'_> {
             _ => {
                 self.set(depth + 1, lp, left);
                 self.set(depth + 1, rp, right);
+                self.loaded.hashes += 1;
                 return Node::Internal(self.kind.node(&left.hash(), &right.hash()));
             }
         };
@@ -871,7 +876,10 @@ impl Work<'_> {
     fn build(&mut self, depth: usize, path: &Hash, leaves: &[Leaf]) -> Node {
         match leaves {
             [] => Node::Empty,
-            [leaf] => Node::leaf(self.kind, *leaf),
+            [leaf] => {
+                self.loaded.hashes += 1;
+                Node::leaf(self.kind, *leaf)
+            }
             _ => {
                 let split = leaves.partition_point(|l| !bit(&l.key_path, depth));
                 let (lp, rp) = (with_bit(path, depth, false), with_bit(path, depth, true));
@@ -879,6 +887,7 @@ impl Work<'_> {
                 let right = self.build(depth + 1, &rp, &leaves[split..]);
                 self.set(depth + 1, &lp, left);
                 self.set(depth + 1, &rp, right);
+                self.loaded.hashes += 1;
                 Node::Internal(self.kind.node(&left.hash(), &right.hash()))
             }
         }

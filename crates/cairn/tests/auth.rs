@@ -252,6 +252,7 @@ fn updates_alone_read_no_page_and_a_prefetched_commit_reads_nothing() {
     table.deletes(&keys[500..600]).unwrap();
     let after_updates = table.auth_stats().unwrap();
     assert_eq!(after_updates.pages_read, before.pages_read);
+    assert_eq!(after_updates.hashes, before.hashes, "updates hash nothing");
     assert_eq!(after_updates.keys_committed, before.keys_committed);
     assert_eq!(after_updates.version, 1);
     // A prefetch of exactly those keys reads their pages; the commit then reads none.
@@ -265,6 +266,13 @@ fn updates_alone_read_no_page_and_a_prefetched_commit_reads_nothing() {
         after.pages_read, prefetched.pages_read,
         "the commit read no page"
     );
+    // The prefetch hashed only to check the pages it read; the commit hashed each key's key
+    // path and value (the key path alone for a deleted key), its leaf, and the nodes above.
+    assert_eq!(
+        prefetched.hashes - before.hashes,
+        prefetched.pages_read - before.pages_read
+    );
+    assert!(after.hashes - prefetched.hashes >= 500 * 3 + 100);
     assert_eq!(after.keys_committed, before.keys_committed + 600);
     assert_eq!(second.version, 2);
     assert_ne!(second.root, first.root);

@@ -297,9 +297,28 @@ fn a_snapshot_takes_a_number_of_files_bounded_by_its_runs() {
 
 /// One saved snapshot whose files the corruption test flips bits in.
 fn saved_snapshot() -> (MemFs, Vec<PathBuf>) {
+    saved_snapshot_of(config())
+}
+
+/// An authenticated table's snapshot: its page table's files under `trie/` too.
+fn saved_authenticated_snapshot() -> (MemFs, Vec<PathBuf>) {
+    let (fs, files) = saved_snapshot_of(TableConfig {
+        auth: Some(cairn::AuthConfig {
+            retained_bytes: 0,
+            ..cairn::AuthConfig::default()
+        }),
+        ..config()
+    });
+    assert!(files
+        .iter()
+        .any(|p| p.starts_with("/s/snapshots/victim/trie")));
+    (fs, files)
+}
+
+fn saved_snapshot_of(config: TableConfig) -> (MemFs, Vec<PathBuf>) {
     let fs = MemFs::new();
     let session = open_session(&fs);
-    let table = session.new_table(config()).unwrap();
+    let table = session.new_table(config).unwrap();
     fill(&table, 600);
     // Every kind of file must be there to be corrupted: a write buffer and blobs.
     assert!(table.stats().unwrap().write_buffer_entries > 0);
@@ -331,11 +350,12 @@ fn saved_snapshot() -> (MemFs, Vec<PathBuf>) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// Flipping any bit of any non-empty file of a snapshot makes opening it fail with a
-    /// corruption error naming that file; nothing is returned and nothing leaks.
+    /// Flipping any bit of any non-empty file of a snapshot (an authenticated table's trie
+    /// pages included) makes opening it fail with a corruption error naming that file; nothing
+    /// is returned and nothing leaks.
     #[test]
-    fn any_bit_flip_in_any_file_is_detected(file in any::<prop::sample::Index>(), bit in any::<prop::sample::Index>()) {
-        let (fs, files) = saved_snapshot();
+    fn any_bit_flip_in_any_file_is_detected(file in any::<prop::sample::Index>(), bit in any::<prop::sample::Index>(), auth in any::<bool>()) {
+        let (fs, files) = if auth { saved_authenticated_snapshot() } else { saved_snapshot() };
         let path = file.get(&files).clone();
         let mut bytes = fs.file_bytes(&path).unwrap();
         let bit = bit.index(bytes.len() * 8);
