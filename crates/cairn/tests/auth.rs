@@ -204,7 +204,12 @@ proptest! {
                 Op::Snapshot => {
                     let name = format!("s{}", kept.len() + snapshots);
                     snapshots += 1;
-                    table.save_snapshot(&name, "auth").unwrap();
+                    if let Err(Error::TableTooLarge(_)) = table.save_snapshot(&name, "auth") {
+                        // Unions nested too deep for a snapshot: finish paying them first.
+                        let debt = table.remaining_union_debt().unwrap();
+                        table.supply_union_credits(debt).unwrap();
+                        table.save_snapshot(&name, "auth").unwrap();
+                    }
                     let root = table.root().unwrap();
                     let opened = session.open_snapshot(&name, "auth", Default::default()).unwrap();
                     prop_assert_eq!(opened.root().unwrap(), root);
