@@ -145,6 +145,10 @@ fn top(node: &Node, depth: usize, levels: usize, w: &mut ProofWriter) {
 }
 
 /// The root of sorted leaves through [`RootBuilder`], for comparing with [`MemTrie::root`].
+///
+/// # Panics
+/// If the leaves are not sorted by strictly increasing key path (use [`RootBuilder`] directly
+/// for input you do not control).
 pub fn streamed_root(kind: HashKind, leaves: &[Leaf]) -> Hash {
     let mut b = RootBuilder::new(kind);
     for l in leaves {

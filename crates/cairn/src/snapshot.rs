@@ -817,17 +817,23 @@ pub(crate) fn plan(
     }
 }
 
-/// Saves planned `contents` as snapshot `name` of `session`: refuses contents over a format
-/// limit and an existing name before writing anything, then writes into a temporary directory
-/// that is renamed into place (see [`save`]); a failed save removes it where it can.
+/// Saves planned `contents` as snapshot `name` of `session`, with an authenticated table's page
+/// table (`trie`: its run parameters and contents) in `trie/` beside it: refuses contents over a
+/// format limit and an existing name before writing anything, then writes into a temporary
+/// directory that is renamed into place (see [`save`]), so a crash leaves the whole snapshot or
+/// none of it; a failed save removes it where it can.
 pub(crate) fn save_table(
     session: &SessionInner,
     params: &RunParams,
     name: &str,
     label: &str,
     contents: SnapshotContents,
+    trie: Option<(&RunParams, SnapshotContents)>,
 ) -> Result<()> {
     contents.check_limits(label)?;
+    if let Some((_, pages)) = &trie {
+        pages.check_limits(TRIE_LABEL)?;
+    }
     let fs = session.fs();
     let target = snapshot_dir(session.snapshots_dir(), name);
     if fs.exists(&target)? {
@@ -835,40 +841,16 @@ pub(crate) fn save_table(
     }
     let tmp = temp_dir(session.snapshots_dir(), name, session.next_run_number());
     fs.create_dir_all(&tmp)?;
-    let result = save(fs, params, &tmp, &target, label, contents);
-    if result.is_err() {
-        // Best effort: a leftover temporary directory is removed when the session reopens.
-        let _ = fs.remove_dir_all(&tmp);
-    }
-    result
-}
-
-/// Saves an authenticated table: its page table's `pages` into `trie/` and its own `data`
-/// beside it, in one temporary directory renamed into place (so a crash leaves both or neither).
-pub(crate) fn save_with_trie(
-    session: &SessionInner,
-    params: &RunParams,
-    page_params: &RunParams,
-    name: &str,
-    label: &str,
-    data: SnapshotContents,
-    pages: SnapshotContents,
-) -> Result<()> {
-    data.check_limits(label)?;
-    pages.check_limits(TRIE_LABEL)?;
-    let fs = session.fs();
-    let target = snapshot_dir(session.snapshots_dir(), name);
-    if fs.exists(&target)? {
-        return Err(Error::SnapshotExists(name.to_string()));
-    }
-    let tmp = temp_dir(session.snapshots_dir(), name, session.next_run_number());
     let result = (|| {
-        fs.create_dir_all(&tmp.join(TRIE_DIR))?;
-        write_files(fs, page_params, &tmp.join(TRIE_DIR), TRIE_LABEL, pages)?;
-        write_files(fs, params, &tmp, label, data)?;
-        publish(fs, &tmp, &target)
+        if let Some((page_params, pages)) = trie {
+            let dir = tmp.join(TRIE_DIR);
+            fs.create_dir_all(&dir)?;
+            write_files(fs, page_params, &dir, TRIE_LABEL, pages)?;
+        }
+        save(fs, params, &tmp, &target, label, contents)
     })();
     if result.is_err() {
+        // Best effort: a leftover temporary directory is removed when the session reopens.
         let _ = fs.remove_dir_all(&tmp);
     }
     result

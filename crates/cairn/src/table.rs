@@ -898,21 +898,14 @@ impl Table {
             return self.save_authenticated(&mut auth, name, label);
         }
         // What is saved is planned first, without I/O: a closed or broken table writes nothing.
-        let contents = {
-            let state = self.read()?;
-            snapshot::plan(
-                &self.inner.config,
-                &state.levels,
-                &state.write_buffer,
-                state.union.as_ref(),
-            )
-        };
+        let contents = self.snapshot_contents()?;
         snapshot::save_table(
             &self.inner.session,
             &self.inner.params,
             name,
             label,
             contents,
+            None,
         )
     }
 
@@ -923,37 +916,35 @@ impl Table {
         let (pending, mut contents) = {
             let mut state = self.write()?;
             let pending = Self::take_dirty(&mut state);
-            let contents = snapshot::plan(
-                &self.inner.config,
-                &state.levels,
-                &state.write_buffer,
-                state.union.as_ref(),
-            );
-            (pending, contents)
+            (pending, self.plan_snapshot(&state))
         };
         self.commit_pending(auth, pending)?;
         contents.auth = Some(auth.snapshot_meta()?);
         let pages = auth.pages.snapshot_contents()?;
-        snapshot::save_with_trie(
+        snapshot::save_table(
             &self.inner.session,
             &self.inner.params,
-            &auth.pages.inner.params,
             name,
             label,
             contents,
-            pages,
+            Some((&auth.pages.inner.params, pages)),
         )
     }
 
     /// The table's contents planned for a snapshot, at one instant.
     fn snapshot_contents(&self) -> Result<snapshot::SnapshotContents> {
         let state = self.read()?;
-        Ok(snapshot::plan(
+        Ok(self.plan_snapshot(&state))
+    }
+
+    /// The contents of `state` planned for a snapshot: O(runs) reference counts, no I/O.
+    fn plan_snapshot(&self, state: &TableState) -> snapshot::SnapshotContents {
+        snapshot::plan(
             &self.inner.config,
             &state.levels,
             &state.write_buffer,
             state.union.as_ref(),
-        ))
+        )
     }
 
     /// Opens snapshot `name` as a new table of `session` (see [`crate::Session::open_snapshot`]).

@@ -367,6 +367,17 @@ fn slot_position(id: &PageId, i: usize) -> (usize, Hash) {
     (base + rel, path)
 }
 
+/// The pages below page `id`: one per internal node of its bottom row, with that node's hash.
+fn child_pages<'a>(id: &'a PageId, page: &'a Page) -> impl Iterator<Item = (PageId, Hash)> + 'a {
+    (PAGE_SLOTS - 64..PAGE_SLOTS).filter_map(move |slot| match page.node(slot) {
+        Node::Internal(h) => {
+            let (_, path) = slot_position(id, slot);
+            Some((PageId::on_path(&path, id.level() + 1), h))
+        }
+        _ => None,
+    })
+}
+
 /// One version of a table's trie: cheap to clone (the retained pages are shared).
 #[derive(Clone, Debug)]
 pub(crate) struct TrieState {
@@ -419,8 +430,6 @@ impl TrieState {
             state.retained.insert(id, Arc::new(page));
         }
         let mut expected = 0usize;
-        let mut ids: Vec<PageId> = state.retained.keys().copied().collect();
-        ids.sort();
         // The root's page, then each page's children at the next retained level.
         if let Node::Internal(h) = state.root {
             let id = PageId::on_path(&ZERO, 0);
@@ -431,23 +440,17 @@ impl TrieState {
             check_top(kind, &id, page, &h)?;
             expected += 1;
         }
-        for id in &ids {
-            let page = &state.retained[id];
+        for (id, page) in state.retained.iter() {
             if id.level() + 1 >= state.retained_levels {
                 continue;
             }
-            for bits in 0..64usize {
-                let slot = 62 + bits;
-                if let Node::Internal(h) = page.node(slot) {
-                    let (_, path) = slot_position(id, slot);
-                    let child = PageId::on_path(&path, id.level() + 1);
-                    let child_page = state
-                        .retained
-                        .get(&child)
-                        .ok_or_else(|| missing_retained(&child))?;
-                    check_top(kind, &child, child_page, &h)?;
-                    expected += 1;
-                }
+            for (child, h) in child_pages(id, page) {
+                let child_page = state
+                    .retained
+                    .get(&child)
+                    .ok_or_else(|| missing_retained(&child))?;
+                check_top(kind, &child, child_page, &h)?;
+                expected += 1;
             }
         }
         if expected != state.retained.len() {
@@ -665,12 +668,7 @@ pub(crate) fn reachable_pages(
         let mut next = Vec::new();
         for (id, page) in frontier.iter().zip(&pages) {
             out.insert(*id);
-            for slot in 62..PAGE_SLOTS {
-                if let Node::Internal(_) = page.node(slot) {
-                    let (_, path) = slot_position(id, slot);
-                    next.push(PageId::on_path(&path, id.level() + 1));
-                }
-            }
+            next.extend(child_pages(id, page).map(|(child, _)| child));
         }
         frontier = next;
     }
