@@ -172,6 +172,10 @@ pub enum Error {
     /// ([`crate::TableConfig::auth`] is `None`).
     #[error("the table is not authenticated (TableConfig::auth is None)")]
     NotAuthenticated,
+    /// The operation would write, and the session was opened read-only
+    /// ([`crate::SessionOptions::read_only`]): nothing in its directory may change.
+    #[error("the session is read-only: {0} is not allowed")]
+    ReadOnly(&'static str),
 }
 
 impl Error {
@@ -312,6 +316,7 @@ mod tests {
             },
             Error::TableTooLarge("level 40".into()),
             Error::NotAuthenticated,
+            Error::ReadOnly("an update"),
         ];
         for e in &all {
             match e {
@@ -340,7 +345,8 @@ mod tests {
                 | Error::ChecksumMismatch { .. }
                 | Error::UnsupportedVersion { .. }
                 | Error::TableTooLarge(_)
-                | Error::NotAuthenticated => {}
+                | Error::NotAuthenticated
+                | Error::ReadOnly(_) => {}
             }
         }
         all

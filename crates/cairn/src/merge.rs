@@ -81,6 +81,22 @@ impl MergingRun {
         })
     }
 
+    /// A merge of `inputs` that never runs (in a read-only session): readers see its inputs, and
+    /// any step fails with [`Error::ReadOnly`]. No I/O.
+    pub(crate) fn paused(inputs: Vec<Arc<Run>>, kind: MergeKind, resolve: Resolve) -> MergingRun {
+        MergingRun {
+            kind,
+            resolve,
+            debt: inputs.iter().map(|r| r.entries()).sum(),
+            inputs,
+            inputs_merge: KMerge::new(Vec::new()),
+            writer: None,
+            steps_done: 0,
+            output: None,
+            failed: false,
+        }
+    }
+
     /// What the merge does with deletes and upserts.
     pub(crate) fn kind(&self) -> MergeKind {
         self.kind
@@ -118,6 +134,9 @@ impl MergingRun {
             return Err(Error::TableBroken(
                 "a merge shared with this table failed earlier".into(),
             ));
+        }
+        if self.writer.is_none() && self.output.is_none() {
+            return Err(Error::ReadOnly("merge work"));
         }
         let result = self.steps_unchecked(steps);
         self.failed = result.is_err();

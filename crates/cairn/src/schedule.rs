@@ -78,6 +78,9 @@ pub(crate) struct MergeContext<'a> {
     pub(crate) merge_batch_size: u64,
     /// A union lies below the levels: no merge may drop deletes.
     pub(crate) union_below: bool,
+    /// The session is read-only: merges restored from a snapshot stay paused (their inputs
+    /// are read; no output is written).
+    pub(crate) read_only: bool,
 }
 
 impl MergeContext<'_> {
@@ -388,6 +391,25 @@ impl Levels {
                     } else {
                         MergeKind::MidLevel
                     };
+                    if ctx.read_only {
+                        levels.push(Level {
+                            incoming: Incoming::Merging(Box::new(LevelMerge {
+                                merge: Arc::new(Mutex::new(MergingRun::paused(
+                                    inputs,
+                                    kind,
+                                    ctx.resolve.clone(),
+                                ))),
+                                nominal_debt: *nominal_debt,
+                                nominal_credits: *nominal_credits,
+                            })),
+                            resident: shape
+                                .resident
+                                .iter()
+                                .map(|&i| run(i))
+                                .collect::<Result<Vec<_>>>()?,
+                        });
+                        continue;
+                    }
                     let mut merge = MergingRun::new(
                         ctx.fs.clone(),
                         ctx.params,

@@ -19,7 +19,9 @@ use std::sync::{Arc, Mutex, Weak};
 use crate::config::TableConfig;
 use crate::cursor::CursorInner;
 use crate::error::{Error, Result};
-use crate::fs::{read_all, write_atomic, DeferredRemovals, FileLock, FileSystem, RealFs};
+use crate::fs::{
+    read_all, write_atomic, DeferredRemovals, FileLock, FileSystem, ReadOnlyFs, RealFs,
+};
 use crate::io::{BlockIo, IoBackendKind, IoReport};
 use crate::snapshot::SnapshotOverrides;
 use crate::snapshot::{self};
@@ -86,6 +88,11 @@ pub struct SessionOptions {
     /// The salt of a new session; random when `None`. Ignored when restoring (the stored salt is
     /// used).
     pub salt: Option<u64>,
+    /// Opens an existing session for reading only: its snapshots can be listed, inspected,
+    /// verified, opened, looked up and iterated, and nothing in the directory is ever written,
+    /// removed or locked (see [`Session::open_with`] for the exact guarantees). For tools that
+    /// look inside a database, possibly while the process that owns it is running.
+    pub read_only: bool,
 }
 
 impl Default for SessionOptions {
@@ -93,6 +100,7 @@ impl Default for SessionOptions {
         SessionOptions {
             io_backend: IoBackendKind::Auto,
             salt: None,
+            read_only: false,
         }
     }
 }
@@ -114,6 +122,8 @@ pub(crate) struct SessionInner {
     snapshots_dir: PathBuf,
     salt: u64,
     io: BlockIo,
+    /// Opened with [`SessionOptions::read_only`]: `fs` refuses every change.
+    read_only: bool,
     /// Files of released runs, removed at the start of the next operation.
     removals: Arc<DeferredRemovals>,
     /// Cleared by `close`; read without a lock by every table operation.
@@ -169,6 +179,19 @@ impl SessionInner {
 
     pub(crate) fn salt(&self) -> u64 {
         self.salt
+    }
+
+    /// Whether the session was opened read-only.
+    pub(crate) fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Fails with [`Error::ReadOnly`] (naming `what`) in a read-only session.
+    pub(crate) fn check_writable(&self, what: &'static str) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly(what));
+        }
+        Ok(())
     }
 
     pub(crate) fn io(&self) -> &BlockIo {
@@ -307,8 +330,20 @@ impl Session {
     /// entry in its parent durable (create it and fsync the parent) before relying on it. A
     /// first open that failed half way can simply be retried.
     ///
+    /// With [`SessionOptions::read_only`], the directory must already be a session, and the
+    /// session works through a file system that refuses every change: it takes no lock, removes
+    /// nothing (not even what a crashed save left behind), and every operation that would write
+    /// fails with [`Error::ReadOnly`]: creating tables, updates, unions, union credits, saving,
+    /// deleting, importing and exporting snapshots, and a commit with updates pending. Snapshots
+    /// are opened in place (no links into `active/`); merges they record as in progress stay
+    /// unfinished, their inputs read directly. Another process may own the directory meanwhile:
+    /// a published snapshot is never modified, only deleted, so whatever a read-only session
+    /// reads of a snapshot is either that snapshot's bytes or a missing-file error.
+    ///
     /// Errors: [`Error::SessionDirMissing`], [`Error::SessionLocked`] if another live session
-    /// holds the directory, [`Error::SessionCorrupted`] if a non-empty directory is not a session.
+    /// holds the directory, [`Error::SessionCorrupted`] if a non-empty directory (any directory,
+    /// when read-only) is not a session, [`Error::UnsupportedVersion`] for a session written by
+    /// a newer build.
     pub fn open_with(
         fs: Arc<dyn FileSystem>,
         dir: impl AsRef<Path>,
@@ -317,6 +352,9 @@ impl Session {
         let dir = dir.as_ref().to_path_buf();
         if !fs.is_dir(&dir)? {
             return Err(Error::SessionDirMissing(dir));
+        }
+        if options.read_only {
+            return Session::open_read_only(fs, dir, options);
         }
         let Some(lock) = fs.try_lock(&dir.join("lock"))? else {
             return Err(Error::SessionLocked(dir));
@@ -407,6 +445,7 @@ impl Session {
                 snapshots_dir,
                 salt,
                 io,
+                read_only: false,
                 removals: Arc::default(),
                 open: AtomicBool::new(true),
                 state: Mutex::new(SessionState {
@@ -416,6 +455,62 @@ impl Session {
                 }),
             }),
         })
+    }
+
+    /// Opens an existing session without its lock and without writing (see
+    /// [`Session::open_with`]).
+    fn open_read_only(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        options: SessionOptions,
+    ) -> Result<Session> {
+        let corrupted = |reason: String| Error::SessionCorrupted {
+            path: dir.clone(),
+            reason,
+        };
+        let metadata_path = dir.join("metadata");
+        if !fs.exists(&metadata_path)? {
+            return Err(corrupted(
+                "it has no metadata file (not a Cairn session directory)".into(),
+            ));
+        }
+        let salt = decode_metadata(&read_all(&*fs, &metadata_path)?).map_err(|e| match e {
+            e @ Error::UnsupportedVersion { .. } => e,
+            e => corrupted(e.to_string()),
+        })?;
+        let snapshots_dir = dir.join("snapshots");
+        if !fs.is_dir(&snapshots_dir)? {
+            return Err(corrupted(format!(
+                "{} is missing or not a directory",
+                snapshots_dir.display()
+            )));
+        }
+        let fs: Arc<dyn FileSystem> = Arc::new(ReadOnlyFs(fs));
+        let active_dir = dir.join("active");
+        let io = BlockIo::new(options.io_backend)?.with_direct_io(fs.probe_direct_io(&active_dir));
+        Ok(Session {
+            inner: Arc::new(SessionInner {
+                fs,
+                dir,
+                active_dir,
+                snapshots_dir,
+                salt,
+                io,
+                read_only: true,
+                removals: Arc::default(),
+                open: AtomicBool::new(true),
+                state: Mutex::new(SessionState {
+                    lock: None,
+                    tables: Vec::new(),
+                    cursors: Vec::new(),
+                }),
+            }),
+        })
+    }
+
+    /// Whether the session was opened with [`SessionOptions::read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
     }
 
     /// The session directory.
@@ -437,6 +532,7 @@ impl Session {
     /// [`Error::SessionClosed`] after [`Session::close`].
     pub fn new_table(&self, config: TableConfig) -> Result<Table> {
         self.inner.check_open()?;
+        self.inner.check_writable("creating a table")?;
         Table::new(self.inner.clone(), config)
     }
 
@@ -483,6 +579,7 @@ impl Session {
     /// renamed away first).
     pub fn delete_snapshot(&self, name: &str) -> Result<()> {
         self.inner.check_open()?;
+        self.inner.check_writable("deleting a snapshot")?;
         snapshot::delete(&self.inner, name)
     }
 
@@ -495,6 +592,7 @@ impl Session {
     /// [`Error::SnapshotMissing`], [`Error::SnapshotDirectory`] (the target exists, or its parent does not), [`Error::Io`].
     pub fn export_snapshot(&self, name: &str, target: impl AsRef<Path>) -> Result<()> {
         self.inner.check_open()?;
+        self.inner.check_writable("exporting a snapshot")?;
         snapshot::export(&self.inner, name, target.as_ref())
     }
 
@@ -506,6 +604,7 @@ impl Session {
     /// either absent or complete).
     pub fn import_snapshot(&self, name: &str, source: impl AsRef<Path>) -> Result<()> {
         self.inner.check_open()?;
+        self.inner.check_writable("importing a snapshot")?;
         snapshot::import(&self.inner, name, source.as_ref())
     }
 

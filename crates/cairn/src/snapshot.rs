@@ -1354,6 +1354,30 @@ fn open_snapshot_runs(
 ) -> std::result::Result<Vec<Arc<Run>>, (Option<PathBuf>, Error)> {
     let fs = session.fs();
     let mut runs = Vec::with_capacity(meta.run_count);
+    if session.read_only() {
+        // Opened in place: the snapshot's own files, never removed when the runs are dropped.
+        let in_place = RunParams {
+            dir: dir.to_path_buf(),
+            ..params.clone()
+        };
+        for (i, level) in meta.run_levels().into_iter().enumerate() {
+            let caching = config.disk_cache.caches_level(level);
+            let run = Run::open(fs.clone(), &in_place, i as u64, caching).map_err(|e| {
+                let file = RunFile::from_path(e.path()).unwrap_or(RunFile::Checksums);
+                (Some(run_file_path(dir, i as u64, file)), e)
+            })?;
+            run.keep_files();
+            if run.checksums_crc() != meta.run_sums[i] {
+                let e = Error::corrupt(
+                    "snapshot",
+                    format!("run {i} is not the run the snapshot saved (checksums file differs)"),
+                );
+                return Err((Some(run_file_path(dir, i as u64, RunFile::Checksums)), e));
+            }
+            runs.push(run);
+        }
+        return Ok(runs);
+    }
     for (i, level) in meta.run_levels().into_iter().enumerate() {
         let number = session.next_run_number();
         let snapshot_file = |file: RunFile| run_file_path(dir, i as u64, file);
@@ -1441,7 +1465,8 @@ fn union_from_shape(
         }));
     }
     let union = UnionLevel::for_table(session.fs().clone(), config, params, views);
-    if shape.produced > 0 {
+    // A read-only session reads the union's inputs as they are: replaying its work would write.
+    if shape.produced > 0 && !session.read_only() {
         union.supply_credits(shape.produced, || session.next_run_number())?;
     }
     Ok(union)
@@ -1490,6 +1515,7 @@ pub(crate) fn with_merge_context<T>(
         write_buffer_entries: config.write_buffer_entries as u64,
         merge_batch_size: config.merge_batch_size as u64,
         union_below,
+        read_only: session.read_only(),
     };
     f(&ctx)
 }

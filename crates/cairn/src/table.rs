@@ -447,6 +447,7 @@ impl Table {
             drop(self.read()?);
             return Ok(());
         }
+        self.inner.session.check_writable("an update")?;
         let mut state = self.write()?;
         for (key, update) in batch {
             let key = key.as_ref();
@@ -699,6 +700,7 @@ impl Table {
             ));
         };
         let session = first.inner.session.clone();
+        session.check_writable("a union")?;
         if tables
             .iter()
             .any(|t| !Arc::ptr_eq(&t.inner.session, &session))
@@ -796,6 +798,7 @@ impl Table {
     /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`] (the table is then
     /// broken, unless the error came from removing released files before the update started).
     pub fn supply_union_credits(&self, credits: u64) -> Result<u64> {
+        self.inner.session.check_writable("union work")?;
         let mut state = self.write()?;
         let Some(union) = state.union.clone() else {
             return Ok(credits);
@@ -894,6 +897,7 @@ impl Table {
     /// [`Error::SnapshotExists`], I/O errors.
     pub fn save_snapshot(&self, name: &str, label: &str) -> Result<()> {
         snapshot::validate_name(name)?;
+        self.inner.session.check_writable("saving a snapshot")?;
         if let Some(mut auth) = self.lock_auth()? {
             return self.save_authenticated(&mut auth, name, label);
         }

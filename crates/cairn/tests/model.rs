@@ -302,6 +302,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
             SessionOptions {
                 io_backend: IoBackendKind::Auto,
                 salt: Some(7),
+                read_only: false,
             },
         )
         .unwrap()

@@ -216,7 +216,7 @@ fn backend_round_trip(io_backend: IoBackendKind, disk_cache: DiskCachePolicy, in
         tmp.path(),
         SessionOptions {
             io_backend,
-            salt: None,
+            ..SessionOptions::default()
         },
     )
     .unwrap();
@@ -335,4 +335,109 @@ fn range_lookups_take_ordinary_range_syntax() {
     assert_eq!(keys(table.range_lookup(..).unwrap()).len(), 4);
     let excluded = (std::ops::Bound::Excluded(b), std::ops::Bound::Unbounded);
     assert_eq!(keys(table.range_lookup(excluded).unwrap()).len(), 2);
+}
+
+/// Every file under `dir` with its contents, to show that a read-only session changes nothing.
+fn tree_of(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.push((path.clone(), Vec::new()));
+                stack.push(path);
+            } else {
+                out.push((path.clone(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn pairs(t: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let entries = t.range_lookup(..).unwrap();
+    entries.into_iter().map(|e| (e.key, e.value)).collect()
+}
+
+#[test]
+fn read_only_sessions_read_everything_and_change_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The owner stays open (holding the lock) while the read-only session reads.
+    let owner = Session::open(tmp.path()).unwrap();
+    let config = TableConfig {
+        write_buffer_entries: 4,
+        merge_batch_size: 1,
+        auth: Some(cairn::AuthConfig::default()),
+        ..TableConfig::default()
+    };
+    let a = owner.new_table(config.clone()).unwrap();
+    let b = owner.new_table(config).unwrap();
+    for i in 0..203u32 {
+        a.insert(format!("a{i:05}"), i.to_le_bytes()).unwrap();
+        if i % 3 == 0 {
+            b.insert(format!("a{i:05}"), b"b").unwrap();
+            b.delete(format!("a{:05}", i / 2)).unwrap();
+        }
+    }
+    // Merges in progress in `a`, and a union in progress on top of `a` and `b`.
+    a.save_snapshot("plain", "ledger").unwrap();
+    let union = Table::incremental_unions(&[&a, &b]).unwrap();
+    union.insert("zz", "top").unwrap();
+    assert!(union.remaining_union_debt().unwrap() > 0);
+    union.supply_union_credits(5).unwrap();
+    union.save_snapshot("union", "ledger").unwrap();
+    let expected: Vec<_> = [&a, &union]
+        .iter()
+        .map(|t| (pairs(t), t.root().unwrap()))
+        .collect();
+    let before = tree_of(tmp.path());
+
+    let options = SessionOptions {
+        read_only: true,
+        ..SessionOptions::default()
+    };
+    let reader = Session::open_with_options(tmp.path(), options).unwrap();
+    assert!(reader.is_read_only());
+    assert_eq!(reader.salt(), owner.salt());
+    assert_eq!(reader.list_snapshots().unwrap(), ["plain", "union"]);
+    for (name, (entries, root)) in ["plain", "union"].iter().zip(&expected) {
+        let t = reader
+            .open_snapshot(name, "ledger", Default::default())
+            .unwrap();
+        assert_eq!(&pairs(&t), entries, "{name}");
+        assert_eq!(&t.root().unwrap(), root, "{name}");
+        assert_eq!(t.commit().unwrap().root, *root);
+        let keys: Vec<_> = entries.iter().map(|e| e.0.clone()).collect();
+        assert!(t.lookups(&keys).unwrap().iter().all(|r| r.value().is_some()));
+        let proof = t.prove(&keys[..3]).unwrap();
+        assert!(proof.root().is_ok());
+        let dup = t.duplicate().unwrap();
+        for refused in [
+            t.insert("k", "v"),
+            dup.delete("k"),
+            t.save_snapshot("again", "ledger"),
+            t.supply_union_credits(1).map(drop),
+            Table::incremental_unions(&[&t, &dup]).map(drop),
+            reader.new_table(TableConfig::default()).map(drop),
+            reader.delete_snapshot(name),
+            reader.import_snapshot("copy", tmp.path().join("snapshots").join(name)),
+            reader.export_snapshot(name, tmp.path().join("out")),
+        ] {
+            assert!(matches!(refused, Err(Error::ReadOnly(_))), "{refused:?}");
+        }
+        // Refusals break nothing.
+        assert_eq!(&pairs(&t), entries);
+    }
+    drop(reader);
+    assert_eq!(tree_of(tmp.path()), before, "a read-only session changed the directory");
+
+    // Only a session directory opens read-only, and an empty one is not created.
+    let empty = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        Session::open_with_options(empty.path(), options),
+        Err(Error::SessionCorrupted { .. })
+    ));
+    assert!(std::fs::read_dir(empty.path()).unwrap().next().is_none());
 }
