@@ -36,4 +36,4 @@ pub use proof::{
     verify, Claim, CompactProof, Expect, Proof, ProofNode, ProofWriter, TopWitness,
     COMPACT_LEVELS_MAX, MAGIC, PROOF_VERSION,
 };
-pub use trie::{root_of, root_of_sorted, Root, RootBuilder};
+pub use trie::{root_of, root_of_sorted, subtree_of_sorted, Root, RootBuilder};

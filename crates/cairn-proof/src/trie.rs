@@ -47,6 +47,31 @@ pub fn root_of_sorted(kind: HashKind, leaves: &[Leaf]) -> Hash {
     subtree(kind, leaves, 0)
 }
 
+/// The hash of the subtree at `depth` (0 to 256) that holds `leaves`: sorted by strictly
+/// increasing key path, all sharing their first `depth` bits (the subtree's position). With
+/// `depth` 0 it is [`root_of_sorted`]. For computing a root a part of the key space at a time:
+/// the root is then the subtrees' hashes combined up the top `depth` levels by the same rule
+/// (an empty subtree is [`ZERO`], a subtree of one leaf is that leaf's hash, any other is the
+/// node of its two halves). Cost: as [`root_of_sorted`].
+///
+/// # Panics
+/// If the leaves are not sorted by strictly increasing key path, do not share their first
+/// `depth` bits, or `depth` exceeds 256.
+pub fn subtree_of_sorted(kind: HashKind, leaves: &[Leaf], depth: usize) -> Hash {
+    assert!(depth <= 256, "depth {depth} beyond 256");
+    assert!(
+        leaves.windows(2).all(|w| w[0].key_path < w[1].key_path),
+        "leaves must be sorted by strictly increasing key path"
+    );
+    if let (Some(first), Some(last)) = (leaves.first(), leaves.last()) {
+        assert!(
+            leaves.len() == 1 || common_prefix_bits(&first.key_path, &last.key_path) >= depth,
+            "leaves must share their first {depth} bits"
+        );
+    }
+    subtree(kind, leaves, depth)
+}
+
 fn subtree(kind: HashKind, leaves: &[Leaf], depth: usize) -> Hash {
     match leaves {
         [] => ZERO,

@@ -127,3 +127,53 @@ fn builder_refuses_disorder() {
     assert_eq!(builder.leaves(), 1);
     assert_eq!(builder.finish(), a.hash(kind));
 }
+
+/// The root computed a part of the key space at a time, as `cairn verify` does: the subtrees at
+/// depth `d` combined up the top `d` levels.
+fn root_by_parts(kind: HashKind, leaves: &[Leaf], d: usize) -> [u8; 32] {
+    // (hash, leaves) of each subtree at depth `d`, in key-path order.
+    let mut level: Vec<([u8; 32], usize)> = (0..1usize << d)
+        .map(|p| {
+            let part: Vec<Leaf> = leaves
+                .iter()
+                .filter(|l| {
+                    (0..d).all(|i| {
+                        cairn_proof::hash::bit(&l.key_path, i) == (p >> (d - 1 - i) & 1 == 1)
+                    })
+                })
+                .cloned()
+                .collect();
+            (cairn_proof::subtree_of_sorted(kind, &part, d), part.len())
+        })
+        .collect();
+    while level.len() > 1 {
+        level = level
+            .chunks(2)
+            .map(|pair| {
+                let (l, r) = (pair[0], pair[1]);
+                match (l.1, r.1) {
+                    (0, 0) => (ZERO, 0),
+                    (1, 0) => l,
+                    (0, 1) => r,
+                    _ => (kind.node(&l.0, &r.0), l.1 + r.1),
+                }
+            })
+            .collect();
+    }
+    level[0].0
+}
+
+proptest! {
+    #[test]
+    fn subtrees_combine_to_the_root(
+        heads in proptest::collection::btree_map(any::<u16>(), any::<u8>(), 0..40),
+        shared in 0usize..6,
+        d in 0usize..5,
+    ) {
+        let heads: Vec<(u16, u8)> = heads.into_iter().collect();
+        let leaves = leaves_from(&heads, shared);
+        for kind in KINDS {
+            prop_assert_eq!(root_by_parts(kind, &leaves, d), root_of_sorted(kind, &leaves));
+        }
+    }
+}

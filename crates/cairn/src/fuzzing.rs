@@ -45,3 +45,250 @@ fn snapshot_metadata_exact(bytes: &[u8]) -> bool {
         Err(_) => false,
     }
 }
+
+/// What [`hostile_snapshot`] did and saw.
+#[derive(Debug)]
+pub struct HostileOutcome {
+    /// The damage is one that must be reported (keys out of order, a span past the end of the
+    /// file, an index or filter that disagrees with the pages); `false` for arbitrary byte
+    /// patches, which may happen to leave a valid (if different) snapshot.
+    pub must_be_damaged: bool,
+    /// Whether `verify_snapshot` reported any problem.
+    pub reported: bool,
+    /// Whether the snapshot opened and every read of it succeeded.
+    pub read_ok: bool,
+}
+
+/// Builds a small snapshot on a simulated file system, rewrites one of its runs as `input`
+/// directs *with consistent checksums* (the run's checksums file and the snapshot metadata
+/// recomputed), then opens it, looks keys up, iterates it, and verifies it in a read-only
+/// session. Panics (a bug) if anything panics, if verification passes a damage that must be
+/// reported, or if it passes a snapshot that then fails to read.
+///
+/// `input`: byte 0 picks the table (index kind, authenticated or not); byte 1 the run; byte 2
+/// the damage: 0 swaps two keys of a page, 1 makes a span claim to run past the end of the
+/// file, 2 replaces the index with one of other keys, 3 empties the filter, anything else
+/// applies the rest of `input` as patches `(file, offset: u16, xor)` to the run's files.
+pub fn hostile_snapshot(input: &[u8]) -> HostileOutcome {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use crate::fs::{FileSystem, MemFs};
+    use crate::page::{PageView, PAGE_BYTES};
+    use crate::run::{run_file_path, RunFile};
+    use crate::{AuthConfig, IndexType, Session, SessionOptions, TableConfig, Update};
+
+    let byte = |i: usize| input.get(i).copied().unwrap_or(0);
+    let fs = MemFs::new();
+    let root = Path::new("/s");
+    fs.create_dir_all(root).expect("a new directory");
+    let options = SessionOptions {
+        salt: Some(7),
+        ..SessionOptions::default()
+    };
+    let config = TableConfig {
+        write_buffer_entries: 16,
+        merge_batch_size: 1,
+        index: if byte(0) & 1 == 0 {
+            IndexType::Compact
+        } else {
+            IndexType::Ordinary
+        },
+        auth: (byte(0) & 2 != 0).then(AuthConfig::default),
+        ..TableConfig::default()
+    };
+    {
+        let session = Session::open_with(Arc::new(fs.clone()), root, options).expect("open");
+        let table = session.new_table(config).expect("table");
+        for i in 0u32..150 {
+            let key = format!("key{:05}", i * 37 % 1000);
+            let value = vec![i as u8; (i as usize * 13) % 40];
+            let update = match i % 11 {
+                0 => Update::Delete,
+                3 => Update::InsertWithBlob(&value, b"a blob"),
+                5 => Update::Upsert(&value),
+                _ => Update::Insert(&value),
+            };
+            table.updates(&[(key.as_bytes(), update)]).expect("update");
+            if i % 50 == 7 {
+                let long = vec![7u8; 2 * PAGE_BYTES + 100];
+                table.insert(format!("long{i:03}"), &long).expect("insert");
+            }
+        }
+        table.save_snapshot("s", "fuzz").expect("save");
+    }
+    let dir = root.join("snapshots").join("s");
+    let meta = crate::snapshot::read_meta(&fs, &dir).expect("metadata");
+    let run = byte(1) as u64 % meta.run_count as u64;
+    let path = |file| run_file_path(&dir, run, file);
+    let read = |file| fs.file_bytes(&path(file)).expect("a run file");
+    let mut keyops = read(RunFile::KeyOps);
+    // Every span: (first page, pages, first key, last key, entries).
+    let mut spans = Vec::new();
+    let mut page = 0;
+    while page * PAGE_BYTES < keyops.len() {
+        let view = PageView::new(&keyops[page * PAGE_BYTES..]).expect("a page the engine wrote");
+        let pages = view.span_pages() as usize;
+        let first = view.first_key().expect("a key").to_vec();
+        let last = view.last_key().expect("a key").to_vec();
+        spans.push((page, pages, first, last, view.len()));
+        page += pages;
+    }
+    let mut must_be_damaged = false;
+    match byte(2) {
+        0 => {
+            // Two keys of one page swapped (all keys of this table have the same length).
+            if let Some(&(page, _, _, _, _)) =
+                spans.iter().find(|s| s.4 >= 2 && s.2.len() == s.3.len())
+            {
+                let view = PageView::new(&keyops[page * PAGE_BYTES..]).expect("a page");
+                let (k0, k1) = (
+                    view.key(0).expect("key").to_vec(),
+                    view.key(1).expect("key").to_vec(),
+                );
+                if k0.len() == k1.len() {
+                    let base = page * PAGE_BYTES;
+                    let at = |k: &[u8]| {
+                        let p = &keyops[base..base + PAGE_BYTES];
+                        p.windows(k.len())
+                            .position(|w| w == k)
+                            .expect("the key is on its page")
+                    };
+                    let (a, b) = (at(&k0), at(&k1));
+                    keyops[base + a..base + a + k0.len()].copy_from_slice(&k1);
+                    keyops[base + b..base + b + k1.len()].copy_from_slice(&k0);
+                    must_be_damaged = true;
+                }
+            }
+        }
+        1 => {
+            // The last span's values claim to end far past the end of the file.
+            let &(page, _, _, _, _) = spans.last().expect("a run has a span");
+            keyops[page * PAGE_BYTES + 4..page * PAGE_BYTES + 8]
+                .copy_from_slice(&(u32::MAX - 5 * PAGE_BYTES as u32).to_le_bytes());
+            must_be_damaged = true;
+        }
+        2 => {
+            // An index of other keys (every key prefixed): it sends lookups to the wrong pages.
+            if spans.len() >= 2 {
+                let kind = crate::index::Index::decode(&read(RunFile::Index))
+                    .expect("index")
+                    .kind();
+                let mut builder = crate::index::IndexBuilder::new(kind);
+                let prefixed = |k: &[u8]| [&[0xffu8; 9][..], k].concat();
+                for (_, pages, first, last, _) in &spans {
+                    builder
+                        .push_span(&prefixed(first), &prefixed(last), *pages as u64)
+                        .expect("spans in order");
+                }
+                let entries = spans.iter().map(|s| s.4 as u64).sum();
+                let index = builder.finish(entries).encode();
+                fs.set_file_bytes(&path(RunFile::Index), index);
+                must_be_damaged = true;
+            }
+        }
+        3 => {
+            // A filter with no bit set: it rules out every key of the run.
+            let mut filter = read(RunFile::Filter);
+            filter[40..].iter_mut().for_each(|b| *b = 0);
+            fs.set_file_bytes(&path(RunFile::Filter), filter);
+            must_be_damaged = true;
+        }
+        _ => {
+            let files = [
+                RunFile::KeyOps,
+                RunFile::Blobs,
+                RunFile::Filter,
+                RunFile::Index,
+            ];
+            let mut other: Vec<Vec<u8>> = files[1..].iter().map(|&f| read(f)).collect();
+            for patch in input[3.min(input.len())..].chunks_exact(4) {
+                let offset = u16::from_le_bytes([patch[1], patch[2]]) as usize;
+                let bytes = match patch[0] % 4 {
+                    0 => &mut keyops,
+                    i => &mut other[i as usize - 1],
+                };
+                let len = bytes.len().max(1);
+                if let Some(b) = bytes.get_mut(offset % len) {
+                    *b ^= patch[3];
+                }
+            }
+            for (file, bytes) in files[1..].iter().zip(other) {
+                fs.set_file_bytes(&path(*file), bytes);
+            }
+        }
+    }
+    fs.set_file_bytes(&path(RunFile::KeyOps), keyops);
+    reseal_run(&fs, &dir, run);
+
+    // Open it as a table, look up and iterate: typed errors, never a panic.
+    let read_ok = (|| -> crate::Result<()> {
+        let session = Session::open_with(Arc::new(fs.clone()), root, options)?;
+        let table = session.open_snapshot("s", "fuzz", Default::default())?;
+        let keys: Vec<String> = (0..1000).step_by(7).map(|i| format!("key{i:05}")).collect();
+        for result in table.lookups(&keys)? {
+            if let Some(blob) = result.blob() {
+                table.retrieve_blob(blob)?;
+            }
+        }
+        for entry in table.cursor()? {
+            entry?;
+        }
+        for entry in table.range("key00300".."key00600")? {
+            entry?;
+        }
+        if table.config().auth.is_some() {
+            table.root()?;
+            table.prove(&keys[..5])?;
+        }
+        Ok(())
+    })()
+    .is_ok();
+
+    let reader = Session::open_with(
+        Arc::new(fs.clone()),
+        root,
+        SessionOptions {
+            read_only: true,
+            ..options
+        },
+    )
+    .expect("a read-only session of a sound session directory");
+    let report = reader
+        .verify_snapshot("s", Default::default(), &mut |_| {})
+        .expect("verification runs");
+    let reported = !report.is_sound();
+    assert!(
+        reported || !must_be_damaged,
+        "verify passed a damaged snapshot (damage {}): {report:?}",
+        byte(2)
+    );
+    assert!(
+        reported || read_ok,
+        "verify passed a snapshot that then failed to read: {report:?}"
+    );
+    HostileOutcome {
+        must_be_damaged,
+        reported,
+        read_ok,
+    }
+}
+
+/// Rewrites the checksums file of run `run` of the snapshot in `dir` to match its files as they
+/// are, and the snapshot's metadata to match that checksums file: what a forger does so that
+/// damage passes every CRC.
+pub fn reseal_run(fs: &dyn crate::fs::FileSystem, dir: &std::path::Path, run: u64) {
+    use crate::run::{run_file_path, RunChecksums, RunFile};
+    let mut sums = RunChecksums::default();
+    for (slot, file) in RunFile::CHECKSUMMED.iter().enumerate() {
+        let bytes = crate::fs::read_all(fs, &run_file_path(dir, run, *file)).expect("a run file");
+        sums.files[slot] = (bytes.len() as u64, crc32c::crc32c(&bytes));
+    }
+    let encoded = sums.encode();
+    let crc = crc32c::crc32c(&encoded);
+    crate::fs::write_atomic(fs, &run_file_path(dir, run, RunFile::Checksums), &encoded)
+        .expect("rewrite the checksums file");
+    let mut meta = crate::snapshot::read_meta(fs, dir).expect("metadata");
+    meta.run_sums[run as usize] = crc;
+    crate::fs::write_atomic(fs, &dir.join("metadata"), &meta.encode()).expect("rewrite metadata");
+}

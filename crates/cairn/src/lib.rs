@@ -45,6 +45,7 @@ pub mod index;
 #[cfg(not(feature = "fuzzing"))]
 #[allow(dead_code)] // format accessors and encoders used by tests and the fuzz targets only
 mod index;
+pub mod inspect;
 mod io;
 mod kmerge;
 mod lookup;

@@ -215,7 +215,17 @@ impl MergingRun {
     fn finish(&mut self) -> Result<()> {
         if let Some(writer) = self.writer.take() {
             let output = writer.finish()?;
-            debug_assert_eq!(self.steps_done, self.debt);
+            // The debt comes from the inputs' indexes, the steps from their pages: in a
+            // damaged (or forged) run they disagree.
+            if self.steps_done != self.debt {
+                return Err(Error::corrupt(
+                    "run",
+                    format!(
+                        "a merge's inputs hold {} entries, their indexes say {}",
+                        self.steps_done, self.debt
+                    ),
+                ));
+            }
             self.inputs_merge = KMerge::new(Vec::new());
             self.output = Some(output);
         }

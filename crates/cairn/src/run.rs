@@ -44,7 +44,7 @@ impl RunFile {
         RunFile::Checksums,
     ];
     /// The files whose checksums the checksums file records, in its order.
-    const CHECKSUMMED: [RunFile; 4] = [
+    pub(crate) const CHECKSUMMED: [RunFile; 4] = [
         RunFile::KeyOps,
         RunFile::Blobs,
         RunFile::Filter,
@@ -209,8 +209,9 @@ pub(crate) struct RunWriter {
     salt: u64,
     entries: u64,
     unfinished: UnfinishedFiles,
-    #[cfg(debug_assertions)]
-    last_key: Option<Vec<u8>>,
+    /// The last key pushed (empty before the first): a run's inputs come from files whose
+    /// checksums a forger can fix, so their order is checked, not assumed.
+    last_key: Vec<u8>,
 }
 
 impl RunWriter {
@@ -247,12 +248,12 @@ impl RunWriter {
             bloom: BloomBuilder::new(params.bloom, entries_max, params.salt),
             salt: params.salt,
             entries: 0,
-            #[cfg(debug_assertions)]
-            last_key: None,
+            last_key: Vec::new(),
         })
     }
 
-    /// Appends one entry; `blob` holds the blob's bytes for an insert that has one.
+    /// Appends one entry; `blob` holds the blob's bytes for an insert that has one. A key not
+    /// above the previous one is [`Error::Corrupt`] (damaged input), never a malformed run.
     pub(crate) fn push(
         &mut self,
         key: &[u8],
@@ -260,11 +261,16 @@ impl RunWriter {
         value: &[u8],
         blob: Option<&[u8]>,
     ) -> Result<()> {
-        #[cfg(debug_assertions)]
-        {
-            debug_assert!(self.last_key.as_deref().is_none_or(|last| last < key));
-            self.last_key = Some(key.to_vec());
+        // A merge of runs whose keys are out of order (a hostile snapshot with forged
+        // checksums, say) must fail, not write a run that breaks the format.
+        if self.entries > 0 && key <= self.last_key.as_slice() {
+            return Err(Error::corrupt(
+                "run",
+                "entries out of key order (an input run is damaged)",
+            ));
         }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
         debug_assert!(blob.is_none() || op == Op::Insert);
         // Values from users are checked at the API; a custom resolve function may still produce
         // an oversized one.

@@ -151,6 +151,11 @@ pub(crate) enum Node {
     Leaf(Leaf, Hash),
 }
 
+/// The hash of an encoded root node (as a snapshot records it): the state root.
+pub(crate) fn root_hash_of_node(kind: HashKind, bytes: &[u8]) -> Result<Hash> {
+    Ok(Node::decode(kind, bytes)?.hash())
+}
+
 impl Node {
     pub(crate) fn hash(&self) -> Hash {
         match self {

@@ -410,7 +410,11 @@ fn read_only_sessions_read_everything_and_change_nothing() {
         assert_eq!(&t.root().unwrap(), root, "{name}");
         assert_eq!(t.commit().unwrap().root, *root);
         let keys: Vec<_> = entries.iter().map(|e| e.0.clone()).collect();
-        assert!(t.lookups(&keys).unwrap().iter().all(|r| r.value().is_some()));
+        assert!(t
+            .lookups(&keys)
+            .unwrap()
+            .iter()
+            .all(|r| r.value().is_some()));
         let proof = t.prove(&keys[..3]).unwrap();
         assert!(proof.root().is_ok());
         let dup = t.duplicate().unwrap();
@@ -431,7 +435,11 @@ fn read_only_sessions_read_everything_and_change_nothing() {
         assert_eq!(&pairs(&t), entries);
     }
     drop(reader);
-    assert_eq!(tree_of(tmp.path()), before, "a read-only session changed the directory");
+    assert_eq!(
+        tree_of(tmp.path()),
+        before,
+        "a read-only session changed the directory"
+    );
 
     // Only a session directory opens read-only, and an empty one is not created.
     let empty = tempfile::tempdir().unwrap();
