@@ -222,7 +222,7 @@ pub struct QuickArgs {
     #[arg(long, value_name = "PATH")]
     pub fio_baseline: Option<PathBuf>,
     /// After setup, save the table as snapshot "bench", measure its files, open it again, check
-    /// keys through the reopened table and delete the snapshot.
+    /// keys through the reopened table and delete the snapshot (kept with `--keep`).
     #[arg(long)]
     pub snapshot: bool,
 }

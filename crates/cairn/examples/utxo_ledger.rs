@@ -2,13 +2,17 @@
 //! check the spent outputs exist, one `updates` call applies the block, and a balance table
 //! counts per address with upserts (no read before write).
 //!
-//! Run with `cargo run -p cairn --example utxo_ledger`.
+//! Run with `cargo run -p cairn --example utxo_ledger`. With a directory argument (an existing,
+//! empty directory), the ledger is kept there, saved as snapshots `utxos` and `balances`, for
+//! the `cairn` command to look at (README, "Looking inside").
 
 use cairn::{Resolve, Session, TableConfig, Update};
 
 fn main() -> cairn::Result<()> {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let session = Session::open(dir.path())?;
+    let temporary = tempfile::tempdir().expect("a temporary directory");
+    let kept = std::env::args_os().nth(1).map(std::path::PathBuf::from);
+    let dir = kept.as_deref().unwrap_or(temporary.path());
+    let session = Session::open(dir)?;
     let utxos = session.new_table(TableConfig::default())?;
     let balances = session.new_table(TableConfig {
         resolve: Resolve::AddU64Le, // an upsert adds to the balance
@@ -63,5 +67,10 @@ fn main() -> cairn::Result<()> {
             .value()
             .map(|v| u64::from_le_bytes(v.try_into().unwrap()))
     );
+    if kept.is_some() {
+        utxos.save_snapshot("utxos", "utxo-set")?;
+        balances.save_snapshot("balances", "balances")?;
+        println!("saved snapshots utxos and balances in {}", dir.display());
+    }
     Ok(())
 }

@@ -23,7 +23,7 @@
 //! (`Table::save_snapshot`), the files in `<session dir>/snapshots/bench/` are counted, the
 //! snapshot is opened again as a second table (`Session::open_snapshot`, which reads every file
 //! to verify its checksum), 512 ids of `0..N` chosen uniformly are looked up through that table,
-//! and it is closed and the snapshot deleted. The reopened table's filters and indexes count
+//! and it is closed and the snapshot deleted (kept with `--keep`, which keeps the directory). The reopened table's filters and indexes count
 //! towards the peak RSS. See the [`super::snapshot`] module.
 //!
 //! Every lookup result is checked (the snapshot's included): it must be exactly the id's value. Any mismatch makes the command exit with status 1 after printing the results.
@@ -123,7 +123,7 @@ fn bench_in(dir: &Path, args: &QuickArgs) -> Result<QuickRecord, Failure> {
     report.setup_seconds = load(&engine, 0..args.entries, args.common.seed, "setup")?;
     report.setup_entries_per_sec = args.entries as f64 / report.setup_seconds.max(1e-9);
     if args.snapshot {
-        let stats = snapshot::measure(&engine, args.entries, args.common.seed)?;
+        let stats = snapshot::measure(&engine, args.entries, args.common.seed, args.common.keep)?;
         report.snapshot = Some(stats);
     }
     if let Some(script) = &args.fio_baseline {

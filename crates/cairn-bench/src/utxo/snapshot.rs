@@ -33,8 +33,13 @@ const CHECK_STREAM: u64 = 0x5eed_5a90_0000_0002;
 /// Saves the table of `engine` (which holds ids `0..entries` made with `seed`) as snapshot
 /// [`SNAPSHOT_NAME`] of its session; counts the snapshot's files and bytes; opens it again and
 /// checks [`CHECK_KEYS`] random ids through the reopened table; closes that table and deletes
-/// the snapshot.
-pub fn measure(engine: &CairnEngine, entries: u64, seed: u64) -> Result<SnapshotStats, Failure> {
+/// the snapshot, unless `keep` (with `--keep`, for the `cairn` command to look at).
+pub fn measure(
+    engine: &CairnEngine,
+    entries: u64,
+    seed: u64,
+    keep: bool,
+) -> Result<SnapshotStats, Failure> {
     let (table, session) = (engine.table(), engine.session());
     let shape = table
         .shape()
@@ -49,7 +54,9 @@ pub fn measure(engine: &CairnEngine, entries: u64, seed: u64) -> Result<Snapshot
     let checked = check_keys(&reopened, entries, seed);
     reopened.close();
     let snapshot_mismatches = checked?;
-    session.delete_snapshot(SNAPSHOT_NAME)?;
+    if !keep {
+        session.delete_snapshot(SNAPSHOT_NAME)?;
+    }
     let stats = SnapshotStats {
         snapshot_save_ms,
         snapshot_files,
@@ -131,7 +138,7 @@ mod tests {
         };
         let engine = CairnEngine::open(dir.path(), true, &options).unwrap();
         crate::utxo::setup::load(&engine, 0..5_000, 7, "setup").unwrap();
-        let stats = measure(&engine, 5_000, 7).unwrap();
+        let stats = measure(&engine, 5_000, 7, false).unwrap();
         assert_eq!(stats.snapshot_mismatches, 0);
         assert!(stats.runs_at_snapshot > 0 && stats.levels_at_snapshot > 0);
         assert!(stats.snapshot_files > stats.runs_at_snapshot as u64);

@@ -1,0 +1,592 @@
+//! The subcommands: each opens the session (read-only unless it must write), does its work
+//! through the engine's public API, and prints text or JSON.
+//!
+//! Owns: exit codes, error messages, output layout. Must never touch: the database's files
+//! directly (everything goes through `cairn`).
+
+use std::io::{BufWriter, Write};
+use std::ops::Bound;
+use std::path::Path;
+
+use cairn::inspect::{RunPlace, RunStats, SnapshotInfo, VerifyOptions, VerifyReport};
+use cairn::{Error, Session, SessionOptions, SnapshotOverrides, Table};
+use serde_json::{json, Value};
+
+use crate::output::{self, count, hex, size, VerifyBar};
+use crate::{Cli, Command, DumpFormat};
+
+/// Exit code: damage found.
+const DAMAGED: u8 = 1;
+/// Exit code: the command failed.
+const FAILED: u8 = 3;
+/// Exit code: another process holds the session's lock.
+const LOCKED: u8 = 4;
+
+/// Why a command stopped: its exit code and a one-line message.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    fn new(code: u8, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// An engine error as one line: the error and each of its causes.
+fn one_line(e: &Error) -> String {
+    let mut line = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        line.push_str(": ");
+        line.push_str(&s.to_string());
+        source = s.source();
+    }
+    line
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        let code = match e {
+            Error::SessionLocked(_) => LOCKED,
+            _ => FAILED,
+        };
+        let mut message = one_line(&e);
+        if code == LOCKED {
+            message.push_str(" (stop the process that owns it first)");
+        }
+        Failure::new(code, message)
+    }
+}
+
+/// Output that went to a closed pipe (`cairn dump ... | head`) ends the command quietly.
+fn write_failed(e: std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure::new(0, "")
+    } else {
+        Failure::new(FAILED, format!("writing the output: {e}"))
+    }
+}
+
+/// Runs the command; returns the exit code.
+pub fn run(cli: Cli) -> Result<u8, Failure> {
+    let json = cli.json;
+    match cli.command {
+        Command::Info { dir, salt } => info(&dir, salt, json),
+        Command::Verify {
+            dir,
+            snapshot,
+            root_memory,
+        } => verify(&dir, snapshot.as_deref(), root_memory, json),
+        Command::Dump {
+            dir,
+            snapshot,
+            from,
+            to,
+            format,
+            blobs,
+            limit,
+        } => {
+            let format = if json { DumpFormat::Json } else { format };
+            dump(&dir, &snapshot, from, to, format, blobs, limit)
+        }
+        Command::Stats {
+            dir,
+            snapshot,
+            sample,
+        } => stats(&dir, &snapshot, sample, json),
+        Command::Export {
+            dir,
+            snapshot,
+            target,
+        } => {
+            let session = open_writable(&dir)?;
+            session.export_snapshot(&snapshot, &target)?;
+            done(json, "exported", &snapshot, &target)
+        }
+        Command::Import {
+            dir,
+            snapshot,
+            source,
+            no_verify,
+        } => import(&dir, &snapshot, &source, no_verify, json),
+        Command::Delete { dir, snapshot } => {
+            let session = open_writable(&dir)?;
+            session.delete_snapshot(&snapshot)?;
+            done(json, "deleted", &snapshot, &dir)
+        }
+    }
+}
+
+fn done(json: bool, what: &str, snapshot: &str, path: &Path) -> Result<u8, Failure> {
+    if json {
+        println!(
+            "{}",
+            json!({ what: snapshot, "path": path.display().to_string() })
+        );
+    } else {
+        println!("{what} snapshot {snapshot:?} ({})", path.display());
+    }
+    Ok(0)
+}
+
+/// The session in `dir`, read-only: no lock, nothing written.
+fn open_read_only(dir: &Path) -> Result<Session, Failure> {
+    let options = SessionOptions {
+        read_only: true,
+        ..SessionOptions::default()
+    };
+    Ok(Session::open_with_options(dir, options)?)
+}
+
+/// The session in `dir`, with its lock, for commands that write. `dir` must already be a
+/// session: opening an empty directory would make one.
+fn open_writable(dir: &Path) -> Result<Session, Failure> {
+    // The read-only open checks that `dir` is a session, without creating anything.
+    drop(open_read_only(dir)?);
+    Ok(Session::open(dir)?)
+}
+
+/// The snapshots to look at: `name`, or every snapshot of the session.
+fn snapshots(session: &Session, name: Option<&str>) -> Result<Vec<String>, Failure> {
+    match name {
+        Some(name) => {
+            if !session.snapshot_exists(name)? {
+                return Err(Error::SnapshotMissing(name.to_string()).into());
+            }
+            Ok(vec![name.to_string()])
+        }
+        None => Ok(session.list_snapshots()?),
+    }
+}
+
+fn place(p: RunPlace) -> String {
+    match p {
+        RunPlace::WriteBuffer => "write buffer".into(),
+        RunPlace::Level {
+            level,
+            merging: false,
+        } => format!("level {level}"),
+        RunPlace::Level {
+            level,
+            merging: true,
+        } => format!("level {level} (merging)"),
+        RunPlace::Union => "union input".into(),
+    }
+}
+
+fn place_json(p: RunPlace) -> Value {
+    match p {
+        RunPlace::WriteBuffer => json!({ "kind": "write_buffer" }),
+        RunPlace::Level { level, merging } => {
+            json!({ "kind": "level", "level": level, "merging": merging })
+        }
+        RunPlace::Union => json!({ "kind": "union" }),
+    }
+}
+
+fn info_json(info: &SnapshotInfo) -> Value {
+    json!({
+        "name": info.name,
+        "label": info.label,
+        "files": info.files,
+        "bytes": info.bytes,
+        "stored_entries": info.stored_entries(),
+        "levels": info.levels,
+        "resolve": info.resolve,
+        "index": format!("{:?}", info.index).to_lowercase(),
+        "write_buffer_entries": info.write_buffer_entries,
+        "union_inputs": info.union_inputs,
+        "runs": info.runs.iter().map(|r| json!({
+            "number": r.number,
+            "place": place_json(r.place),
+            "entries": r.entries,
+            "pages": r.pages,
+            "bytes": r.bytes,
+        })).collect::<Vec<_>>(),
+        "auth": info.auth.map(|a| json!({
+            "hash": output::hash_name(a.root.kind),
+            "root": hex(&a.root.hash),
+            "version": a.version,
+            "retained_bytes": a.retained_bytes,
+        })),
+    })
+}
+
+fn info_text(info: &SnapshotInfo) {
+    println!(
+        "snapshot {:?}: label {:?}, {} files, {}",
+        info.name,
+        info.label,
+        info.files,
+        size(info.bytes)
+    );
+    println!(
+        "  {} stored in {} on {}{}",
+        output::plural(info.stored_entries(), "entry"),
+        output::plural(info.runs.len() as u64, "run"),
+        output::plural(info.levels as u64, "level"),
+        if info.union_inputs > 0 {
+            format!(
+                ", above a union of {} tables in progress",
+                info.union_inputs
+            )
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "  resolve {}, {} index, write buffer of {} entries",
+        info.resolve,
+        format!("{:?}", info.index).to_lowercase(),
+        count(info.write_buffer_entries as u64)
+    );
+    if let Some(auth) = &info.auth {
+        println!(
+            "  state root {} (version {})",
+            output::root(&auth.root),
+            auth.version
+        );
+    }
+    for run in &info.runs {
+        println!(
+            "  run {:>3}  {:<20} {:>12} entries {:>10} pages {:>11}",
+            run.number,
+            place(run.place),
+            count(run.entries),
+            count(run.pages),
+            size(run.bytes)
+        );
+    }
+}
+
+fn info(dir: &Path, salt: bool, json: bool) -> Result<u8, Failure> {
+    let session = open_read_only(dir)?;
+    let names = session.list_snapshots()?;
+    let mut code = 0;
+    let mut entries = Vec::new();
+    if !json {
+        println!("session {}", dir.display());
+        if salt {
+            println!("  salt {:#018x}", session.salt());
+        }
+        println!("  {}", output::plural(names.len() as u64, "snapshot"));
+    }
+    for name in &names {
+        match session.snapshot_info(name) {
+            Ok(info) if json => entries.push(info_json(&info)),
+            Ok(info) => {
+                println!();
+                info_text(&info);
+            }
+            Err(e) => {
+                code = DAMAGED;
+                let message = format!("{} (run `cairn verify` for every problem)", one_line(&e));
+                if json {
+                    entries.push(json!({ "name": name, "error": message }));
+                } else {
+                    println!();
+                    println!("snapshot {name:?}: cannot be read: {message}");
+                }
+            }
+        }
+    }
+    if json {
+        let mut doc = json!({
+            "dir": dir.display().to_string(),
+            "snapshots": entries,
+        });
+        if salt {
+            doc["salt"] = json!(session.salt());
+        }
+        println!("{doc}");
+    }
+    Ok(code)
+}
+
+fn report_json(name: &str, r: &VerifyReport) -> Value {
+    json!({
+        "snapshot": name,
+        "sound": r.is_sound(),
+        "files": r.files,
+        "bytes": r.bytes,
+        "stored_entries": r.stored_entries,
+        "entries": r.entries,
+        "root": r.root.map(|root| output::root(&root)),
+        "skipped": r.skipped,
+        "problems": r.problems.iter().map(|p| json!({
+            "path": p.path.display().to_string(),
+            "offset": p.offset,
+            "detail": p.detail,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn verify(dir: &Path, name: Option<&str>, root_memory: usize, json: bool) -> Result<u8, Failure> {
+    let session = open_read_only(dir)?;
+    let names = snapshots(&session, name)?;
+    let options = VerifyOptions {
+        root_memory_bytes: root_memory.saturating_mul(1 << 20),
+    };
+    let mut damaged = 0;
+    let mut reports = Vec::new();
+    for name in &names {
+        let mut bar = VerifyBar::new(name);
+        let report = session.verify_snapshot(name, options, &mut |p| bar.update(p));
+        bar.finish();
+        let report = report?;
+        damaged += usize::from(!report.is_sound());
+        if json {
+            reports.push(report_json(name, &report));
+            continue;
+        }
+        if report.is_sound() {
+            let mut line = format!(
+                "snapshot {name:?}: ok, {} files, {}, {} entries stored",
+                report.files,
+                size(report.bytes),
+                count(report.stored_entries)
+            );
+            if let Some(entries) = report.entries {
+                line.push_str(&format!(", {} entries read", count(entries)));
+            }
+            if let Some(root) = &report.root {
+                line.push_str(&format!(", state root {} recomputed", output::root(root)));
+            }
+            println!("{line}");
+        } else {
+            println!(
+                "snapshot {name:?}: DAMAGED, {} problem{}:",
+                report.problems.len(),
+                if report.problems.len() == 1 { "" } else { "s" }
+            );
+            for problem in &report.problems {
+                println!("  {problem}");
+            }
+        }
+        for skipped in &report.skipped {
+            println!("  not checked: {skipped}");
+        }
+    }
+    if json {
+        println!(
+            "{}",
+            json!({ "dir": dir.display().to_string(), "damaged": damaged, "snapshots": reports })
+        );
+    } else if names.len() != 1 {
+        println!("{} of {} snapshots damaged", damaged, names.len());
+    }
+    Ok(if damaged > 0 { DAMAGED } else { 0 })
+}
+
+/// A key given on the command line: `hex:<digits>` or UTF-8 text.
+fn parse_key(text: &str) -> Result<Vec<u8>, Failure> {
+    match text.strip_prefix("hex:") {
+        Some(digits) => output::from_hex(digits).ok_or_else(|| {
+            Failure::new(
+                2,
+                format!("{text:?} is not hex: an even number of 0-9, a-f"),
+            )
+        }),
+        None => Ok(text.as_bytes().to_vec()),
+    }
+}
+
+/// Opens a snapshot as a table of a read-only session.
+fn open_table(session: &Session, name: &str) -> Result<Table, Failure> {
+    if !session.snapshot_exists(name)? {
+        return Err(Error::SnapshotMissing(name.to_string()).into());
+    }
+    let label = session.snapshot_info(name)?.label;
+    Ok(session.open_snapshot(name, &label, SnapshotOverrides::default())?)
+}
+
+fn dump(
+    dir: &Path,
+    name: &str,
+    from: Option<String>,
+    to: Option<String>,
+    format: DumpFormat,
+    blobs: bool,
+    limit: Option<u64>,
+) -> Result<u8, Failure> {
+    let from = from.as_deref().map(parse_key).transpose()?;
+    let to = to.as_deref().map(parse_key).transpose()?;
+    let session = open_read_only(dir)?;
+    let table = open_table(&session, name)?;
+    let range = (
+        from.map_or(Bound::Unbounded, Bound::Included),
+        to.map_or(Bound::Unbounded, Bound::Excluded),
+    );
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let entries = table.range(range)?;
+    for entry in entries.take(limit.map_or(usize::MAX, |l| l.try_into().unwrap_or(usize::MAX))) {
+        let entry = entry?;
+        let blob = match (&entry.blob, blobs) {
+            (Some(b), true) => Some(table.retrieve_blob(b)?),
+            _ => None,
+        };
+        match format {
+            DumpFormat::Hex | DumpFormat::Text => {
+                let show = if format == DumpFormat::Hex {
+                    hex
+                } else {
+                    output::escaped
+                };
+                write!(out, "{} {}", show(&entry.key), show(&entry.value)).map_err(write_failed)?;
+                if blobs {
+                    let blob = blob.as_deref().map_or_else(|| "-".to_string(), show);
+                    write!(out, " {blob}").map_err(write_failed)?;
+                }
+                writeln!(out).map_err(write_failed)?;
+            }
+            DumpFormat::Json => {
+                let mut object = json!({ "key": hex(&entry.key), "value": hex(&entry.value) });
+                if let Some(b) = &entry.blob {
+                    object["blob_bytes"] = json!(b.len_bytes());
+                }
+                if let Some(blob) = &blob {
+                    object["blob"] = json!(hex(blob));
+                }
+                writeln!(out, "{object}").map_err(write_failed)?;
+            }
+            DumpFormat::Raw => {
+                for field in [Some(&entry.key), Some(&entry.value)] {
+                    let field = field.expect("present");
+                    out.write_all(&(field.len() as u32).to_le_bytes())
+                        .and_then(|()| out.write_all(field))
+                        .map_err(write_failed)?;
+                }
+                if blobs {
+                    match &blob {
+                        Some(b) => out
+                            .write_all(&(b.len() as u32).to_le_bytes())
+                            .and_then(|()| out.write_all(b)),
+                        None => out.write_all(&u32::MAX.to_le_bytes()),
+                    }
+                    .map_err(write_failed)?;
+                }
+            }
+        }
+    }
+    out.flush().map_err(write_failed)?;
+    Ok(0)
+}
+
+fn stats_json(s: &RunStats) -> Value {
+    json!({
+        "number": s.run.number,
+        "place": place_json(s.run.place),
+        "entries": s.run.entries,
+        "inserts": s.ops[0],
+        "upserts": s.ops[1],
+        "deletes": s.ops[2],
+        "blobs": s.blobs,
+        "pages": s.run.pages,
+        "overflow_pages": s.overflow_pages,
+        "bytes": s.run.bytes,
+        "keyops_bytes": s.keyops_bytes,
+        "blob_bytes": s.blob_bytes,
+        "filter_bytes": s.filter_bytes,
+        "filter_bits_per_key": s.filter_bits_per_key,
+        "filter_hashes": s.filter_hashes,
+        "filter_fpr_measured": s.filter_fpr,
+        "filter_sample": s.filter_sample,
+        "index": format!("{:?}", s.index).to_lowercase(),
+        "index_bytes": s.index_bytes,
+    })
+}
+
+fn stats(dir: &Path, name: &str, sample: u64, json: bool) -> Result<u8, Failure> {
+    let session = open_read_only(dir)?;
+    if !session.snapshot_exists(name)? {
+        return Err(Error::SnapshotMissing(name.to_string()).into());
+    }
+    let runs = match session.snapshot_stats(name, sample) {
+        Ok(runs) => runs,
+        Err(
+            e
+            @ (Error::CorruptFile { .. } | Error::ChecksumMismatch { .. } | Error::Corrupt { .. }),
+        ) => {
+            return Err(Failure::new(DAMAGED, one_line(&e)));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if json {
+        let runs: Vec<Value> = runs.iter().map(stats_json).collect();
+        println!("{}", json!({ "snapshot": name, "runs": runs }));
+        return Ok(0);
+    }
+    println!(
+        "snapshot {name:?}: {}",
+        output::plural(runs.len() as u64, "run")
+    );
+    println!(
+        "{:>4} {:<20} {:>11} {:>9} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>9} {:>6} {:>8} {:>9} {:>10}",
+        "run", "place", "entries", "upserts", "deletes", "blobs", "pages", "overflow", "keyops",
+        "blob file", "bits/key", "hashes", "fpr", "index", "index size"
+    );
+    for s in &runs {
+        println!(
+            "{:>4} {:<20} {:>11} {:>9} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>9.2} {:>6} {:>7.3}% {:>9} {:>10}",
+            s.run.number,
+            place(s.run.place),
+            count(s.run.entries),
+            count(s.ops[1]),
+            count(s.ops[2]),
+            count(s.blobs),
+            count(s.run.pages),
+            count(s.overflow_pages),
+            size(s.keyops_bytes),
+            size(s.blob_bytes),
+            s.filter_bits_per_key,
+            s.filter_hashes,
+            s.filter_fpr * 100.0,
+            format!("{:?}", s.index).to_lowercase(),
+            size(s.index_bytes),
+        );
+    }
+    println!(
+        "false-positive rates measured on {} keys per run that are not in it",
+        count(sample)
+    );
+    Ok(0)
+}
+
+fn import(
+    dir: &Path,
+    name: &str,
+    source: &Path,
+    no_verify: bool,
+    json: bool,
+) -> Result<u8, Failure> {
+    let session = open_writable(dir)?;
+    session.import_snapshot(name, source)?;
+    if !no_verify {
+        let mut bar = VerifyBar::new(name);
+        let report =
+            session.verify_snapshot(name, VerifyOptions::default(), &mut |p| bar.update(p));
+        bar.finish();
+        let report = report?;
+        if !report.is_sound() {
+            session.delete_snapshot(name)?;
+            let first = &report.problems[0];
+            return Err(Failure::new(
+                DAMAGED,
+                format!(
+                    "the imported snapshot is damaged and was removed again: {first} ({} \
+                     problem{} in all)",
+                    report.problems.len(),
+                    if report.problems.len() == 1 { "" } else { "s" }
+                ),
+            ));
+        }
+    }
+    done(json, "imported", name, source)
+}

@@ -1,0 +1,161 @@
+//! `cairn`: look inside a Cairn database, verify it, dump it and manage its snapshots without
+//! writing code (as RocksDB's `ldb` and `sst_dump`, or LMDB's `mdb_stat` and `mdb_dump`).
+//!
+//! `info`, `verify`, `dump` and `stats` open the session read-only: they take no lock and
+//! write nothing, so they are safe while the process that owns the database runs (a snapshot
+//! it deletes meanwhile gives a missing-file error). `export`, `import` and `delete` take the
+//! session's lock, and refuse (exit code 4) while another process holds it.
+//!
+//! Exit codes: 0 success; 1 damage found (`verify` found a problem, or `info` or `stats` could
+//! not read a snapshot); 2 a usage error; 3 failure (not a session directory, no such
+//! snapshot, an I/O error); 4 the session is locked by another process.
+//!
+//! Output is for people by default; `--json` prints one JSON document (for `dump`, one JSON
+//! object per line) for scripts. Errors are one line on stderr.
+
+mod commands;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Look inside a Cairn database, verify it, dump it, and manage its snapshots.
+///
+/// DIR is a session directory (the one passed to `Session::open`). info, verify, dump and stats
+/// open it read-only: no lock, nothing written, safe beside a running owner. export, import and
+/// delete take its lock.
+///
+/// Exit codes: 0 success, 1 damage found, 2 usage error, 3 failure (not a session, no such
+/// snapshot, I/O error), 4 session locked by another process.
+#[derive(Debug, Parser)]
+#[command(name = "cairn", version, max_term_width = 100)]
+struct Cli {
+    /// Print JSON for scripts instead of text for people.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The session and its snapshots: label, size, files, entries, levels, runs, state root.
+    Info {
+        /// The session directory.
+        dir: PathBuf,
+        /// Also show the session's Bloom-filter salt.
+        #[arg(long)]
+        salt: bool,
+    },
+    /// Check every file of one snapshot, or of every snapshot, and report each problem with
+    /// its file and offset; exit code 1 if any.
+    ///
+    /// Checks each file's size and CRC32C, then what a checksum cannot vouch for: every page
+    /// decoded, keys in order across each run, blob references inside their file, the index
+    /// and the Bloom filter finding every key, entry counts, the metadata's runs and levels,
+    /// no file missing and none unexpected; then reads the table whole and recomputes an
+    /// authenticated table's state root. Never modifies the directory, takes no lock.
+    Verify {
+        /// The session directory.
+        dir: PathBuf,
+        /// The snapshot to check (every snapshot when left out).
+        snapshot: Option<String>,
+        /// Memory for recomputing a state root, in MiB (less memory, more passes).
+        #[arg(long, default_value_t = 256, value_name = "MIB")]
+        root_memory: usize,
+    },
+    /// Print a snapshot's key/value pairs in key order, streamed (constant memory).
+    ///
+    /// KEY is a UTF-8 string, or hex bytes after `hex:` (e.g. `hex:00ff`).
+    Dump {
+        /// The session directory.
+        dir: PathBuf,
+        /// The snapshot.
+        snapshot: String,
+        /// First key to print (inclusive).
+        #[arg(long, value_name = "KEY")]
+        from: Option<String>,
+        /// Key to stop before (exclusive).
+        #[arg(long, value_name = "KEY")]
+        to: Option<String>,
+        /// `hex`: a line `KEY VALUE [BLOB]` in hex per pair; `text`: the same with printable
+        /// ASCII shown as itself (space, `\` and other bytes as `\xNN`); `json`: one object
+        /// per line (hex strings); `raw`: binary records, each `u32` little-endian length then
+        /// bytes, for the key, the value and (with --blobs) the blob (length 0xffffffff for
+        /// none).
+        #[arg(long, value_enum, default_value_t = DumpFormat::Hex)]
+        format: DumpFormat,
+        /// Include blobs (read from the blob files).
+        #[arg(long)]
+        blobs: bool,
+        /// Stop after this many pairs.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+    },
+    /// Per level and run: entries, pages, bytes, overflow pages, blob bytes, Bloom bits per
+    /// key and the false-positive rate measured on a sample, index kind and size.
+    Stats {
+        /// The session directory.
+        dir: PathBuf,
+        /// The snapshot.
+        snapshot: String,
+        /// Keys (not in the run) probed per run to measure the filter's false-positive rate.
+        #[arg(long, default_value_t = 100_000, value_name = "N")]
+        sample: u64,
+    },
+    /// Copy a snapshot out of the session into TARGET (a new directory), for a backup or for
+    /// importing into a session with the same salt. Takes the session's lock.
+    Export {
+        /// The session directory.
+        dir: PathBuf,
+        /// The snapshot.
+        snapshot: String,
+        /// The directory to create.
+        target: PathBuf,
+    },
+    /// Copy an exported snapshot from SOURCE into the session as SNAPSHOT, then verify it
+    /// (and remove it again if it is damaged). Takes the session's lock.
+    Import {
+        /// The session directory (an existing session).
+        dir: PathBuf,
+        /// The name to give the snapshot.
+        snapshot: String,
+        /// The exported snapshot's directory.
+        source: PathBuf,
+        /// Skip the verification after copying.
+        #[arg(long)]
+        no_verify: bool,
+    },
+    /// Delete a snapshot. Takes the session's lock.
+    Delete {
+        /// The session directory.
+        dir: PathBuf,
+        /// The snapshot.
+        snapshot: String,
+    },
+}
+
+/// How `dump` prints pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum DumpFormat {
+    Hex,
+    Text,
+    Json,
+    Raw,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match commands::run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            if !failure.message.is_empty() {
+                eprintln!("cairn: {}", failure.message);
+            }
+            ExitCode::from(failure.code)
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! The `cairn` command on real directories made by the engine: sound ones, damaged ones (a
+//! flipped bit, a missing file, a truncated file), a directory that is not Cairn's, and a
+//! session locked by a live owner. Every subcommand, in text and JSON.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cairn::{AuthConfig, Session, SessionOptions, TableConfig, Update};
+use serde_json::Value;
+
+fn cairn(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(args.iter().map(|a| a.as_ref()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    output
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap()
+}
+
+/// A session with snapshot `plain` (blobs, deletes, long values, merges in progress) and
+/// `auth` (an authenticated table); returns the contents of `plain` and the root of `auth`.
+/// Key to value and blob.
+type Model = BTreeMap<Vec<u8>, (Vec<u8>, Option<Vec<u8>>)>;
+
+fn make(dir: &Path) -> (Model, cairn::Root) {
+    let session = Session::open(dir).unwrap();
+    let config = TableConfig {
+        write_buffer_entries: 64,
+        merge_batch_size: 8,
+        ..TableConfig::default()
+    };
+    let plain = session.new_table(config.clone()).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..2000u32 {
+        let key = format!("key{:05}", i * 7 % 3000).into_bytes();
+        let value = format!("value {i}").into_bytes();
+        match i % 9 {
+            0 => {
+                plain.delete(&key).unwrap();
+                model.remove(&key);
+            }
+            3 => {
+                let blob = vec![i as u8; 100];
+                plain
+                    .updates(&[(&key, Update::InsertWithBlob(&value, &blob))])
+                    .unwrap();
+                model.insert(key, (value, Some(blob)));
+            }
+            7 => {
+                let long = vec![b'x'; 6000];
+                plain.insert(&key, &long).unwrap();
+                model.insert(key, (long, None));
+            }
+            _ => {
+                plain.insert(&key, &value).unwrap();
+                model.insert(key, (value, None));
+            }
+        }
+    }
+    plain.save_snapshot("plain", "ledger").unwrap();
+    let auth = session
+        .new_table(TableConfig {
+            auth: Some(AuthConfig::default()),
+            ..config
+        })
+        .unwrap();
+    for i in 0..500u32 {
+        auth.insert(format!("account{i}"), i.to_le_bytes()).unwrap();
+    }
+    auth.save_snapshot("auth", "accounts").unwrap();
+    (model, auth.root().unwrap())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every file under `dir` and its bytes.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.push((path.clone(), Vec::new()));
+            out.extend(tree(&path));
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            out.push((path, bytes));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_tree(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    let o = cairn(&[&"--help"]);
+    assert_eq!(code(&o), 0);
+    assert!(stdout(&o).contains("Exit codes"), "{}", stdout(&o));
+    for sub in [
+        "info", "verify", "dump", "stats", "export", "import", "delete",
+    ] {
+        let o = cairn(&[&sub, &"--help"]);
+        assert_eq!(code(&o), 0, "{sub}");
+        assert!(stdout(&o).contains("Usage: cairn"), "{sub}: {}", stdout(&o));
+    }
+    // A usage error is exit code 2.
+    assert_eq!(code(&cairn(&[&"info"])), 2);
+    assert_eq!(code(&cairn(&[&"frobnicate"])), 2);
+}
+
+#[test]
+fn read_only_commands_on_a_sound_session_held_by_its_owner() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (model, root) = make(dir);
+    // The owner is alive and holds the lock: the read-only commands need none.
+    let _owner = Session::open(dir).unwrap();
+    let before = tree(dir);
+
+    let o = cairn(&[&"info", &dir]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("2 snapshots") && text.contains("\"plain\"") && text.contains("\"auth\"")
+    );
+    assert!(text.contains(&hex(&root.hash)), "{text}");
+    assert!(!text.contains("salt"));
+    let o = cairn(&[&"info", &dir, &"--salt", &"--json"]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(doc["salt"].is_u64());
+    let snaps = doc["snapshots"].as_array().unwrap();
+    assert_eq!(snaps.len(), 2);
+    assert_eq!(snaps[0]["name"], "auth");
+    assert_eq!(snaps[0]["auth"]["root"], hex(&root.hash));
+    assert!(snaps[1]["stored_entries"].as_u64().unwrap() >= model.len() as u64);
+    assert!(!snaps[1]["runs"].as_array().unwrap().is_empty());
+
+    let o = cairn(&[&"verify", &dir]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("0 of 2 snapshots damaged"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains(&format!("sha256:{}", hex(&root.hash))));
+    let o = cairn(&[&"verify", &dir, &"plain", &"--json"]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["snapshots"][0]["sound"], true);
+    assert_eq!(doc["snapshots"][0]["entries"], model.len() as u64);
+
+    // dump, in each format, whole and by range.
+    let o = cairn(&[&"dump", &dir, &"plain", &"--blobs"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let expected: String = model
+        .iter()
+        .map(|(k, (v, b))| {
+            let blob = b.as_deref().map_or("-".to_string(), hex);
+            format!("{} {} {blob}\n", hex(k), hex(v))
+        })
+        .collect();
+    assert_eq!(stdout(&o), expected);
+    let o = cairn(&[
+        &"dump",
+        &dir,
+        &"plain",
+        &"--from",
+        &"key01000",
+        &"--to",
+        &"hex:6b65793031313030",
+        &"--format",
+        &"json",
+    ]);
+    let lines: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let in_range: Vec<_> = model
+        .range(b"key01000".to_vec()..b"key01100".to_vec())
+        .collect();
+    assert_eq!(lines.len(), in_range.len());
+    for (line, (k, (v, b))) in lines.iter().zip(in_range) {
+        assert_eq!(line["key"], hex(k));
+        assert_eq!(line["value"], hex(v));
+        assert_eq!(
+            line["blob_bytes"].as_u64(),
+            b.as_ref().map(|b| b.len() as u64)
+        );
+    }
+    let o = cairn(&[
+        &"dump",
+        &dir,
+        &"plain",
+        &"--format",
+        &"raw",
+        &"--limit",
+        &"10",
+    ]);
+    let mut raw = &o.stdout[..];
+    let mut field = || {
+        let len = u32::from_le_bytes(raw[..4].try_into().unwrap()) as usize;
+        let bytes = raw[4..4 + len].to_vec();
+        raw = &raw[4 + len..];
+        bytes
+    };
+    for (k, (v, _)) in model.iter().take(10) {
+        assert_eq!((&field(), &field()), (k, v));
+    }
+    assert!(raw.is_empty());
+    assert_eq!(
+        code(&cairn(&[&"dump", &dir, &"plain", &"--from", &"hex:zz"])),
+        2
+    );
+    let o = cairn(&[
+        &"dump",
+        &dir,
+        &"plain",
+        &"--format",
+        &"text",
+        &"--limit",
+        &"1",
+    ]);
+    let (k, (v, _)) = model.iter().next().unwrap();
+    let text = String::from_utf8_lossy(v).replace(' ', "\\x20");
+    assert_eq!(
+        stdout(&o),
+        format!("{} {text}\n", String::from_utf8_lossy(k))
+    );
+
+    let o = cairn(&[&"stats", &dir, &"plain"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("bits/key"), "{}", stdout(&o));
+    let o = cairn(&[&"stats", &dir, &"plain", &"--json", &"--sample", &"5000"]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = doc["runs"].as_array().unwrap();
+    assert!(runs.iter().any(|r| r["overflow_pages"].as_u64() > Some(0)));
+    assert!(runs.iter().any(|r| r["blob_bytes"].as_u64() > Some(0)));
+    for r in runs {
+        assert!(r["filter_fpr_measured"].as_f64().unwrap() < 0.05, "{r}");
+    }
+
+    // Nothing changed, and the owner's lock still stops the commands that write.
+    assert_eq!(tree(dir), before);
+    let o = cairn(&[&"delete", &dir, &"plain"]);
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    assert!(stderr(&o).contains("locked"), "{}", stderr(&o));
+    assert_eq!(tree(dir), before);
+}
+
+#[test]
+fn export_import_and_delete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    std::fs::create_dir(&dir).unwrap();
+    let (model, _) = make(&dir);
+    let target = tmp.path().join("backup");
+    let o = cairn(&[&"export", &dir, &"plain", &target]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // Into another session with the same salt.
+    let salt = Session::open(&dir).unwrap().salt();
+    let other = tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let options = SessionOptions {
+        salt: Some(salt),
+        ..SessionOptions::default()
+    };
+    drop(Session::open_with_options(&other, options).unwrap());
+    let o = cairn(&[&"import", &other, &"restored", &target, &"--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = cairn(&[&"dump", &other, &"restored"]);
+    assert_eq!(stdout(&o).lines().count(), model.len());
+    // A damaged export is refused and leaves nothing behind.
+    let keyops = target.join("0.keyops");
+    let mut bytes = std::fs::read(&keyops).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&keyops, bytes).unwrap();
+    let o = cairn(&[&"import", &other, &"bad", &target]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("0.keyops"), "{}", stderr(&o));
+    assert!(!other.join("snapshots").join("bad").exists());
+    // Delete, then the snapshot is gone.
+    let o = cairn(&[&"delete", &other, &"restored"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = cairn(&[&"delete", &other, &"restored"]);
+    assert_eq!(code(&o), 3);
+    assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+    // A directory that is not a session is never made one.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    assert_eq!(code(&cairn(&[&"import", &empty, &"x", &target])), 3);
+    assert!(std::fs::read_dir(&empty).unwrap().next().is_none());
+}
+
+#[test]
+fn damaged_and_foreign_directories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pristine = tmp.path().join("pristine");
+    std::fs::create_dir(&pristine).unwrap();
+    make(&pristine);
+    let snapshot = |root: &Path| root.join("snapshots").join("plain");
+    let mut case = 0;
+    let mut damaged = |file: &str, f: &dyn Fn(&Path)| {
+        case += 1;
+        let root = tmp.path().join(format!("case{case}"));
+        copy_tree(&pristine, &root);
+        let path = snapshot(&root).join(file);
+        f(&path);
+        let o = cairn(&[&"verify", &root]);
+        assert_eq!(code(&o), 1, "{file}: {}", stdout(&o));
+        let text = stdout(&o);
+        assert!(text.contains(&path.display().to_string()), "{file}: {text}");
+        assert!(text.contains("1 of 2 snapshots damaged"), "{text}");
+        let o = cairn(&[&"verify", &root, &"plain", &"--json"]);
+        let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(doc["snapshots"][0]["sound"], false);
+        // The others refuse cleanly, in one line.
+        for args in [vec!["dump", "plain"], vec!["stats", "plain"]] {
+            let mut full: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&args[0], &root];
+            full.extend(args[1..].iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>));
+            let o = cairn(&full);
+            assert!(
+                matches!(code(&o), 1 | 3),
+                "{args:?} on {file}: {}",
+                stderr(&o)
+            );
+            assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+        }
+        let o = cairn(&[&"info", &root]);
+        assert!(matches!(code(&o), 0 | 1), "{}", stderr(&o));
+        std::fs::remove_dir_all(&root).unwrap();
+    };
+    damaged("0.keyops", &|p| {
+        let mut bytes = std::fs::read(p).unwrap();
+        bytes[5000] ^= 4;
+        std::fs::write(p, bytes).unwrap();
+    });
+    damaged("metadata", &|p| {
+        let mut bytes = std::fs::read(p).unwrap();
+        bytes[20] ^= 1;
+        std::fs::write(p, bytes).unwrap();
+    });
+    damaged("1.index", &|p| std::fs::remove_file(p).unwrap());
+    damaged("0.filter", &|p| {
+        let bytes = std::fs::read(p).unwrap();
+        std::fs::write(p, &bytes[..bytes.len() / 2]).unwrap();
+    });
+
+    // Not a session: every command says so in one line, exit code 3.
+    let foreign = tmp.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("notes.txt"), "hello").unwrap();
+    let missing = tmp.path().join("missing");
+    for dir in [&foreign, &missing] {
+        for args in [
+            vec!["info"],
+            vec!["verify"],
+            vec!["dump", "s"],
+            vec!["stats", "s"],
+            vec!["delete", "s"],
+            vec!["export", "s", "/tmp/never"],
+        ] {
+            let mut full: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&args[0], dir];
+            full.extend(args[1..].iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>));
+            let o = cairn(&full);
+            assert_eq!(code(&o), 3, "{args:?}: {}", stderr(&o));
+            assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+        }
+    }
+    assert_eq!(tree(&foreign).len(), 1);
+    // A missing snapshot.
+    let o = cairn(&[&"verify", &pristine, &"nope"]);
+    assert_eq!(code(&o), 3);
+    assert!(stderr(&o).contains("does not exist"));
+}
