@@ -13,6 +13,9 @@
 //!    quarter insert fresh keys, a quarter delete present keys), then a commit, timed; every
 //!    other round prefetches the round's keys first (the prefetch timed apart): commit time per
 //!    updated key, with and without the prefetch, medians over the rounds.
+//!
+//! With `--keep`, the table is saved as snapshot `bench` at the end and the directory kept (for
+//! `cairn verify` to check, root included).
 
 use std::path::Path;
 use std::time::Instant;
@@ -213,5 +216,11 @@ fn bench_in(dir: &Path, args: &TrieArgs) -> Result<(), Failure> {
         "trie pages read {}, written {}",
         stats.pages_read, stats.pages_written
     );
+    if args.common.keep {
+        table
+            .save_snapshot("bench", "cairn-bench trie")
+            .context(ctx("saving the table"))?;
+        eprintln!("saved the table as snapshot bench in {}", dir.display());
+    }
     Ok(())
 }

@@ -9,9 +9,11 @@
 //! the entry count the index records, the metadata's run list and level shape; then the table
 //! read whole, and an authenticated table's state root recomputed from its contents.
 //!
-//! May call: `fs` (reads only), `snapshot` (metadata, layout), `run` (file names, the checksums
-//! file), `page`, `index` and `bloom` (decoders), `table` (opening a snapshot to read it whole),
-//! `cairn_proof` (the root). Must never write: everything here works in a read-only session.
+//! May call: `fs` (reads only), `session` (its directories and salt), `snapshot` (metadata,
+//! layout), `schedule` (level shapes), `run` (file names, the checksums file), `page`, `index`
+//! and `bloom` (decoders), `trie` (the recorded root node), `table` (opening a snapshot to read
+//! it whole), and `cairn_proof` (the root). Must never write: everything here works in a
+//! read-only session.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

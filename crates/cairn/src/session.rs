@@ -9,8 +9,12 @@
 //! <dir>/snapshots/    saved tables (one directory each)
 //! ```
 //!
-//! May call: `fs`, `io`, `table` (creating tables), `cursor` (closing cursors), `snapshot` (a
-//! session's snapshots). Must never touch: run contents.
+//! May call: `fs`, `io`, `table` (creating tables), `cursor` (closing cursors), `inspect`
+//! (looking inside snapshots), `snapshot` (a session's snapshots). Must never touch: run
+//! contents.
+//!
+//! A session opened read-only ([`SessionOptions::read_only`]) works through a file system that
+//! refuses every change, takes no lock, and opens snapshots in place.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
