@@ -176,6 +176,26 @@ pub enum Error {
     /// ([`crate::SessionOptions::read_only`]): nothing in its directory may change.
     #[error("the session is read-only: {0} is not allowed")]
     ReadOnly(&'static str),
+    /// The write-ahead log failed (a write or fsync of it failed: nothing after the last
+    /// durability notice may be on disk) or closed: it refuses every write and every pending
+    /// notice reports this. Reopen the session to recover from the log on disk.
+    #[error("the write-ahead log is unusable: {0}")]
+    LogFailed(String),
+    /// Recovery found damage in the write-ahead log that is not a torn tail: a bad record
+    /// followed by good ones, a missing, stale or reordered segment.
+    #[error("write-ahead log corrupted in {} at offset {offset}: {detail}", path.display())]
+    LogCorrupted {
+        /// The damaged segment.
+        path: PathBuf,
+        /// Where in it.
+        offset: u64,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A durable-table operation on a session opened without a log
+    /// ([`crate::SessionOptions::log`]), or on a table that is not durable.
+    #[error("not durable: {0}")]
+    NotDurable(String),
 }
 
 impl Error {
@@ -216,7 +236,8 @@ impl Error {
             | Error::CorruptFile { path, .. }
             | Error::ChecksumMismatch { path, .. }
             | Error::SessionCorrupted { path, .. }
-            | Error::SnapshotCorrupted { path, .. } => Some(path),
+            | Error::SnapshotCorrupted { path, .. }
+            | Error::LogCorrupted { path, .. } => Some(path),
             _ => None,
         }
     }
@@ -317,6 +338,13 @@ mod tests {
             Error::TableTooLarge("level 40".into()),
             Error::NotAuthenticated,
             Error::ReadOnly("an update"),
+            Error::LogFailed("fsync failed".into()),
+            Error::LogCorrupted {
+                path: "/s/log/0000000000000001.seg".into(),
+                offset: 64,
+                detail: "bad record".into(),
+            },
+            Error::NotDurable("no log".into()),
         ];
         for e in &all {
             match e {
@@ -346,7 +374,10 @@ mod tests {
                 | Error::UnsupportedVersion { .. }
                 | Error::TableTooLarge(_)
                 | Error::NotAuthenticated
-                | Error::ReadOnly(_) => {}
+                | Error::ReadOnly(_)
+                | Error::LogFailed(_)
+                | Error::LogCorrupted { .. }
+                | Error::NotDurable(_) => {}
             }
         }
         all

@@ -31,6 +31,7 @@ pub mod bloom;
 mod bloom;
 mod config;
 mod cursor;
+mod durable;
 mod entry;
 mod error;
 pub mod fs;
@@ -63,6 +64,7 @@ mod snapshot;
 mod table;
 mod trie;
 mod union;
+mod wal;
 mod write_buffer;
 
 /// The README's examples, compiled and run as doc tests.
@@ -86,3 +88,4 @@ pub use page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
 pub use session::{Session, SessionOptions};
 pub use snapshot::{SnapshotOverrides, SNAPSHOT_LABEL_BYTES_MAX};
 pub use table::{Table, TableStats, Update, BLOB_SIZE_MAX};
+pub use wal::{Durability, LogOptions, RecoveryMode, SyncPolicy, LOG_RECORD_BYTES_MAX};

@@ -10,8 +10,8 @@
 //! ```
 //!
 //! May call: `fs`, `io`, `table` (creating tables), `cursor` (closing cursors), `inspect`
-//! (looking inside snapshots), `snapshot` (a session's snapshots). Must never touch: run
-//! contents.
+//! (looking inside snapshots), `snapshot` (a session's snapshots), `durable` (its write-ahead
+//! log and durable tables). Must never touch: run contents.
 //!
 //! A session opened read-only ([`SessionOptions::read_only`]) works through a file system that
 //! refuses every change, takes no lock, and opens snapshots in place.
@@ -97,6 +97,10 @@ pub struct SessionOptions {
     /// removed or locked (see [`Session::open_with`] for the exact guarantees). For tools that
     /// look inside a database, possibly while the process that owns it is running.
     pub read_only: bool,
+    /// Opens the session with a write-ahead log (`<dir>/log/`), so that it can hold durable
+    /// tables ([`Session::create_durable_table`]): recovery runs as the session opens. `None`:
+    /// no log, no durable tables, nothing extra to pay. Ignored by a read-only session.
+    pub log: Option<crate::LogOptions>,
 }
 
 impl Default for SessionOptions {
@@ -105,6 +109,7 @@ impl Default for SessionOptions {
             io_backend: IoBackendKind::Auto,
             salt: None,
             read_only: false,
+            log: None,
         }
     }
 }
@@ -128,6 +133,8 @@ pub(crate) struct SessionInner {
     io: BlockIo,
     /// Opened with [`SessionOptions::read_only`]: `fs` refuses every change.
     read_only: bool,
+    /// The write-ahead log and durable tables, for a session opened with one.
+    durable: std::sync::OnceLock<crate::durable::Durable>,
     /// Files of released runs, removed at the start of the next operation.
     removals: Arc<DeferredRemovals>,
     /// Cleared by `close`; read without a lock by every table operation.
@@ -183,6 +190,16 @@ impl SessionInner {
 
     pub(crate) fn salt(&self) -> u64 {
         self.salt
+    }
+
+    /// The session directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The log and durable tables, if the session has a log.
+    pub(crate) fn durable(&self) -> Option<&crate::durable::Durable> {
+        self.durable.get()
     }
 
     /// Whether the session was opened read-only.
@@ -243,6 +260,10 @@ impl SessionInner {
                 state.lock.take(),
             )
         };
+        // What the log buffered is written (and synced, by its policy) before tables close.
+        if let Some(durable) = self.durable.get() {
+            durable.log.close();
+        }
         for cursor in cursors.iter().filter_map(Weak::upgrade) {
             cursor.close();
         }
@@ -296,6 +317,8 @@ impl Drop for SessionInner {
 #[derive(Debug, Clone)]
 pub struct Session {
     inner: Arc<SessionInner>,
+    /// The durable tables, kept alive by the session's handles (not by its tables).
+    durable_tables: Arc<crate::durable::DurableTables>,
 }
 
 impl Session {
@@ -441,7 +464,8 @@ impl Session {
             salt
         };
         let io = BlockIo::new(options.io_backend)?.with_direct_io(fs.probe_direct_io(&active_dir));
-        Ok(Session {
+        let session = Session {
+            durable_tables: Arc::default(),
             inner: Arc::new(SessionInner {
                 fs,
                 dir,
@@ -450,6 +474,7 @@ impl Session {
                 salt,
                 io,
                 read_only: false,
+                durable: std::sync::OnceLock::new(),
                 removals: Arc::default(),
                 open: AtomicBool::new(true),
                 state: Mutex::new(SessionState {
@@ -458,7 +483,17 @@ impl Session {
                     cursors: Vec::new(),
                 }),
             }),
-        })
+        };
+        if let Some(log) = options.log {
+            let (durable, tables) = crate::durable::open(&session.inner, log)?;
+            let _ = session.inner.durable.set(durable);
+            let session = Session {
+                durable_tables: Arc::new(tables),
+                ..session
+            };
+            return Ok(session);
+        }
+        Ok(session)
     }
 
     /// Opens an existing session without its lock and without writing (see
@@ -492,7 +527,8 @@ impl Session {
         let fs: Arc<dyn FileSystem> = Arc::new(ReadOnlyFs(fs));
         let active_dir = dir.join("active");
         let io = BlockIo::new(options.io_backend)?.with_direct_io(fs.probe_direct_io(&active_dir));
-        Ok(Session {
+        let session = Session {
+            durable_tables: Arc::default(),
             inner: Arc::new(SessionInner {
                 fs,
                 dir,
@@ -501,6 +537,7 @@ impl Session {
                 salt,
                 io,
                 read_only: true,
+                durable: std::sync::OnceLock::new(),
                 removals: Arc::default(),
                 open: AtomicBool::new(true),
                 state: Mutex::new(SessionState {
@@ -509,7 +546,8 @@ impl Session {
                     cursors: Vec::new(),
                 }),
             }),
-        })
+        };
+        Ok(session)
     }
 
     /// Whether the session was opened with [`SessionOptions::read_only`].
@@ -555,6 +593,7 @@ impl Session {
         overrides: SnapshotOverrides,
     ) -> Result<Table> {
         self.inner.check_open()?;
+        snapshot::validate_name(name)?;
         Table::open_snapshot(self.inner.clone(), name, label, overrides)
     }
 
@@ -573,6 +612,7 @@ impl Session {
     /// Errors: [`Error::SessionClosed`], [`Error::InvalidSnapshotName`], [`Error::Io`].
     pub fn snapshot_exists(&self, name: &str) -> Result<bool> {
         self.inner.check_open()?;
+        snapshot::validate_name(name)?;
         snapshot::exists(&self.inner, name)
     }
 
@@ -583,6 +623,7 @@ impl Session {
     /// renamed away first).
     pub fn delete_snapshot(&self, name: &str) -> Result<()> {
         self.inner.check_open()?;
+        snapshot::validate_name(name)?;
         self.inner.check_writable("deleting a snapshot")?;
         snapshot::delete(&self.inner, name)
     }
@@ -596,6 +637,7 @@ impl Session {
     /// [`Error::SnapshotMissing`], [`Error::SnapshotDirectory`] (the target exists, or its parent does not), [`Error::Io`].
     pub fn export_snapshot(&self, name: &str, target: impl AsRef<Path>) -> Result<()> {
         self.inner.check_open()?;
+        snapshot::validate_name(name)?;
         self.inner.check_writable("exporting a snapshot")?;
         snapshot::export(&self.inner, name, target.as_ref())
     }
@@ -610,6 +652,79 @@ impl Session {
         self.inner.check_open()?;
         self.inner.check_writable("importing a snapshot")?;
         snapshot::import(&self.inner, name, source.as_ref())
+    }
+
+    /// Creates the durable table `name` (1 to 64 characters from `[a-z0-9_-]`): a table whose
+    /// updates go through the session's write-ahead log, so that it survives a crash as its
+    /// newest checkpoint plus the log after it ([`Session::checkpoint`]). Reopening the session
+    /// with a log recovers it; [`Session::durable_table`] returns it. Cost: one empty checkpoint
+    /// and one catalog write, each fsynced.
+    ///
+    /// Errors: [`Error::NotDurable`] without a log, [`Error::InvalidConfig`] (a bad name, a name
+    /// in use, a custom resolve function, which recovery could not be given), and as
+    /// [`Session::new_table`].
+    pub fn create_durable_table(&self, name: &str, config: TableConfig) -> Result<Table> {
+        self.inner.check_open()?;
+        self.inner.check_writable("creating a table")?;
+        let durable = self.durable()?;
+        durable.create(&self.inner, &self.durable_tables, name, config)
+    }
+
+    /// The durable table `name` (created, or recovered when the session opened), or `None`.
+    pub fn durable_table(&self, name: &str) -> Option<Table> {
+        self.durable_tables.get(name)
+    }
+
+    /// Names of the session's durable tables, sorted.
+    pub fn durable_tables(&self) -> Vec<String> {
+        self.durable_tables.names()
+    }
+
+    /// Writes one batch of updates across several durable tables of this session, atomically:
+    /// it is logged as one record and recovered all or nothing. Returns once the batch is
+    /// applied in memory and appended to the log's buffer (no I/O; it waits only if the buffer
+    /// is full), with the [`crate::Durability`] of its record: wait for it, poll it, await it or
+    /// give it a callback. Concurrent writers share fsyncs (group commit).
+    ///
+    /// A table may appear more than once; its parts apply in order. Errors (nothing is logged
+    /// or applied): [`Error::NotDurable`] (no log, or a table that is not durable),
+    /// [`Error::InvalidConfig`] (a table of another session), the input errors of
+    /// [`Table::updates`], [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::LogFailed`]. An I/O error while applying the batch to a table (a flush or
+    /// merge) breaks that table, after the batch was logged: recovery applies it whole.
+    pub fn write<K: AsRef<[u8]>>(
+        &self,
+        parts: &[(&Table, &[(K, crate::Update<'_>)])],
+    ) -> Result<crate::Durability> {
+        self.inner.check_open()?;
+        crate::durable::write(&self.inner, parts)
+    }
+
+    /// Saves every durable table as a new checkpoint (a snapshot, in O(log n) file operations
+    /// per table) after syncing the log, switches the catalog to them, and removes the old
+    /// checkpoints and the log segments that only they needed. Writes wait meanwhile. A crash at
+    /// any point leaves either the old checkpoints and the whole log, or the new ones and the
+    /// log after them.
+    ///
+    /// Errors: [`Error::NotDurable`] without a log, [`Error::LogFailed`], and as
+    /// [`Table::save_snapshot`].
+    pub fn checkpoint(&self) -> Result<()> {
+        self.inner.check_open()?;
+        self.durable()?
+            .checkpoint(&self.inner, &self.durable_tables)
+    }
+
+    /// Writes and fsyncs every record logged so far, whatever the sync policy, and waits for
+    /// it. Errors: [`Error::NotDurable`] without a log, [`Error::LogFailed`].
+    pub fn sync_log(&self) -> Result<()> {
+        self.inner.check_open()?;
+        self.durable()?.log.sync()
+    }
+
+    fn durable(&self) -> Result<&crate::durable::Durable> {
+        self.inner
+            .durable()
+            .ok_or_else(|| Error::NotDurable("the session was opened without a log".into()))
     }
 
     /// What snapshot `name` holds, read from its metadata and index files: label,

@@ -69,6 +69,23 @@ pub(crate) fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The name of a durable table's checkpoint, `ckpt.<table>.<checkpoint>`: not a valid snapshot
+/// name, so users never see, open or delete it (the `durable` module owns it).
+pub(crate) fn checkpoint_name(table: u32, checkpoint: u64) -> String {
+    format!("ckpt.{table}.{checkpoint}")
+}
+
+/// Whether `name` is a checkpoint's name.
+pub(crate) fn is_checkpoint_name(name: &str) -> bool {
+    name.strip_prefix("ckpt.").is_some_and(|rest| {
+        rest.split_once('.').is_some_and(|(t, c)| {
+            !t.is_empty()
+                && !c.is_empty()
+                && (t.bytes().chain(c.bytes())).all(|b| b.is_ascii_digit())
+        })
+    })
+}
+
 /// Which resolve function a snapshot was saved with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ResolveTag {
@@ -1073,7 +1090,9 @@ pub(crate) fn list(session: &SessionInner) -> Result<Vec<String>> {
 
 /// Whether snapshot `name` exists.
 pub(crate) fn exists(session: &SessionInner, name: &str) -> Result<bool> {
-    validate_name(name)?;
+    if !is_checkpoint_name(name) {
+        validate_name(name)?;
+    }
     session
         .fs()
         .is_dir(&snapshot_dir(session.snapshots_dir(), name))
@@ -1185,7 +1204,9 @@ pub(crate) fn restore(
     label: &str,
     overrides: SnapshotOverrides,
 ) -> Result<Restored> {
-    validate_name(name)?;
+    if !is_checkpoint_name(name) {
+        validate_name(name)?;
+    }
     let dir = snapshot_dir(session.snapshots_dir(), name);
     let result = restore_parts(session, name, &dir, label, overrides);
     if result.is_err() {

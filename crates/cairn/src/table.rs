@@ -3,7 +3,8 @@
 //! Owns: [`Table`], [`Update`], [`TableStats`], and the update path (validation, credits, flushes).
 //! May call: `write_buffer`, `schedule`, `lookup`, `run`, `entry`, `page` (operation codes),
 //! `cursor` (streams), `union`, `snapshot`, `session` (its shared parts), `auth` and `trie` (an
-//! authenticated table's Merkle trie). Must never
+//! authenticated table's Merkle trie), `durable` (a durable table's writes go through the
+//! log). Must never
 //! touch: page, index or filter bytes directly (that is `run`'s and `lookup`'s job).
 //!
 //! Concurrency: a table's state sits behind one reader-writer lock. Lookups hold the read lock
@@ -118,6 +119,9 @@ pub(crate) struct TableInner {
     state: RwLock<TableState>,
     /// The trie of an authenticated table. Lock order: this before `state`.
     auth: Option<Mutex<Auth>>,
+    /// The table's number in the session's log catalog, for a durable table (set once, when it
+    /// is created or recovered): its updates go through the write-ahead log.
+    durable_id: std::sync::OnceLock<u32>,
 }
 
 /// What a batched lookup needs from a table's state, taken under its read lock.
@@ -213,6 +217,7 @@ impl Table {
     ) -> Result<Table> {
         let inner = Arc::new(TableInner {
             id: session.next_table_id(),
+            durable_id: std::sync::OnceLock::new(),
             session,
             config,
             params,
@@ -310,7 +315,7 @@ impl Table {
                 // Let go of the read guard the error holds, then mark the table broken for good
                 // (the write path records the cause, and reports a closed table as closed).
                 drop(poisoned);
-                return Err(match self.write() {
+                return Err(match self.lock_write() {
                     Err(e) => e,
                     Ok(_) => Error::TableBroken(PANICKED.into()),
                 });
@@ -323,7 +328,7 @@ impl Table {
 
     /// The table's state for writing, after the session's queued file removals. A poisoned lock
     /// marks the table broken (see [`Table::read`]).
-    fn write(&self) -> Result<RwLockWriteGuard<'_, TableState>> {
+    fn lock_write(&self) -> Result<RwLockWriteGuard<'_, TableState>> {
         let state = match self.inner.state.write() {
             Ok(state) => state,
             Err(poisoned) => {
@@ -439,16 +444,68 @@ impl Table {
     ///
     /// An empty batch changes nothing (blob references stay valid).
     pub fn updates<K: AsRef<[u8]>>(&self, batch: &[(K, Update<'_>)]) -> Result<()> {
+        if self.inner.durable_id.get().is_some() {
+            return self.write(batch).map(drop);
+        }
+        self.validate_batch(batch)?;
+        self.apply_updates(batch)
+    }
+
+    /// Applies `batch` to a durable table and logs it as one record: returns once it is applied
+    /// in memory and appended to the log's buffer, with a [`crate::Durability`] that tells when
+    /// it is on disk. The one-table case of [`crate::Session::write`]; `updates` on a durable
+    /// table does the same and drops the handle.
+    ///
+    /// Errors: [`Error::NotDurable`] for a table that is not durable, [`Error::LogFailed`], and
+    /// as [`Table::updates`].
+    pub fn write<K: AsRef<[u8]>>(&self, batch: &[(K, Update<'_>)]) -> Result<crate::Durability> {
+        crate::durable::write(&self.inner.session, &[(self, batch)])
+    }
+
+    /// Whether the table is durable (made by [`crate::Session::create_durable_table`]).
+    pub fn is_durable(&self) -> bool {
+        self.inner.durable_id.get().is_some()
+    }
+
+    /// The durable table's number in its session's log catalog.
+    pub(crate) fn durable_id(&self) -> Option<u32> {
+        self.inner.durable_id.get().copied()
+    }
+
+    /// Makes the table durable under catalog number `id`.
+    pub(crate) fn set_durable_id(&self, id: u32) {
+        let _ = self.inner.durable_id.set(id);
+    }
+
+    /// Fails if the table is closed or broken.
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        drop(self.read()?);
+        Ok(())
+    }
+
+    /// Whether `self` belongs to `session`.
+    pub(crate) fn in_session(&self, session: &Arc<SessionInner>) -> bool {
+        Arc::ptr_eq(&self.inner.session, session)
+    }
+
+    /// Checks every update of `batch` against the table's limits and rules, and that the table
+    /// is usable, before anything is applied or logged.
+    pub(crate) fn validate_batch<K: AsRef<[u8]>>(&self, batch: &[(K, Update<'_>)]) -> Result<()> {
         for (key, update) in batch {
             validate(key.as_ref(), update, &self.inner.config.resolve)?;
         }
+        Ok(())
+    }
+
+    /// Applies a validated batch (no logging).
+    pub(crate) fn apply_updates<K: AsRef<[u8]>>(&self, batch: &[(K, Update<'_>)]) -> Result<()> {
         if batch.is_empty() {
             // Still report a closed or broken table.
             drop(self.read()?);
             return Ok(());
         }
         self.inner.session.check_writable("an update")?;
-        let mut state = self.write()?;
+        let mut state = self.lock_write()?;
         for (key, update) in batch {
             let key = key.as_ref();
             let entry: Entry<MemBlob> = match update {
@@ -799,7 +856,7 @@ impl Table {
     /// broken, unless the error came from removing released files before the update started).
     pub fn supply_union_credits(&self, credits: u64) -> Result<u64> {
         self.inner.session.check_writable("union work")?;
-        let mut state = self.write()?;
+        let mut state = self.lock_write()?;
         let Some(union) = state.union.clone() else {
             return Ok(credits);
         };
@@ -897,6 +954,11 @@ impl Table {
     /// [`Error::SnapshotExists`], I/O errors.
     pub fn save_snapshot(&self, name: &str, label: &str) -> Result<()> {
         snapshot::validate_name(name)?;
+        self.save_snapshot_as(name, label)
+    }
+
+    /// Saves the table as snapshot `name`, which is not checked (a checkpoint's internal name).
+    pub(crate) fn save_snapshot_as(&self, name: &str, label: &str) -> Result<()> {
         self.inner.session.check_writable("saving a snapshot")?;
         if let Some(mut auth) = self.lock_auth()? {
             return self.save_authenticated(&mut auth, name, label);
@@ -918,7 +980,7 @@ impl Table {
     /// snapshot into the page table, and saves both tables in one snapshot.
     fn save_authenticated(&self, auth: &mut Auth, name: &str, label: &str) -> Result<()> {
         let (pending, mut contents) = {
-            let mut state = self.write()?;
+            let mut state = self.lock_write()?;
             let pending = Self::take_dirty(&mut state);
             (pending, self.plan_snapshot(&state))
         };
@@ -1004,7 +1066,7 @@ impl Table {
     pub fn commit(&self) -> Result<Commit> {
         let mut auth = self.auth()?;
         let pending = {
-            let mut state = self.write()?;
+            let mut state = self.lock_write()?;
             Self::take_dirty(&mut state)
         };
         self.commit_pending(&mut auth, pending)

@@ -303,6 +303,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                 io_backend: IoBackendKind::Auto,
                 salt: Some(7),
                 read_only: false,
+                log: None,
             },
         )
         .unwrap()

@@ -95,7 +95,7 @@ impl CairnSession {
                 IoArg::Pread => IoBackendKind::Pread,
             },
             salt: Some(seed),
-            read_only: false,
+            ..SessionOptions::default()
         };
         let session = Session::open_with_options(dir, options)
             .context(|| format!("opening a Cairn session in {}", dir.display()))?;
