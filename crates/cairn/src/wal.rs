@@ -362,6 +362,9 @@ pub(crate) fn recover(
             return Err(corrupted(0, detail));
         }
         let (mut seq, mut prev_crc) = (header.first_seq, header.prev_crc);
+        // The chain goes on from the header even if the segment holds no record (the one
+        // before it may be gone, removed by a checkpoint).
+        out.last = (header.first_seq.saturating_sub(1), header.prev_crc);
         let mut at = SEGMENT_HEADER_BYTES;
         while at < bytes.len() {
             match decode_record(&bytes[at..], seq, prev_crc) {

@@ -585,3 +585,139 @@ fn a_crash_at_every_primitive_of_a_checkpoint_loses_nothing() {
     }
     assert!(n > 10, "the checkpoint took only {n} primitives");
 }
+
+/// One step of the fault property: an operation and, maybe, noisy faults (seed, percent)
+/// injected while it runs (and while the log's syncer works meanwhile).
+type FaultStep = (Step, Option<(u64, u8)>);
+
+fn fault_step() -> impl Strategy<Value = FaultStep> {
+    (
+        step(),
+        prop_oneof![3 => Just(None), 1 => (any::<u64>(), 1u8..=25).prop_map(Some)],
+    )
+}
+
+/// Writes batch `b` through `session` to tables `a` and `b`.
+fn write_pair(
+    session: &Session,
+    tables: &[Table; 2],
+    b: &[(bool, u8, Option<u8>)],
+) -> cairn::Result<cairn::Durability> {
+    let parts: [Vec<KeyAndValue>; 2] = [false, true].map(|w| {
+        b.iter()
+            .filter(|u| u.0 == w)
+            .map(|&(_, k, v)| {
+                (
+                    format!("key{k:02}").into_bytes(),
+                    v.map(|v| vec![v; 1 + v as usize % 50]),
+                )
+            })
+            .collect()
+    });
+    let updates: Vec<Vec<(&[u8], Update<'_>)>> = parts
+        .iter()
+        .map(|p| {
+            p.iter()
+                .map(|(k, v)| (&k[..], v.as_deref().map_or(Update::Delete, Update::Insert)))
+                .collect()
+        })
+        .collect();
+    session.write(&[(&tables[0], &updates[0][..]), (&tables[1], &updates[1][..])])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if std::env::var("CI").is_ok() { 300 } else { 100 },
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Noisy faults (errors and torn writes on any primitive, the syncer's included) during
+    /// writes, checkpoints and syncs: a checkpoint or sync that saw a fault fails, no operation
+    /// fails without one, a failed log refuses what follows, and after every failure the session
+    /// is reopened and recovers a prefix of the batches holding every batch reported durable.
+    #[test]
+    fn noisy_faults_in_the_log_are_never_swallowed(
+        steps in proptest::collection::vec(fault_step(), 1..30),
+        group in any::<bool>(),
+    ) {
+        let sync = if group {
+            SyncPolicy::Group { window: Duration::from_micros(200), bytes: 256 }
+        } else {
+            SyncPolicy::Immediate
+        };
+        let fs = new_fs();
+        let mut session = open(&fs, sync);
+        let mut tables = [
+            session.create_durable_table("a", small()).unwrap(),
+            session.create_durable_table("b", small()).unwrap(),
+        ];
+        // The batches since the recovered state `base`, their notices, and every state after
+        // them.
+        let mut base = [Model::new(), Model::new()];
+        let mut batches: Vec<Vec<(bool, u8, Option<u8>)>> = Vec::new();
+        let mut handles: Vec<cairn::Durability> = Vec::new();
+        let mut faulted = false;
+        let mut restarts = 0;
+        for (s, faults) in &steps {
+            fs.set_fault_plan(faults.map(|(seed, p)| cairn::fs::FaultPlan::noisy(seed, f64::from(p) / 100.0)));
+            let result = match s {
+                Step::Batch(b) => {
+                    // A write that fails after its record was logged (applying it to a table
+                    // failed) is recovered whole: the last batch may or may not be there.
+                    batches.push(b.clone());
+                    write_pair(&session, &tables, b).map(|d| handles.push(d))
+                }
+                Step::Checkpoint => session.checkpoint(),
+                Step::Sync => session.sync_log(),
+            };
+            // Let the syncer finish what this step started, under the same faults.
+            std::thread::sleep(Duration::from_micros(300));
+            fs.set_fault_plan(None);
+            let injected = !fs.take_injected().is_empty();
+            faulted |= injected;
+            if injected && matches!(s, Step::Checkpoint | Step::Sync) {
+                prop_assert!(result.is_err(), "{s:?} saw a fault and succeeded");
+            }
+            if result.is_err() {
+                prop_assert!(faulted, "{s:?} failed with no fault injected: {result:?}");
+                // Restart: the notices that fired must be recovered.
+                let durable_seen = handles
+                    .iter()
+                    .rposition(|d| matches!(d.is_durable(), Ok(true)))
+                    .map_or(0, |i| i + 1);
+                drop(tables);
+                drop(session);
+                session = open(&fs, sync);
+                tables = [
+                    session.durable_table("a").unwrap(),
+                    session.durable_table("b").unwrap(),
+                ];
+                let found = [contents(&tables[0]), contents(&tables[1])];
+                let mut models = base.clone();
+                let mut recovered = None;
+                // `batches` ends with a failed write's batch, if that was the failure: it may
+                // or may not have been logged.
+                for k in 0..=batches.len() {
+                    if k >= durable_seen && models == found {
+                        recovered = Some(k);
+                        break;
+                    }
+                    if k < batches.len() {
+                        apply(&mut models, &batches[k]);
+                    }
+                }
+                prop_assert!(
+                    recovered.is_some(),
+                    "after restart {restarts}: no prefix of at least {durable_seen} of {} batches",
+                    batches.len()
+                );
+                base = found;
+                batches.clear();
+                handles.clear();
+                faulted = false;
+                restarts += 1;
+            }
+        }
+    }
+}
