@@ -45,7 +45,7 @@ fn batch(n: u64) -> (Vec<(Vec<u8>, Option<Vec<u8>>)>, Vec<(Vec<u8>, u64)>) {
     for i in 0..BATCH {
         let r = mix(n * 1_000_003 + i);
         let key = format!("k{:05}", r % KEYS).into_bytes();
-        if (r >> 32) % 4 == 0 {
+        if (r >> 32).is_multiple_of(4) {
             utxo.push((key, None));
         } else {
             utxo.push((key, Some(format!("v{n}.{i}").into_bytes())));
@@ -171,7 +171,7 @@ fn child_process_for_sigkill_wal_test() {
                 let _ = writeln!(out, "durable {n}");
             }
         });
-        if n % CHECKPOINT_EVERY == 0 {
+        if n.is_multiple_of(CHECKPOINT_EVERY) {
             session.checkpoint().expect("checkpoint");
             println!("checkpoint {n}");
         }
