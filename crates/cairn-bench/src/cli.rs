@@ -32,6 +32,10 @@ pub enum Command {
     Upsert(UpsertArgs),
     /// An authenticated table: proof sizes and commit time per key, with and without prefetch.
     Trie(TrieArgs),
+    /// Durable writes through each engine's write-ahead log: durable batches per second and
+    /// write-to-durability latency at several writer counts and batch sizes, against the
+    /// disk's own fsync rate.
+    Wal(WalArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
     Report(ReportArgs),
@@ -266,6 +270,22 @@ pub struct UpsertArgs {
     /// Repetitions of every measurement; medians are reported.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeat: u64,
+}
+
+/// Options of `wal`.
+#[derive(Debug, Args)]
+pub struct WalArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Seconds each configuration runs (and the disk's fsync probe).
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Writer thread counts, comma-separated.
+    #[arg(long, default_value = "1,4,16,64")]
+    pub threads: String,
+    /// Updates per batch, comma-separated.
+    #[arg(long, default_value = "1,256")]
+    pub batch: String,
 }
 
 /// Options of `trie`.

@@ -39,6 +39,7 @@ mod trie;
 mod union;
 mod upsert;
 mod utxo;
+mod wal;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -63,6 +64,7 @@ fn main() -> ExitCode {
         Command::Union(args) => union::run(&args),
         Command::Upsert(args) => upsert::run(&args),
         Command::Trie(args) => trie::run(&args),
+        Command::Wal(args) => wal::run(&args),
         Command::Report(args) => report::run(&args),
     };
     match result {

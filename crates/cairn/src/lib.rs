@@ -88,4 +88,4 @@ pub use page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
 pub use session::{Session, SessionOptions};
 pub use snapshot::{SnapshotOverrides, SNAPSHOT_LABEL_BYTES_MAX};
 pub use table::{Table, TableStats, Update, BLOB_SIZE_MAX};
-pub use wal::{Durability, LogOptions, RecoveryMode, SyncPolicy, LOG_RECORD_BYTES_MAX};
+pub use wal::{Durability, LogOptions, LogStats, RecoveryMode, SyncPolicy, LOG_RECORD_BYTES_MAX};

@@ -721,6 +721,12 @@ impl Session {
         self.durable()?.log.sync()
     }
 
+    /// Counters of the session's log since it opened: records, groups, fsyncs, bytes.
+    /// Errors: [`Error::NotDurable`] without a log.
+    pub fn log_stats(&self) -> Result<crate::LogStats> {
+        Ok(self.durable()?.log.stats())
+    }
+
     fn durable(&self) -> Result<&crate::durable::Durable> {
         self.inner
             .durable()

@@ -105,6 +105,21 @@ impl Default for LogOptions {
     }
 }
 
+/// Counters of a session's log since it was opened ([`crate::Session::log_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Records appended (one per write).
+    pub records: u64,
+    /// Groups written (one `write` each).
+    pub groups: u64,
+    /// Fsyncs of segments (at most one per group, plus one per segment closed or created).
+    pub fsyncs: u64,
+    /// Bytes written to segments (headers included).
+    pub bytes: u64,
+    /// The last record known durable.
+    pub durable: u64,
+}
+
 /// A segment's header, as written at its start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SegmentHeader {
@@ -443,6 +458,7 @@ struct State {
     stopped: bool,
     wakers: Vec<(u64, Waker)>,
     callbacks: Vec<(u64, Callback)>,
+    stats: LogStats,
 }
 
 type Callback = Box<dyn FnOnce(Result<()>) + Send>;
@@ -507,7 +523,14 @@ impl Log {
         // checkpoint (a replay skips records numbered up to a table's checkpoint).
         let last_seq = recovered.last_seq().max(next_seq_min.saturating_sub(1));
         let last_crc = recovered.last_crc();
-        let writer = start_segment(&*fs, dir, log_id, number, last_seq + 1, prev_end, last_crc)?;
+        let header = SegmentHeader {
+            log_id,
+            number,
+            first_seq: last_seq + 1,
+            prev_end,
+            prev_crc: last_crc,
+        };
+        let writer = start_segment(&*fs, dir, header, options.segment_bytes)?;
         let shared = Arc::new(Shared {
             fs,
             dir: dir.to_path_buf(),
@@ -526,6 +549,7 @@ impl Log {
                 stopped: false,
                 wakers: Vec::new(),
                 callbacks: Vec::new(),
+                stats: LogStats::default(),
             }),
             changed: Condvar::new(),
             writer: Mutex::new(Writer {
@@ -573,6 +597,7 @@ impl Log {
         let prev = state.last_crc;
         state.last_crc = encode_record(&mut state.buffer, seq, prev, payload);
         state.next_seq += 1;
+        state.stats.records += 1;
         state.buffer_since.get_or_insert_with(Instant::now);
         drop(state);
         s.changed.notify_all();
@@ -584,6 +609,15 @@ impl Log {
         Durability {
             seq,
             shared: self.shared.clone(),
+        }
+    }
+
+    /// The log's counters.
+    pub(crate) fn stats(&self) -> LogStats {
+        let state = lock(&self.shared.state);
+        LogStats {
+            durable: state.durable_seq,
+            ..state.stats
         }
     }
 
@@ -666,25 +700,18 @@ impl Drop for Log {
 fn start_segment(
     fs: &dyn FileSystem,
     dir: &Path,
-    log_id: u64,
-    number: u64,
-    first_seq: u64,
-    prev_end: u64,
-    prev_crc: u32,
+    header: SegmentHeader,
+    segment_bytes: u64,
 ) -> Result<Box<dyn WritableFile>> {
-    let path = segment_path(dir, number);
+    let path = segment_path(dir, header.number);
     if fs.exists(&path)? {
         fs.remove_file(&path)?;
     }
     let mut file = fs.create(&path)?;
-    let header = SegmentHeader {
-        log_id,
-        number,
-        first_seq,
-        prev_end,
-        prev_crc,
-    };
     file.append(&header.encode())?;
+    // Zero-filled space for the segment's records, so that their fsyncs need not change the
+    // file's size (fdatasync then writes only data). Zeros are never a record.
+    file.preallocate(segment_bytes)?;
     file.sync()?;
     fs.sync_dir(dir)?;
     Ok(file)
@@ -771,19 +798,26 @@ impl Shared {
     /// written. A failure poisons the log.
     fn write_group(&self, sync: bool) -> Result<u64> {
         let mut writer = lock(&self.writer);
-        let (group, last_seq, last_crc) = {
+        let (group, last_seq, last_crc, sync) = {
             let mut state = lock(&self.state);
             if let Some(why) = &state.failed {
                 return Err(Error::LogFailed(why.clone()));
             }
             let group = std::mem::take(&mut state.buffer);
             state.buffer_since = None;
-            (group, state.next_seq - 1, state.last_crc)
+            let last_seq = state.next_seq - 1;
+            // Another leader may have made everything durable meanwhile: no empty fsync.
+            let sync = sync && last_seq > state.durable_seq;
+            (group, last_seq, state.last_crc, sync)
         };
         // Writers blocked on a full buffer may go on.
         self.changed.notify_all();
-        let result = self.write_locked(&mut writer, &group, sync, last_seq, last_crc);
+        let mut io = (0u64, 0u64); // (fsyncs, bytes)
+        let result = self.write_locked(&mut writer, &group, sync, last_seq, last_crc, &mut io);
         let mut state = lock(&self.state);
+        state.stats.fsyncs += io.0;
+        state.stats.bytes += io.1;
+        state.stats.groups += u64::from(!group.is_empty());
         let ready = match &result {
             Ok(()) => {
                 state.written_seq = state.written_seq.max(last_seq);
@@ -830,21 +864,23 @@ impl Shared {
         sync: bool,
         last_seq: u64,
         last_crc: u32,
+        io: &mut (u64, u64),
     ) -> Result<()> {
         if !group.is_empty() {
             if writer.bytes >= self.options.segment_bytes {
                 // The full segment is made durable before the next one names its end.
                 writer.file.sync()?;
+                io.0 += 2; // this one, and the new segment's header
+                io.1 += SEGMENT_HEADER_BYTES as u64;
                 let number = writer.number + 1;
-                let file = start_segment(
-                    &*self.fs,
-                    &self.dir,
-                    self.log_id,
+                let header = SegmentHeader {
+                    log_id: self.log_id,
                     number,
-                    writer.last.0 + 1,
-                    writer.bytes,
-                    writer.last.1,
-                )?;
+                    first_seq: writer.last.0 + 1,
+                    prev_end: writer.bytes,
+                    prev_crc: writer.last.1,
+                };
+                let file = start_segment(&*self.fs, &self.dir, header, self.options.segment_bytes)?;
                 *writer = Writer {
                     file,
                     number,
@@ -853,11 +889,13 @@ impl Shared {
                 };
             }
             writer.file.append(group)?;
+            io.1 += group.len() as u64;
             writer.bytes += group.len() as u64;
             writer.last = (last_seq, last_crc);
         }
         if sync {
             writer.file.sync()?;
+            io.0 += 1;
         }
         Ok(())
     }
@@ -912,7 +950,30 @@ impl Durability {
 
     /// Blocks until the write is durable. Errors: [`Error::LogFailed`] (also when the session
     /// closes first under [`SyncPolicy::Never`]).
+    ///
+    /// With [`SyncPolicy::Immediate`], a waiter that finds no group being written writes and
+    /// fsyncs the buffer itself (every record in it, its own included: still one group), which
+    /// saves the two thread switches of handing the work to the syncer.
     pub fn wait(&self) -> Result<()> {
+        let shared = &self.shared;
+        if shared.options.sync == SyncPolicy::Immediate {
+            loop {
+                {
+                    let state = lock(&shared.state);
+                    if state.durable_seq >= self.seq || state.failed.is_some() || state.stopped {
+                        break;
+                    }
+                }
+                // Lead a group if none is being written; otherwise wait for the one that is.
+                match shared.writer.try_lock() {
+                    Ok(writer) => {
+                        drop(writer);
+                        let _ = shared.write_group(true);
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
         let mut state = lock(&self.shared.state);
         loop {
             if state.durable_seq >= self.seq {
