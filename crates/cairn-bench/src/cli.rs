@@ -229,6 +229,11 @@ pub struct QuickArgs {
     /// keys through the reopened table and delete the snapshot (kept with `--keep`).
     #[arg(long)]
     pub snapshot: bool,
+    /// Run everything twice in this invocation: first as usual, then with the table durable
+    /// (a write-ahead log with the default group window logs every update), and report the
+    /// ratio of the serial ops/s.
+    #[arg(long)]
+    pub wal: bool,
 }
 
 /// Options of `union`.

@@ -86,8 +86,9 @@ pub struct CairnSession {
 
 impl CairnSession {
     /// Opens the session in `dir` (creating it when `dir` holds none) on the real file system,
-    /// with the block I/O backend `io` and, for a new session, the Bloom-filter salt `seed`.
-    pub fn open(dir: &Path, io: IoArg, seed: u64) -> Result<CairnSession, Failure> {
+    /// with the block I/O backend `io` and, for a new session, the Bloom-filter salt `seed`;
+    /// with a write-ahead log (default options) if `wal`.
+    pub fn open(dir: &Path, io: IoArg, seed: u64, wal: bool) -> Result<CairnSession, Failure> {
         let options = SessionOptions {
             io_backend: match io {
                 IoArg::Auto => IoBackendKind::Auto,
@@ -95,6 +96,7 @@ impl CairnSession {
                 IoArg::Pread => IoBackendKind::Pread,
             },
             salt: Some(seed),
+            log: wal.then(cairn::LogOptions::default),
             ..SessionOptions::default()
         };
         let session = Session::open_with_options(dir, options)
@@ -130,6 +132,19 @@ impl CairnSession {
             .session
             .new_table(settings.config())
             .context(|| "creating a table".to_string())?;
+        Ok(CairnTable(table))
+    }
+
+    /// Creates an empty durable table (the session must have a log): its updates are logged.
+    pub fn new_durable_table(
+        &self,
+        name: &str,
+        settings: &TableSettings,
+    ) -> Result<CairnTable, Failure> {
+        let table = self
+            .session
+            .create_durable_table(name, settings.config())
+            .context(|| "creating a durable table".to_string())?;
         Ok(CairnTable(table))
     }
 
@@ -348,7 +363,7 @@ impl CairnEngine {
                 DiskCacheArg::All
             },
         };
-        let session = CairnSession::open(dir, options.io, options.seed)?;
+        let session = CairnSession::open(dir, options.io, options.seed, options.wal)?;
         let table = if create {
             if session.snapshot_exists(SETUP_SNAPSHOT)? {
                 return Err(Failure(format!(
@@ -356,7 +371,11 @@ impl CairnEngine {
                     dir.display()
                 )));
             }
-            session.new_table(&settings)?
+            if options.wal {
+                session.new_durable_table("utxo", &settings)?
+            } else {
+                session.new_table(&settings)?
+            }
         } else {
             session
                 .open_snapshot(SETUP_SNAPSHOT, SETUP_LABEL, Some(&settings))

@@ -42,6 +42,9 @@ pub struct EngineOptions {
     pub merge_batch_size: usize,
     /// Cairn only: the block I/O backend of batched lookups.
     pub io: IoArg,
+    /// Cairn only: open the session with a write-ahead log (default options: a 200 µs group
+    /// window) and make the table durable, so every update is logged.
+    pub wal: bool,
 }
 
 /// An engine holding one table of UTxO entries.
@@ -209,6 +212,7 @@ pub(crate) mod conformance {
             write_buffer: 64,
             merge_batch_size: 16,
             io: IoArg::Auto,
+            wal: false,
         };
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join(kind.name());

@@ -73,16 +73,36 @@ use crate::utxo::driver::{Driver, PhaseTiming, BATCH_SIZE};
 use crate::utxo::setup::load;
 use crate::utxo::snapshot;
 
-/// Runs `utxo quick` in a temporary directory, prints the table and writes the JSON file.
+/// Runs `utxo quick` in a temporary directory, prints the table and writes the JSON file; with
+/// `--wal`, again with a durable table, and the ratio of the two.
 pub fn run(args: &QuickArgs) -> Result<(), Failure> {
     let report = in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
-        bench_in(dir, args)
+        bench_in(dir, args, false)
     })?;
     print!("{}", terminal::quick(&report));
     if let Some(path) = &args.common.json {
         write_json(&report, path)?;
     }
-    let mismatches = mismatches(&report);
+    let mut mismatches = mismatches(&report);
+    if args.wal {
+        let logged = in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
+            bench_in(dir, args, true)
+        })?;
+        println!();
+        println!("with the write-ahead log (durable table, default group window):");
+        print!("{}", terminal::quick(&logged));
+        println!();
+        println!(
+            "serial ops/s with the log: {:.0}, without: {:.0}, ratio {:.3}",
+            logged.ops_per_sec,
+            report.ops_per_sec,
+            logged.ops_per_sec / report.ops_per_sec.max(1e-9)
+        );
+        if let Some(path) = &args.common.json {
+            write_json(&logged, &path.with_extension("wal.json"))?;
+        }
+        mismatches += self::mismatches(&logged);
+    }
     if mismatches > 0 {
         return Err(Failure(format!(
             "{mismatches} lookups did not return the expected value (see the check lines above)"
@@ -99,13 +119,14 @@ fn mismatches(report: &QuickRecord) -> u64 {
 
 /// Opens a session in `dir`, runs every phase and collects the report. The session and table
 /// are closed before this returns, so the directory can be removed.
-fn bench_in(dir: &Path, args: &QuickArgs) -> Result<QuickRecord, Failure> {
+fn bench_in(dir: &Path, args: &QuickArgs, wal: bool) -> Result<QuickRecord, Failure> {
     let options = EngineOptions {
         direct_io: args.common.disk_cache == DiskCacheArg::None,
         seed: args.common.seed,
         write_buffer: args.common.write_buffer,
         merge_batch_size: args.common.merge_batch_size,
         io: args.common.io,
+        wal,
     };
     let engine = CairnEngine::open(dir, true, &options)?;
     let mut report = QuickRecord {

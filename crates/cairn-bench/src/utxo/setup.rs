@@ -67,6 +67,7 @@ pub fn engine_options(args: &EngineArgs, seed: u64) -> EngineOptions {
         write_buffer: args.write_buffer,
         merge_batch_size: args.merge_batch_size,
         io: IoArg::Auto,
+        wal: false,
     }
 }
 

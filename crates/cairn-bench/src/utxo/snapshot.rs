@@ -135,6 +135,7 @@ mod tests {
             write_buffer: 1_000,
             merge_batch_size: 1_000,
             io: crate::cli::IoArg::Auto,
+            wal: false,
         };
         let engine = CairnEngine::open(dir.path(), true, &options).unwrap();
         crate::utxo::setup::load(&engine, 0..5_000, 7, "setup").unwrap();
