@@ -187,7 +187,7 @@ pub(crate) enum OwnedUpdate {
 }
 
 impl OwnedUpdate {
-    fn as_update(&self) -> Update<'_> {
+    pub(crate) fn as_update(&self) -> Update<'_> {
         match self {
             OwnedUpdate::Insert(v) => Update::Insert(v),
             OwnedUpdate::InsertWithBlob(v, b) => Update::InsertWithBlob(v, b),
