@@ -324,7 +324,8 @@ pub fn log_decoders(bytes: &[u8]) -> bool {
             .iter()
             .map(|(_, u)| u.iter().map(|(k, u)| (&k[..], u.as_update())).collect())
             .collect();
-        let borrowed: Vec<(u32, &[(&[u8], crate::Update<'_>)])> = parts
+        type Part<'a> = (u32, &'a [(&'a [u8], crate::Update<'a>)]);
+        let borrowed: Vec<Part<'_>> = parts
             .iter()
             .zip(&owned)
             .map(|((id, _), u)| (*id, &u[..]))
