@@ -327,6 +327,12 @@ pub(crate) fn open(
     session: &Arc<SessionInner>,
     options: LogOptions,
 ) -> Result<(Durable, DurableTables)> {
+    if options.segment_bytes < 512 {
+        return Err(Error::InvalidConfig(format!(
+            "LogOptions::segment_bytes is {}, below the minimum of 512",
+            options.segment_bytes
+        )));
+    }
     let fs = session.fs().clone();
     let dir = session.dir().join("log");
     let catalog_path = dir.join("catalog");
@@ -488,6 +494,11 @@ impl Durable {
             let Some(table) = tables.iter().find(|t| t.durable_id() == Some(entry.id)) else {
                 continue;
             };
+            if table.check_usable().is_err() {
+                // Closed, or broken by a failed update: its old checkpoint and the log after it
+                // stay the source of its recovery.
+                continue;
+            }
             save_checkpoint(session, table, &snapshot::checkpoint_name(entry.id, number))?;
             entry.checkpoint = number;
             entry.seq = seq;

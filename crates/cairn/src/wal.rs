@@ -82,7 +82,8 @@ pub enum RecoveryMode {
 pub struct LogOptions {
     /// When groups are fsynced.
     pub sync: SyncPolicy,
-    /// A segment is closed and a new one started once it holds this many bytes.
+    /// A segment is closed and a new one started once it holds this many bytes (at least 512;
+    /// the space is reserved when the segment is created).
     pub segment_bytes: u64,
     /// Most bytes of records waiting in memory; a write beyond it waits for the group being
     /// written.

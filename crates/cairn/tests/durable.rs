@@ -739,3 +739,43 @@ fn patched_logs_recover_whole_batches_or_fail_cleanly() {
         cairn::fuzzing::log_decoders(&input);
     }
 }
+
+/// A closed durable table keeps its old checkpoint: the next checkpoint skips it, and reopening
+/// the session recovers it from that checkpoint and the log.
+#[test]
+fn a_closed_durable_table_is_recovered_from_its_old_checkpoint() {
+    let fs = new_fs();
+    let (mut a_model, mut b_model) = (Model::new(), Model::new());
+    {
+        let session = open(&fs, SyncPolicy::Immediate);
+        let a = session.create_durable_table("a", small()).unwrap();
+        let b = session.create_durable_table("b", small()).unwrap();
+        for i in 0..40u32 {
+            let k = format!("k{i:02}");
+            a.insert(&k, "a").unwrap();
+            b.insert(&k, "b").unwrap();
+            a_model.insert(k.clone().into_bytes(), b"a".to_vec());
+            b_model.insert(k.into_bytes(), b"b".to_vec());
+        }
+        a.close();
+        b.insert("late", "b").unwrap();
+        b_model.insert(b"late".to_vec(), b"b".to_vec());
+        session.checkpoint().unwrap();
+        session.sync_log().unwrap();
+    }
+    let session = open(&fs, SyncPolicy::Immediate);
+    assert_eq!(contents(&session.durable_table("a").unwrap()), a_model);
+    assert_eq!(contents(&session.durable_table("b").unwrap()), b_model);
+    let small_segments = SessionOptions {
+        log: Some(LogOptions {
+            segment_bytes: 100,
+            ..LogOptions::default()
+        }),
+        ..SessionOptions::default()
+    };
+    drop(session);
+    assert!(matches!(
+        Session::open_with(Arc::new(fs.clone()), "/s", small_segments),
+        Err(Error::InvalidConfig(_))
+    ));
+}
