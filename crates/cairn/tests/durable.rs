@@ -779,3 +779,34 @@ fn a_closed_durable_table_is_recovered_from_its_old_checkpoint() {
         Err(Error::InvalidConfig(_))
     ));
 }
+
+/// `create_durable_table` under noisy faults: an error only after a fault; after a restart the
+/// table exists if creation returned `Ok` (and may if it failed at its very end), and whenever
+/// it exists it opens, empty.
+#[test]
+fn creating_durable_tables_under_faults() {
+    let mut failures = 0;
+    for seed in 0..200u64 {
+        let fs = new_fs();
+        let session = open(&fs, SyncPolicy::Immediate);
+        let plan = cairn::fs::FaultPlan::noisy(seed, 0.15);
+        fs.set_fault_plan(Some(plan));
+        let created = session.create_durable_table("t", small());
+        fs.set_fault_plan(None);
+        let injected = !fs.take_injected().is_empty();
+        assert!(
+            created.is_ok() || injected,
+            "seed {seed}: {created:?} with no fault"
+        );
+        failures += usize::from(created.is_err());
+        let ok = created.is_ok();
+        drop(created);
+        drop(session);
+        let session = open(&fs, SyncPolicy::Immediate);
+        match session.durable_table("t") {
+            Some(t) => assert!(contents(&t).is_empty()),
+            None => assert!(!ok, "seed {seed}: a table created without error is gone"),
+        }
+    }
+    assert!(failures > 20, "only {failures} creations failed");
+}
