@@ -166,13 +166,14 @@ fn open_engine(name: &str, dir: &Path) -> Result<Box<dyn DurableWrites>, Failure
 
 /// The engines built into this binary, in the order they run.
 fn engines() -> Vec<&'static str> {
-    let mut out = vec!["cairn"];
+    let mut out = vec![];
     if cfg!(feature = "fjall") {
         out.push("fjall");
     }
     if cfg!(feature = "rocksdb") {
         out.push("rocksdb");
     }
+    out.push("cairn");
     out
 }
 

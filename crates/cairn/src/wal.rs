@@ -17,7 +17,8 @@
 //! the group being written to finish); the buffer never exceeds that plus one record. A
 //! notice comes one group after the write at most: with [`SyncPolicy::Group`], after at most
 //! `window` plus the time of the group ahead of it; with [`SyncPolicy::Immediate`], after the
-//! group in flight and its own.
+//! group in flight and its own (led by whoever waits first; a writer that waits leads a group
+//! on its own thread, so a single writer pays one write and one fsync and no thread switch).
 //!
 //! A failed write or fsync *poisons* the log (the "fsyncgate" lesson: the page cache may have
 //! dropped the data, and a later fsync could succeed without writing it): every pending and
@@ -48,8 +49,10 @@ pub const LOG_RECORD_BYTES_MAX: usize = 1 << 30;
 /// When the log's buffer is written and fsynced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyncPolicy {
-    /// Every group is written and fsynced as soon as the syncer is free: the lowest latency;
-    /// writers that arrive while an fsync runs share the next one.
+    /// Every group is written and fsynced at once: by the writer that waits for it
+    /// ([`Durability::wait`] leads the group itself, with no thread switch), or by the syncer as
+    /// soon as anyone polls, awaits or gives a callback for a record, or drops its handle. The
+    /// lowest latency; writers that arrive while an fsync runs share the next one.
     Immediate,
     /// A group waits until it holds `bytes` bytes or its first record is `window` old, then is
     /// written and fsynced: fewer fsyncs, more latency.
@@ -457,6 +460,9 @@ struct State {
     closing: bool,
     /// The syncer has stopped: no record after `durable_seq` will become durable.
     stopped: bool,
+    /// Under [`SyncPolicy::Immediate`]: a record nobody leads was asked about; the syncer
+    /// writes the buffer.
+    flush_requested: bool,
     wakers: Vec<(u64, Waker)>,
     callbacks: Vec<(u64, Callback)>,
     stats: LogStats,
@@ -548,6 +554,7 @@ impl Log {
                 failed: None,
                 closing: false,
                 stopped: false,
+                flush_requested: false,
                 wakers: Vec::new(),
                 callbacks: Vec::new(),
                 stats: LogStats::default(),
@@ -601,7 +608,12 @@ impl Log {
         state.stats.records += 1;
         state.buffer_since.get_or_insert_with(Instant::now);
         drop(state);
-        s.changed.notify_all();
+        // Under `Immediate`, the syncer is woken only by a record someone asks about without
+        // leading it (`Durability::request_flush`): a writer that waits leads its own group,
+        // with no thread switch.
+        if s.options.sync != SyncPolicy::Immediate {
+            s.changed.notify_all();
+        }
         Ok(seq)
     }
 
@@ -768,7 +780,13 @@ impl Shared {
                     }
                     if pending {
                         match self.options.sync {
-                            SyncPolicy::Immediate => break true,
+                            // A writer that waits leads its group itself; the syncer writes the
+                            // groups of records someone else asked about (a future, a callback,
+                            // a poll, a dropped handle).
+                            SyncPolicy::Immediate if state.flush_requested || state.closing => {
+                                break true
+                            }
+                            SyncPolicy::Immediate => {}
                             SyncPolicy::Never => break false,
                             SyncPolicy::Group { window, bytes } => {
                                 let age = state.buffer_since.map_or(window, |t| t.elapsed());
@@ -806,6 +824,7 @@ impl Shared {
             }
             let group = std::mem::take(&mut state.buffer);
             state.buffer_since = None;
+            state.flush_requested = false;
             let last_seq = state.next_seq - 1;
             // Another leader may have made everything durable meanwhile: no empty fsync.
             let sync = sync && last_seq > state.durable_seq;
@@ -939,13 +958,29 @@ impl Durability {
 
     /// Whether the write is durable now. Errors: [`Error::LogFailed`].
     pub fn is_durable(&self) -> Result<bool> {
-        let state = lock(&self.shared.state);
+        let mut state = lock(&self.shared.state);
         if state.durable_seq >= self.seq {
             return Ok(true);
         }
         match &state.failed {
             Some(why) => Err(Error::LogFailed(why.clone())),
-            None => Ok(false),
+            None => {
+                self.request_flush(&mut state);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Under [`SyncPolicy::Immediate`], asks the syncer to write the buffer (this record is not
+    /// being led by a waiter). Called with the state locked; no-op under other policies, whose
+    /// syncer needs no asking.
+    fn request_flush(&self, state: &mut State) {
+        if self.shared.options.sync == SyncPolicy::Immediate
+            && state.durable_seq < self.seq
+            && !state.flush_requested
+        {
+            state.flush_requested = true;
+            self.shared.changed.notify_all();
         }
     }
 
@@ -1017,7 +1052,23 @@ impl Durability {
                 drop(state);
                 f(result);
             }
-            None => state.callbacks.push((self.seq, Box::new(f))),
+            None => {
+                state.callbacks.push((self.seq, Box::new(f)));
+                self.request_flush(&mut state);
+            }
+        }
+    }
+}
+
+impl Drop for Durability {
+    /// A handle dropped before its write was durable (nobody will lead it): the syncer writes
+    /// it, as it would have without being asked under the other policies.
+    fn drop(&mut self) {
+        if self.shared.options.sync == SyncPolicy::Immediate {
+            let mut state = lock(&self.shared.state);
+            if state.failed.is_none() && !state.stopped {
+                self.request_flush(&mut state);
+            }
         }
     }
 }
@@ -1039,6 +1090,7 @@ impl Future for Durability {
             )));
         }
         state.wakers.push((self.seq, cx.waker().clone()));
+        self.request_flush(&mut state);
         Poll::Pending
     }
 }

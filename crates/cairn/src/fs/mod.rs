@@ -203,9 +203,10 @@ pub trait WritableFile: Send + Sync + Debug {
     fn append(&mut self, bytes: &[u8]) -> Result<()>;
     /// Makes everything appended so far durable.
     fn sync(&mut self) -> Result<()>;
-    /// Reserves space so that the file is `len` bytes long, zero-filled past what was appended
-    /// (appends go on where they were): later fsyncs of appends within it need not update the
-    /// file's size. The default does nothing. The log preallocates its segments.
+    /// Makes the file `len` bytes long, reading as zeros past what was appended (appends go on
+    /// where they were; the real file system makes it sparse): later fsyncs of appends within
+    /// it need not update the file's size. The default does nothing. The log preallocates its
+    /// segments.
     fn preallocate(&mut self, len: u64) -> Result<()> {
         let _ = len;
         Ok(())
@@ -619,21 +620,9 @@ impl WritableFile for RealWritable {
     }
 
     fn preallocate(&mut self, len: u64) -> Result<()> {
-        use std::os::unix::io::AsRawFd;
-        let Ok(len) = libc::off_t::try_from(len) else {
-            return Ok(());
-        };
-        // SAFETY: `fallocate` on a file descriptor this struct owns, with no pointers.
-        let r = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len) };
-        if r == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            // A file system without it: appends grow the file as before.
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(()),
-            _ => Err(Error::io("fallocate", &self.path, e)),
-        }
+        self.file
+            .set_len(len)
+            .map_err(|e| Error::io("set_len", &self.path, e))
     }
 
     fn path(&self) -> &Path {
