@@ -658,6 +658,8 @@ impl Log {
     pub(crate) fn remove_covered(&self, covered: u64) -> Result<()> {
         let s = &self.shared;
         let current = lock(&s.writer).number;
+        // A waiter that found the writer busy just now waits for a notice.
+        s.changed.notify_all();
         let mut numbers: Vec<u64> =
             s.fs.list_dir(&s.dir)?
                 .iter()
@@ -992,25 +994,7 @@ impl Durability {
     /// saves the two thread switches of handing the work to the syncer.
     pub fn wait(&self) -> Result<()> {
         let shared = &self.shared;
-        if shared.options.sync == SyncPolicy::Immediate {
-            loop {
-                {
-                    let state = lock(&shared.state);
-                    if state.durable_seq >= self.seq || state.failed.is_some() || state.stopped {
-                        break;
-                    }
-                }
-                // Lead a group if none is being written; otherwise wait for the one that is.
-                match shared.writer.try_lock() {
-                    Ok(writer) => {
-                        drop(writer);
-                        let _ = shared.write_group(true);
-                    }
-                    Err(_) => break,
-                }
-            }
-        }
-        let mut state = lock(&self.shared.state);
+        let mut state = lock(&shared.state);
         loop {
             if state.durable_seq >= self.seq {
                 return Ok(());
@@ -1023,8 +1007,19 @@ impl Durability {
                     "the log closed before the write was durable".into(),
                 ));
             }
-            state = self
-                .shared
+            if shared.options.sync == SyncPolicy::Immediate {
+                // Lead a group if none is being written (try_lock: the writer lock comes
+                // before the state lock, so this must not block while holding it).
+                if let Ok(writer) = shared.writer.try_lock() {
+                    drop(writer);
+                    drop(state);
+                    let _ = shared.write_group(true);
+                    state = lock(&shared.state);
+                    continue;
+                }
+                // A group is being written; its leader notifies once it let go of the writer.
+            }
+            state = shared
                 .changed
                 .wait(state)
                 .unwrap_or_else(|p| p.into_inner());
