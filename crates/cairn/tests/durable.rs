@@ -870,3 +870,50 @@ fn concurrent_writers_all_get_their_notices() {
         );
     }
 }
+
+/// Opening a session with a log (recovery: checkpoints, replay, a new segment) under noisy
+/// faults: it fails only after a fault, and whenever it opens, every table holds exactly what
+/// was written (everything was durable before); a failed open leaves the log recoverable.
+#[test]
+fn recovery_under_faults_fails_cleanly_or_recovers_everything() {
+    let fs = new_fs();
+    let mut model = Model::new();
+    {
+        let session = open(&fs, SyncPolicy::Immediate);
+        let t = session.create_durable_table("t", small()).unwrap();
+        for i in 0..120u32 {
+            let key = format!("k{:03}", i * 13 % 90);
+            t.insert(&key, format!("v{i}")).unwrap();
+            model.insert(key.into_bytes(), format!("v{i}").into_bytes());
+            if i == 60 {
+                session.checkpoint().unwrap();
+            }
+        }
+        session.sync_log().unwrap();
+    }
+    let (mut opened, mut failed) = (0, 0);
+    for seed in 0..150u64 {
+        let p = 0.001 * (1 + seed % 10) as f64;
+        fs.set_fault_plan(Some(cairn::fs::FaultPlan::noisy(seed, p)));
+        let result = Session::open_with(Arc::new(fs.clone()), "/s", options(SyncPolicy::Immediate));
+        fs.set_fault_plan(None);
+        let injected = !fs.take_injected().is_empty();
+        match result {
+            Ok(session) => {
+                opened += 1;
+                let t = session.durable_table("t").unwrap();
+                assert_eq!(contents(&t), model, "seed {seed}");
+            }
+            Err(e) => {
+                failed += 1;
+                assert!(injected, "seed {seed}: {e} with no fault injected");
+            }
+        }
+    }
+    assert!(
+        opened > 10 && failed > 10,
+        "{opened} opened, {failed} failed"
+    );
+    let session = open(&fs, SyncPolicy::Immediate);
+    assert_eq!(contents(&session.durable_table("t").unwrap()), model);
+}
