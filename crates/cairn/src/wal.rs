@@ -251,6 +251,14 @@ fn valid_record_after(bytes: &[u8], from: usize, after: u64) -> Option<usize> {
     })
 }
 
+/// Reads and decodes the header of the segment at `path` (64 bytes, not the whole file).
+fn read_header(fs: &dyn FileSystem, path: &Path) -> Result<SegmentHeader> {
+    let file = fs.open(path, crate::fs::ReadOptions::default())?;
+    let mut bytes = [0u8; SEGMENT_HEADER_BYTES];
+    file.read_exact_at(&mut bytes, 0)?;
+    SegmentHeader::decode(&bytes).map_err(|e| e.in_file(path))
+}
+
 /// The path of segment `number` in `dir`.
 pub(crate) fn segment_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:016}.seg"))
@@ -412,10 +420,7 @@ pub(crate) fn recover(
                 if !is_last {
                     // The next segment's header says where this one's records end.
                     let next = segment_path(dir, numbers[i + 1]);
-                    let end = crate::fs::read_all(fs, &next)
-                        .ok()
-                        .and_then(|b| SegmentHeader::decode(&b).ok())
-                        .map(|h| h.prev_end);
+                    let end = read_header(fs, &next).ok().map(|h| h.prev_end);
                     if end == Some(at as u64) {
                         // Junk past the end the next segment recorded: the torn tail of an
                         // earlier incarnation, cut off then.
@@ -671,8 +676,7 @@ impl Log {
         let mut removed = false;
         for pair in numbers.windows(2) {
             // Segment pair[0] ends where pair[1] starts.
-            let next = crate::fs::read_all(&*s.fs, &segment_path(&s.dir, pair[1]))
-                .and_then(|b| SegmentHeader::decode(&b))?;
+            let next = read_header(&*s.fs, &segment_path(&s.dir, pair[1]))?;
             if next.first_seq > covered.saturating_add(1) {
                 break;
             }
