@@ -464,26 +464,7 @@ impl Session {
             salt
         };
         let io = BlockIo::new(options.io_backend)?.with_direct_io(fs.probe_direct_io(&active_dir));
-        let session = Session {
-            durable_tables: Arc::default(),
-            inner: Arc::new(SessionInner {
-                fs,
-                dir,
-                active_dir,
-                snapshots_dir,
-                salt,
-                io,
-                read_only: false,
-                durable: std::sync::OnceLock::new(),
-                removals: Arc::default(),
-                open: AtomicBool::new(true),
-                state: Mutex::new(SessionState {
-                    lock: Some(lock),
-                    tables: Vec::new(),
-                    cursors: Vec::new(),
-                }),
-            }),
-        };
+        let session = Session::with_parts(fs, dir, salt, io, Some(lock));
         if let Some(log) = options.log {
             let (durable, tables) = crate::durable::open(&session.inner, log)?;
             let _ = session.inner.durable.set(durable);
@@ -525,29 +506,39 @@ impl Session {
             )));
         }
         let fs: Arc<dyn FileSystem> = Arc::new(ReadOnlyFs(fs));
-        let active_dir = dir.join("active");
-        let io = BlockIo::new(options.io_backend)?.with_direct_io(fs.probe_direct_io(&active_dir));
-        let session = Session {
+        let io = BlockIo::new(options.io_backend)?
+            .with_direct_io(fs.probe_direct_io(&dir.join("active")));
+        Ok(Session::with_parts(fs, dir, salt, io, None))
+    }
+
+    /// A session over `dir`, open, with no table yet: read-only exactly when it holds no lock.
+    fn with_parts(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        salt: u64,
+        io: BlockIo,
+        lock: Option<Box<dyn FileLock>>,
+    ) -> Session {
+        Session {
             durable_tables: Arc::default(),
             inner: Arc::new(SessionInner {
                 fs,
+                active_dir: dir.join("active"),
+                snapshots_dir: dir.join("snapshots"),
                 dir,
-                active_dir,
-                snapshots_dir,
                 salt,
                 io,
-                read_only: true,
+                read_only: lock.is_none(),
                 durable: std::sync::OnceLock::new(),
                 removals: Arc::default(),
                 open: AtomicBool::new(true),
                 state: Mutex::new(SessionState {
-                    lock: None,
+                    lock,
                     tables: Vec::new(),
                     cursors: Vec::new(),
                 }),
             }),
-        };
-        Ok(session)
+        }
     }
 
     /// Whether the session was opened with [`SessionOptions::read_only`].

@@ -470,31 +470,7 @@ proptest! {
             let mut handles = Vec::new();
             for s in &steps {
                 let result = match s {
-                    Step::Batch(b) => {
-                        let parts: [Vec<KeyAndValue>; 2] = [false, true].map(|w| {
-                            b.iter()
-                                .filter(|u| u.0 == w)
-                                .map(|&(_, k, v)| {
-                                    (format!("key{k:02}").into_bytes(), v.map(|v| vec![v; 1 + v as usize % 50]))
-                                })
-                                .collect()
-                        });
-                        let updates: Vec<Vec<(&[u8], Update<'_>)>> = parts
-                            .iter()
-                            .map(|p| {
-                                p.iter()
-                                    .map(|(k, v)| (&k[..], v.as_deref().map_or(Update::Delete, Update::Insert)))
-                                    .collect()
-                            })
-                            .collect();
-                        match session.write(&[(&tables[0], &updates[0][..]), (&tables[1], &updates[1][..])]) {
-                            Ok(d) => {
-                                handles.push(d);
-                                Ok(())
-                            }
-                            Err(e) => Err(e),
-                        }
-                    }
+                    Step::Batch(b) => write_pair(&session, &tables, b).map(|d| handles.push(d)),
                     Step::Checkpoint => session.checkpoint(),
                     Step::Sync => session.sync_log(),
                 };
