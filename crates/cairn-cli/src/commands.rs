@@ -38,25 +38,13 @@ impl Failure {
     }
 }
 
-/// An engine error as one line: the error and each of its causes.
-fn one_line(e: &Error) -> String {
-    let mut line = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        line.push_str(": ");
-        line.push_str(&s.to_string());
-        source = s.source();
-    }
-    line
-}
-
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         let code = match e {
             Error::SessionLocked(_) => LOCKED,
             _ => FAILED,
         };
-        let mut message = one_line(&e);
+        let mut message = e.with_causes();
         if code == LOCKED {
             message.push_str(" (stop the process that owns it first)");
         }
@@ -286,7 +274,7 @@ fn info(dir: &Path, salt: bool, json: bool) -> Result<u8, Failure> {
             }
             Err(e) => {
                 code = DAMAGED;
-                let message = format!("{} (run `cairn verify` for every problem)", one_line(&e));
+                let message = format!("{} (run `cairn verify` for every problem)", e.with_causes());
                 if json {
                     entries.push(json!({ "name": name, "error": message }));
                 } else {
@@ -514,7 +502,7 @@ fn stats(dir: &Path, name: &str, sample: u64, json: bool) -> Result<u8, Failure>
             e
             @ (Error::CorruptFile { .. } | Error::ChecksumMismatch { .. } | Error::Corrupt { .. }),
         ) => {
-            return Err(Failure::new(DAMAGED, one_line(&e)));
+            return Err(Failure::new(DAMAGED, e.with_causes()));
         }
         Err(e) => return Err(e.into()),
     };

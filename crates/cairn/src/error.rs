@@ -247,10 +247,10 @@ impl Error {
         matches!(self, Error::Io { .. })
     }
 
-    /// The message followed by the message of every cause, joined by `": "`, for the places
-    /// that keep an error as text (such as [`Error::TableBroken`]'s cause): `to_string()` alone
-    /// would drop the causes.
-    pub(crate) fn with_causes(&self) -> String {
+    /// The message followed by the message of every cause, joined by `": "`: the error as one
+    /// line (what `cairn` prints, and what [`Error::TableBroken`] keeps of its cause), where
+    /// `to_string()` alone would drop the causes.
+    pub fn with_causes(&self) -> String {
         let mut text = self.to_string();
         let mut cause = std::error::Error::source(self);
         while let Some(e) = cause {

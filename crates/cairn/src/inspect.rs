@@ -896,18 +896,10 @@ pub(crate) fn verify(
 
 /// A problem made of an error: in the file it names, or in `blame`.
 fn problem_of(e: Error, blame: &Path) -> Problem {
-    let path = e.path().unwrap_or(blame).to_path_buf();
-    let mut detail = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        detail.push_str(": ");
-        detail.push_str(&s.to_string());
-        source = s.source();
-    }
     Problem {
-        path,
+        path: e.path().unwrap_or(blame).to_path_buf(),
         offset: None,
-        detail,
+        detail: e.with_causes(),
     }
 }
 

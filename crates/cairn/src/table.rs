@@ -488,8 +488,8 @@ impl Table {
         Arc::ptr_eq(&self.inner.session, session)
     }
 
-    /// Checks every update of `batch` against the table's limits and rules, and that the table
-    /// is usable, before anything is applied or logged.
+    /// Checks every update of `batch` against the table's limits and rules, before anything is
+    /// applied or logged.
     pub(crate) fn validate_batch<K: AsRef<[u8]>>(&self, batch: &[(K, Update<'_>)]) -> Result<()> {
         for (key, update) in batch {
             validate(key.as_ref(), update, &self.inner.config.resolve)?;

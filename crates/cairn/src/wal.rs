@@ -701,12 +701,6 @@ impl Log {
             let _ = handle.join();
         }
     }
-
-    /// The log's id (recorded in every segment header).
-    #[allow(dead_code)]
-    pub(crate) fn id(&self) -> u64 {
-        self.shared.log_id
-    }
 }
 
 impl Drop for Log {
