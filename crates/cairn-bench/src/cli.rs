@@ -291,6 +291,10 @@ pub struct WalArgs {
     /// Updates per batch, comma-separated.
     #[arg(long, default_value = "1,256")]
     pub batch: String,
+    /// Cairn runs merges on its session's background thread
+    /// (`SessionOptions::background_merges`), as RocksDB and fjall compact in the background.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub background_merges: bool,
 }
 
 /// Options of `trie`.

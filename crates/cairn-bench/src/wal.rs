@@ -16,7 +16,8 @@
 //! appending 128 bytes and calling `fdatasync`, for `--seconds`.
 //!
 //! Settings: Cairn `SyncPolicy::Immediate` (a group starts as soon as the syncer is free; the
-//! writers arriving meanwhile form the next one), a durable table with the default config.
+//! writers arriving meanwhile form the next one), a durable table with the default config, and
+//! merges on the session's background thread (`--background-merges false`: updates do them).
 //! fjall 3.1: `WriteBatch::durability(Some(PersistMode::SyncAll))`, its documented way to make
 //! a batch "definitely durable". RocksDB: `WriteOptions::set_sync(true)`, defaults otherwise.
 
@@ -47,12 +48,13 @@ struct Cairn {
 }
 
 impl Cairn {
-    fn open(dir: &Path) -> Result<Cairn, Failure> {
+    fn open(dir: &Path, background_merges: bool) -> Result<Cairn, Failure> {
         let options = cairn::SessionOptions {
             log: Some(cairn::LogOptions {
                 sync: cairn::SyncPolicy::Immediate,
                 ..cairn::LogOptions::default()
             }),
+            background_merges,
             ..cairn::SessionOptions::default()
         };
         let session = cairn::Session::open_with_options(dir, options)
@@ -146,9 +148,9 @@ impl DurableWrites for Rocks {
     }
 }
 
-fn open_engine(name: &str, dir: &Path) -> Result<Box<dyn DurableWrites>, Failure> {
+fn open_engine(name: &str, dir: &Path, args: &WalArgs) -> Result<Box<dyn DurableWrites>, Failure> {
     match name {
-        "cairn" => Ok(Box::new(Cairn::open(dir)?)),
+        "cairn" => Ok(Box::new(Cairn::open(dir, args.background_merges)?)),
         #[cfg(feature = "fjall")]
         "fjall" => Ok(Box::new(Fjall::open(dir)?)),
         #[cfg(feature = "rocksdb")]
@@ -306,7 +308,7 @@ pub fn run(args: &WalArgs) -> Result<(), Failure> {
                 for name in engines() {
                     let sub = dir.join(format!("{name}-{t}-{batch}"));
                     std::fs::create_dir_all(&sub).context(|| "creating a directory".into())?;
-                    let engine = open_engine(name, &sub)?;
+                    let engine = open_engine(name, &sub, args)?;
                     let m = measure(&*engine, t, batch, args.seconds, args.common.seed)?;
                     drop(engine);
                     std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
@@ -347,6 +349,7 @@ pub fn run(args: &WalArgs) -> Result<(), Failure> {
                 "disk_fsyncs_per_s": disk,
                 "disk_fsyncs_per_s_growing_file": growing,
                 "cairn_sync_policy": "Immediate",
+                "cairn_background_merges": args.background_merges,
                 "rows": rows,
             });
             std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())

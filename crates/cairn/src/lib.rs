@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod auth;
+mod background;
 
 // The engine's internals. Fuzz targets reach the decoders through the `fuzzing` feature (not a
 // stable API); nothing else outside the crate sees them.

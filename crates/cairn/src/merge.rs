@@ -1,6 +1,7 @@
 //! Merges: k-way merges of runs into a new run, performed a bounded number of steps at a time.
 //!
-//! Owns: [`MergingRun`] and [`MergeKind`]. One *merge step* consumes one input entry; a merge of
+//! Owns: [`MergingRun`], [`SharedMerge`] (a merge shared by duplicates and the background
+//! merger) and [`MergeKind`]. One *merge step* consumes one input entry; a merge of
 //! inputs holding `d` entries in total takes exactly `d` steps (its *debt*). Entries for the same
 //! key are combined newest first through [`crate::entry::Entry::combine_older`]; a last-level merge
 //! drops deletes and turns upserts into inserts.
@@ -14,7 +15,8 @@
 //! 64 KiB chunks. One call to [`MergingRun::steps`] overshoots the requested count by at most
 //! k - 1 steps (the last output key may consume one entry from every input).
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::config::Resolve;
 use crate::entry::Entry;
@@ -46,8 +48,90 @@ pub(crate) struct MergingRun {
     steps_done: u64,
     /// Set when finished; `None` inside if every entry was dropped.
     output: Option<Option<Arc<Run>>>,
-    /// Set when a step failed half way: the merge (shared by duplicates) refuses further work.
-    failed: bool,
+    /// Set when a step failed half way, with the cause: the merge (shared by duplicates and
+    /// perhaps stepped by the background merger) refuses further work.
+    failed: Option<String>,
+}
+
+/// A merge in progress shared by every duplicate of a table and, in a session with background
+/// merges, by the background merger. Foreground users (updates, lookups, snapshots) announce
+/// themselves before they wait for the lock, and the background merger never takes the lock
+/// while one is waiting and gives it up after one chunk of steps, so a foreground wait lasts
+/// at most one chunk ([`crate::background::CHUNK_STEPS`] steps).
+#[derive(Debug)]
+pub(crate) struct SharedMerge {
+    merge: Mutex<MergingRun>,
+    /// Foreground threads waiting for (or about to wait for) `merge`.
+    waiting: AtomicU32,
+    /// The merge's debt (fixed).
+    debt: u64,
+    /// Steps done as last published ([`SharedMerge::publish`]), or `u64::MAX` once finished: a
+    /// lower bound of the progress, readable without the lock.
+    published: AtomicU64,
+}
+
+impl SharedMerge {
+    pub(crate) fn new(merge: MergingRun) -> SharedMerge {
+        let shared = SharedMerge {
+            debt: merge.debt(),
+            published: AtomicU64::new(0),
+            merge: Mutex::new(merge),
+            waiting: AtomicU32::new(0),
+        };
+        if let Ok(merge) = shared.merge.lock() {
+            shared.publish(&merge);
+        }
+        shared
+    }
+
+    /// The merge's debt: the steps it takes in all.
+    pub(crate) fn debt(&self) -> u64 {
+        self.debt
+    }
+
+    /// The steps done as last published, `None` once the merge has finished. Never more than
+    /// the truth: whoever steps the merge publishes after.
+    pub(crate) fn published_steps(&self) -> Option<u64> {
+        match self.published.load(Ordering::Acquire) {
+            u64::MAX => None,
+            steps => Some(steps),
+        }
+    }
+
+    /// Publishes `merge`'s progress (call with this merge's guard, after stepping it).
+    pub(crate) fn publish(&self, merge: &MergingRun) {
+        let value = if merge.is_done() {
+            u64::MAX
+        } else {
+            merge.steps_done()
+        };
+        self.published.store(value, Ordering::Release);
+    }
+
+    /// Locks the merge for a foreground user, announcing the wait to the background merger.
+    pub(crate) fn lock(
+        &self,
+    ) -> std::result::Result<MutexGuard<'_, MergingRun>, MutexGuard<'_, MergingRun>> {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let result = self.merge.lock();
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        result.map_err(|p| p.into_inner())
+    }
+
+    /// Locks the merge for the background merger: `None` when a foreground user holds it or
+    /// waits for it (the background then works elsewhere), or when the lock is poisoned.
+    pub(crate) fn try_lock_background(&self) -> Option<MutexGuard<'_, MergingRun>> {
+        if self.foreground_waiting() {
+            return None;
+        }
+        // Held or poisoned: either way, no background work on it now.
+        self.merge.try_lock().ok()
+    }
+
+    /// Whether a foreground user waits for the lock: the background merger stops its chunk.
+    pub(crate) fn foreground_waiting(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0
+    }
 }
 
 impl MergingRun {
@@ -77,7 +161,7 @@ impl MergingRun {
             debt,
             steps_done: 0,
             output: None,
-            failed: false,
+            failed: None,
         })
     }
 
@@ -93,7 +177,7 @@ impl MergingRun {
             writer: None,
             steps_done: 0,
             output: None,
-            failed: false,
+            failed: None,
         }
     }
 
@@ -117,6 +201,11 @@ impl MergingRun {
         &self.inputs
     }
 
+    /// Whether the merge can take steps: not finished, not failed, not paused.
+    pub(crate) fn needs_work(&self) -> bool {
+        !self.is_done() && self.failed.is_none() && self.writer.is_some()
+    }
+
     /// Whether the merge has finished.
     pub(crate) fn is_done(&self) -> bool {
         self.output.is_some()
@@ -130,16 +219,18 @@ impl MergingRun {
     /// Performs at least `steps` steps unless the merge finishes first, and returns how many were
     /// performed (at most `steps + k - 1` for k inputs). Finishing writes the filter and index.
     pub(crate) fn steps(&mut self, steps: u64) -> Result<u64> {
-        if self.failed {
-            return Err(Error::TableBroken(
-                "a merge shared with this table failed earlier".into(),
-            ));
+        if let Some(cause) = &self.failed {
+            return Err(Error::TableBroken(format!(
+                "a merge shared with this table failed earlier: {cause}"
+            )));
         }
         if self.writer.is_none() && self.output.is_none() {
             return Err(Error::ReadOnly("merge work"));
         }
         let result = self.steps_unchecked(steps);
-        self.failed = result.is_err();
+        if let Err(e) = &result {
+            self.failed = Some(e.with_causes());
+        }
         result
     }
 

@@ -2,7 +2,8 @@
 //!
 //! Owns: `Levels` (the runs of a table below the write buffer, grouped in levels, with the merge
 //! in progress on each level) and the credit accounting that bounds the merge work of any single
-//! update. May call: `merge`, `run`, `fs` (handed to merges). Must never touch: the write buffer,
+//! update. May call: `merge`, `run`, `fs` (handed to merges), `background` (handing it each new
+//! merge). Must never touch: the write buffer,
 //! lookups, files directly.
 //!
 //! # Shape
@@ -42,12 +43,13 @@
 //! that fills the write buffer writes it out (B entries). With [`MergeSchedule::OneShot`] a merge
 //! is done entirely when it starts, so an update may merge the whole table.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 
+use crate::background::Background;
 use crate::config::{DiskCachePolicy, MergeSchedule, Resolve, SIZE_RATIO};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
-use crate::merge::{MergeKind, MergingRun};
+use crate::merge::{MergeKind, MergingRun, SharedMerge};
 use crate::run::{Run, RunParams};
 
 /// The most merge steps a single update can perform on a table with `levels` levels, under the
@@ -81,9 +83,20 @@ pub(crate) struct MergeContext<'a> {
     /// The session is read-only: merges restored from a snapshot stay paused (their inputs
     /// are read; no output is written).
     pub(crate) read_only: bool,
+    /// The session's background merge thread, if it has one: every new merge is handed to it.
+    pub(crate) background: Option<&'a Background>,
 }
 
 impl MergeContext<'_> {
+    /// Shares a new merge, handing it to the background thread if there is one.
+    fn share(&self, merge: MergingRun) -> Arc<SharedMerge> {
+        let shared = Arc::new(SharedMerge::new(merge));
+        if let Some(background) = self.background {
+            background.register(&shared);
+        }
+        shared
+    }
+
     /// The kind of a merge on the last level: deletes are dropped unless a union lies below.
     fn last_level_kind(&self) -> MergeKind {
         if self.union_below {
@@ -114,7 +127,7 @@ impl MergeContext<'_> {
 /// credits are the handle's own.
 #[derive(Debug, Clone)]
 struct LevelMerge {
-    merge: Arc<Mutex<MergingRun>>,
+    merge: Arc<SharedMerge>,
     nominal_debt: u64,
     nominal_credits: u64,
 }
@@ -226,28 +239,46 @@ impl Levels {
             let Incoming::Merging(m) = &mut level.incoming else {
                 continue;
             };
-            let mut merge = lock_for_work(&m.merge)?;
-            if merge.is_done() {
+            // The merge's lock is taken only when this update has work to do on it: the
+            // progress it publishes is a lower bound of the steps done (by duplicates and the
+            // background thread too), so no due work is ever skipped.
+            let published = m.merge.published_steps();
+            if published.is_none() {
                 continue;
             }
             m.nominal_credits = m
                 .nominal_credits
                 .saturating_add(credits)
                 .min(m.nominal_debt);
-            let debt = merge.debt();
+            let debt = m.merge.debt();
             let target = if m.nominal_credits == m.nominal_debt {
                 debt
             } else {
                 (m.nominal_credits as u128 * debt as u128 / m.nominal_debt as u128) as u64
             };
+            let due = |done: u64| {
+                let unspent = target.saturating_sub(done);
+                (
+                    unspent >= ctx.merge_batch_size || (target == debt && done < debt),
+                    unspent,
+                )
+            };
+            if !due(published.unwrap_or(debt)).0 {
+                continue;
+            }
+            let mut merge = lock_for_work(&m.merge)?;
+            if merge.is_done() {
+                continue;
+            }
             // Work already done through a duplicate counts: only the shortfall is done here.
-            let unspent = target.saturating_sub(merge.steps_done());
+            let (_, unspent) = due(merge.steps_done());
             if unspent >= ctx.merge_batch_size {
                 steps += merge.steps(unspent)?;
             }
             if target == debt && !merge.is_done() {
                 steps += merge.complete()?;
             }
+            m.merge.publish(&merge);
         }
         Ok(steps)
     }
@@ -394,7 +425,7 @@ impl Levels {
                     if ctx.read_only {
                         levels.push(Level {
                             incoming: Incoming::Merging(Box::new(LevelMerge {
-                                merge: Arc::new(Mutex::new(MergingRun::paused(
+                                merge: Arc::new(SharedMerge::new(MergingRun::paused(
                                     inputs,
                                     kind,
                                     ctx.resolve.clone(),
@@ -427,7 +458,7 @@ impl Levels {
                         merge.complete()?;
                     }
                     Incoming::Merging(Box::new(LevelMerge {
-                        merge: Arc::new(Mutex::new(merge)),
+                        merge: ctx.share(merge),
                         nominal_debt: *nominal_debt,
                         nominal_credits: *nominal_credits,
                     }))
@@ -461,15 +492,15 @@ impl Levels {
 /// recovered: a panic inside a merge step (a user's resolve function) leaves the inputs
 /// untouched and no output, so what a reader sees (the inputs, for lookups and snapshots) is
 /// still right.
-fn lock(merge: &Mutex<MergingRun>) -> MutexGuard<'_, MergingRun> {
-    merge.lock().unwrap_or_else(|p| p.into_inner())
+fn lock(merge: &SharedMerge) -> MutexGuard<'_, MergingRun> {
+    merge.lock().unwrap_or_else(|guard| guard)
 }
 
 /// Locks a shared merge to do work on it. A poisoned lock means a panic interrupted a step half
 /// way (some inputs advanced, nothing written): going on would lose entries, so the table (and
 /// every duplicate sharing the merge) gets [`Error::TableBroken`]. A merge that failed with an
 /// error refuses further work by itself (see `MergingRun::steps`).
-fn lock_for_work(merge: &Mutex<MergingRun>) -> Result<MutexGuard<'_, MergingRun>> {
+fn lock_for_work(merge: &SharedMerge) -> Result<MutexGuard<'_, MergingRun>> {
     merge.lock().map_err(|_| {
         Error::TableBroken("a panic interrupted a merge shared with this table".into())
     })
@@ -483,6 +514,7 @@ fn complete_incoming(incoming: &mut Incoming) -> Result<(Option<Arc<Run>>, u64)>
         Incoming::Merging(m) => {
             let mut merge = lock_for_work(&m.merge)?;
             let steps = merge.complete()?;
+            m.merge.publish(&merge);
             let out = merge.output().cloned().flatten();
             Ok((out, steps))
         }
@@ -516,7 +548,7 @@ fn new_incoming(
         MergeSchedule::Incremental => 0,
     };
     let m = Box::new(LevelMerge {
-        merge: Arc::new(Mutex::new(merge)),
+        merge: ctx.share(merge),
         nominal_debt: ctx.tiering_size(level_number)?,
         nominal_credits: 0,
     });

@@ -11,7 +11,7 @@
 //!
 //! May call: `fs`, `io`, `table` (creating tables), `cursor` (closing cursors), `inspect`
 //! (looking inside snapshots), `snapshot` (a session's snapshots), `durable` (its write-ahead
-//! log and durable tables). Must never touch: run contents.
+//! log and durable tables), `background` (its merge thread). Must never touch: run contents.
 //!
 //! A session opened read-only ([`SessionOptions::read_only`]) works through a file system that
 //! refuses every change, takes no lock, and opens snapshots in place.
@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+use crate::background::Background;
 use crate::config::TableConfig;
 use crate::cursor::CursorInner;
 use crate::error::{Error, Result};
@@ -101,6 +102,15 @@ pub struct SessionOptions {
     /// tables ([`Session::create_durable_table`]): recovery runs as the session opens. `None`:
     /// no log, no durable tables, nothing extra to pay. Ignored by a read-only session.
     pub log: Option<crate::LogOptions>,
+    /// Runs merge work on a background thread of the session, ahead of the credits updates
+    /// pay, so that updates usually find their merge work done and a second core does it.
+    /// Every update keeps the bound on the merge steps it performs itself
+    /// ([`crate::TableStats::merge_steps_bound_per_update`]), and may additionally wait for one chunk of
+    /// background steps (512) on a merge it needs. Snapshots, duplicates and recovery are
+    /// unchanged: the background only does earlier what updates would do later. Off by default
+    /// (updates then do all merge work themselves, deterministically). Ignored by a read-only
+    /// session.
+    pub background_merges: bool,
 }
 
 impl Default for SessionOptions {
@@ -110,6 +120,7 @@ impl Default for SessionOptions {
             salt: None,
             read_only: false,
             log: None,
+            background_merges: false,
         }
     }
 }
@@ -135,6 +146,9 @@ pub(crate) struct SessionInner {
     read_only: bool,
     /// The write-ahead log and durable tables, for a session opened with one.
     durable: std::sync::OnceLock<crate::durable::Durable>,
+    /// The background merge thread, for a session opened with
+    /// [`SessionOptions::background_merges`].
+    background: std::sync::OnceLock<Background>,
     /// Files of released runs, removed at the start of the next operation.
     removals: Arc<DeferredRemovals>,
     /// Cleared by `close`; read without a lock by every table operation.
@@ -207,6 +221,11 @@ impl SessionInner {
         self.read_only
     }
 
+    /// The background merge thread, if the session has one.
+    pub(crate) fn background(&self) -> Option<&Background> {
+        self.background.get()
+    }
+
     /// Fails with [`Error::ReadOnly`] (naming `what`) in a read-only session.
     pub(crate) fn check_writable(&self, what: &'static str) -> Result<()> {
         if self.read_only {
@@ -263,6 +282,10 @@ impl SessionInner {
         // What the log buffered is written (and synced, by its policy) before tables close.
         if let Some(durable) = self.durable.get() {
             durable.log.close();
+        }
+        // No merge work after this point: the chunk in progress ends first.
+        if let Some(background) = self.background.get() {
+            background.stop();
         }
         for cursor in cursors.iter().filter_map(Weak::upgrade) {
             cursor.close();
@@ -465,6 +488,10 @@ impl Session {
         };
         let io = BlockIo::new(options.io_backend)?.with_direct_io(fs.probe_direct_io(&active_dir));
         let session = Session::with_parts(fs, dir, salt, io, Some(lock));
+        if options.background_merges {
+            let background = Background::start(&session.inner.dir)?;
+            let _ = session.inner.background.set(background);
+        }
         if let Some(log) = options.log {
             let (durable, tables) = crate::durable::open(&session.inner, log)?;
             let _ = session.inner.durable.set(durable);
@@ -530,6 +557,7 @@ impl Session {
                 io,
                 read_only: lock.is_none(),
                 durable: std::sync::OnceLock::new(),
+                background: std::sync::OnceLock::new(),
                 removals: Arc::default(),
                 open: AtomicBool::new(true),
                 state: Mutex::new(SessionState {
@@ -539,6 +567,13 @@ impl Session {
                 }),
             }),
         }
+    }
+
+    /// Merge steps the session's background merge thread has performed so far (0 without
+    /// [`SessionOptions::background_merges`]). Steps done there are not counted again in
+    /// [`crate::TableStats::merge_steps_total`], which counts the steps updates performed.
+    pub fn background_merge_steps(&self) -> u64 {
+        self.inner.background().map_or(0, Background::steps)
     }
 
     /// Whether the session was opened with [`SessionOptions::read_only`].

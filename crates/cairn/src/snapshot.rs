@@ -1537,6 +1537,7 @@ pub(crate) fn with_merge_context<T>(
         merge_batch_size: config.merge_batch_size as u64,
         union_below,
         read_only: session.read_only(),
+        background: session.background(),
     };
     f(&ctx)
 }

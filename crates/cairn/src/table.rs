@@ -174,6 +174,9 @@ impl TableInner {
         if let Some(auth) = &self.auth {
             auth.lock().unwrap_or_else(|p| p.into_inner()).pages.close();
         }
+        if let Some(background) = self.session.background() {
+            background.wait_released();
+        }
         self.session.try_remove_released();
     }
 }
@@ -573,7 +576,12 @@ impl Table {
             writer.push(key, entry.op(), entry.value(), blob)?;
         }
         let run = writer.finish()?;
-        state.write_buffer.clear();
+        let flushed = std::mem::take(&mut state.write_buffer);
+        match session.background() {
+            // Freeing B entries (an allocation each) is the background thread's work.
+            Some(background) => background.free(Box::new(flushed)),
+            None => drop(flushed),
+        }
         Ok(run)
     }
 

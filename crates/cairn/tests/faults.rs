@@ -17,6 +17,9 @@
 //!   saving, exporting or importing snapshots may silently write a prefix or junk; opening such a
 //!   snapshot must fail with `SnapshotCorrupted`, and any snapshot that opens has exactly its
 //!   contents.
+//! - **Background merges** (`background_merge_faults_are_reported_not_swallowed`): faults that
+//!   hit the background merge thread leave lookups exact and are reported, with their cause, by
+//!   the update that next needs the merge.
 //!
 //! Cases: `CAIRN_FAULT_CASES` (default 1000), `CAIRN_POWER_LOSS_CASES` (default 500),
 //! `CAIRN_SILENT_CASES` (default 300).
@@ -388,4 +391,123 @@ fn an_interrupted_first_open_can_be_retried() {
         let session = open(&fs).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert!(session.list_snapshots().unwrap().is_empty());
     }
+}
+
+/// With a background merge thread, the faults it meets are not lost: noisy faults are injected
+/// while updates run (and the thread works beside them). An update that sees a fault of its own
+/// fails; a fault that hit only the background (the update succeeded) leaves every lookup
+/// exactly right, and is reported, with its cause, by the update that next needs that merge
+/// (`TableBroken`), which later updates are certain to reach. Cases:
+/// `CAIRN_BACKGROUND_FAULT_CASES` (default 300).
+#[test]
+fn background_merge_faults_are_reported_not_swallowed() {
+    let mut hit = 0;
+    for seed in 0..u64::from(cases("CAIRN_BACKGROUND_FAULT_CASES", 300)) {
+        hit += usize::from(background_fault_case(seed));
+    }
+    eprintln!("{hit} cases with a fault in background work, every one reported");
+    assert!(hit > 0, "no case injected a fault into background work");
+}
+
+/// One case; returns whether a fault hit the background alone (it panics unless reported).
+fn background_fault_case(seed: u64) -> bool {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    let fs = MemFs::new();
+    fs.create_dir_all(Path::new("/s")).unwrap();
+    let options = cairn::SessionOptions {
+        background_merges: true,
+        ..cairn::SessionOptions::default()
+    };
+    let session = Session::open_with(Arc::new(fs.clone()), "/s", options).unwrap();
+    let table = session
+        .new_table(TableConfig {
+            write_buffer_entries: 16,
+            merge_batch_size: 4,
+            ..TableConfig::default()
+        })
+        .unwrap();
+    let mut rng = cairn::fs::SplitMix64::new(seed);
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let keys: Vec<Vec<u8>> = (0u32..400).map(|k| k.to_be_bytes().to_vec()).collect();
+    let mut background_fault = None;
+    for step in 0..1500u32 {
+        let faulty = step < 300 && rng.next_u64().is_multiple_of(6);
+        let batch: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0..8)
+            .map(|_| {
+                let key = keys[(rng.next_u64() % 400) as usize].clone();
+                let value = (!rng.next_u64().is_multiple_of(4))
+                    .then(|| rng.next_u64().to_le_bytes().to_vec());
+                (key, value)
+            })
+            .collect();
+        let updates: Vec<(&[u8], cairn::Update<'_>)> = batch
+            .iter()
+            .map(|(k, v)| {
+                let u = match v {
+                    Some(v) => cairn::Update::Insert(v),
+                    None => cairn::Update::Delete,
+                };
+                (&k[..], u)
+            })
+            .collect();
+        if faulty {
+            fs.set_fault_plan(Some(FaultPlan::noisy(rng.next_u64(), 0.05)));
+        }
+        let result = table.updates(&updates);
+        if faulty {
+            // The background thread works inside the window too.
+            std::thread::sleep(std::time::Duration::from_micros(300));
+        }
+        fs.set_fault_plan(None);
+        let noisy = fs
+            .take_injected()
+            .into_iter()
+            .filter(|f| f.kind.is_noisy())
+            .count();
+        match result {
+            Ok(()) => {
+                for (k, v) in batch {
+                    match v {
+                        Some(v) => model.insert(k, v),
+                        None => model.remove(&k),
+                    };
+                }
+                if noisy > 0 {
+                    background_fault.get_or_insert(step);
+                }
+            }
+            Err(Error::TableBroken(cause)) if background_fault.is_some() => {
+                assert!(
+                    cause.contains("injected fault"),
+                    "seed {seed}: the report lost the cause: {cause}"
+                );
+                return true;
+            }
+            Err(e) => {
+                assert!(
+                    noisy > 0,
+                    "seed {seed} step {step}: failed without a fault: {e}"
+                );
+                // The update's own fault: the table is broken from here on.
+                return background_fault.is_some();
+            }
+        }
+        // A merge that failed in the background is read through its inputs: still exact.
+        let got = table.lookups(&keys).unwrap();
+        for (k, r) in keys.iter().zip(got) {
+            assert_eq!(
+                r.value(),
+                model.get(k).map(|v| &v[..]),
+                "seed {seed} step {step}: key {k:?}"
+            );
+        }
+    }
+    if let Some(step) = background_fault {
+        panic!(
+            "seed {seed}: a fault injected into background work at step {step} was never reported"
+        );
+    }
+    false
 }

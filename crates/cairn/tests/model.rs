@@ -84,6 +84,9 @@ struct Setup {
     /// An authenticated table: its state root is checked against the definition after every
     /// operation that changes it, and for every table and snapshot at the end.
     auth: bool,
+    /// The session runs merges on its background thread too
+    /// (`SessionOptions::background_merges`), racing the operations.
+    background: bool,
 }
 
 fn key_bytes(k: u16, long: bool) -> Vec<u8> {
@@ -178,6 +181,7 @@ fn setup_strategy() -> impl Strategy<Value = Setup> {
         any::<bool>(),
         any::<bool>(),
         prop::bool::weighted(0.5),
+        prop::bool::weighted(0.3),
     )
         .prop_map(
             |(
@@ -190,9 +194,11 @@ fn setup_strategy() -> impl Strategy<Value = Setup> {
                 direct,
                 long_keys,
                 auth,
+                background,
             )| {
                 Setup {
                     auth,
+                    background,
                     write_buffer,
                     index,
                     schedule,
@@ -304,6 +310,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                 salt: Some(7),
                 read_only: false,
                 log: None,
+                background_merges: setup.background,
             },
         )
         .unwrap()

@@ -1,0 +1,250 @@
+//! Background merges: one thread per session (with `SessionOptions::background_merges`) that
+//! performs the steps of merges in progress ahead of the credits updates pay for them, on
+//! another core, so that an update usually finds its share of merge work already done.
+//!
+//! Owns: [`Background`] (the thread, the list of merges it may work on, memory to free). May call: `merge`
+//! (stepping a [`SharedMerge`]). Must never touch: the level structure or the credit accounting
+//! (that is `schedule`'s job), tables, files directly.
+//!
+//! How it fits the schedule: `schedule` registers every merge it starts. An update still pays
+//! its credits and still performs the shortfall between the steps its credits buy and the steps
+//! done so far (see `schedule::Levels::supply_credits`); work done in the background only makes
+//! that shortfall smaller. So the bound on the merge steps any one update performs is the one
+//! the schedule derives without a background thread, and `tests/merge_bound.rs` asserts it in
+//! both modes.
+//!
+//! Waiting: the background thread takes a merge's lock only when no foreground user (an update,
+//! a lookup collecting runs, a snapshot) waits for it, and holds it for one chunk of at most
+//! [`CHUNK_STEPS`] steps (plus, when the chunk ends the merge, writing the output's filter and
+//! index). That is the longest a foreground user waits for the background.
+//!
+//! It also frees memory that updates hand over (a flushed write buffer: one allocation per
+//! entry), before each chunk.
+//!
+//! Order of work: the merge with the fewest steps left first (merges on the upper levels are
+//! small and are needed soonest).
+//!
+//! Failures: a step that fails marks its merge failed, keeping the cause; the next update that
+//! needs the merge reports [`crate::Error::TableBroken`] with that cause, exactly as if it had
+//! run the step itself. Reads are unaffected: a merge in progress is read through its inputs,
+//! which a failed step leaves intact.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::merge::SharedMerge;
+
+/// Steps the background thread performs under one acquisition of a merge's lock.
+pub(crate) const CHUNK_STEPS: u64 = 512;
+
+/// How long the background thread pauses when every merge with work left is held by the
+/// foreground.
+const BUSY_PAUSE: Duration = Duration::from_micros(50);
+
+/// A session's background merge thread.
+#[derive(Debug)]
+pub(crate) struct Background {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    /// Merge steps performed by the background thread.
+    steps: AtomicU64,
+    /// Held by the thread while it holds strong references to merges (see
+    /// [`Background::wait_released`]).
+    working: Mutex<()>,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// Merges that may have work left (weak: a merge released by its tables is dropped).
+    merges: Vec<Weak<SharedMerge>>,
+    /// Memory handed over to be freed here rather than on an update's path (a flushed write
+    /// buffer: tens of thousands of allocations).
+    garbage: Vec<Box<dyn Send>>,
+    stop: bool,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("merges", &self.merges.len())
+            .field("garbage", &self.garbage.len())
+            .field("stop", &self.stop)
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Background {
+    /// Starts the thread. `dir` names the session in an error.
+    pub(crate) fn start(dir: &std::path::Path) -> Result<Background> {
+        let shared = Arc::new(Shared::default());
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("cairn-merge".into())
+            .spawn(move || run(&worker))
+            .map_err(|e| Error::io("starting the background merge thread", dir, e))?;
+        Ok(Background {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Hands a newly started merge to the thread. O(1) besides dropping released merges from
+    /// the list.
+    pub(crate) fn register(&self, merge: &Arc<SharedMerge>) {
+        let mut queue = lock(&self.shared.queue);
+        if queue.stop {
+            return;
+        }
+        queue.merges.retain(|w| w.strong_count() > 0);
+        queue.merges.push(Arc::downgrade(merge));
+        self.shared.wake.notify_one();
+    }
+
+    /// Waits until the thread holds no reference to a merge that it did not hold when this
+    /// was called: at most one chunk. A table that is closing calls it after releasing its
+    /// runs, so that the files of a merge the thread was working on are released (to the
+    /// session's deferred removals) before the table's close removes them.
+    pub(crate) fn wait_released(&self) {
+        drop(lock(&self.shared.working));
+    }
+
+    /// Frees `item` on the thread (at once, if the thread has stopped).
+    pub(crate) fn free(&self, item: Box<dyn Send>) {
+        let mut queue = lock(&self.shared.queue);
+        if queue.stop {
+            drop(queue);
+            drop(item);
+            return;
+        }
+        queue.garbage.push(item);
+        self.shared.wake.notify_one();
+    }
+
+    /// Merge steps the thread has performed so far.
+    pub(crate) fn steps(&self) -> u64 {
+        self.shared.steps.load(Ordering::Relaxed)
+    }
+
+    /// Stops the thread, waiting for the chunk it is working on (if any). Idempotent.
+    pub(crate) fn stop(&self) {
+        {
+            let mut queue = lock(&self.shared.queue);
+            queue.stop = true;
+            queue.merges.clear();
+            let garbage = std::mem::take(&mut queue.garbage);
+            self.shared.wake.notify_all();
+            drop(queue);
+            drop(garbage);
+        }
+        if let Some(thread) = lock(&self.thread).take() {
+            // A panic inside a step (a user's resolve function) poisoned that merge's lock,
+            // which the table reports; there is nothing more to report here.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The thread: picks the merge with the fewest steps left that no foreground user holds or
+/// waits for, performs one chunk of it, and repeats; sleeps while no merge has work left.
+fn run(shared: &Shared) {
+    loop {
+        let (weak, garbage) = {
+            let mut queue = lock(&shared.queue);
+            loop {
+                if queue.stop {
+                    return;
+                }
+                queue.merges.retain(|w| w.strong_count() > 0);
+                if !queue.merges.is_empty() || !queue.garbage.is_empty() {
+                    break;
+                }
+                queue = shared.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
+            }
+            (queue.merges.clone(), std::mem::take(&mut queue.garbage))
+        };
+        drop(garbage);
+        if weak.is_empty() {
+            continue;
+        }
+        if !work_once(shared, &weak) {
+            std::thread::sleep(BUSY_PAUSE);
+        }
+    }
+}
+
+/// One pick and one chunk. Returns false when every merge with work left was held by the
+/// foreground (the caller pauses). Strong references to merges exist only inside, while
+/// `working` is held.
+fn work_once(shared: &Shared, weak: &[Weak<SharedMerge>]) -> bool {
+    let _working = lock(&shared.working);
+    let candidates: Vec<Arc<SharedMerge>> = weak.iter().filter_map(Weak::upgrade).collect();
+    let mut best: Option<(u64, &Arc<SharedMerge>)> = None;
+    let mut finished: Vec<*const SharedMerge> = Vec::new();
+    let mut busy = false;
+    for merge in &candidates {
+        let Some(guard) = merge.try_lock_background() else {
+            busy = true;
+            continue;
+        };
+        if !guard.needs_work() {
+            finished.push(Arc::as_ptr(merge));
+            continue;
+        }
+        let left = guard.debt().saturating_sub(guard.steps_done());
+        if best.is_none_or(|(l, _)| left < l) {
+            best = Some((left, merge));
+        }
+    }
+    if !finished.is_empty() {
+        lock(&shared.queue)
+            .merges
+            .retain(|w| !finished.contains(&w.as_ptr()));
+    }
+    let Some((_, merge)) = best else {
+        return !busy;
+    };
+    if let Some(mut guard) = merge.try_lock_background() {
+        let before = guard.steps_done();
+        // A failure is kept by the merge (its cause included) and reported to the next update
+        // that needs it; the merge then no longer needs work.
+        let _ = guard.steps(CHUNK_STEPS);
+        merge.publish(&guard);
+        let done = guard.steps_done().saturating_sub(before);
+        shared.steps.fetch_add(done, Ordering::Relaxed);
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stops_while_idle_and_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let background = Background::start(dir.path()).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        background.stop();
+        background.stop();
+        assert_eq!(background.steps(), 0);
+    }
+}
