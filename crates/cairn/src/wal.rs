@@ -490,8 +490,14 @@ pub(crate) struct Shared {
     log_id: u64,
     options: LogOptions,
     state: Mutex<State>,
-    /// Signalled when records are appended, groups finish, or the log closes or fails.
+    /// Signalled for waiting writers and waiters: a group finished (the buffer has room, notices
+    /// may be due), or the log closed or failed.
     changed: Condvar,
+    /// Signalled for the syncer thread alone: records appended (under the policies whose syncer
+    /// writes them), a flush, sync or close asked for. Kept apart from `changed` so that a
+    /// group led by a writer does not wake the syncer for nothing (two thread switches per
+    /// group on a one-writer workload).
+    work: Condvar,
     writer: Mutex<Writer>,
 }
 
@@ -565,6 +571,7 @@ impl Log {
                 stats: LogStats::default(),
             }),
             changed: Condvar::new(),
+            work: Condvar::new(),
             writer: Mutex::new(Writer {
                 file: writer,
                 number,
@@ -617,7 +624,7 @@ impl Log {
         // leading it (`Durability::request_flush`): a writer that waits leads its own group,
         // with no thread switch.
         if s.options.sync != SyncPolicy::Immediate {
-            s.changed.notify_all();
+            s.work.notify_one();
         }
         Ok(seq)
     }
@@ -654,7 +661,7 @@ impl Log {
             state.sync_requested = state.sync_requested.max(target);
             target
         };
-        s.changed.notify_all();
+        s.work.notify_one();
         self.durability(target).wait()
     }
 
@@ -696,6 +703,7 @@ impl Log {
             let mut state = lock(&self.shared.state);
             state.closing = true;
         }
+        self.shared.work.notify_one();
         self.shared.changed.notify_all();
         if let Some(handle) = lock(&self.syncer).take() {
             let _ = handle.join();
@@ -795,7 +803,7 @@ impl Shared {
                                 }
                                 let wait = window - age;
                                 state = self
-                                    .changed
+                                    .work
                                     .wait_timeout(state, wait)
                                     .unwrap_or_else(|p| p.into_inner())
                                     .0;
@@ -803,7 +811,7 @@ impl Shared {
                             }
                         }
                     }
-                    state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+                    state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
                 }
             };
             if self.write_group(sync).is_err() {
@@ -867,6 +875,10 @@ impl Shared {
         drop(writer);
         self.changed.notify_all();
         let (wakers, callbacks, failure) = ready;
+        if failure.is_some() {
+            // The syncer stops on a failed log.
+            self.work.notify_one();
+        }
         wakers.into_iter().for_each(Waker::wake);
         for callback in callbacks {
             callback(match &failure {
@@ -980,7 +992,7 @@ impl Durability {
             && !state.flush_requested
         {
             state.flush_requested = true;
-            self.shared.changed.notify_all();
+            self.shared.work.notify_one();
         }
     }
 
