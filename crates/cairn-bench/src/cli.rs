@@ -291,6 +291,10 @@ pub struct WalArgs {
     /// Updates per batch, comma-separated.
     #[arg(long, default_value = "1,256")]
     pub batch: String,
+    /// Engines to run, comma-separated, in this order for every configuration (default: every
+    /// engine built in: fjall, rocksdb, cairn).
+    #[arg(long)]
+    pub engines: Option<String>,
     /// Cairn runs merges on its session's background thread
     /// (`SessionOptions::background_merges`), as RocksDB and fjall compact in the background.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]

@@ -8,7 +8,9 @@
 //! For every engine, writer count (`--threads`, default 1, 4, 16, 64) and batch size
 //! (`--batch`, default 1 and 256 updates of a 34-byte key and a 60-byte value): a fresh
 //! directory and engine, then `--seconds` of writers each writing a batch and waiting until it
-//! is durable, over and over. Engines run in the same order for every configuration. Reported:
+//! is durable, over and over. Each configuration starts with the next engine in turn (`--engines`
+//! gives the list), and before each measured run the disk is settled (`sync`, then a pause of
+//! 0.5 s), so that no engine runs while another's writes are still being written back. Reported:
 //! durable batches per second, latency from the write call to its durability (p50, p99, max),
 //! fsyncs per second where the engine counts them (Cairn's `Session::log_stats`), and bytes the
 //! process wrote to storage per update (`/proc/self/io`, everything included: log, flushes,
@@ -205,6 +207,13 @@ fn fsync_rate(dir: &Path, seconds: f64, preallocated: bool) -> Result<f64, Failu
     Ok(rate)
 }
 
+/// Brings the disk to the same state before every measured run: everything written so far (the
+/// previous engine's files, their removal) is written back, then a pause.
+fn settle() {
+    let _ = std::process::Command::new("sync").status();
+    std::thread::sleep(Duration::from_millis(500));
+}
+
 /// One measured configuration.
 struct Measured {
     batches: u64,
@@ -295,6 +304,10 @@ fn parse_list(text: &str, what: &str) -> Result<Vec<u64>, Failure> {
 pub fn run(args: &WalArgs) -> Result<(), Failure> {
     let threads = parse_list(&args.threads, "threads")?;
     let batches = parse_list(&args.batch, "batch")?;
+    let order: Vec<String> = match &args.engines {
+        Some(list) => list.split(',').map(|e| e.trim().to_string()).collect(),
+        None => engines().into_iter().map(String::from).collect(),
+    };
     crate::in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
         let growing = fsync_rate(dir, args.seconds, false)?;
         let disk = fsync_rate(dir, args.seconds, true)?;
@@ -303,12 +316,20 @@ pub fn run(args: &WalArgs) -> Result<(), Failure> {
              (128-byte writes, fdatasync, one thread)"
         );
         let mut rows = Vec::new();
+        let mut configuration = 0;
         for &batch in &batches {
             for &t in &threads {
-                for name in engines() {
+                // Each configuration starts with the next engine: none is always first (or last,
+                // after the others' files were written and removed).
+                let mut this_order = order.clone();
+                this_order.rotate_left(configuration % order.len().max(1));
+                configuration += 1;
+                for name in &this_order {
+                    let name = name.as_str();
                     let sub = dir.join(format!("{name}-{t}-{batch}"));
                     std::fs::create_dir_all(&sub).context(|| "creating a directory".into())?;
                     let engine = open_engine(name, &sub, args)?;
+                    settle();
                     let m = measure(&*engine, t, batch, args.seconds, args.common.seed)?;
                     drop(engine);
                     std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
@@ -349,6 +370,7 @@ pub fn run(args: &WalArgs) -> Result<(), Failure> {
                 "disk_fsyncs_per_s": disk,
                 "disk_fsyncs_per_s_growing_file": growing,
                 "cairn_sync_policy": "Immediate",
+                "engine_order": order,
                 "cairn_background_merges": args.background_merges,
                 "rows": rows,
             });
