@@ -99,6 +99,10 @@ pub struct EngineArgs {
     /// Cairn: merge steps done at once.
     #[arg(long, default_value_t = 1_000)]
     pub merge_batch_size: usize,
+    /// Cairn: run merge work on the session's background thread
+    /// (`SessionOptions::background_merges`).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub background_merges: bool,
 }
 
 /// Options of `utxo run`.
@@ -234,6 +238,10 @@ pub struct QuickArgs {
     /// ratio of the serial ops/s.
     #[arg(long)]
     pub wal: bool,
+    /// Cairn runs merge work on its session's background thread
+    /// (`SessionOptions::background_merges`).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub background_merges: bool,
 }
 
 /// Options of `union`.

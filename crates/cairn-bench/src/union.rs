@@ -110,7 +110,7 @@ fn problems(report: &UnionRecord) -> Option<String> {
 /// Opens a session in `dir`, runs every phase and collects the report. Every table and the
 /// session are closed before this returns, so the directory can be removed.
 fn bench_in(dir: &Path, args: &UnionArgs) -> Result<UnionRecord, Failure> {
-    let session = CairnSession::open(dir, args.common.io, args.common.seed, false)?;
+    let session = CairnSession::open(dir, args.common.io, args.common.seed, false, false)?;
     let mut report = UnionRecord {
         engine: "cairn",
         tables: args.tables,

@@ -176,7 +176,7 @@ fn with_table<T>(
 ) -> Result<T, Failure> {
     let dir = dir.join(n.to_string());
     std::fs::create_dir(&dir).context(|| format!("creating {}", dir.display()))?;
-    let session = CairnSession::open(&dir, args.common.io, args.common.seed, false)?;
+    let session = CairnSession::open(&dir, args.common.io, args.common.seed, false, false)?;
     let table = session.new_table(&settings(args))?;
     let result = f(&table);
     table.close();

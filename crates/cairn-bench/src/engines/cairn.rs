@@ -87,8 +87,15 @@ pub struct CairnSession {
 impl CairnSession {
     /// Opens the session in `dir` (creating it when `dir` holds none) on the real file system,
     /// with the block I/O backend `io` and, for a new session, the Bloom-filter salt `seed`;
-    /// with a write-ahead log (default options) if `wal`.
-    pub fn open(dir: &Path, io: IoArg, seed: u64, wal: bool) -> Result<CairnSession, Failure> {
+    /// with a write-ahead log (default options) if `wal`; merge work on the session's
+    /// background thread if `background_merges`.
+    pub fn open(
+        dir: &Path,
+        io: IoArg,
+        seed: u64,
+        wal: bool,
+        background_merges: bool,
+    ) -> Result<CairnSession, Failure> {
         let options = SessionOptions {
             io_backend: match io {
                 IoArg::Auto => IoBackendKind::Auto,
@@ -97,6 +104,7 @@ impl CairnSession {
             },
             salt: Some(seed),
             log: wal.then(cairn::LogOptions::default),
+            background_merges,
             ..SessionOptions::default()
         };
         let session = Session::open_with_options(dir, options)
@@ -363,7 +371,13 @@ impl CairnEngine {
                 DiskCacheArg::All
             },
         };
-        let session = CairnSession::open(dir, options.io, options.seed, options.wal)?;
+        let session = CairnSession::open(
+            dir,
+            options.io,
+            options.seed,
+            options.wal,
+            options.background_merges,
+        )?;
         let table = if create {
             if session.snapshot_exists(SETUP_SNAPSHOT)? {
                 return Err(Failure(format!(
@@ -382,11 +396,16 @@ impl CairnEngine {
                 .map_err(|f| Failure(format!("{f} (run `utxo setup` first)")))?
         };
         let description = format!(
-            "compact index, Bloom FPR 1e-3, write buffer {}, merge batch {}, disk cache {}, I/O {}",
+            "compact index, Bloom FPR 1e-3, write buffer {}, merge batch {}, disk cache {}, I/O {}{}",
             settings.write_buffer,
             settings.merge_batch_size,
             settings.disk_cache.name(),
             session.session.io_report(),
+            if options.background_merges {
+                ", background merges"
+            } else {
+                ""
+            },
         );
         Ok(CairnEngine {
             table,

@@ -45,6 +45,8 @@ pub struct EngineOptions {
     /// Cairn only: open the session with a write-ahead log (default options: a 200 µs group
     /// window) and make the table durable, so every update is logged.
     pub wal: bool,
+    /// Cairn only: merge work on the session's background thread.
+    pub background_merges: bool,
 }
 
 /// An engine holding one table of UTxO entries.
@@ -213,6 +215,7 @@ pub(crate) mod conformance {
             merge_batch_size: 16,
             io: IoArg::Auto,
             wal: false,
+            background_merges: true,
         };
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join(kind.name());

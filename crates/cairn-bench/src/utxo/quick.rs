@@ -127,6 +127,7 @@ fn bench_in(dir: &Path, args: &QuickArgs, wal: bool) -> Result<QuickRecord, Fail
         merge_batch_size: args.common.merge_batch_size,
         io: args.common.io,
         wal,
+        background_merges: args.background_merges,
     };
     let engine = CairnEngine::open(dir, true, &options)?;
     let mut report = QuickRecord {

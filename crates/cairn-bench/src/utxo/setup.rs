@@ -68,6 +68,7 @@ pub fn engine_options(args: &EngineArgs, seed: u64) -> EngineOptions {
         merge_batch_size: args.merge_batch_size,
         io: IoArg::Auto,
         wal: false,
+        background_merges: args.background_merges,
     }
 }
 

@@ -136,6 +136,7 @@ mod tests {
             merge_batch_size: 1_000,
             io: crate::cli::IoArg::Auto,
             wal: false,
+            background_merges: false,
         };
         let engine = CairnEngine::open(dir.path(), true, &options).unwrap();
         crate::utxo::setup::load(&engine, 0..5_000, 7, "setup").unwrap();
