@@ -117,6 +117,10 @@ pub struct RunArgs {
     /// Batches to run.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batches: u64,
+    /// Untimed batches of the same kind (with updates, or lookups only for `lookup-only`) run
+    /// first, so that every engine's measured run starts warmed up the same way.
+    #[arg(long, default_value_t = 0)]
+    pub warmup_batches: u64,
     /// serial, pipelined (two threads, lookups overlapped with the previous batch's updates) or
     /// lookup-only.
     #[arg(long, value_enum, default_value_t = RunMode::Serial)]
@@ -155,6 +159,10 @@ pub struct SuiteArgs {
     /// Batches of each run.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batches: u64,
+    /// Untimed batches before each measured run, the same for every engine (`utxo run
+    /// --warmup-batches`): no engine's run is measured cold while another's is warm.
+    #[arg(long, default_value_t = 1_000)]
+    pub warmup_batches: u64,
     /// Engines, in order (default: every engine this binary was built with).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub engines: Vec<EngineKind>,

@@ -160,6 +160,13 @@ pub struct RunRecord {
     /// Batches run.
     #[serde(default)]
     pub batches: u64,
+    /// Untimed batches run first (`--warmup-batches`).
+    #[serde(default)]
+    pub warmup_batches: u64,
+    /// Background work the engine had pending or running when the timed batches started (after
+    /// the warm-up), in its own words; `None`: none, or the engine cannot tell.
+    #[serde(default)]
+    pub background_work_at_start: Option<String>,
     /// Whether every lookup was checked.
     pub checked: bool,
     /// Lookups that did not return their id's value (must be 0; counted only with `--check`).
@@ -478,6 +485,8 @@ mod tests {
             mode: "serial".to_string(),
             entries: 10,
             batches: 2,
+            warmup_batches: 1,
+            background_work_at_start: Some("1 merge in progress".into()),
             checked: true,
             mismatches: 0,
             ops_per_sec: 1.5,

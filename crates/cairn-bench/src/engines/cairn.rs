@@ -296,6 +296,15 @@ impl CairnTable {
             .context(|| format!("saving snapshot {name:?}"))
     }
 
+    /// Merges started and not yet finished.
+    pub fn merges_in_progress(&self) -> Result<usize, Failure> {
+        Ok(self
+            .0
+            .stats()
+            .context(|| "reading the table statistics".to_string())?
+            .merges_in_progress)
+    }
+
     /// The table's shape now.
     pub fn shape(&self) -> Result<TableShape, Failure> {
         let stats = self
@@ -355,6 +364,7 @@ pub struct CairnEngine {
     /// Kept open (it holds the directory's lock) for as long as the table is used.
     session: CairnSession,
     settings: String,
+    background_merges: bool,
 }
 
 impl CairnEngine {
@@ -411,6 +421,7 @@ impl CairnEngine {
             table,
             session,
             settings: description,
+            background_merges: options.background_merges,
         })
     }
 
@@ -438,6 +449,19 @@ impl Engine for CairnEngine {
 
     fn settings(&self) -> String {
         self.settings.clone()
+    }
+
+    /// Only with background merges does Cairn work beside the caller: otherwise its merges in
+    /// progress are paid by updates, a bounded share each.
+    fn background_work(&self) -> Option<String> {
+        if !self.background_merges {
+            return None;
+        }
+        match self.table.merges_in_progress() {
+            Ok(0) => None,
+            Ok(n) => Some(format!("{n} merges in progress, on the background thread")),
+            Err(e) => Some(format!("unknown ({e})")),
+        }
     }
 
     fn load(&self, chunk: &[(Key, Value)]) -> Result<(), Failure> {

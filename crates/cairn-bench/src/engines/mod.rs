@@ -79,6 +79,13 @@ pub trait Engine: Send + Sync {
     /// Ends the setup: the table must survive the process and be opened by `run`.
     fn finish_load(&self) -> Result<(), Failure>;
 
+    /// Background work the engine has pending or running now (flushes, compactions, merges),
+    /// in words, for the record of a run that starts with it; `None` when it has none, or
+    /// cannot tell.
+    fn background_work(&self) -> Option<String> {
+        None
+    }
+
     /// Looks up a batch: `result[i]` is the value of `keys[i]`, if present. Engines with a
     /// batched read path (Cairn's `lookups`, RocksDB's `MultiGet`) use it.
     fn lookups(&self, keys: &[Key]) -> Result<Vec<Option<Value>>, Failure>;

@@ -168,6 +168,17 @@ impl Engine for RocksEngine {
             .context(|| "loading a setup chunk".to_string())
     }
 
+    fn background_work(&self) -> Option<String> {
+        let property = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        let flush = property("rocksdb.mem-table-flush-pending");
+        let compaction = property("rocksdb.compaction-pending");
+        let running =
+            property("rocksdb.num-running-compactions") + property("rocksdb.num-running-flushes");
+        (flush + compaction + running > 0).then(|| {
+            format!("flush pending {flush}, compaction pending {compaction}, running {running}")
+        })
+    }
+
     fn finish_load(&self) -> Result<(), Failure> {
         self.db
             .flush()

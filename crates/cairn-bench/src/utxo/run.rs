@@ -127,6 +127,14 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     for applied in &state.history {
         driver.replay(applied.batches, applied.with_updates);
     }
+    let with_updates = args.mode != RunMode::LookupOnly;
+    if args.warmup_batches > 0 {
+        driver.serial("warm-up", args.warmup_batches, with_updates)?;
+    }
+    let background_work_at_start = engine.background_work();
+    if let Some(work) = &background_work_at_start {
+        eprintln!("background work at the start of the timed batches: {work}");
+    }
     let io_before = IoCounters::now();
     let timing = match args.mode {
         RunMode::Serial => driver.serial("serial", args.batches, true)?,
@@ -148,6 +156,8 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         mode: args.mode.name().to_string(),
         entries: setup.entries,
         batches: args.batches,
+        warmup_batches: args.warmup_batches,
+        background_work_at_start,
         checked: args.check,
         mismatches: driver.mismatches(),
         ops_per_sec,
@@ -168,8 +178,14 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     drop(driver);
     drop(engine);
     if in_place {
+        if args.warmup_batches > 0 {
+            state.history.push(Applied {
+                with_updates,
+                batches: args.warmup_batches,
+            });
+        }
         state.history.push(Applied {
-            with_updates: args.mode != RunMode::LookupOnly,
+            with_updates,
             batches: args.batches,
         });
         state.in_progress = false;

@@ -142,6 +142,8 @@ fn run_argv(args: &SuiteArgs, engine: EngineKind, mode: RunMode, json: &Path) ->
         mode.name().into(), // clap's value names are the report names
         "--batches".into(),
         args.batches.to_string(),
+        "--warmup-batches".into(),
+        args.warmup_batches.to_string(),
         "--json".into(),
         path_arg(json),
     ];
@@ -158,6 +160,8 @@ fn engine_argv(args: &EngineArgs) -> Vec<String> {
         args.write_buffer.to_string(),
         "--merge-batch-size".into(),
         args.merge_batch_size.to_string(),
+        "--background-merges".into(),
+        args.background_merges.to_string(),
     ];
     if args.cached {
         argv.push("--cached".into());
