@@ -63,6 +63,47 @@ pub enum UtxoCommand {
     /// Set up and run every engine in every mode, each run in a memory cgroup of its own with
     /// the page cache dropped before it, then write the report.
     Suite(SuiteArgs),
+    /// Cairn alone at several table sizes (a `suite` per size, each table removed after its
+    /// runs), then one table of how every cost grows with the table.
+    Scale(ScaleArgs),
+}
+
+/// Options of `utxo scale`.
+#[derive(Debug, Args)]
+pub struct ScaleArgs {
+    /// Parent of the per-size table directories (each removed once its runs are done).
+    #[arg(long)]
+    pub db: PathBuf,
+    /// Directory for the records: one suite directory per size (named by its entries) and
+    /// `scale.md` / `scale.json`.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Table sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1_000_000u64, 10_000_000, 100_000_000])]
+    pub entries: Vec<u64>,
+    /// Batches of each run.
+    #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batches: u64,
+    /// Untimed batches before each measured run.
+    #[arg(long, default_value_t = 500)]
+    pub warmup_batches: u64,
+    /// Modes run at each size, in order (default: serial, pipelined, lookup-only).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub modes: Vec<RunMode>,
+    /// Memory limit of each run's own cgroup (page cache included).
+    #[arg(long, default_value = "1G", value_parser = crate::sys::cgroup::parse_size)]
+    pub memory_limit: u64,
+    /// The fio script (see `utxo run --fio-baseline`), run once per size.
+    #[arg(long, value_name = "PATH")]
+    pub fio_baseline: Option<PathBuf>,
+    /// Compare every lookup with the model.
+    #[arg(long)]
+    pub check: bool,
+    /// Seed of the key generator.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub engine_args: EngineArgs,
 }
 
 /// Options of `utxo setup`.
@@ -88,7 +129,7 @@ pub struct SetupArgs {
 }
 
 /// How `utxo setup` and `utxo run` open an engine.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct EngineArgs {
     /// Read through the page cache instead of with O_DIRECT (where the engine supports it).
     #[arg(long)]

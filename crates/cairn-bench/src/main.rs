@@ -61,6 +61,7 @@ fn main() -> ExitCode {
         Command::Utxo(UtxoCommand::Setup(args)) => utxo::setup::setup(&args),
         Command::Utxo(UtxoCommand::Run(args)) => utxo::run::run(&args),
         Command::Utxo(UtxoCommand::Suite(args)) => utxo::suite::run(&args),
+        Command::Utxo(UtxoCommand::Scale(args)) => utxo::scale::run(&args),
         Command::Union(args) => union::run(&args),
         Command::Upsert(args) => upsert::run(&args),
         Command::Trie(args) => trie::run(&args),
