@@ -87,13 +87,23 @@ pub struct ScaleArgs {
     /// Untimed batches before each measured run.
     #[arg(long, default_value_t = 500)]
     pub warmup_batches: u64,
-    /// Modes run at each size, in order (default: serial, pipelined, lookup-only).
+    #[command(flatten)]
+    pub runs: RunsArgs,
+    #[command(flatten)]
+    pub engine_args: EngineArgs,
+}
+
+/// How `utxo suite` and `utxo scale` run each engine's measured runs.
+#[derive(Clone, Debug, Args)]
+pub struct RunsArgs {
+    /// Modes, in order (default: serial, pipelined, lookup-only).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub modes: Vec<RunMode>,
     /// Memory limit of each run's own cgroup (page cache included).
     #[arg(long, default_value = "1G", value_parser = crate::sys::cgroup::parse_size)]
     pub memory_limit: u64,
-    /// The fio script (see `utxo run --fio-baseline`), run once per size.
+    /// The fio script (see `utxo run --fio-baseline`), run once per suite on its `--db`, before
+    /// its runs.
     #[arg(long, value_name = "PATH")]
     pub fio_baseline: Option<PathBuf>,
     /// Compare every lookup with the model.
@@ -102,8 +112,6 @@ pub struct ScaleArgs {
     /// Seed of the key generator.
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
-    #[command(flatten)]
-    pub engine_args: EngineArgs,
 }
 
 /// Options of `utxo setup`.
@@ -207,18 +215,8 @@ pub struct SuiteArgs {
     /// Engines, in order (default: every engine this binary was built with).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub engines: Vec<EngineKind>,
-    /// Modes run on each engine, in order (default: serial, pipelined, lookup-only).
-    #[arg(long, value_enum, value_delimiter = ',')]
-    pub modes: Vec<RunMode>,
-    /// Memory limit of each run's own cgroup (page cache included).
-    #[arg(long, default_value = "1G", value_parser = crate::sys::cgroup::parse_size)]
-    pub memory_limit: u64,
-    /// The fio script (see `utxo run --fio-baseline`), run once on `--db` before the runs.
-    #[arg(long, value_name = "PATH")]
-    pub fio_baseline: Option<PathBuf>,
-    /// Compare every lookup with the model.
-    #[arg(long)]
-    pub check: bool,
+    #[command(flatten)]
+    pub runs: RunsArgs,
     /// Keep an engine's existing setup when it has the same entries and seed and no failed run.
     #[arg(long)]
     pub reuse_setup: bool,
@@ -230,9 +228,6 @@ pub struct SuiteArgs {
     /// side by side).
     #[arg(long)]
     pub remove_after: bool,
-    /// Seed of the key generator.
-    #[arg(long, default_value_t = 1337)]
-    pub seed: u64,
     #[command(flatten)]
     pub engine_args: EngineArgs,
 }

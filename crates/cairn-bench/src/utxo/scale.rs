@@ -43,14 +43,10 @@ pub fn run(args: &ScaleArgs) -> Result<(), Failure> {
             batches: args.batches,
             warmup_batches: args.warmup_batches,
             engines: vec![EngineKind::Cairn],
-            modes: args.modes.clone(),
-            memory_limit: args.memory_limit,
-            fio_baseline: args.fio_baseline.clone(),
-            check: args.check,
+            runs: args.runs.clone(),
             reuse_setup: false,
             keep_page_cache: false,
             remove_after: true,
-            seed: args.seed,
             engine_args: args.engine_args.clone(),
         };
         eprintln!("==== {entries} entries ====");

@@ -35,10 +35,10 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
     for engine in &engines {
         engine.require_available()?;
     }
-    let modes = if args.modes.is_empty() {
+    let modes = if args.runs.modes.is_empty() {
         vec![RunMode::Serial, RunMode::Pipelined, RunMode::LookupOnly]
     } else {
-        args.modes.clone()
+        args.runs.modes.clone()
     };
     std::fs::create_dir_all(&args.out).context(|| format!("creating {}", args.out.display()))?;
     std::fs::create_dir_all(&args.db).context(|| format!("creating {}", args.db.display()))?;
@@ -59,7 +59,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
         engines: engines.iter().map(|e| e.name().to_string()).collect(),
         modes: modes.iter().map(|m| m.name().to_string()).collect(),
     };
-    if let Some(script) = &args.fio_baseline {
+    if let Some(script) = &args.runs.fio_baseline {
         let baseline = fio::measure(script, &args.db)?;
         (record.fio_qd1_iops, record.fio_qd32_iops) = (baseline.qd1_iops, Some(baseline.qd32_iops));
     }
@@ -77,7 +77,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
                 .join(format!("run-{}-{}.json", engine.name(), mode.name()));
             eprintln!("== {} {} ==", engine.name(), mode.name());
             let memory =
-                cgroup::run_child(&run_argv(args, engine, mode, &json), args.memory_limit)?;
+                cgroup::run_child(&run_argv(args, engine, mode, &json), args.runs.memory_limit)?;
             add_cgroup_fields(&json, &memory)?;
             record.memory_limit_bytes = memory.limit_bytes;
             record.cgroup = memory.version.map(|v| v.name().to_string());
@@ -99,7 +99,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
 fn setup(args: &SuiteArgs, engine: EngineKind) -> Result<(), Failure> {
     let dir = args.db.join(engine.name());
     let out = args.out.join(format!("setup-{}.json", engine.name()));
-    if args.reuse_setup && reusable_setup(&dir, args.entries, args.seed) {
+    if args.reuse_setup && reusable_setup(&dir, args.entries, args.runs.seed) {
         eprintln!(
             "== {}: reusing the setup in {} ==",
             engine.name(),
@@ -122,7 +122,7 @@ fn setup(args: &SuiteArgs, engine: EngineKind) -> Result<(), Failure> {
         "--entries".into(),
         args.entries.to_string(),
         "--seed".into(),
-        args.seed.to_string(),
+        args.runs.seed.to_string(),
         "--json".into(),
         path_arg(&out),
     ];
@@ -147,7 +147,7 @@ fn run_argv(args: &SuiteArgs, engine: EngineKind, mode: RunMode, json: &Path) ->
         "--json".into(),
         path_arg(json),
     ];
-    if args.check {
+    if args.runs.check {
         argv.push("--check".into());
     }
     argv.extend(engine_argv(&args.engine_args));
