@@ -113,8 +113,8 @@ impl Background {
         self.shared.wake.notify_one();
     }
 
-    /// Waits until the thread holds no reference to a merge that it did not hold when this
-    /// was called: at most one chunk. A table that is closing calls it after releasing its
+    /// Waits until the thread has dropped the merges it holds (it holds them only while it
+    /// picks and works on one chunk). A table that is closing calls it after releasing its
     /// runs, so that the files of a merge the thread was working on are released (to the
     /// session's deferred removals) before the table's close removes them.
     pub(crate) fn wait_released(&self) {

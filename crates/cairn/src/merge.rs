@@ -16,7 +16,7 @@
 //! k - 1 steps (the last output key may consume one entry from every input).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, LockResult, Mutex, MutexGuard};
 
 use crate::config::Resolve;
 use crate::entry::Entry;
@@ -109,28 +109,21 @@ impl SharedMerge {
     }
 
     /// Locks the merge for a foreground user, announcing the wait to the background merger.
-    pub(crate) fn lock(
-        &self,
-    ) -> std::result::Result<MutexGuard<'_, MergingRun>, MutexGuard<'_, MergingRun>> {
+    pub(crate) fn lock(&self) -> LockResult<MutexGuard<'_, MergingRun>> {
         self.waiting.fetch_add(1, Ordering::AcqRel);
         let result = self.merge.lock();
         self.waiting.fetch_sub(1, Ordering::AcqRel);
-        result.map_err(|p| p.into_inner())
+        result
     }
 
     /// Locks the merge for the background merger: `None` when a foreground user holds it or
     /// waits for it (the background then works elsewhere), or when the lock is poisoned.
     pub(crate) fn try_lock_background(&self) -> Option<MutexGuard<'_, MergingRun>> {
-        if self.foreground_waiting() {
+        if self.waiting.load(Ordering::Acquire) > 0 {
             return None;
         }
         // Held or poisoned: either way, no background work on it now.
         self.merge.try_lock().ok()
-    }
-
-    /// Whether a foreground user waits for the lock: the background merger stops its chunk.
-    pub(crate) fn foreground_waiting(&self) -> bool {
-        self.waiting.load(Ordering::Acquire) > 0
     }
 }
 

@@ -242,10 +242,9 @@ impl Levels {
             // The merge's lock is taken only when this update has work to do on it: the
             // progress it publishes is a lower bound of the steps done (by duplicates and the
             // background thread too), so no due work is ever skipped.
-            let published = m.merge.published_steps();
-            if published.is_none() {
+            let Some(published) = m.merge.published_steps() else {
                 continue;
-            }
+            };
             m.nominal_credits = m
                 .nominal_credits
                 .saturating_add(credits)
@@ -256,14 +255,9 @@ impl Levels {
             } else {
                 (m.nominal_credits as u128 * debt as u128 / m.nominal_debt as u128) as u64
             };
-            let due = |done: u64| {
-                let unspent = target.saturating_sub(done);
-                (
-                    unspent >= ctx.merge_batch_size || (target == debt && done < debt),
-                    unspent,
-                )
-            };
-            if !due(published.unwrap_or(debt)).0 {
+            let due = target.saturating_sub(published) >= ctx.merge_batch_size
+                || (target == debt && published < debt);
+            if !due {
                 continue;
             }
             let mut merge = lock_for_work(&m.merge)?;
@@ -271,7 +265,7 @@ impl Levels {
                 continue;
             }
             // Work already done through a duplicate counts: only the shortfall is done here.
-            let (_, unspent) = due(merge.steps_done());
+            let unspent = target.saturating_sub(merge.steps_done());
             if unspent >= ctx.merge_batch_size {
                 steps += merge.steps(unspent)?;
             }
@@ -493,7 +487,7 @@ impl Levels {
 /// untouched and no output, so what a reader sees (the inputs, for lookups and snapshots) is
 /// still right.
 fn lock(merge: &SharedMerge) -> MutexGuard<'_, MergingRun> {
-    merge.lock().unwrap_or_else(|guard| guard)
+    merge.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Locks a shared merge to do work on it. A poisoned lock means a panic interrupted a step half
