@@ -152,6 +152,12 @@ pub struct EngineArgs {
     /// (`SessionOptions::background_merges`).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub background_merges: bool,
+    /// Build no Bloom filters for the deepest level, where lookups of keys the table holds end
+    /// anyway (every UTxO lookup is such a hit): Cairn `TableConfig::last_level_bloom =
+    /// Some(BloomAlloc::None)`, RocksDB `optimize_filters_for_hits`, fjall
+    /// `expect_point_read_hits`; LMDB has no filters. Applies when the table is set up.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub filters_for_hits: bool,
 }
 
 /// Options of `utxo run`.

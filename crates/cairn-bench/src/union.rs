@@ -145,6 +145,7 @@ fn fill_tables(
         write_buffer: args.common.write_buffer,
         merge_batch_size: args.common.merge_batch_size,
         disk_cache: args.common.disk_cache,
+        filters_for_hits: false,
     };
     let ranges: Vec<Range<u64>> = (0..args.tables)
         .map(|t| table_ids(t, args.entries_per_table))

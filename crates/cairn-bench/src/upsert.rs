@@ -68,6 +68,7 @@ fn settings(args: &UpsertArgs) -> TableSettings {
         write_buffer: args.upsert_write_buffer,
         merge_batch_size: args.common.merge_batch_size,
         disk_cache: args.common.disk_cache,
+        filters_for_hits: false,
     }
 }
 

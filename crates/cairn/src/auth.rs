@@ -81,6 +81,7 @@ pub(crate) fn page_table_config(data: &TableConfig) -> TableConfig {
         write_buffer_entries: 1024,
         merge_schedule: MergeSchedule::Incremental,
         bloom: BloomAlloc::TargetFpr(1e-2),
+        last_level_bloom: None,
         index: IndexType::Ordinary,
         disk_cache: data.disk_cache,
         merge_batch_size: data.merge_batch_size,

@@ -83,6 +83,20 @@ pub struct BloomParams {
 }
 
 impl BloomParams {
+    /// No filter: a run built with these parameters gets a filter of one block with every bit
+    /// set, which answers "maybe" for every key (so every lookup that reaches the run reads it)
+    /// and costs 64 bytes whatever the run's size. The builder neither hashes nor sets bits.
+    /// On disk it is an ordinary filter (`docs/format/bloom.md`).
+    pub const NONE: BloomParams = BloomParams {
+        bits_per_entry: 0.0,
+        hashes: 1,
+    };
+
+    /// Whether these are [`BloomParams::NONE`] (no bits per entry).
+    pub fn is_none(&self) -> bool {
+        self.bits_per_entry == 0.0
+    }
+
     /// Smallest bits-per-entry (with its best k) whose predicted FPR for a *blocked* filter is
     /// <= `fpr`. The search walks bits per entry from 1.0 to 64.0 in steps of 0.05 and, for
     /// each, k from 1 to 32. Valid `fpr`: 1e-6 ..= 0.5; else `Err(Error::InvalidConfig(..))`.
@@ -292,6 +306,9 @@ pub struct BloomBuilder {
     hashes: u32,
     salt: u64,
     entries: u64,
+    /// Built from [`BloomParams::NONE`]: keys are counted, not hashed, and the one block is
+    /// filled at the end.
+    pass_all: bool,
 }
 
 impl BloomBuilder {
@@ -299,7 +316,8 @@ impl BloomBuilder {
     /// (clamped to [`BLOCK_COUNT_MAX`]; a NaN or non-positive `bits_per_entry` gives one block)
     /// setting `params.hashes` bits per key (clamped to 1 ..= [`HASHES_MAX`]). The blocks are
     /// allocated (zeroed) here: `block_count * 64` bytes. `salt` must be the salt the keys were
-    /// hashed with ([`key_hash`]); it is recorded in the filter.
+    /// hashed with ([`key_hash`]); it is recorded in the filter. [`BloomParams::NONE`] gives a
+    /// one-block filter that answers "maybe" for every key.
     pub fn new(params: BloomParams, entries_max: u64, salt: u64) -> BloomBuilder {
         let bits = (entries_max as f64 * params.bits_per_entry / BLOCK_BITS as f64).ceil();
         // `as` saturates (NaN becomes 0), so this is total.
@@ -310,6 +328,18 @@ impl BloomBuilder {
             hashes: params.hashes.clamp(1, HASHES_MAX),
             salt,
             entries: 0,
+            pass_all: params.is_none(),
+        }
+    }
+
+    /// Adds a key, hashing it with the builder's salt unless the filter passes every key
+    /// ([`BloomParams::NONE`]), which skips the hash.
+    #[inline]
+    pub fn insert_key(&mut self, key: &[u8]) {
+        if self.pass_all {
+            self.entries = self.entries.saturating_add(1);
+        } else {
+            self.insert_hash(key_hash(self.salt, key));
         }
     }
 
@@ -317,6 +347,10 @@ impl BloomBuilder {
     /// `entries_max` is allowed; the false-positive rate then rises above the prediction.
     #[inline]
     pub fn insert_hash(&mut self, hash: u64) {
+        if self.pass_all {
+            self.entries = self.entries.saturating_add(1);
+            return;
+        }
         let index = block_of(hash, self.blocks.len() as u64) as usize;
         let block = &mut self.blocks[index];
         let mut state = bit_seed(hash);
@@ -329,7 +363,12 @@ impl BloomBuilder {
     }
 
     /// The filter built so far.
-    pub fn finish(self) -> BloomFilter {
+    pub fn finish(mut self) -> BloomFilter {
+        if self.pass_all {
+            for block in &mut self.blocks {
+                block.0 = [u64::MAX; BLOCK_BITS / 64];
+            }
+        }
         BloomFilter {
             blocks: self.blocks,
             hashes: self.hashes,
@@ -376,6 +415,13 @@ impl BloomFilter {
             }
         }
         true
+    }
+
+    /// Whether the filter answers "maybe" for every key: one block with every bit set, as
+    /// [`BloomParams::NONE`] builds it (a tiny filter saturated by its keys counts too). O(1).
+    #[inline]
+    pub fn passes_all(&self) -> bool {
+        matches!(&self.blocks[..], [only] if only.0 == [u64::MAX; BLOCK_BITS / 64])
     }
 
     /// The index of the only block a probe (or insertion) of `hash` touches.
@@ -602,6 +648,44 @@ mod tests {
             builder.insert_hash(key_hash(salt, &test_key(n)));
         }
         builder.finish()
+    }
+
+    /// `BloomParams::NONE` builds one block that answers "maybe" for every key, however many
+    /// keys were added, and is an ordinary filter on disk.
+    #[test]
+    fn the_none_filter_passes_every_key_in_one_block() {
+        let salt = 99;
+        for entries in [0u64, 1, 1_000, 100_000] {
+            let mut builder = BloomBuilder::new(BloomParams::NONE, entries, salt);
+            for n in 0..entries {
+                builder.insert_key(&test_key(n));
+            }
+            let filter = builder.finish();
+            assert_eq!(filter.block_count(), 1);
+            assert!(filter.passes_all());
+            assert_eq!(filter.entries(), entries);
+            for n in 0..2_000 {
+                assert!(filter.contains_hash(key_hash(salt, &test_key(n << 20))));
+            }
+            let back = BloomFilter::decode(&filter.encode()).unwrap();
+            assert!(back == filter);
+        }
+        assert!(BloomParams::NONE.is_none());
+        assert_eq!(BloomParams::NONE.predicted_fpr(), 1.0);
+        assert!(!BloomParams::for_fpr(1e-3).unwrap().is_none());
+        // `insert_key` is `insert_hash` of the salted hash for an ordinary filter.
+        let params = BloomParams::for_bits_per_entry(10.0).unwrap();
+        let (mut by_key, mut by_hash) = (
+            BloomBuilder::new(params, 500, salt),
+            BloomBuilder::new(params, 500, salt),
+        );
+        for n in 0..500 {
+            by_key.insert_key(&test_key(n));
+            by_hash.insert_hash(key_hash(salt, &test_key(n)));
+        }
+        let filter = by_key.finish();
+        assert!(!filter.passes_all());
+        assert!(filter == by_hash.finish());
     }
 
     #[test]

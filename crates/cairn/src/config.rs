@@ -36,6 +36,10 @@ pub enum BloomAlloc {
     BitsPerEntry(f64),
     /// The bits per entry needed for this false-positive rate (1e-6 ..= 0.5).
     TargetFpr(f64),
+    /// No filter: every lookup that reaches the run reads a page of it. Meant for the deepest
+    /// level ([`TableConfig::last_level_bloom`]) of a table whose lookups are for keys it holds,
+    /// where that level's filter answers "maybe" for nearly every key that reaches it anyway.
+    None,
 }
 
 /// Which runs are read through the operating system's page cache.
@@ -178,6 +182,22 @@ pub struct TableConfig {
     pub merge_schedule: MergeSchedule,
     /// Bloom filter memory.
     pub bloom: BloomAlloc,
+    /// Bloom filter memory of the runs that merges into the deepest level write, when it should
+    /// differ from `bloom`; `None` (the default) gives them `bloom` too.
+    ///
+    /// The deepest level holds most of the entries (about `(T-1)/T` of them), so its filters are
+    /// most of the filter memory, and while a merge into it runs, its output's filter (sized for
+    /// the whole output) is held beside its inputs' filters: at `10^8` entries and FPR `1e-3`
+    /// about 185 MiB of filters plus up to 160 MiB for the output being built. Yet a lookup of a
+    /// key the table holds only reaches that level when the key is there, where any filter says
+    /// "maybe": the filter pays off only for keys the table does not hold. A table whose lookups
+    /// are mostly hits (a UTxO set, whose lookups are of outputs being spent) can give that
+    /// level [`BloomAlloc::None`] (RocksDB's `optimize_filters_for_hits` makes the same trade):
+    /// filter memory falls to that of the upper levels, merges into the deepest level set no
+    /// filter bits, and a lookup of an absent key costs one more page read (instead of one per
+    /// `1/fpr`). Runs keep the filter they were written with: changing this on a snapshot's
+    /// table affects only merges that start afterwards.
+    pub last_level_bloom: Option<BloomAlloc>,
     /// Fence-pointer index kind: compact for uniformly distributed keys, ordinary for any keys.
     pub index: IndexType,
     /// Which levels are read through the page cache.
@@ -241,6 +261,7 @@ impl Default for TableConfig {
             write_buffer_entries: 20_000,
             merge_schedule: MergeSchedule::Incremental,
             bloom: BloomAlloc::TargetFpr(1e-3),
+            last_level_bloom: None,
             index: IndexType::Ordinary,
             disk_cache: DiskCachePolicy::All,
             merge_batch_size: 1_000,
@@ -255,7 +276,16 @@ impl TableConfig {
     ///
     /// Errors: [`Error::InvalidConfig`] naming the first field out of range.
     pub fn validate(&self) -> Result<()> {
-        self.bloom_params().map(drop)
+        self.bloom_params()?;
+        self.last_level_bloom_params().map(drop)
+    }
+
+    /// The Bloom parameters of runs written by merges into the deepest level.
+    pub(crate) fn last_level_bloom_params(&self) -> Result<BloomParams> {
+        match self.last_level_bloom {
+            Some(alloc) => alloc_params(alloc),
+            None => alloc_params(self.bloom),
+        }
     }
 
     /// Checks every field, returning the Bloom parameters it implies.
@@ -286,10 +316,16 @@ impl TableConfig {
                 "DiskCachePolicy::LevelsUpTo needs at least one level; use None instead".into(),
             ));
         }
-        match self.bloom {
-            BloomAlloc::BitsPerEntry(bits) => BloomParams::for_bits_per_entry(bits),
-            BloomAlloc::TargetFpr(fpr) => BloomParams::for_fpr(fpr),
-        }
+        alloc_params(self.bloom)
+    }
+}
+
+/// The filter sizing an allocation asks for.
+fn alloc_params(alloc: BloomAlloc) -> Result<BloomParams> {
+    match alloc {
+        BloomAlloc::BitsPerEntry(bits) => BloomParams::for_bits_per_entry(bits),
+        BloomAlloc::TargetFpr(fpr) => BloomParams::for_fpr(fpr),
+        BloomAlloc::None => Ok(BloomParams::NONE),
     }
 }
 

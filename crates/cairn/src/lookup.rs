@@ -19,8 +19,9 @@
 //! - Memory: pages O(wave), state O(n). One aligned arena of at most [`WAVE_PAGES_MAX`] pages
 //!   (16 MiB) at a time, reused by every wave of the call (only a single span larger than that,
 //!   a value of more than 16 MiB, makes it larger: exactly that span); 64 bytes of bookkeeping
-//!   per read of a wave (request, candidate, slot: at most 256 KiB); and the caller's `partial` vector of `n`
-//!   entries ([`PARTIAL_BYTES_MAX`] bytes each, plus the values found, which are returned). No
+//!   per read of a wave (request, candidate, slot: at most 256 KiB); the caller's `partial` vector of `n`
+//!   entries ([`PARTIAL_BYTES_MAX`] bytes each, plus the values found, which are returned) and
+//!   4 bytes per key for the next run it consults (a `u32`). No
 //!   other allocation grows with `n`. Arenas of up to 4 MiB go back to a pool in the session's
 //!   [`BlockIo`], so a typical batch allocates no arena at all.
 
@@ -163,13 +164,6 @@ impl Wave {
     }
 }
 
-/// Where the next wave starts: at key `key`, run `run` (a key's reads may straddle two waves).
-#[derive(Clone, Copy, Default)]
-struct Resume {
-    key: usize,
-    run: usize,
-}
-
 /// Completes a batch lookup below the write buffer.
 ///
 /// `partial[i]` is what newer sources (the write buffer) hold for `keys[i]`; keys whose entry is
@@ -201,6 +195,15 @@ pub(crate) fn lookup_runs<K: AsRef<[u8]>>(
 }
 
 /// Plans, reads and resolves wave after wave until every key is resolved.
+///
+/// A sweep plans the pending keys in batch order, each from the run it reached (`next_run`),
+/// into waves of at most [`WAVE_PAGES_MAX`] pages. A run whose filter passes every key (the
+/// deepest level's, under [`crate::TableConfig::last_level_bloom`] `= Some(BloomAlloc::None)`)
+/// is read in a key's first wave only when no newer run's filter claimed the key; otherwise it
+/// waits for a later sweep, which reads it only if the newer page did not resolve the key. So a
+/// key found in a newer run costs no read of that run, and a key only it holds costs one read,
+/// as with a filter. Every sweep plans at least one read per pending key, so there are at most
+/// `runs` sweeps (in practice one, or two when a filter lied about a key).
 fn read_waves<K: AsRef<[u8]>>(
     io: &BlockIo,
     salt: u64,
@@ -211,53 +214,69 @@ fn read_waves<K: AsRef<[u8]>>(
     batch: &mut ReadBatch,
 ) -> Result<()> {
     let mut wave = Wave::with_capacity(keys.len());
-    let mut next = Some(Resume::default());
-    while let Some(from) = next {
-        next = plan_wave(salt, keys, partial, runs, from, &mut wave);
-        if wave.requests.is_empty() {
-            break; // `next` is `None`: no key needs a read
+    // The first run each key has not consulted yet.
+    let mut next_run = vec![0u32; keys.len()];
+    let runs_len = u32::try_from(runs.len()).unwrap_or(u32::MAX);
+    loop {
+        let mut from = next_pending(partial, &next_run, runs_len, 0);
+        if from.is_none() {
+            return Ok(());
         }
-        debug_assert!(wave.pages <= WAVE_PAGES_MAX || wave.requests.len() == 1);
-        io.read_batch_into(&wave.requests, batch)?;
-        resolve_wave(keys, partial, runs, resolve, &wave, batch)?;
-        wave.clear();
+        while let Some(key) = from {
+            from = plan_wave(salt, keys, partial, runs, &mut next_run, key, &mut wave);
+            if wave.requests.is_empty() {
+                break; // every key of the sweep was ruled out by its filters
+            }
+            debug_assert!(wave.pages <= WAVE_PAGES_MAX || wave.requests.len() == 1);
+            io.read_batch_into(&wave.requests, batch)?;
+            resolve_wave(keys, partial, runs, resolve, &wave, batch)?;
+            wave.clear();
+        }
     }
-    Ok(())
 }
 
-/// Fills the empty `wave` with the reads of keys from `from` on, until the next read would take
-/// it past [`WAVE_PAGES_MAX`] pages (a wave always takes its first read, however large). Returns
-/// where the next wave starts, `None` when every key has been planned.
+/// Fills the empty `wave` with the reads of pending keys from `from` on, each from
+/// `next_run[key]`, which it advances past every run it plans or rules out; it stops before a
+/// read that would take the wave past [`WAVE_PAGES_MAX`] pages (a wave always takes its first
+/// read, however large), and before a pass-all run of a key that already has a read in this
+/// wave. Returns the key the next wave of the sweep starts at, `None` at the end of the sweep.
 fn plan_wave<K: AsRef<[u8]>>(
     salt: u64,
     keys: &[K],
     partial: &[Partial],
     runs: &[Arc<Run>],
-    from: Resume,
+    next_run: &mut [u32],
+    from: usize,
     wave: &mut Wave,
-) -> Option<Resume> {
+) -> Option<usize> {
+    let runs_len = u32::try_from(runs.len()).unwrap_or(u32::MAX);
     let hash = |i: usize| key_hash(salt, keys[i].as_ref());
-    let mut key = next_pending(partial, from.key)?;
-    // A key that became final in the last wave is skipped; the next one starts at the newest run.
-    let mut first_run = if key == from.key { from.run } else { 0 };
+    let mut key = next_pending(partial, next_run, runs_len, from)?;
     let mut key_hash = hash(key);
     prefetch(runs, key_hash);
     loop {
-        let upcoming = next_pending(partial, key + 1).map(|i| (i, hash(i)));
+        let upcoming = next_pending(partial, next_run, runs_len, key + 1).map(|i| (i, hash(i)));
         if let Some((_, h)) = upcoming {
             prefetch(runs, h);
         }
         let bytes = keys[key].as_ref();
-        for (r, run) in runs.iter().enumerate().skip(first_run) {
+        let mut planned = false;
+        while let Some(run) = runs.get(next_run[key] as usize) {
+            let r = next_run[key] as usize;
             if !run.filter().contains_hash(key_hash) {
+                next_run[key] += 1;
                 continue;
             }
+            if planned && run.filter().passes_all() {
+                break; // the newer page may resolve the key: read this run in a later sweep
+            }
             let Some(span) = run.index().search(bytes) else {
+                next_run[key] += 1;
                 continue;
             };
             let pages = span.pages() as usize;
             if !wave.requests.is_empty() && wave.pages.saturating_add(pages) > WAVE_PAGES_MAX {
-                return Some(Resume { key, run: r });
+                return Some(key);
             }
             wave.pages = wave.pages.saturating_add(pages);
             wave.candidates.push(Candidate { key, run: r });
@@ -266,18 +285,20 @@ fn plan_wave<K: AsRef<[u8]>>(
                 offset: span.first * PAGE_BYTES as u64,
                 len_bytes: pages * PAGE_BYTES,
             });
+            planned = true;
+            next_run[key] += 1;
         }
         (key, key_hash) = upcoming?;
-        first_run = 0;
     }
 }
 
-/// The first key from `from` on whose entry is not final yet.
-fn next_pending(partial: &[Partial], from: usize) -> Option<usize> {
+/// The first key from `from` on that still has runs to consult and whose entry is not final.
+fn next_pending(partial: &[Partial], next_run: &[u32], runs: u32, from: usize) -> Option<usize> {
     let rest = partial.get(from..)?;
     let offset = rest
         .iter()
-        .position(|p| p.as_ref().is_none_or(|e| !e.is_final()))?;
+        .zip(&next_run[from..])
+        .position(|(p, &r)| r < runs && p.as_ref().is_none_or(|e| !e.is_final()))?;
     Some(from + offset)
 }
 

@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::bloom::{key_hash, BloomBuilder, BloomFilter, BloomParams};
+use crate::bloom::{BloomBuilder, BloomFilter, BloomParams};
 use crate::error::{Error, Result};
 use crate::fs::{DeferredRemovals, FileSystem, FileWriter, ReadOptions, ReadableFile};
 use crate::index::{Index, IndexBuilder, IndexType};
@@ -164,7 +164,20 @@ pub(crate) struct RunParams {
     pub(crate) removals: Arc<DeferredRemovals>,
     pub(crate) salt: u64,
     pub(crate) bloom: BloomParams,
+    /// The filters of runs written by merges into the deepest level
+    /// ([`crate::TableConfig::last_level_bloom`]; the same as `bloom` unless configured).
+    pub(crate) last_level_bloom: BloomParams,
     pub(crate) index: IndexType,
+}
+
+impl RunParams {
+    /// These parameters with the deepest level's filter sizing, for a merge into that level.
+    pub(crate) fn for_last_level(&self) -> RunParams {
+        RunParams {
+            bloom: self.last_level_bloom,
+            ..self.clone()
+        }
+    }
 }
 
 /// Removes the files of a run that was never finished (a merge abandoned when its table closed, or
@@ -206,7 +219,6 @@ pub(crate) struct RunWriter {
     page_bytes: Vec<u8>,
     index: IndexBuilder,
     bloom: BloomBuilder,
-    salt: u64,
     entries: u64,
     unfinished: UnfinishedFiles,
     /// The last key pushed (empty before the first): a run's inputs come from files whose
@@ -246,7 +258,6 @@ impl RunWriter {
             page_bytes: Vec::with_capacity(PAGE_BYTES),
             index: IndexBuilder::new(params.index),
             bloom: BloomBuilder::new(params.bloom, entries_max, params.salt),
-            salt: params.salt,
             entries: 0,
             last_key: Vec::new(),
         })
@@ -304,7 +315,7 @@ impl RunWriter {
             value,
             blob: blob_span,
         });
-        self.bloom.insert_hash(key_hash(self.salt, key));
+        self.bloom.insert_key(key);
         self.entries += 1;
         Ok(())
     }
@@ -890,6 +901,7 @@ mod tests {
             removals: Arc::default(),
             salt: 42,
             bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
+            last_level_bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
             index,
         }
     }

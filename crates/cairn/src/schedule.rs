@@ -97,6 +97,15 @@ impl MergeContext<'_> {
         shared
     }
 
+    /// The run parameters of a merge of `kind`: a merge into the deepest level (one that drops
+    /// deletes) sizes its output's filter by `TableConfig::last_level_bloom`.
+    fn params_for(&self, kind: MergeKind) -> std::borrow::Cow<'_, RunParams> {
+        match kind {
+            MergeKind::LastLevel => std::borrow::Cow::Owned(self.params.for_last_level()),
+            MergeKind::MidLevel => std::borrow::Cow::Borrowed(self.params),
+        }
+    }
+
     /// The kind of a merge on the last level: deletes are dropped unless a union lies below.
     fn last_level_kind(&self) -> MergeKind {
         if self.union_below {
@@ -437,7 +446,7 @@ impl Levels {
                     }
                     let mut merge = MergingRun::new(
                         ctx.fs.clone(),
-                        ctx.params,
+                        &ctx.params_for(kind),
                         (ctx.next_run_number)(),
                         inputs,
                         kind,
@@ -529,7 +538,7 @@ fn new_incoming(
     }
     let merge = MergingRun::new(
         ctx.fs.clone(),
-        ctx.params,
+        &ctx.params_for(kind),
         (ctx.next_run_number)(),
         runs,
         kind,

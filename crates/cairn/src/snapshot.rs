@@ -110,6 +110,9 @@ const EXTENSION_RESOLVE_NAME: u32 = 1;
 /// The extension of an authenticated table: its trie's hash kind, retention budget, version
 /// and root node (its page table is saved in the snapshot's `trie/` directory).
 const EXTENSION_AUTH: u32 = 2;
+/// The extension that records `TableConfig::last_level_bloom` when it is set: the Bloom
+/// allocation's code and value, as the config's own `bloom` field encodes them (9 bytes).
+const EXTENSION_LAST_LEVEL_BLOOM: u32 = 3;
 /// The directory of a snapshot holding an authenticated table's page table.
 pub(crate) const TRIE_DIR: &str = "trie";
 /// The label the page table of an authenticated table is saved under.
@@ -292,6 +295,12 @@ impl SnapshotMeta {
             bytes.extend_from_slice(&auth.root);
             extensions.push((EXTENSION_AUTH, bytes));
         }
+        if let Some(alloc) = self.config.last_level_bloom {
+            let (kind, value) = encode_bloom_alloc(alloc);
+            let mut bytes = vec![kind];
+            bytes.extend_from_slice(&value.to_bits().to_le_bytes());
+            extensions.push((EXTENSION_LAST_LEVEL_BLOOM, bytes));
+        }
         w.u32(extensions.len() as u32);
         for (kind, bytes) in extensions {
             w.u32(kind);
@@ -383,6 +392,25 @@ impl SnapshotMeta {
                 let (config_auth, meta) = decode_auth(bytes)?;
                 config.auth = Some(config_auth);
                 auth = Some(meta);
+                continue;
+            }
+            if kind == EXTENSION_LAST_LEVEL_BLOOM {
+                if config.last_level_bloom.is_some() {
+                    return Err(bad("two last-level Bloom extensions"));
+                }
+                let [code, value @ ..] = bytes else {
+                    return Err(bad("last-level Bloom extension of 0 bytes"));
+                };
+                let value: [u8; 8] = value
+                    .try_into()
+                    .map_err(|_| bad("last-level Bloom extension is not 9 bytes"))?;
+                config.last_level_bloom = Some(decode_bloom_alloc(
+                    *code,
+                    f64::from_bits(u64::from_le_bytes(value)),
+                )?);
+                config
+                    .validate()
+                    .map_err(|e| bad(&format!("invalid config: {e}")))?;
                 continue;
             }
             match (kind, &mut resolve) {
@@ -560,16 +588,32 @@ fn decode_union(r: &mut Reader<'_>, run_count: usize, depth: usize) -> Result<Un
     Ok(UnionShape { inputs, produced })
 }
 
+/// A Bloom allocation's code and value: 0 bits per entry, 1 target FPR, 2 none (value 0).
+fn encode_bloom_alloc(alloc: BloomAlloc) -> (u8, f64) {
+    match alloc {
+        BloomAlloc::BitsPerEntry(b) => (0, b),
+        BloomAlloc::TargetFpr(f) => (1, f),
+        BloomAlloc::None => (2, 0.0),
+    }
+}
+
+/// The inverse of [`encode_bloom_alloc`] (the value's range is checked with the config).
+fn decode_bloom_alloc(code: u8, value: f64) -> Result<BloomAlloc> {
+    match code {
+        0 => Ok(BloomAlloc::BitsPerEntry(value)),
+        1 => Ok(BloomAlloc::TargetFpr(value)),
+        2 if value.to_bits() == 0 => Ok(BloomAlloc::None),
+        _ => Err(Error::corrupt("snapshot metadata", "bloom allocation")),
+    }
+}
+
 fn encode_config(w: &mut Writer, c: &TableConfig, resolve: &ResolveTag) {
     w.u64(c.write_buffer_entries as u64);
     w.u8(match c.merge_schedule {
         MergeSchedule::Incremental => 0,
         MergeSchedule::OneShot => 1,
     });
-    let (kind, value) = match c.bloom {
-        BloomAlloc::BitsPerEntry(b) => (0, b),
-        BloomAlloc::TargetFpr(f) => (1, f),
-    };
+    let (kind, value) = encode_bloom_alloc(c.bloom);
     w.u8(kind);
     w.u64(value.to_bits());
     w.u8(match c.index {
@@ -599,11 +643,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<(TableConfig, ResolveTag)> {
         1 => MergeSchedule::OneShot,
         _ => return Err(bad("merge schedule")),
     };
-    let bloom = match (r.u8()?, f64::from_bits(r.u64()?)) {
-        (0, b) => BloomAlloc::BitsPerEntry(b),
-        (1, f) => BloomAlloc::TargetFpr(f),
-        _ => return Err(bad("bloom allocation")),
-    };
+    let bloom = decode_bloom_alloc(r.u8()?, f64::from_bits(r.u64()?))?;
     let index = match r.u8()? {
         0 => IndexType::Compact,
         1 => IndexType::Ordinary,
@@ -626,6 +666,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<(TableConfig, ResolveTag)> {
         write_buffer_entries,
         merge_schedule,
         bloom,
+        last_level_bloom: None,
         index,
         disk_cache,
         merge_batch_size,
@@ -1328,6 +1369,7 @@ fn restore_parts(
         removals: session.removals().clone(),
         salt: session.salt(),
         bloom: config.bloom_params()?,
+        last_level_bloom: config.last_level_bloom_params()?,
         index: config.index,
     };
     let runs = open_snapshot_runs(session, &dir, &meta, &config, &params).map_err(
@@ -1690,6 +1732,41 @@ mod tests {
             b[bit / 8] ^= 1 << (bit % 8);
             assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
         }
+    }
+
+    #[test]
+    fn a_last_level_bloom_is_an_extension() {
+        for (alloc, golden_name) in [
+            (
+                BloomAlloc::None,
+                Some("snapshot-metadata-v2-last-level-bloom.bin"),
+            ),
+            (BloomAlloc::BitsPerEntry(5.0), None),
+            (BloomAlloc::TargetFpr(0.01), None),
+        ] {
+            let mut meta = sample();
+            meta.config.last_level_bloom = Some(alloc);
+            let bytes = meta.encode();
+            let bytes = match golden_name {
+                Some(name) => crate::golden::check_golden(name, &bytes),
+                None => bytes,
+            };
+            let back = SnapshotMeta::decode(&bytes).unwrap();
+            assert_eq!(back.config.last_level_bloom, Some(alloc));
+            assert_eq!(back.encode(), bytes);
+            for bit in 0..bytes.len() * 8 {
+                let mut b = bytes.clone();
+                b[bit / 8] ^= 1 << (bit % 8);
+                assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
+            }
+        }
+        // A value out of range is refused even behind a valid checksum.
+        let mut meta = sample();
+        meta.config.last_level_bloom = Some(BloomAlloc::BitsPerEntry(0.5));
+        assert!(SnapshotMeta::decode(&meta.encode()).is_err());
+        // Without the extension the deepest level gets `bloom` like the others.
+        let back = SnapshotMeta::decode(&sample().encode()).unwrap();
+        assert_eq!(back.config.last_level_bloom, None);
     }
 
     proptest::proptest! {

@@ -189,6 +189,7 @@ impl Table {
             removals: session.removals().clone(),
             salt: session.salt(),
             bloom,
+            last_level_bloom: config.last_level_bloom_params()?,
             index: config.index,
         };
         let auth = match &config.auth {
@@ -602,7 +603,7 @@ impl Table {
     ///
     /// Bounds: at most `keys.len() * runs` page-span reads (in practice about one per present
     /// key, plus `fpr * runs` per key), in waves of at most 16 MiB of pages (one arena, reused);
-    /// memory besides the results: that arena plus 64 bytes per key (module `lookup`).
+    /// memory besides the results: that arena plus 68 bytes per key (module `lookup`).
     ///
     /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
     /// [`Error::Io`].

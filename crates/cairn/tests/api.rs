@@ -660,3 +660,67 @@ fn write_buffer_chunks_give_every_entry_once() {
         }
     }
 }
+
+// ------------------------------------------------------------------------------------------------
+// Filters of the deepest level
+
+/// `TableConfig::last_level_bloom = Some(BloomAlloc::None)`: the runs merges write into the
+/// deepest level get a one-block filter, so the table holds much less filter memory than the
+/// same table with filters everywhere, answers every lookup (present and absent keys) the same,
+/// and keeps the setting through a snapshot.
+#[test]
+fn the_deepest_level_can_go_without_filters() {
+    use cairn::BloomAlloc;
+    const KEYS: u32 = 20_000;
+    let fs = MemFs::new();
+    let session = memfs_session(&fs);
+    let base = TableConfig {
+        write_buffer_entries: 500,
+        merge_batch_size: 100,
+        ..TableConfig::default()
+    };
+    let filtered = session.new_table(base.clone()).unwrap();
+    let unfiltered = session
+        .new_table(TableConfig {
+            last_level_bloom: Some(BloomAlloc::None),
+            ..base
+        })
+        .unwrap();
+    for table in [&filtered, &unfiltered] {
+        for chunk in (0..KEYS).collect::<Vec<_>>().chunks(1000) {
+            let pairs: Vec<_> = chunk.iter().map(|&i| (key(i), i.to_le_bytes())).collect();
+            table.inserts(&pairs).unwrap();
+        }
+        // Delete every tenth key: the deepest level drops the deletes it merges.
+        let gone: Vec<_> = (0..KEYS).step_by(10).map(key).collect();
+        table.deletes(&gone).unwrap();
+    }
+    let (with, without) = (filtered.stats().unwrap(), unfiltered.stats().unwrap());
+    assert_eq!(with.levels, without.levels);
+    assert!(with.levels >= 3, "{with:?}");
+    // The deepest level holds about half the keys at this size (most in a large table).
+    assert!(
+        without.filter_and_index_bytes * 3 < with.filter_and_index_bytes * 2,
+        "{} bytes without the deepest level's filters, {} with",
+        without.filter_and_index_bytes,
+        with.filter_and_index_bytes
+    );
+    let probe: Vec<Vec<u8>> = (0..KEYS + 2_000).map(key).collect();
+    let want = filtered.lookups(&probe).unwrap();
+    let got = unfiltered.lookups(&probe).unwrap();
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        let expected =
+            (!(i as u32).is_multiple_of(10) && (i as u32) < KEYS).then(|| (i as u32).to_le_bytes());
+        assert_eq!(w.value(), expected.as_ref().map(|v| &v[..]), "key {i}");
+        assert_eq!(g.value(), w.value(), "key {i}");
+    }
+    unfiltered.save_snapshot("s", "l").unwrap();
+    let reopened = session
+        .open_snapshot("s", "l", SnapshotOverrides::default())
+        .unwrap();
+    assert_eq!(reopened.config().last_level_bloom, Some(BloomAlloc::None));
+    // (The snapshot wrote the write buffer as a run of its own, with a filter.)
+    assert!(reopened.stats().unwrap().filter_and_index_bytes * 3 < with.filter_and_index_bytes * 2);
+    let again = reopened.lookups(&probe).unwrap();
+    assert!(again.iter().zip(&want).all(|(a, w)| a.value() == w.value()));
+}

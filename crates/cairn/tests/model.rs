@@ -87,6 +87,9 @@ struct Setup {
     /// The session runs merges on its background thread too
     /// (`SessionOptions::background_merges`), racing the operations.
     background: bool,
+    /// `TableConfig::last_level_bloom`: the deepest level's runs without a filter, or with a
+    /// tiny one, must answer exactly as filtered runs do.
+    last_level_bloom: Option<BloomAlloc>,
 }
 
 fn key_bytes(k: u16, long: bool) -> Vec<u8> {
@@ -182,6 +185,11 @@ fn setup_strategy() -> impl Strategy<Value = Setup> {
         any::<bool>(),
         prop::bool::weighted(0.5),
         prop::bool::weighted(0.3),
+        prop_oneof![
+            2 => Just(None),
+            1 => Just(Some(BloomAlloc::None)),
+            1 => Just(Some(BloomAlloc::BitsPerEntry(1.0)))
+        ],
     )
         .prop_map(
             |(
@@ -195,10 +203,12 @@ fn setup_strategy() -> impl Strategy<Value = Setup> {
                 long_keys,
                 auth,
                 background,
+                last_level_bloom,
             )| {
                 Setup {
                     auth,
                     background,
+                    last_level_bloom,
                     write_buffer,
                     index,
                     schedule,
@@ -321,6 +331,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         write_buffer_entries: setup.write_buffer,
         merge_schedule: setup.schedule,
         bloom: BloomAlloc::BitsPerEntry(4.0),
+        last_level_bloom: setup.last_level_bloom,
         index: setup.index,
         disk_cache: if setup.real_fs && setup.direct {
             DiskCachePolicy::None

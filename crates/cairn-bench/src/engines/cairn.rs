@@ -48,6 +48,8 @@ pub struct TableSettings {
     pub merge_batch_size: usize,
     /// Which runs are read through the page cache.
     pub disk_cache: DiskCacheArg,
+    /// The deepest level's runs get no Bloom filter (`TableConfig::last_level_bloom`).
+    pub filters_for_hits: bool,
 }
 
 impl TableSettings {
@@ -60,6 +62,7 @@ impl TableSettings {
                 DiskCacheArg::None => DiskCachePolicy::None,
                 DiskCacheArg::All => DiskCachePolicy::All,
             },
+            last_level_bloom: self.filters_for_hits.then_some(BloomAlloc::None),
             ..TableConfig::default()
         };
         match self.kind {
@@ -234,6 +237,12 @@ pub struct TableShape {
 pub struct CairnTable(Table);
 
 impl CairnTable {
+    /// Whether the table's deepest level is written without Bloom filters (as its snapshot
+    /// or its creation configured it).
+    pub fn last_level_unfiltered(&self) -> bool {
+        self.0.config().last_level_bloom == Some(BloomAlloc::None)
+    }
+
     /// Inserts `pairs` (key, value) in one call.
     pub fn inserts<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<(), Failure> {
         self.0
@@ -380,6 +389,7 @@ impl CairnEngine {
             } else {
                 DiskCacheArg::All
             },
+            filters_for_hits: options.filters_for_hits,
         };
         let session = CairnSession::open(
             dir,
@@ -406,7 +416,13 @@ impl CairnEngine {
                 .map_err(|f| Failure(format!("{f} (run `utxo setup` first)")))?
         };
         let description = format!(
-            "compact index, Bloom FPR 1e-3, write buffer {}, merge batch {}, disk cache {}, I/O {}{}",
+            "compact index, Bloom FPR 1e-3{}, write buffer {}, merge batch {}, disk cache {}, \
+             I/O {}{}",
+            if table.last_level_unfiltered() {
+                " (none on the deepest level)"
+            } else {
+                ""
+            },
             settings.write_buffer,
             settings.merge_batch_size,
             settings.disk_cache.name(),

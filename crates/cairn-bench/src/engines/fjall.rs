@@ -57,7 +57,7 @@ impl FjallEngine {
     /// Creates a new database and keyspace in `dir` (`create`: `dir` must not hold a fjall
     /// database yet), or opens the one a previous setup left there.
     pub fn open(dir: &Path, create: bool, options: &EngineOptions) -> Result<FjallEngine, Failure> {
-        let _ = options; // fjall has no salt and no direct-I/O mode.
+        // fjall has no salt and no direct-I/O mode.
         let exists = dir.join(VERSION_MARKER).exists();
         if create && exists {
             return Err(Failure(format!(
@@ -91,14 +91,19 @@ impl FjallEngine {
                         )),
                         FilterPolicyEntry::Bloom(BloomConstructionPolicy::BitsPerKey(10.0)),
                     ]))
-                    .expect_point_read_hits(false)
+                    .expect_point_read_hits(options.filters_for_hits)
                     .data_block_size_policy(BlockSizePolicy::all(BLOCK_BYTES))
             })
             .context(|| format!("opening keyspace `{KEYSPACE}`"))?;
         let settings = format!(
-            "one keyspace, Bloom filters (FPR 1e-4 on L0, 10 bits/key below), {} KiB blocks, \
+            "one keyspace, Bloom filters (FPR 1e-4 on L0, 10 bits/key below{}), {} KiB blocks, \
              block cache {} MiB, leveled compaction, OS page cache (no direct I/O in fjall), \
              get per key (no batched read), sync at end of setup",
+            if options.filters_for_hits {
+                "; none on the last level: expect_point_read_hits"
+            } else {
+                ""
+            },
             BLOCK_BYTES >> 10,
             CACHE_BYTES >> 20,
         );

@@ -47,6 +47,8 @@ pub struct EngineOptions {
     pub wal: bool,
     /// Cairn only: merge work on the session's background thread.
     pub background_merges: bool,
+    /// No Bloom filters on the deepest level (`--filters-for-hits`): Cairn, RocksDB and fjall.
+    pub filters_for_hits: bool,
 }
 
 /// An engine holding one table of UTxO entries.
@@ -223,6 +225,7 @@ pub(crate) mod conformance {
             io: IoArg::Auto,
             wal: false,
             background_merges: true,
+            filters_for_hits: false,
         };
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join(kind.name());

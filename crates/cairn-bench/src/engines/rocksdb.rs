@@ -82,6 +82,8 @@ impl RocksEngine {
         db_options.set_memtable_whole_key_filtering(true);
         db_options.set_compression_type(DBCompressionType::Lz4);
         db_options.set_max_open_files(-1);
+        // No filters in the bottommost level, for workloads whose lookups find their keys.
+        db_options.set_optimize_filters_for_hits(options.filters_for_hits);
         if options.direct_io {
             db_options.set_use_direct_reads(true);
             db_options.set_use_direct_io_for_flush_and_compaction(true);
@@ -107,10 +109,15 @@ impl RocksEngine {
         let mut read = ReadOptions::default();
         read.set_async_io(true);
         let settings = format!(
-            "Bloom {BLOOM_BITS_PER_KEY} bits/key (full filters), data block hash index \
+            "Bloom {BLOOM_BITS_PER_KEY} bits/key (full filters{}), data block hash index \
              (ratio {DATA_BLOCK_HASH_RATIO}), memtable whole-key Bloom, block cache {} MiB \
              (index and filters outside it), LZ4, 4 KiB blocks, {}, batched MultiGet with \
              async_io (io_uring MultiRead), WAL off during setup",
+            if options.filters_for_hits {
+                "; none on the bottommost level: optimize_filters_for_hits"
+            } else {
+                ""
+            },
             CACHE_BYTES >> 20,
             if options.direct_io {
                 "direct reads and direct flush/compaction I/O"

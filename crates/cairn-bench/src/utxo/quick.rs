@@ -128,6 +128,7 @@ fn bench_in(dir: &Path, args: &QuickArgs, wal: bool) -> Result<QuickRecord, Fail
         io: args.common.io,
         wal,
         background_merges: args.background_merges,
+        filters_for_hits: false,
     };
     let engine = CairnEngine::open(dir, true, &options)?;
     let mut report = QuickRecord {

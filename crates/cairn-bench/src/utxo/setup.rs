@@ -69,6 +69,7 @@ pub fn engine_options(args: &EngineArgs, seed: u64) -> EngineOptions {
         io: IoArg::Auto,
         wal: false,
         background_merges: args.background_merges,
+        filters_for_hits: args.filters_for_hits,
     }
 }
 

@@ -137,6 +137,7 @@ mod tests {
             io: crate::cli::IoArg::Auto,
             wal: false,
             background_merges: false,
+            filters_for_hits: true,
         };
         let engine = CairnEngine::open(dir.path(), true, &options).unwrap();
         crate::utxo::setup::load(&engine, 0..5_000, 7, "setup").unwrap();

@@ -162,6 +162,8 @@ fn engine_argv(args: &EngineArgs) -> Vec<String> {
         args.merge_batch_size.to_string(),
         "--background-merges".into(),
         args.background_merges.to_string(),
+        "--filters-for-hits".into(),
+        args.filters_for_hits.to_string(),
     ];
     if args.cached {
         argv.push("--cached".into());
