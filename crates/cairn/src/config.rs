@@ -177,6 +177,8 @@ impl fmt::Debug for Resolve {
 #[derive(Clone, Debug)]
 pub struct TableConfig {
     /// Entries the write buffer holds before it is written out as a run (`B`). 1 ..= 2^26.
+    /// A full buffer is written out over the next `B / 2` updates while a fresh one fills, so
+    /// up to two buffers' entries are held in memory.
     pub write_buffer_entries: usize,
     /// Incremental (bounded work per update) or one-shot merges.
     pub merge_schedule: MergeSchedule,

@@ -72,7 +72,7 @@ pub struct TableStats {
     pub runs: usize,
     /// Merges started but not finished.
     pub merges_in_progress: usize,
-    /// Keys in the write buffer.
+    /// Keys in the write buffer, and in a full one still being written out as a run.
     pub write_buffer_entries: usize,
     /// Memory held by Bloom filters and indexes.
     pub filter_and_index_bytes: usize,
@@ -96,6 +96,9 @@ struct TableState {
     /// Set when an update failed half way: the contents may be inconsistent.
     broken: Option<String>,
     write_buffer: WriteBuffer,
+    /// A full write buffer being written out as a run, a few entries per update (see
+    /// [`Flushing`]); older than `write_buffer`, newer than every level.
+    flushing: Option<Flushing>,
     levels: Levels,
     /// The union this table was made from, below every level, until it is finished and migrated
     /// into the levels.
@@ -123,6 +126,36 @@ pub(crate) struct TableInner {
     /// is created or recovered): its updates go through the write-ahead log.
     durable_id: std::sync::OnceLock<u32>,
 }
+
+/// A full write buffer on its way to level 1.
+///
+/// When the write buffer fills, it is frozen here and a fresh one takes the updates. Every
+/// update then writes [`FLUSH_ENTRIES_PER_UPDATE`] of its entries into the run being built (in
+/// chunks of [`FLUSH_CHUNK`]), so the `B` entries of a flush are spread over the next `B / 2`
+/// updates instead of landing on the one update that filled the buffer; the last of them
+/// finishes the run and adds it to level 1, before the new buffer can fill. Lookups read it
+/// after the write buffer. Operations that hand the table's structure elsewhere (cursors,
+/// unions, snapshots, duplicates) first finish it ([`Table::settle_flush`]): at most `B`
+/// entries, the cost every flush had before it was spread.
+#[derive(Debug)]
+struct Flushing {
+    /// The frozen buffer (an O(1) clone of the persistent map, shared with lookups' plans).
+    buffer: WriteBuffer,
+    writer: RunWriter,
+    /// The last key written, `None` before the first.
+    written_up_to: Option<Vec<u8>>,
+    /// Entries of `buffer` written so far.
+    written: usize,
+    /// Entries updates have paid for but not yet written (written in chunks).
+    credits: usize,
+}
+
+/// Entries of a frozen buffer each update writes: 2, so that a flush of `B` entries is done
+/// after `B / 2` updates, half way to the next one.
+const FLUSH_ENTRIES_PER_UPDATE: usize = 2;
+
+/// Entries written at once from a frozen buffer (one O(log B) seek into the map per chunk).
+const FLUSH_CHUNK: usize = 64;
 
 /// What a batched lookup needs from a table's state, taken under its read lock.
 struct LookupPlan {
@@ -167,6 +200,7 @@ impl TableInner {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
             state.open = false;
             state.write_buffer.clear();
+            state.flushing = None;
             state.levels = Levels::default();
             state.union = None;
             state.dirty = imbl::OrdSet::new();
@@ -229,6 +263,7 @@ impl Table {
                 open: true,
                 broken: None,
                 write_buffer,
+                flushing: None,
                 levels,
                 union,
                 epoch: 0,
@@ -248,7 +283,7 @@ impl Table {
     /// progress (merge work paid through one handle is not done again through the other), and
     /// shares the write buffer (a persistent map: O(1) to share; each handle's next update
     /// copies only the O(log B) map nodes on its path). Cost: O(levels + runs) reference
-    /// counts.
+    /// counts, after finishing a write-buffer flush in progress (at most `B` entries written).
     ///
     /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::SessionClosed`],
     /// [`Error::Io`] (removing released files).
@@ -256,15 +291,14 @@ impl Table {
         // The trie first (lock order), held while the contents are read: the copy's trie
         // version and its keys updated since then belong together.
         let auth = self.lock_auth()?;
-        let (write_buffer, dirty, levels, union) = {
-            let state = self.read()?;
+        let (write_buffer, dirty, levels, union) = self.with_settled(|state| {
             (
                 state.write_buffer.clone(),
                 state.dirty.clone(),
                 state.levels.clone(),
                 state.union.clone(),
             )
-        };
+        })?;
         let auth = auth.map(|a| a.duplicate()).transpose()?;
         Table::with_contents(
             self.inner.session.clone(),
@@ -545,10 +579,11 @@ impl Table {
             |ctx| {
                 let mut steps = state.levels.supply_credits(ctx, 1)?;
                 state.write_buffer.apply(key, entry, &config.resolve);
+                steps += self.advance_flush(state, ctx, FLUSH_ENTRIES_PER_UPDATE)?;
                 if state.write_buffer.len() >= config.write_buffer_entries {
-                    if let Some(run) = self.flush_write_buffer(state)? {
-                        steps += state.levels.add_flushed_run(ctx, run)?;
-                    }
+                    // The previous flush had at least `B` updates to finish in: normally done.
+                    steps += self.advance_flush(state, ctx, usize::MAX)?;
+                    self.start_flush(state)?;
                 }
                 Ok(steps)
             },
@@ -559,31 +594,142 @@ impl Table {
         Ok(())
     }
 
-    /// Writes the write buffer out as a run (level 1) and empties it.
-    fn flush_write_buffer(&self, state: &mut TableState) -> Result<Option<Arc<Run>>> {
+    /// Freezes the full write buffer as [`Flushing`] and gives the table a fresh one. O(1)
+    /// memory work plus creating the run's files.
+    fn start_flush(&self, state: &mut TableState) -> Result<()> {
+        debug_assert!(state.flushing.is_none());
         let session = &self.inner.session;
-        let mut writer = RunWriter::new(
+        let writer = RunWriter::new(
             session.fs().clone(),
             &self.inner.params,
             session.next_run_number(),
             state.write_buffer.len() as u64,
             self.inner.config.disk_cache.caches_level(1),
         )?;
-        for (key, entry) in state.write_buffer.iter() {
+        state.flushing = Some(Flushing {
+            buffer: std::mem::take(&mut state.write_buffer),
+            writer,
+            written_up_to: None,
+            written: 0,
+            credits: 0,
+        });
+        Ok(())
+    }
+
+    /// Pays `entries` more entries of the frozen buffer (if there is one), writes them once a
+    /// chunk's worth is due (all that remain for `usize::MAX`), and when all are written
+    /// finishes the run and adds it to level 1. Returns the merge steps adding it performed.
+    fn advance_flush(
+        &self,
+        state: &mut TableState,
+        ctx: &crate::schedule::MergeContext<'_>,
+        entries: usize,
+    ) -> Result<u64> {
+        let Some(flushing) = state.flushing.as_mut() else {
+            return Ok(0);
+        };
+        let remaining = flushing.buffer.len() - flushing.written;
+        flushing.credits = flushing.credits.saturating_add(entries).min(remaining);
+        if flushing.credits < FLUSH_CHUNK.min(remaining) {
+            return Ok(0);
+        }
+        let Flushing {
+            buffer,
+            writer,
+            written_up_to,
+            written,
+            credits,
+        } = flushing;
+        let from = match written_up_to {
+            Some(key) => Bound::Excluded(key.as_slice()),
+            None => Bound::Unbounded,
+        };
+        let mut last = None;
+        for (key, entry) in buffer.iter_from(from).take(*credits) {
             let blob = match entry {
                 Entry::Insert(_, Some(blob)) => Some(&blob[..]),
                 _ => None,
             };
             writer.push(key, entry.op(), entry.value(), blob)?;
+            last = Some(key);
         }
-        let run = writer.finish()?;
-        let flushed = std::mem::take(&mut state.write_buffer);
-        match session.background() {
+        *written += *credits;
+        *credits = 0;
+        if let Some(key) = last {
+            *written_up_to = Some(key.to_vec());
+        }
+        if *written < buffer.len() {
+            return Ok(0);
+        }
+        let Some(flushing) = state.flushing.take() else {
+            return Ok(0);
+        };
+        let run = flushing.writer.finish()?;
+        match self.inner.session.background() {
             // Freeing B entries (an allocation each) is the background thread's work.
-            Some(background) => background.free(Box::new(flushed)),
-            None => drop(flushed),
+            Some(background) => background.free(Box::new(flushing.buffer)),
+            None => drop(flushing.buffer),
         }
-        Ok(run)
+        match run {
+            Some(run) => state.levels.add_flushed_run(ctx, run),
+            None => Ok(0),
+        }
+    }
+
+    /// Finishes a flush in progress (see [`Flushing`]): at most `B` entries written and one run
+    /// added to level 1. An error breaks the table, as it would have broken the update.
+    fn settle_flush(&self, state: &mut TableState) -> Result<()> {
+        if state.flushing.is_none() {
+            return Ok(());
+        }
+        let union_below = state.union.is_some();
+        let outcome = with_merge_context(
+            &self.inner.session,
+            &self.inner.config,
+            &self.inner.params,
+            union_below,
+            |ctx| self.advance_flush(state, ctx, usize::MAX),
+        );
+        match outcome {
+            Ok(steps) => {
+                state.merge_steps_total += steps;
+                Ok(())
+            }
+            Err(e) => {
+                state.broken = Some(e.with_causes());
+                Err(e)
+            }
+        }
+    }
+
+    /// Finishes the work updates leave in progress in memory: a full write buffer still being
+    /// written out as a run, a few entries per update (`docs/design.md`, "Update path").
+    /// Cursors, range lookups, unions, snapshots and duplicates do this themselves; call it to
+    /// pay that work at a moment of your choosing. Cost: at most `write_buffer_entries` entries
+    /// written and one run added to level 1 (which may start merges and pay merge steps that
+    /// the run's arrival makes due); nothing when no flush is in progress.
+    ///
+    /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`] (the table is then
+    /// broken).
+    pub fn settle(&self) -> Result<()> {
+        if self.read()?.flushing.is_none() {
+            return Ok(());
+        }
+        let mut state = self.lock_write()?;
+        self.settle_flush(&mut state)
+    }
+
+    /// Runs `f` on the table's state with no flush in progress (settling one first, under the
+    /// write lock): for operations that hand the structure elsewhere.
+    fn with_settled<T>(&self, f: impl FnOnce(&TableState) -> T) -> Result<T> {
+        let state = self.read()?;
+        if state.flushing.is_none() {
+            return Ok(f(&state));
+        }
+        drop(state);
+        let mut state = self.lock_write()?;
+        self.settle_flush(&mut state)?;
+        Ok(f(&state))
     }
 
     // --------------------------------------------------------------------------------------------
@@ -613,23 +759,36 @@ impl Table {
         }
         let plan = {
             let state = self.read()?;
-            Self::plan_lookups(&state, keys)
+            Self::plan_lookups(&state, keys, &self.inner.config.resolve)
         };
         self.finish_lookups(keys, plan)
     }
 
     /// The write buffer's entries for `keys` and the runs to consult: O(keys · log B + runs).
-    fn plan_lookups<K: AsRef<[u8]>>(state: &TableState, keys: &[K]) -> LookupPlan {
+    /// A key's entry in the write buffer combines with an older one in the buffer being
+    /// flushed, as entries of runs do (`resolve`).
+    fn plan_lookups<K: AsRef<[u8]>>(
+        state: &TableState,
+        keys: &[K],
+        resolve: &Resolve,
+    ) -> LookupPlan {
+        let frozen = state.flushing.as_ref().map(|f| &f.buffer);
         let partial: Vec<Partial> = keys
             .iter()
             .map(|k| {
-                state.write_buffer.get(k.as_ref()).map(|e| match e {
-                    Entry::Insert(v, blob) => {
-                        Entry::Insert(v.clone(), blob.clone().map(BlobSource::Memory))
-                    }
-                    Entry::Upsert(v) => Entry::Upsert(v.clone()),
-                    Entry::Delete => Entry::Delete,
-                })
+                let newest = state.write_buffer.get(k.as_ref()).map(to_partial);
+                match (newest, frozen) {
+                    // A final entry, or nothing older in memory: as it is.
+                    (Some(e), _) if e.is_final() => Some(e),
+                    (newest, None) => newest,
+                    (None, Some(frozen)) => frozen.get(k.as_ref()).map(to_partial),
+                    (Some(upsert), Some(frozen)) => match frozen.get(k.as_ref()) {
+                        None => Some(upsert),
+                        Some(older) => {
+                            Some(upsert.combine_older(older.op(), older.value(), resolve))
+                        }
+                    },
+                }
             })
             .collect();
         let mut runs = Vec::new();
@@ -732,15 +891,18 @@ impl Table {
 
     /// A frozen view of the table (for a union or a stream): an O(1) clone of the write buffer
     /// and `Arc`s of the runs; no copy, no disk I/O.
+    ///
+    /// A write-buffer flush in progress is finished first (at most `B` entries written).
     fn view(&self) -> Result<TableView> {
-        let state = self.read()?;
-        let mut runs = Vec::new();
-        state.levels.runs_newest_first(&mut runs);
-        Ok(TableView {
-            buffer: state.write_buffer.clone(),
-            runs,
-            union: state.union.clone(),
-            epoch: state.epoch,
+        self.with_settled(|state| {
+            let mut runs = Vec::new();
+            state.levels.runs_newest_first(&mut runs);
+            TableView {
+                buffer: state.write_buffer.clone(),
+                runs,
+                union: state.union.clone(),
+                epoch: state.epoch,
+            }
         })
     }
 
@@ -990,7 +1152,8 @@ impl Table {
     fn save_authenticated(&self, auth: &mut Auth, name: &str, label: &str) -> Result<()> {
         let (pending, mut contents) = {
             let mut state = self.lock_write()?;
-            let pending = Self::take_dirty(&mut state);
+            self.settle_flush(&mut state)?;
+            let pending = Self::take_dirty(&mut state, &self.inner.config.resolve);
             (pending, self.plan_snapshot(&state))
         };
         self.commit_pending(auth, pending)?;
@@ -1008,8 +1171,7 @@ impl Table {
 
     /// The table's contents planned for a snapshot, at one instant.
     fn snapshot_contents(&self) -> Result<snapshot::SnapshotContents> {
-        let state = self.read()?;
-        Ok(self.plan_snapshot(&state))
+        self.with_settled(|state| self.plan_snapshot(state))
     }
 
     /// The contents of `state` planned for a snapshot: O(runs) reference counts, no I/O.
@@ -1076,19 +1238,19 @@ impl Table {
         let mut auth = self.auth()?;
         let pending = {
             let mut state = self.lock_write()?;
-            Self::take_dirty(&mut state)
+            Self::take_dirty(&mut state, &self.inner.config.resolve)
         };
         self.commit_pending(&mut auth, pending)
     }
 
     /// The keys updated since the last commit and the lookup of their values, taken at one
     /// instant (under the write lock).
-    fn take_dirty(state: &mut TableState) -> Option<(Vec<Vec<u8>>, LookupPlan)> {
+    fn take_dirty(state: &mut TableState, resolve: &Resolve) -> Option<(Vec<Vec<u8>>, LookupPlan)> {
         if state.dirty.is_empty() {
             return None;
         }
         let keys: Vec<Vec<u8>> = std::mem::take(&mut state.dirty).into_iter().collect();
-        let plan = Self::plan_lookups(state, &keys);
+        let plan = Self::plan_lookups(state, &keys, resolve);
         Some((keys, plan))
     }
 
@@ -1300,7 +1462,8 @@ impl Table {
             levels,
             runs,
             merges_in_progress,
-            write_buffer_entries: state.write_buffer.len(),
+            write_buffer_entries: state.write_buffer.len()
+                + state.flushing.as_ref().map_or(0, |f| f.buffer.len()),
             filter_and_index_bytes,
             merge_steps_total: state.merge_steps_total,
             merge_steps_max_per_update: state.merge_steps_max_per_update,
@@ -1315,6 +1478,15 @@ impl Drop for TableInner {
     /// The last handle is gone: release the runs now and remove the files nobody else uses.
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+/// A write buffer's entry as a lookup's partial result.
+fn to_partial(entry: &Entry<MemBlob>) -> Entry<BlobSource> {
+    match entry {
+        Entry::Insert(v, blob) => Entry::Insert(v.clone(), blob.clone().map(BlobSource::Memory)),
+        Entry::Upsert(v) => Entry::Upsert(v.clone()),
+        Entry::Delete => Entry::Delete,
     }
 }
 

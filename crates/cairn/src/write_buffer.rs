@@ -124,6 +124,17 @@ impl WriteBuffer {
         self.entries.iter().map(|(k, e)| (k.bytes(), e))
     }
 
+    /// The entries in key order from `from` on, borrowed. Cost: O(log B) to start, O(1)
+    /// amortised per entry.
+    pub(crate) fn iter_from(
+        &self,
+        from: std::ops::Bound<&[u8]>,
+    ) -> impl Iterator<Item = (&[u8], &Entry<MemBlob>)> {
+        self.entries
+            .range::<_, [u8]>((from, std::ops::Bound::Unbounded))
+            .map(|(k, e)| (k.bytes(), e))
+    }
+
     /// Copies up to `n` entries in key order, starting at `from`. Cost: O(log B + n).
     pub(crate) fn chunk(
         &self,

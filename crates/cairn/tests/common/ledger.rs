@@ -331,6 +331,18 @@ impl World {
         }
     }
 
+    /// Finishes the live table's write-buffer flush in progress (see `Table::settle`), if there
+    /// is a live table.
+    #[allow(dead_code)]
+    pub fn settle(&mut self) -> Result<(), TestCaseError> {
+        match self.tables.last() {
+            Some((table, _)) => table
+                .settle()
+                .map_err(|e| TestCaseError::fail(format!("settle: {e}"))),
+            None => Ok(()),
+        }
+    }
+
     fn current(&mut self) -> Result<&mut (Table, Model), TestCaseError> {
         self.tables
             .last_mut()
