@@ -211,6 +211,13 @@ pub trait WritableFile: Send + Sync + Debug {
         let _ = len;
         Ok(())
     }
+    /// Starts writing back what was appended since the last call, without waiting for it
+    /// (Linux `sync_file_range(SYNC_FILE_RANGE_WRITE)`; not a durability point). Long writers
+    /// call it every [`FileWriter::WRITEBACK_BYTES`], so the device sees a steady stream of
+    /// writes instead of the kernel's bursts, which stall reads. The default does nothing.
+    fn start_writeback(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// The file's path.
     fn path(&self) -> &Path;
 }
@@ -292,11 +299,17 @@ pub(crate) struct FileWriter {
     buffer_bytes: usize,
     crc: u32,
     written_bytes: u64,
+    /// `written_bytes` when writeback was last started.
+    writeback_from: u64,
 }
 
 impl FileWriter {
     /// Default size of the write buffer.
     pub const BUFFER_BYTES_DEFAULT: usize = 64 * 1024;
+
+    /// Bytes appended between two [`WritableFile::start_writeback`] calls (1 MiB, RocksDB's
+    /// recommended `bytes_per_sync`).
+    pub const WRITEBACK_BYTES: u64 = 1 << 20;
 
     /// Creates `path` and wraps it.
     pub fn create(fs: &dyn FileSystem, path: &Path) -> Result<FileWriter> {
@@ -306,6 +319,7 @@ impl FileWriter {
             buffer_bytes: Self::BUFFER_BYTES_DEFAULT,
             crc: 0,
             written_bytes: 0,
+            writeback_from: 0,
         })
     }
 
@@ -333,6 +347,11 @@ impl FileWriter {
         if !self.buffer.is_empty() {
             self.file.append(&self.buffer)?;
             self.buffer.clear();
+        }
+        let appended = self.written_bytes - self.buffer.len() as u64;
+        if appended - self.writeback_from >= Self::WRITEBACK_BYTES {
+            self.file.start_writeback()?;
+            self.writeback_from = appended;
         }
         Ok(())
     }
@@ -625,6 +644,24 @@ impl WritableFile for RealWritable {
             .map_err(|e| Error::io("set_len", &self.path, e))
     }
 
+    #[cfg(target_os = "linux")]
+    fn start_writeback(&mut self) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is open for as long as `self.file` lives; offset 0 and
+        // length 0 mean the whole file; the call only starts writeback of dirty pages.
+        let rc = unsafe {
+            libc::sync_file_range(self.file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE)
+        };
+        if rc != 0 {
+            return Err(Error::io(
+                "sync_file_range",
+                &self.path,
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(())
+    }
+
     fn path(&self) -> &Path {
         &self.path
     }
@@ -708,6 +745,27 @@ mod tests {
     fn real_fs_behaves() {
         let tmp = tempfile::tempdir().unwrap();
         exercise(&RealFs, tmp.path());
+    }
+
+    /// A writer of several MiB starts writeback along the way (`sync_file_range` on Linux)
+    /// and still writes every byte, with the right checksum.
+    #[test]
+    fn long_writes_start_writeback_and_keep_every_byte() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("long");
+        let mut w = FileWriter::create(&RealFs, &path).unwrap();
+        let chunk: Vec<u8> = (0..10_007u32).map(|i| (i % 251) as u8).collect();
+        let mut want = Vec::new();
+        while want.len() < 3 * FileWriter::WRITEBACK_BYTES as usize + 12_345 {
+            w.write(&chunk).unwrap();
+            want.extend_from_slice(&chunk);
+        }
+        // Started at least twice: every time a MiB more had been appended.
+        assert!(w.writeback_from >= 2 * FileWriter::WRITEBACK_BYTES);
+        let (len, crc) = w.finish(false).unwrap();
+        assert_eq!(len, want.len() as u64);
+        assert_eq!(crc, crc32c::crc32c(&want));
+        assert_eq!(std::fs::read(&path).unwrap(), want);
     }
 
     /// `O_DIRECT` opens succeed on tmpfs: natively (Linux 6.6+) or by falling back to buffered
