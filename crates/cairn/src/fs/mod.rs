@@ -213,7 +213,7 @@ pub trait WritableFile: Send + Sync + Debug {
     }
     /// Starts writing back what was appended since the last call, without waiting for it
     /// (Linux `sync_file_range(SYNC_FILE_RANGE_WRITE)`; not a durability point). Long writers
-    /// call it every [`FileWriter::WRITEBACK_BYTES`], so the device sees a steady stream of
+    /// call it every MiB they append, so the device sees a steady stream of
     /// writes instead of the kernel's bursts, which stall reads. The default does nothing.
     fn start_writeback(&mut self) -> Result<()> {
         Ok(())
