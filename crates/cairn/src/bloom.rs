@@ -336,11 +336,12 @@ impl BloomBuilder {
     /// ([`BloomParams::NONE`]), which skips the hash.
     #[inline]
     pub fn insert_key(&mut self, key: &[u8]) {
-        if self.pass_all {
-            self.entries = self.entries.saturating_add(1);
+        let hash = if self.pass_all {
+            0 // counted only
         } else {
-            self.insert_hash(key_hash(self.salt, key));
-        }
+            key_hash(self.salt, key)
+        };
+        self.insert_hash(hash);
     }
 
     /// Adds a key by its hash ([`key_hash`] with this builder's salt). Inserting more keys than

@@ -712,11 +712,7 @@ impl Table {
     /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`] (the table is then
     /// broken).
     pub fn settle(&self) -> Result<()> {
-        if self.read()?.flushing.is_none() {
-            return Ok(());
-        }
-        let mut state = self.lock_write()?;
-        self.settle_flush(&mut state)
+        self.with_settled(|_| ())
     }
 
     /// Runs `f` on the table's state with no flush in progress (settling one first, under the
