@@ -236,6 +236,46 @@ struct Slot {
     start: usize,
     /// Number of bytes requested.
     len: usize,
+    /// Set when the request was conditional and not wanted ([`ReadConditions`]): its bytes are
+    /// stale.
+    skipped: bool,
+}
+
+/// Reads of a batch that depend on an earlier read of the same batch.
+///
+/// A batched lookup reads a key's page in a run that has no filter only if the page it read
+/// first, in a newer run, did not settle the key. Said as a condition, that read is submitted the
+/// moment the newer page completes, while the rest of the batch is still in flight, instead of in
+/// a second batch one device round trip later.
+pub(crate) trait ReadConditions {
+    /// The earlier read (an index below `i`) that read `i` waits for, if any. An index not below
+    /// `i` is ignored (the read is unconditional).
+    fn after(&self, i: usize) -> Option<usize>;
+
+    /// Whether read `i` is still wanted, given the bytes of the read it waits for. Called at most
+    /// once per read, after that read has completed; a read not wanted (or one that waits for a
+    /// read that was skipped) is skipped: [`ReadBatch::skipped`].
+    fn wanted(&mut self, i: usize, earlier: &[u8]) -> bool;
+}
+
+/// Every read unconditional.
+#[cfg(test)]
+pub(crate) struct Unconditional;
+
+#[cfg(test)]
+impl ReadConditions for Unconditional {
+    fn after(&self, _: usize) -> Option<usize> {
+        None
+    }
+
+    fn wanted(&mut self, _: usize, _: &[u8]) -> bool {
+        true
+    }
+}
+
+/// The condition of read `i`, if it has a valid one (an earlier read).
+fn condition(conditions: &dyn ReadConditions, i: usize) -> Option<usize> {
+    conditions.after(i).filter(|&j| j < i)
 }
 
 /// The results of a batch: one aligned arena holding every read, in request order.
@@ -284,6 +324,12 @@ impl ReadBatch {
             Some(bytes) => bytes,
             None => panic!("read {i} out of range: the batch has {} reads", self.len()),
         }
+    }
+
+    /// Whether read `i` was conditional and not wanted ([`ReadConditions`]); its bytes (from
+    /// [`ReadBatch::get`]) are then stale. False for `i >= self.len()`.
+    pub(crate) fn skipped(&self, i: usize) -> bool {
+        self.slots.get(i).is_some_and(|slot| slot.skipped)
     }
 
     /// The bytes of read `i`, or `None` if `i >= self.len()`.
@@ -414,6 +460,7 @@ fn layout_slots(requests: &[ReadRequest], slots: &mut Vec<Slot>) -> Result<usize
         slots.push(Slot {
             start: total,
             len: request.len_bytes,
+            skipped: false,
         });
         total = total.checked_add(padded).ok_or_else(too_large)?;
     }
@@ -497,9 +544,32 @@ fn pread_full(
     Ok(())
 }
 
-/// Reads every request one after the other.
-fn read_all_serial(requests: &[ReadRequest], slots: &[Slot], arena: &mut AlignedBuf) -> Result<()> {
-    for (request, slot) in requests.iter().zip(slots) {
+/// Reads every request one after the other; a conditional one right after deciding whether it
+/// is wanted (the read it waits for comes earlier, so it is done by then).
+fn read_all_serial(
+    requests: &[ReadRequest],
+    conditions: &mut dyn ReadConditions,
+    slots: &mut [Slot],
+    arena: &mut AlignedBuf,
+) -> Result<()> {
+    for (i, request) in requests.iter().enumerate() {
+        let Some(&slot) = slots.get(i) else {
+            break; // unreachable: one slot per request
+        };
+        if let Some(j) = condition(conditions, i) {
+            let wanted = match slots.get(j) {
+                Some(earlier) if !earlier.skipped => arena
+                    .get(earlier.start..earlier.start + earlier.len)
+                    .is_some_and(|bytes| conditions.wanted(i, bytes)),
+                _ => false,
+            };
+            if !wanted {
+                if let Some(slot) = slots.get_mut(i) {
+                    slot.skipped = true;
+                }
+                continue;
+            }
+        }
         if slot.len == 0 {
             continue;
         }
@@ -571,12 +641,15 @@ mod uring {
     }
 
     /// Reads every request that has a descriptor through `ring`; requests without one are
-    /// skipped (the caller reads them). Never returns with a read in flight unless it returns
-    /// [`Outcome::Broken`].
+    /// skipped (the caller reads them, and gives no conditional request then). A conditional
+    /// request is submitted, ahead of new ones, as soon as the read it waits for completes and
+    /// `conditions` wants it; otherwise it is marked skipped. Never returns with a read in
+    /// flight unless it returns [`Outcome::Broken`].
     pub(super) fn read(
         ring: &mut IoUring,
         requests: &[ReadRequest],
-        slots: &[Slot],
+        conditions: &mut dyn ReadConditions,
+        slots: &mut [Slot],
         arena: &mut AlignedBuf,
     ) -> Outcome {
         let depth = QUEUE_DEPTH_MAX
@@ -586,7 +659,14 @@ mod uring {
         // the kernel writes into it.
         let base = arena.as_mut_ptr();
         let mut progress = vec![Progress::default(); requests.len()];
-        let mut retries: VecDeque<(usize, usize)> = VecDeque::new();
+        // Reads to issue before new ones: retries of short or interrupted reads, and conditional
+        // reads found wanted.
+        let mut queued: VecDeque<(usize, usize)> = VecDeque::new();
+        // (earlier, later) for every conditional read, by earlier read (no allocation without).
+        let mut dependents: Vec<(usize, usize)> = (0..requests.len())
+            .filter_map(|i| condition(conditions, i).map(|j| (j, i)))
+            .collect();
+        dependents.sort_unstable();
         let mut next_new = 0usize;
         let mut in_flight = 0usize;
         let mut failure: Option<Error> = None;
@@ -596,12 +676,13 @@ mod uring {
             if failure.is_none() {
                 let mut sq = ring.submission();
                 while in_flight < depth {
-                    let job = match retries.pop_front() {
+                    let job = match queued.pop_front() {
                         Some(job) => Some(job),
-                        None => next_fd_request(requests, slots, &mut next_new).map(|i| (i, 0)),
+                        None => next_fd_request(requests, &*conditions, slots, &mut next_new)
+                            .map(|i| (i, 0)),
                     };
                     let Some((i, start)) = job else { break };
-                    let (Some(request), Some(slot)) = (requests.get(i), slots.get(i)) else {
+                    let (Some(request), Some(&slot)) = (requests.get(i), slots.get(i)) else {
                         continue; // unreachable: jobs index the requests
                     };
                     let Some(fd) = request.file.raw_fd() else {
@@ -620,7 +701,7 @@ mod uring {
                     // leaks the arena on `Outcome::Broken` or an unwind). The descriptor stays
                     // open because `requests` holds its `Arc` for the whole call.
                     if unsafe { sq.push(&entry) }.is_err() {
-                        retries.push_front((i, start));
+                        queued.push_front((i, start));
                         break; // unreachable: at most `depth` entries are ever outstanding
                     }
                     if let Some(p) = progress.get_mut(i) {
@@ -649,7 +730,7 @@ mod uring {
             for cqe in ring.completion() {
                 in_flight = in_flight.saturating_sub(1);
                 let i = cqe.user_data() as usize;
-                let (Some(request), Some(slot), Some(p)) =
+                let (Some(request), Some(&slot), Some(p)) =
                     (requests.get(i), slots.get(i), progress.get_mut(i))
                 else {
                     continue; // unreachable: every entry carries its request index
@@ -658,7 +739,7 @@ mod uring {
                 if result < 0 {
                     let errno = -result;
                     if is_transient(errno) && p.on_transient() {
-                        retries.push_back((i, p.issued_start));
+                        queued.push_back((i, p.issued_start));
                     } else if failure.is_none() {
                         failure = Some(Error::io(
                             "read",
@@ -670,8 +751,19 @@ mod uring {
                 }
                 let direct = request.file.is_direct();
                 match p.on_read(p.issued_start, result as usize, slot.len, direct) {
-                    Ok(Next::Done) => {}
-                    Ok(Next::ReadFrom(from)) => retries.push_back((i, from)),
+                    Ok(Next::Done) => {
+                        if failure.is_none() {
+                            release_dependents(
+                                i,
+                                &dependents,
+                                conditions,
+                                slots,
+                                base,
+                                &mut queued,
+                            );
+                        }
+                    }
+                    Ok(Next::ReadFrom(from)) => queued.push_back((i, from)),
                     Err(e) => {
                         if failure.is_none() {
                             failure = Some(Error::io("read", request.file.path(), e));
@@ -686,20 +778,70 @@ mod uring {
         }
     }
 
-    /// The next request (from `*next`) that has a descriptor and bytes to read.
+    /// The next unconditional request (from `*next`) that has a descriptor and bytes to read.
     fn next_fd_request(
         requests: &[ReadRequest],
+        conditions: &dyn ReadConditions,
         slots: &[Slot],
         next: &mut usize,
     ) -> Option<usize> {
         while let (Some(request), Some(slot)) = (requests.get(*next), slots.get(*next)) {
             let i = *next;
             *next += 1;
-            if slot.len > 0 && request.file.raw_fd().is_some() {
+            if slot.len > 0 && request.file.raw_fd().is_some() && condition(conditions, i).is_none()
+            {
                 return Some(i);
             }
         }
         None
+    }
+
+    /// Read `done` has completed: decides each read waiting for it, queueing the wanted ones
+    /// and marking the others skipped, along with every read that waits (directly or not) for
+    /// a skipped one. A wanted read of no bytes counts as completed at once.
+    fn release_dependents(
+        done: usize,
+        dependents: &[(usize, usize)],
+        conditions: &mut dyn ReadConditions,
+        slots: &mut [Slot],
+        base: *mut u8,
+        queued: &mut VecDeque<(usize, usize)>,
+    ) {
+        if dependents.is_empty() {
+            return;
+        }
+        // (read that finished or was skipped, whether it was skipped)
+        let mut settled = vec![(done, false)];
+        while let Some((earlier, earlier_skipped)) = settled.pop() {
+            let from = dependents.partition_point(|&(e, _)| e < earlier);
+            for &(_, later) in dependents[from..]
+                .iter()
+                .take_while(|&&(e, _)| e == earlier)
+            {
+                let wanted = !earlier_skipped
+                    && slots.get(earlier).is_some_and(|slot| {
+                        // SAFETY: read `earlier` has completed and nothing is or will be in
+                        // flight into its slot (slots are disjoint, and a completed read is not
+                        // issued again), so these bytes of the arena are not written while the
+                        // slice lives; they lie inside the arena (laid out by `layout_slots`).
+                        let bytes = unsafe {
+                            std::slice::from_raw_parts(base.wrapping_add(slot.start), slot.len)
+                        };
+                        conditions.wanted(later, bytes)
+                    });
+                let Some(slot) = slots.get_mut(later) else {
+                    continue; // unreachable: dependents index the requests
+                };
+                if !wanted {
+                    slot.skipped = true;
+                    settled.push((later, true));
+                } else if slot.len == 0 {
+                    settled.push((later, false));
+                } else {
+                    queued.push_back((later, 0));
+                }
+            }
+        }
     }
 
     fn enter_error(requests: &[ReadRequest], e: std::io::Error) -> Error {
@@ -937,20 +1079,43 @@ impl BlockIo {
     /// Like [`BlockIo::read_batch`], but reads into `batch`, whose arena is reused when it is
     /// large enough (and replaced by a larger one otherwise). On error the batch is left empty
     /// (no reads) but reusable.
+    #[cfg(test)]
     pub fn read_batch_into(&self, requests: &[ReadRequest], batch: &mut ReadBatch) -> Result<()> {
-        let result = self.fill(requests, batch);
+        self.read_batch_into_with(requests, &mut Unconditional, batch)
+    }
+
+    /// Reads every request into `batch`, whose arena is reused when it is large enough (and
+    /// replaced by a larger one otherwise), with some reads conditional on earlier ones
+    /// ([`ReadConditions`]): a conditional read is issued as soon as the read it waits for has
+    /// completed, if `conditions` still wants it, and is marked [`ReadBatch::skipped`] if not.
+    /// Its slot in the arena is laid out either way, so the arena's size does not depend on the
+    /// decisions. On error the batch is left empty (no reads) but reusable.
+    pub(crate) fn read_batch_into_with(
+        &self,
+        requests: &[ReadRequest],
+        conditions: &mut dyn ReadConditions,
+        batch: &mut ReadBatch,
+    ) -> Result<()> {
+        let result = self.fill(requests, conditions, batch);
         if result.is_err() {
             batch.slots.clear();
         }
         result
     }
 
-    fn fill(&self, requests: &[ReadRequest], batch: &mut ReadBatch) -> Result<()> {
+    fn fill(
+        &self,
+        requests: &[ReadRequest],
+        conditions: &mut dyn ReadConditions,
+        batch: &mut ReadBatch,
+    ) -> Result<()> {
         let total = layout_slots(requests, &mut batch.slots)?;
         ensure_arena(&mut batch.arena, total, requests)?;
         match self.kind {
-            IoBackendKind::Uring => self.read_uring(requests, &batch.slots, &mut batch.arena),
-            _ => read_all_serial(requests, &batch.slots, &mut batch.arena),
+            IoBackendKind::Uring => {
+                self.read_uring(requests, conditions, &mut batch.slots, &mut batch.arena)
+            }
+            _ => read_all_serial(requests, conditions, &mut batch.slots, &mut batch.arena),
         }
     }
 
@@ -958,12 +1123,21 @@ impl BlockIo {
     fn read_uring(
         &self,
         requests: &[ReadRequest],
-        slots: &[Slot],
+        conditions: &mut dyn ReadConditions,
+        slots: &mut [Slot],
         arena: &mut AlignedBuf,
     ) -> Result<()> {
-        // Files without a descriptor first, synchronously, before the kernel owns any part of
-        // the arena.
-        for (request, slot) in requests.iter().zip(slots) {
+        // Files without a descriptor (the in-memory file system, in tests) are read
+        // synchronously before the kernel owns any part of the arena; a batch that has them and
+        // conditional reads too is read one request after the other, which keeps every
+        // condition's order simple.
+        let without_fd = |(r, s): (&ReadRequest, &Slot)| s.len > 0 && r.file.raw_fd().is_none();
+        if requests.iter().zip(slots.iter()).any(without_fd)
+            && (0..requests.len()).any(|i| condition(conditions, i).is_some())
+        {
+            return read_all_serial(requests, conditions, slots, arena);
+        }
+        for (request, slot) in requests.iter().zip(slots.iter()) {
             if slot.len > 0 && request.file.raw_fd().is_none() {
                 if let Some(buf) = arena.get_mut(slot.start..slot.start + slot.len) {
                     request.file.read_exact_at(buf, request.offset)?;
@@ -972,7 +1146,7 @@ impl BlockIo {
         }
         if !requests
             .iter()
-            .zip(slots)
+            .zip(slots.iter())
             .any(|(r, s)| s.len > 0 && r.file.raw_fd().is_some())
         {
             return Ok(());
@@ -989,14 +1163,14 @@ impl BlockIo {
                              read with pread (counted in the session's I/O report)"
                         );
                     }
-                    return read_all_serial(requests, slots, arena);
+                    return read_all_serial(requests, conditions, slots, arena);
                 }
             },
         };
         // While the kernel may write into the arena, own it through `ManuallyDrop`: an unwind
         // out of `uring::read` leaks it rather than freeing memory under a read in flight.
         let mut held = std::mem::ManuallyDrop::new(std::mem::replace(arena, AlignedBuf::zeroed(0)));
-        let outcome = uring::read(&mut ring, requests, slots, &mut held);
+        let outcome = uring::read(&mut ring, requests, conditions, slots, &mut held);
         match outcome {
             uring::Outcome::Broken(e) => {
                 // Reads may still be in flight into `held`: leak it. The ring is closed (the
@@ -1022,10 +1196,11 @@ impl BlockIo {
     fn read_uring(
         &self,
         requests: &[ReadRequest],
-        slots: &[Slot],
+        conditions: &mut dyn ReadConditions,
+        slots: &mut [Slot],
         arena: &mut AlignedBuf,
     ) -> Result<()> {
-        read_all_serial(requests, slots, arena)
+        read_all_serial(requests, conditions, slots, arena)
     }
 }
 
@@ -1234,6 +1409,115 @@ mod tests {
             check_batch(&batch, &requests, &files);
             assert!(io.read_batch(&[]).unwrap().is_empty());
         }
+    }
+
+    /// Conditions that make about a third of the reads wait for a random earlier one (chains
+    /// included, and one invalid condition, which is ignored), check that each decision sees
+    /// the earlier read's bytes, and want a read by a rule of those bytes.
+    struct Decide<'a> {
+        after: Vec<Option<usize>>,
+        requests: &'a [ReadRequest],
+        files: &'a [(Arc<dyn ReadableFile>, &'a [u8])],
+        calls: Vec<u32>,
+    }
+
+    fn contents<'a>(
+        files: &[(Arc<dyn ReadableFile>, &'a [u8])],
+        request: &ReadRequest,
+    ) -> &'a [u8] {
+        let (_, bytes) = files
+            .iter()
+            .find(|(f, _)| Arc::ptr_eq(f, &request.file))
+            .unwrap();
+        let start = request.offset as usize;
+        &bytes[start..start + request.len_bytes]
+    }
+
+    fn rule(i: usize, earlier: &[u8]) -> bool {
+        !(i * 7 + earlier.first().copied().unwrap_or(0) as usize).is_multiple_of(3)
+    }
+
+    impl ReadConditions for Decide<'_> {
+        fn after(&self, i: usize) -> Option<usize> {
+            self.after[i]
+        }
+
+        fn wanted(&mut self, i: usize, earlier: &[u8]) -> bool {
+            let j = self.after[i].unwrap();
+            assert!(j < i, "read {i} decided on a read that is not earlier");
+            assert!(
+                earlier == contents(self.files, &self.requests[j]),
+                "read {i} decided on stale bytes of read {j}"
+            );
+            self.calls[i] += 1;
+            rule(i, earlier)
+        }
+    }
+
+    fn conditional_reads(files: &[(Arc<dyn ReadableFile>, &[u8])], rng: &mut Rng) {
+        for io in engines() {
+            let requests = random_requests(rng, files, 600);
+            let mut after: Vec<Option<usize>> = (0..requests.len())
+                .map(|i| (i > 0 && rng.below(3) == 0).then(|| rng.below(i as u64) as usize))
+                .collect();
+            after[5] = Some(5); // not earlier: ignored
+            let mut decide = Decide {
+                after: after.clone(),
+                requests: &requests,
+                files,
+                calls: vec![0; requests.len()],
+            };
+            let mut batch = ReadBatch::default();
+            io.read_batch_into_with(&requests, &mut decide, &mut batch)
+                .unwrap();
+            let mut skipped = vec![false; requests.len()];
+            for i in 0..requests.len() {
+                let Some(j) = after[i].filter(|&j| j < i) else {
+                    continue;
+                };
+                let decided = !skipped[j];
+                assert_eq!(decide.calls[i], decided as u32, "decisions of read {i}");
+                skipped[i] = !decided || !rule(i, contents(files, &requests[j]));
+            }
+            assert!(skipped.iter().any(|&s| s) && skipped.iter().any(|&s| !s));
+            for (i, request) in requests.iter().enumerate() {
+                assert_eq!(batch.skipped(i), skipped[i], "read {i} skipped");
+                if !skipped[i] {
+                    assert!(batch.get(i) == contents(files, request), "read {i} differs");
+                }
+            }
+        }
+    }
+
+    /// Conditional reads are issued exactly when wanted, after the read they wait for, on both
+    /// backends, for real files (through io_uring) and in-memory ones (read in order).
+    #[test]
+    fn conditional_reads_are_read_when_wanted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(0x51_7cc1_b727_220a);
+        let a_bytes = rng.bytes(FILE_BYTES);
+        let b_bytes = rng.bytes(FILE_BYTES);
+        let fs = RealFs::new();
+        write_file(&fs, &dir.path().join("a"), &a_bytes);
+        write_file(&fs, &dir.path().join("b"), &b_bytes);
+        for direct in [false, true] {
+            let options = ReadOptions {
+                direct,
+                random: true,
+            };
+            let a = fs.open(&dir.path().join("a"), options).unwrap();
+            let b = fs.open(&dir.path().join("b"), options).unwrap();
+            let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(a, &a_bytes), (b, &b_bytes)];
+            conditional_reads(&files, &mut rng);
+        }
+        let mem = MemFs::new();
+        write_file(&mem, Path::new("/m"), &a_bytes);
+        let m = mem.open(Path::new("/m"), ReadOptions::default()).unwrap();
+        let real = fs
+            .open(&dir.path().join("b"), ReadOptions::default())
+            .unwrap();
+        let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(m, &a_bytes), (real, &b_bytes)];
+        conditional_reads(&files, &mut rng);
     }
 
     #[test]

@@ -15,11 +15,14 @@
 //! - I/O: one page span per filter hit: about `n * (1 + r * fpr)` reads for present keys,
 //!   submitted in waves of up to [`WAVE_PAGES_MAX`] pages (io_uring), so the device works at the
 //!   ring's full queue depth (256) for all but the tail of each wave. A batch of 256 keys is one
-//!   wave.
+//!   wave. A run without a filter (the deepest level's, with
+//!   [`crate::TableConfig::last_level_bloom`] `= Some(BloomAlloc::None)`) costs a key one read
+//!   only when no newer filter claims it, or when the newer page it read did not settle it; that
+//!   read is issued the moment the newer page completes, within the same wave.
 //! - Memory: pages O(wave), state O(n). One aligned arena of at most [`WAVE_PAGES_MAX`] pages
 //!   (16 MiB) at a time, reused by every wave of the call (only a single span larger than that,
-//!   a value of more than 16 MiB, makes it larger: exactly that span); 64 bytes of bookkeeping
-//!   per read of a wave (request, candidate, slot: at most 256 KiB); the caller's `partial` vector of `n`
+//!   a value of more than 16 MiB, makes it larger: exactly that span); 72 bytes of bookkeeping
+//!   per read of a wave (request, candidate, slot: at most 288 KiB); the caller's `partial` vector of `n`
 //!   entries ([`PARTIAL_BYTES_MAX`] bytes each, plus the values found, which are returned) and
 //!   4 bytes per key for the next run it consults (a `u32`). No
 //!   other allocation grows with `n`. Arenas of up to 4 MiB go back to a pool in the session's
@@ -32,7 +35,7 @@ use crate::config::Resolve;
 use crate::entry::Entry;
 use crate::error::Result;
 use crate::fs::ReadableFile;
-use crate::io::{BlockIo, ReadBatch, ReadRequest};
+use crate::io::{BlockIo, ReadBatch, ReadConditions, ReadRequest};
 use crate::page::{BlobSpan, Op, PageView, PAGE_BYTES};
 use crate::run::{read_blob, Run};
 use crate::write_buffer::MemBlob;
@@ -133,7 +136,45 @@ pub(crate) const WAVE_PAGES_MAX: usize = 4096;
 /// One page span to read for one key in one run.
 struct Candidate {
     key: usize,
-    run: usize,
+    run: u32,
+    /// The read of the wave this one waits for ([`NO_READ`] if none): the key's read in a newer
+    /// run, which may settle the key and make this one unnecessary.
+    after: u32,
+}
+
+/// [`Candidate::after`] of an unconditional read.
+const NO_READ: u32 = u32::MAX;
+
+/// The conditions of a wave's reads: a read in a run that has no filter, planned after a read
+/// of the same key in a newer run, is wanted only if the newer page does not settle the key.
+struct WaveConditions<'a, K> {
+    keys: &'a [K],
+    candidates: &'a [Candidate],
+}
+
+impl<K: AsRef<[u8]>> ReadConditions for WaveConditions<'_, K> {
+    fn after(&self, i: usize) -> Option<usize> {
+        let after = self.candidates.get(i)?.after;
+        (after != NO_READ).then_some(after as usize)
+    }
+
+    fn wanted(&mut self, i: usize, earlier: &[u8]) -> bool {
+        let Some(key) = self.candidates.get(i).and_then(|c| self.keys.get(c.key)) else {
+            return true;
+        };
+        // An insert or a delete is final; an upsert needs what is older. A damaged page is
+        // reported when the wave is resolved, so here it only costs the read.
+        !settles(earlier, key.as_ref()).unwrap_or(false)
+    }
+}
+
+/// Whether `page` holds a final entry (an insert or a delete) for `key`.
+fn settles(page: &[u8], key: &[u8]) -> Result<bool> {
+    let view = PageView::new(page)?;
+    Ok(match view.search(key)? {
+        Some(slot) => view.entry(slot)?.op != Op::Upsert,
+        None => false,
+    })
 }
 
 /// The reads of one wave and which key and run each belongs to, in the same order: candidates
@@ -173,7 +214,7 @@ impl Wave {
 /// Reads are issued in waves of at most [`WAVE_PAGES_MAX`] pages, each read into the same arena
 /// (from the pool of `io`, returned at the end), so the call's memory beyond `partial` and the
 /// values it returns is at most `WAVE_PAGES_MAX * 4 KiB` (16 MiB) of pages, or one span when a
-/// single span is larger, plus 64 bytes per read of a wave: O(wave), whatever `keys.len()`.
+/// single span is larger, plus 72 bytes per read of a wave: O(wave), whatever `keys.len()`.
 /// A key whose entry became final in one wave is not read again in the next.
 pub(crate) fn lookup_runs<K: AsRef<[u8]>>(
     io: &BlockIo,
@@ -199,11 +240,13 @@ pub(crate) fn lookup_runs<K: AsRef<[u8]>>(
 /// A sweep plans the pending keys in batch order, each from the run it reached (`next_run`),
 /// into waves of at most [`WAVE_PAGES_MAX`] pages. A run whose filter passes every key (the
 /// deepest level's, under [`crate::TableConfig::last_level_bloom`] `= Some(BloomAlloc::None)`)
-/// is read in a key's first wave only when no newer run's filter claimed the key; otherwise it
-/// waits for a later sweep, which reads it only if the newer page did not resolve the key. So a
-/// key found in a newer run costs no read of that run, and a key only it holds costs one read,
-/// as with a filter. Every sweep plans at least one read per pending key, so there are at most
-/// `runs` sweeps (in practice one, or two when a filter lied about a key).
+/// is read unconditionally only when no newer run's filter claimed the key. Otherwise its read
+/// is conditional ([`ReadConditions`]): issued in the same wave the moment the key's newer page
+/// completes, and only if that page did not settle the key. So a key found in a newer run costs
+/// no read of that run, a key only it holds costs one read, as with a filter, and a filter that
+/// lied costs one more read but no extra round trip for the whole batch. Runs older than such a
+/// run wait for a later sweep. Every sweep plans at least one read per pending key, so there
+/// are at most `runs` sweeps (in practice one).
 fn read_waves<K: AsRef<[u8]>>(
     io: &BlockIo,
     salt: u64,
@@ -228,7 +271,11 @@ fn read_waves<K: AsRef<[u8]>>(
                 break; // every key of the sweep was ruled out by its filters
             }
             debug_assert!(wave.pages <= WAVE_PAGES_MAX || wave.requests.len() == 1);
-            io.read_batch_into(&wave.requests, batch)?;
+            let mut conditions = WaveConditions {
+                keys,
+                candidates: &wave.candidates,
+            };
+            io.read_batch_into_with(&wave.requests, &mut conditions, batch)?;
             resolve_wave(keys, partial, runs, resolve, &wave, batch)?;
             wave.clear();
         }
@@ -260,16 +307,16 @@ fn plan_wave<K: AsRef<[u8]>>(
             prefetch(runs, h);
         }
         let bytes = keys[key].as_ref();
-        let mut planned = false;
+        // The wave's last read for this key, if any.
+        let mut planned: Option<usize> = None;
         while let Some(run) = runs.get(next_run[key] as usize) {
-            let r = next_run[key] as usize;
+            let r = next_run[key];
             if !run.filter().contains_hash(key_hash) {
                 next_run[key] += 1;
                 continue;
             }
-            if planned && run.filter().passes_all() {
-                break; // the newer page may resolve the key: read this run in a later sweep
-            }
+            // The newer page may settle the key: read this run only if it does not.
+            let after = planned.filter(|_| run.filter().passes_all());
             let Some(span) = run.index().search(bytes) else {
                 next_run[key] += 1;
                 continue;
@@ -279,14 +326,21 @@ fn plan_wave<K: AsRef<[u8]>>(
                 return Some(key);
             }
             wave.pages = wave.pages.saturating_add(pages);
-            wave.candidates.push(Candidate { key, run: r });
+            wave.candidates.push(Candidate {
+                key,
+                run: r,
+                after: after.map_or(NO_READ, |a| a as u32),
+            });
             wave.requests.push(ReadRequest {
                 file: run.keyops().clone(),
                 offset: span.first * PAGE_BYTES as u64,
                 len_bytes: pages * PAGE_BYTES,
             });
-            planned = true;
+            planned = Some(wave.requests.len() - 1);
             next_run[key] += 1;
+            if after.is_some() {
+                break; // older runs: in a later sweep, if this one does not settle the key
+            }
         }
         (key, key_hash) = upcoming?;
     }
@@ -313,7 +367,7 @@ fn resolve_wave<K: AsRef<[u8]>>(
 ) -> Result<()> {
     for (c, candidate) in wave.candidates.iter().enumerate() {
         let i = candidate.key;
-        if partial[i].as_ref().is_some_and(Entry::is_final) {
+        if pages.skipped(c) || partial[i].as_ref().is_some_and(Entry::is_final) {
             continue;
         }
         let view = PageView::new(pages.get(c))?;
@@ -324,9 +378,9 @@ fn resolve_wave<K: AsRef<[u8]>>(
         partial[i] = Some(match partial[i].take() {
             None => match e.op {
                 Op::Insert => {
-                    let blob = e
-                        .blob
-                        .map(|span| BlobSource::File(runs[candidate.run].blobs().clone(), span));
+                    let blob = e.blob.map(|span| {
+                        BlobSource::File(runs[candidate.run as usize].blobs().clone(), span)
+                    });
                     Entry::Insert(e.value.to_vec(), blob)
                 }
                 Op::Upsert => Entry::Upsert(e.value.to_vec()),

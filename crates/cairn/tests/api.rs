@@ -670,10 +670,21 @@ fn write_buffer_chunks_give_every_entry_once() {
 /// and keeps the setting through a snapshot.
 #[test]
 fn the_deepest_level_can_go_without_filters() {
+    let fs = MemFs::new();
+    deepest_level_without_filters(&memfs_session(&fs));
+}
+
+/// The same on a real directory, so that lookups read through io_uring (where it works), with
+/// the deepest level's reads conditional on the newer pages.
+#[test]
+fn the_deepest_level_can_go_without_filters_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    deepest_level_without_filters(&Session::open(dir.path()).unwrap());
+}
+
+fn deepest_level_without_filters(session: &Session) {
     use cairn::BloomAlloc;
     const KEYS: u32 = 20_000;
-    let fs = MemFs::new();
-    let session = memfs_session(&fs);
     let base = TableConfig {
         write_buffer_entries: 500,
         merge_batch_size: 100,

@@ -17,7 +17,7 @@ const WAVE_BYTES_MAX: usize = 4096 * 4096;
 /// newer sources said, 4 for the next run to consult).
 const STATE_BYTES_PER_KEY: usize = 64 + 4;
 /// Bookkeeping per read of a wave (request, candidate, slot), at most one read per page.
-const WAVE_BOOKKEEPING_BYTES_MAX: usize = 4096 * 64;
+const WAVE_BOOKKEEPING_BYTES_MAX: usize = 4096 * 72;
 /// Allocations the test does not account for precisely (vectors rounding up, the runs list).
 const SLACK_BYTES: usize = 1 << 20;
 
