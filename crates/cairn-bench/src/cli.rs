@@ -197,6 +197,12 @@ pub struct RunArgs {
     /// Write the results as one JSON object to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write each timed batch's milliseconds to this file as CSV (`batch,start_unix_s,lookup_ms,
+    /// update_ms,batch_ms`; the start in seconds since the Unix epoch, to line batches up with an
+    /// outside trace; in pipelined mode lookups and update overlap, each timed on its own
+    /// thread), to find what a slow batch waited for.
+    #[arg(long, value_name = "PATH")]
+    pub batch_log: Option<PathBuf>,
 }
 
 /// Options of `utxo suite`.

@@ -44,6 +44,29 @@ pub struct PhaseTiming {
     /// Engine time of each batch in milliseconds: its lookups and update; in the pipelined phase
     /// the wall time of the overlapped step.
     pub batch_ms: Vec<f64>,
+    /// Of each batch, in batch order: when it started and what its parts took.
+    pub split_ms: Vec<BatchSplit>,
+    /// When the phase started, in seconds since the Unix epoch (to line the batches up with
+    /// traces taken outside the process).
+    pub started_unix_s: f64,
+}
+
+/// Now, in seconds since the Unix epoch.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// When a batch started and what its lookups and update took, in milliseconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BatchSplit {
+    /// From the phase's start to the batch's engine calls.
+    pub start_ms: f64,
+    /// Its lookups (in the pipelined phase, those of the next batch, on their own thread).
+    pub lookup_ms: f64,
+    /// Its update (in the pipelined phase overlapping the lookups).
+    pub update_ms: f64,
 }
 
 /// One batch's choices, made on the model.
@@ -108,6 +131,8 @@ impl<'e> Driver<'e> {
         let ops = if with_updates { 3 } else { 1 } * BATCH_SIZE as u64;
         let mut progress = Progress::new(label, "batches", batches);
         let mut batch_ms = Vec::with_capacity(batches as usize);
+        let mut split_ms = Vec::with_capacity(batches as usize);
+        let started_unix_s = unix_now();
         let start = Instant::now();
         for n in 0..batches {
             let batch = self.choose(with_updates);
@@ -116,17 +141,29 @@ impl<'e> Driver<'e> {
                 .engine
                 .lookups(&batch.lookup_keys)
                 .context(|| format!("{label}: lookups of batch {n}"))?;
+            let looked_up = call.elapsed().as_secs_f64() * 1e3;
             if with_updates {
                 self.engine
                     .update(&batch.inserts, &batch.deletes)
                     .context(|| format!("{label}: updates of batch {n}"))?;
             }
-            batch_ms.push(call.elapsed().as_secs_f64() * 1e3);
+            let total = call.elapsed().as_secs_f64() * 1e3;
+            batch_ms.push(total);
+            split_ms.push(BatchSplit {
+                start_ms: (call - start).as_secs_f64() * 1e3,
+                lookup_ms: looked_up,
+                update_ms: total - looked_up,
+            });
             self.check(&batch.lookup_ids, &results);
             progress.update(n + 1, ops);
         }
         let seconds = start.elapsed().as_secs_f64();
-        Ok(PhaseTiming { seconds, batch_ms })
+        Ok(PhaseTiming {
+            seconds,
+            batch_ms,
+            split_ms,
+            started_unix_s,
+        })
     }
 
     /// Runs `batches` pipelined batches: the lookups of batch n+1 on a view from before batch n's
@@ -135,6 +172,8 @@ impl<'e> Driver<'e> {
     pub fn pipelined(&mut self, batches: u64) -> Result<PhaseTiming, Failure> {
         let mut progress = Progress::new("pipelined", "batches", batches);
         let mut batch_ms = Vec::with_capacity(batches as usize);
+        let mut split_ms = Vec::with_capacity(batches as usize);
+        let started_unix_s = unix_now();
         let start = Instant::now();
         if batches == 0 {
             return Ok(PhaseTiming::default());
@@ -149,18 +188,30 @@ impl<'e> Driver<'e> {
             let call = Instant::now();
             let view = engine.reader()?;
             let next_keys = next.as_ref().map(|b| &b.lookup_keys[..]);
-            let (update, lookups) = std::thread::scope(|scope| {
-                let lookups = scope.spawn(move || match next_keys {
-                    Some(keys) => view.lookups(keys).map(Some),
-                    None => Ok(None),
+            let (update, updated, lookups) = std::thread::scope(|scope| {
+                let lookups = scope.spawn(move || {
+                    let started = Instant::now();
+                    let results = match next_keys {
+                        Some(keys) => view.lookups(keys).map(Some),
+                        None => Ok(None),
+                    };
+                    (results, started.elapsed().as_secs_f64() * 1e3)
                 });
+                let started = Instant::now();
                 let update = engine.update(&current.inserts, &current.deletes);
-                (update, lookups.join())
+                let updated = started.elapsed().as_secs_f64() * 1e3;
+                (update, updated, lookups.join())
             });
             update.context(|| format!("pipelined: updates of batch {n}"))?;
-            let lookups = lookups.map_err(|_| Failure("the lookup thread panicked".into()))?;
+            let (lookups, looked_up) =
+                lookups.map_err(|_| Failure("the lookup thread panicked".into()))?;
             let lookups = lookups.context(|| format!("pipelined: lookups of batch {}", n + 1))?;
             batch_ms.push(call.elapsed().as_secs_f64() * 1e3);
+            split_ms.push(BatchSplit {
+                start_ms: (call - start).as_secs_f64() * 1e3,
+                lookup_ms: looked_up,
+                update_ms: updated,
+            });
             if let (Some(next), Some(mut results)) = (next.as_ref(), lookups) {
                 correct(&mut results, next, &current);
                 self.check(&next.lookup_ids, &results);
@@ -171,7 +222,12 @@ impl<'e> Driver<'e> {
             progress.update(n + 1, 3 * BATCH_SIZE as u64);
         }
         let seconds = start.elapsed().as_secs_f64();
-        Ok(PhaseTiming { seconds, batch_ms })
+        Ok(PhaseTiming {
+            seconds,
+            batch_ms,
+            split_ms,
+            started_unix_s,
+        })
     }
 
     /// Picks the lookups of a batch (live ids now) and, `with_updates`, its update, which the

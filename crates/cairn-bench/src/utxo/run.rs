@@ -50,7 +50,7 @@ use crate::stats::percentiles;
 use crate::sys::cgroup;
 use crate::sys::fio;
 use crate::sys::proc::{peak_rss_bytes, IoCounters};
-use crate::utxo::driver::{Driver, BATCH_SIZE};
+use crate::utxo::driver::{Driver, PhaseTiming, BATCH_SIZE};
 use crate::utxo::setup::{engine_dir, engine_options, read_state, table_dir};
 
 /// The runs applied in place to a peer's table since its setup (see the module doc).
@@ -142,6 +142,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         RunMode::Pipelined => driver.pipelined(args.batches)?,
     };
     let seconds = timing.seconds;
+    if let Some(path) = &args.batch_log {
+        write_batch_log(path, &timing)?;
+    }
     let io = IoCounters::since(IoCounters::now(), io_before);
     let ops_per_batch = match args.mode {
         RunMode::LookupOnly => BATCH_SIZE,
@@ -202,6 +205,25 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         )));
     }
     Ok(())
+}
+
+/// Writes the batch log of `--batch-log` (see [`RunArgs::batch_log`]).
+fn write_batch_log(path: &Path, timing: &PhaseTiming) -> Result<(), Failure> {
+    let mut text = String::from("batch,start_unix_s,lookup_ms,update_ms,batch_ms\n");
+    for (n, (total, split)) in timing.batch_ms.iter().zip(&timing.split_ms).enumerate() {
+        text.push_str(&format!(
+            "{n},{:.6},{:.3},{:.3},{total:.3}\n",
+            timing.started_unix_s + split.start_ms / 1e3,
+            split.lookup_ms,
+            split.update_ms
+        ));
+    }
+    std::fs::write(path, text).map_err(|e| {
+        Failure(format!(
+            "cannot write the batch log {}: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// Runs `utxo run` with `argv` again in a memory cgroup limited to `limit` bytes, then adds the
