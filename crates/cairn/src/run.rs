@@ -243,9 +243,11 @@ impl RunWriter {
             armed: false,
         };
         let keyops =
-            FileWriter::create(&*fs, &run_file_path(&params.dir, number, RunFile::KeyOps))?;
+            FileWriter::create(&*fs, &run_file_path(&params.dir, number, RunFile::KeyOps))?
+                .credit(&params.removals);
         unfinished.armed = true;
-        let blobs = FileWriter::create(&*fs, &run_file_path(&params.dir, number, RunFile::Blobs))?;
+        let blobs = FileWriter::create(&*fs, &run_file_path(&params.dir, number, RunFile::Blobs))?
+            .credit(&params.removals);
         Ok(RunWriter {
             unfinished,
             fs,
@@ -349,12 +351,13 @@ impl RunWriter {
             self.unfinished.armed = false;
             return Ok(None);
         }
+        let credit = &self.unfinished.removals;
         let mut filter_file =
-            FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Filter))?;
+            FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Filter))?.credit(credit);
         filter.write_to(&mut |chunk| filter_file.write(chunk))?;
         let filter_sum = filter_file.finish(false)?;
         let mut index_file =
-            FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Index))?;
+            FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Index))?.credit(credit);
         index.write_to(&mut |chunk| index_file.write(chunk))?;
         let index_sum = index_file.finish(false)?;
         let checksums = RunChecksums {
@@ -977,7 +980,7 @@ mod tests {
             }
             drop((run, reopened, cursor));
             assert!(!mem.file_paths().is_empty(), "removal is deferred");
-            p.removals.remove_now(&*fs).unwrap();
+            p.removals.remove_all(&*fs).unwrap();
             assert!(
                 mem.file_paths().is_empty(),
                 "files removed when the run is dropped"

@@ -178,12 +178,12 @@ impl SessionInner {
         self.remove_released()
     }
 
-    /// Removes the files of released runs if it can, for operations that cannot report an
-    /// error (closing). A failure leaves the file queued: the next operation retries the removal
-    /// and reports the error.
+    /// Takes a removal step for the files of released runs if it can, for operations that
+    /// cannot report an error (closing a table, a failed restore). A failure leaves the file
+    /// queued: the next operation retries the removal and reports the error.
     pub(crate) fn try_remove_released(&self) {
         if self.is_open() {
-            let _ = self.removals.remove_now(&*self.fs);
+            let _ = self.removals.remove_step(&*self.fs);
         }
     }
 
@@ -192,14 +192,15 @@ impl SessionInner {
         &self.removals
     }
 
-    /// Removes the files of released runs; an I/O error fails the calling operation before it
+    /// Takes a bounded step removing the files of released runs
+    /// ([`DeferredRemovals::remove_step`]); an I/O error fails the calling operation before it
     /// does anything else. Nothing is removed once the session is closed (the next session
     /// empties `active/`).
     pub(crate) fn remove_released(&self) -> Result<()> {
         if !self.is_open() {
             return Ok(());
         }
-        self.removals.remove_now(&*self.fs)
+        self.removals.remove_step(&*self.fs)
     }
 
     pub(crate) fn salt(&self) -> u64 {
@@ -295,7 +296,7 @@ impl SessionInner {
         }
         // Last chance to free the space now; whatever fails is removed by the next session,
         // which empties `active/`.
-        let _ = self.removals.remove_now(&*self.fs);
+        let _ = self.removals.remove_all(&*self.fs);
         // Only now may another session take the directory.
         drop(lock);
     }

@@ -14,7 +14,7 @@
 
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
@@ -96,6 +96,15 @@ impl std::fmt::Display for DirectIo {
     }
 }
 
+/// What [`FileSystem::file_space`] finds of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileSpace {
+    /// Its length in bytes.
+    pub len: u64,
+    /// How many names (hard links) it has; only the last one's removal frees its space.
+    pub links: u64,
+}
+
 /// A file system: the real one, a simulated one, or a wrapper that injects faults.
 pub trait FileSystem: Send + Sync + Debug + 'static {
     /// Creates a directory and its parents; succeeds if it exists.
@@ -115,6 +124,11 @@ pub trait FileSystem: Send + Sync + Debug + 'static {
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Makes `to` a second name of the file `from`.
     fn hard_link(&self, from: &Path, to: &Path) -> Result<()>;
+    /// The length of the file at `path` and how many names link to it (`stat`).
+    fn file_space(&self, path: &Path) -> Result<FileSpace>;
+    /// Cuts the file at `path` to its first `len` bytes (`truncate`), freeing the space of the
+    /// rest; `len` is at most the file's length.
+    fn truncate(&self, path: &Path, len: u64) -> Result<()>;
     /// Makes the directory's entries durable (`fsync` on the directory).
     fn sync_dir(&self, path: &Path) -> Result<()>;
     /// Makes an existing file's contents durable (`fsync`), e.g. a file just hard-linked into
@@ -171,6 +185,12 @@ impl FileSystem for ReadOnlyFs {
     }
     fn hard_link(&self, _: &Path, _: &Path) -> Result<()> {
         Err(Error::ReadOnly("linking a file"))
+    }
+    fn file_space(&self, path: &Path) -> Result<FileSpace> {
+        self.0.file_space(path)
+    }
+    fn truncate(&self, _: &Path, _: u64) -> Result<()> {
+        Err(Error::ReadOnly("truncating a file"))
     }
     fn sync_dir(&self, _: &Path) -> Result<()> {
         Err(Error::ReadOnly("syncing a directory"))
@@ -301,6 +321,8 @@ pub(crate) struct FileWriter {
     written_bytes: u64,
     /// `written_bytes` when writeback was last started.
     writeback_from: u64,
+    /// The removal queue that each flushed buffer earns budget in (see [`FileWriter::credit`]).
+    credit: Option<Arc<DeferredRemovals>>,
 }
 
 impl FileWriter {
@@ -320,7 +342,16 @@ impl FileWriter {
             crc: 0,
             written_bytes: 0,
             writeback_from: 0,
+            credit: None,
         })
+    }
+
+    /// Counts every byte this writer appends towards the removal budget of `removals` (see
+    /// [`DeferredRemovals`]): writers of run files do, so that a bulk load frees space as fast
+    /// as it writes.
+    pub fn credit(mut self, removals: &Arc<DeferredRemovals>) -> FileWriter {
+        self.credit = Some(removals.clone());
+        self
     }
 
     /// Appends `bytes` (buffered).
@@ -331,7 +362,11 @@ impl FileWriter {
             self.flush_buffer()?;
         }
         if bytes.len() >= self.buffer_bytes {
-            self.file.append(bytes)
+            self.file.append(bytes)?;
+            if let Some(removals) = &self.credit {
+                removals.note_written(bytes.len() as u64);
+            }
+            Ok(())
         } else {
             self.buffer.extend_from_slice(bytes);
             Ok(())
@@ -346,6 +381,9 @@ impl FileWriter {
     fn flush_buffer(&mut self) -> Result<()> {
         if !self.buffer.is_empty() {
             self.file.append(&self.buffer)?;
+            if let Some(removals) = &self.credit {
+                removals.note_written(self.buffer.len() as u64);
+            }
             self.buffer.clear();
         }
         let appended = self.written_bytes - self.buffer.len() as u64;
@@ -369,38 +407,115 @@ impl FileWriter {
 /// Files whose last user let go, waiting to be removed; one queue per session.
 ///
 /// A run is released in `Drop`, which cannot report an error, so it only queues its files here.
-/// The session removes them at the start of its next operation, and if a removal fails that
-/// operation fails before doing anything else (so it can simply be retried): no error is
-/// swallowed, and the failed file stays queued. Files still queued when the session closes are
-/// removed when the directory is next opened (opening empties `active/`).
+/// The session's operations remove them in bounded steps ([`DeferredRemovals::remove_step`]) at
+/// their start, and if a removal fails that operation fails before doing anything else (so it
+/// can simply be retried): no error is swallowed, and the failed file stays queued. Files still
+/// queued when the session closes are removed then ([`DeferredRemovals::remove_all`]), or, if
+/// that fails, when the directory is next opened (opening empties `active/`).
 ///
-/// Cost: an atomic load per operation when the queue is empty; one `remove_file` per queued file.
+/// **Why in steps.** Freeing a file's blocks is not free: a file system mounted with online
+/// discard (ext4 `-o discard`, common on SSDs and virtual disks) sends the freed ranges to the
+/// device as TRIM, and reads queued behind it wait. Measured at 10M entries (serial UTxO run),
+/// removing a merge's inputs at once made the next batch's lookups take 12 to 22 ms instead of 3
+/// (`docs/benchmarks/README.md`, "File removal in steps"). So a step frees at most
+/// [`DeferredRemovals::STEP_BYTES`] plus twice the bytes the session's writers appended since the
+/// previous step (the credit keeps the backlog from growing while a bulk load writes much more
+/// than a step per operation), cutting a large file from its end (`truncate`) and removing it
+/// once it fits. A file that another name still links to (a snapshot's hard link) frees nothing
+/// when removed, so it costs only its removal; it is never cut.
+///
+/// Cost per operation: an atomic load when the queue is empty; otherwise one `stat` and one
+/// `remove_file` or `truncate` per file it reaches, freeing at most the step's budget. The backlog
+/// is bounded: each step frees at least `STEP_BYTES` while any file waits, and at least twice
+/// what was written since the last one.
 #[derive(Debug, Default)]
 pub(crate) struct DeferredRemovals {
     pending: AtomicBool,
+    /// Bytes appended by the session's writers since the last step (see [`FileWriter::credit`]).
+    written: AtomicU64,
     paths: Mutex<Vec<PathBuf>>,
 }
 
 impl DeferredRemovals {
+    /// Bytes a removal step frees besides its credit (4 MiB: at 16 MiB per operation the
+    /// measured lookup stall was back; see the type's doc).
+    pub(crate) const STEP_BYTES: u64 = 4 << 20;
+
+    /// A step does not cut a file by less than this; it leaves it to the next step instead.
+    const CUT_MIN_BYTES: u64 = 64 << 10;
+
     /// Queues files for removal (no I/O).
     pub(crate) fn defer(&self, paths: impl IntoIterator<Item = PathBuf>) {
         let mut queue = self.paths.lock().unwrap_or_else(|p| p.into_inner());
+        if queue.is_empty() {
+            // Writes made while nothing waited earn no credit for later removals.
+            self.written.store(0, Ordering::Relaxed);
+        }
         queue.extend(paths);
         self.pending.store(!queue.is_empty(), Ordering::Release);
     }
 
-    /// Removes every queued file. A file already gone counts as removed; any other failure is
-    /// returned, and that file and the ones not yet tried stay queued.
-    pub(crate) fn remove_now(&self, fs: &dyn FileSystem) -> Result<()> {
+    /// Counts `bytes` appended by one of the session's writers towards the next step's budget.
+    pub(crate) fn note_written(&self, bytes: u64) {
+        if self.pending.load(Ordering::Relaxed) {
+            self.written.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether files wait for removal.
+    #[cfg(test)]
+    pub(crate) fn is_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// One bounded step (see the type's doc): removes queued files, newest first, and cuts the
+    /// end off the one that does not fit in the budget. A file already gone counts as removed;
+    /// any other failure is returned, and that file and the ones not yet reached stay queued.
+    pub(crate) fn remove_step(&self, fs: &dyn FileSystem) -> Result<()> {
         if !self.pending.load(Ordering::Acquire) {
             return Ok(());
         }
+        let credit = self.written.swap(0, Ordering::Relaxed);
+        self.remove_within(
+            fs,
+            Self::STEP_BYTES.saturating_add(credit.saturating_mul(2)),
+        )
+    }
+
+    /// Removes every queued file whatever its size (closing). Errors as for
+    /// [`DeferredRemovals::remove_step`].
+    pub(crate) fn remove_all(&self, fs: &dyn FileSystem) -> Result<()> {
+        if !self.pending.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.remove_within(fs, u64::MAX)
+    }
+
+    fn remove_within(&self, fs: &dyn FileSystem, mut budget: u64) -> Result<()> {
+        let not_found = |e: &Error| matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
         let mut queue = self.paths.lock().unwrap_or_else(|p| p.into_inner());
         while let Some(path) = queue.last() {
-            match fs.remove_file(path) {
-                Ok(()) => {}
-                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+            let space = match fs.file_space(path) {
+                Ok(space) => Some(space),
+                Err(e) if not_found(&e) => None,
                 Err(e) => return Err(e),
+            };
+            if let Some(space) = space {
+                let frees = space.links <= 1;
+                if frees && space.len > budget {
+                    if budget >= Self::CUT_MIN_BYTES {
+                        fs.truncate(path, space.len - budget)?;
+                    }
+                    return Ok(());
+                }
+                match fs.remove_file(path) {
+                    Ok(()) => {}
+                    Err(e) if not_found(&e) => {}
+                    Err(e) => return Err(e),
+                }
+                if frees {
+                    budget -= space.len;
+                }
             }
             queue.pop();
         }
@@ -485,6 +600,27 @@ impl FileSystem for RealFs {
 
     fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
         std::fs::hard_link(from, to).map_err(|e| Error::io("hard_link", from, e))
+    }
+
+    fn file_space(&self, path: &Path) -> Result<FileSpace> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
+        #[cfg(unix)]
+        let links = std::os::unix::fs::MetadataExt::nlink(&meta);
+        #[cfg(not(unix))]
+        let links = 1;
+        Ok(FileSpace {
+            len: meta.len(),
+            links,
+        })
+    }
+
+    fn truncate(&self, path: &Path, len: u64) -> Result<()> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        file.set_len(len)
+            .map_err(|e| Error::io("truncate", path, e))
     }
 
     fn sync_dir(&self, path: &Path) -> Result<()> {
@@ -724,11 +860,21 @@ mod tests {
             f.read_exact_at(&mut buf, 100_008).is_err(),
             "short read is an error"
         );
+        let one = FileSpace {
+            len: 100_011,
+            links: 1,
+        };
+        assert_eq!(fs.file_space(&path).unwrap(), one);
         fs.hard_link(&path, &dir.join("g")).unwrap();
+        assert_eq!(fs.file_space(&path).unwrap(), FileSpace { links: 2, ..one });
         fs.remove_file(&path).unwrap();
         f.read_exact_at(&mut buf, 0).unwrap();
         assert_eq!(&buf, b"hello");
         assert_eq!(fs.list_dir(&dir).unwrap(), vec!["g".to_string()]);
+        assert_eq!(fs.file_space(&dir.join("g")).unwrap(), one);
+        assert!(fs.file_space(&path).is_err(), "no such file");
+        fs.truncate(&dir.join("g"), 6).unwrap();
+        assert_eq!(read_all(fs, &dir.join("g")).unwrap(), b"hello ");
         let lock = fs.try_lock(&root.join("LOCK")).unwrap();
         assert!(lock.is_some());
         assert!(fs.try_lock(&root.join("LOCK")).unwrap().is_none());
@@ -739,6 +885,103 @@ mod tests {
         assert_eq!(read_all(fs, &dir.join("meta")).unwrap(), b"m2");
         fs.remove_dir_all(&root.join("a")).unwrap();
         assert!(!fs.exists(&dir).unwrap());
+    }
+
+    /// A file of `len` bytes at `path` on `fs`.
+    fn file_of(fs: &dyn FileSystem, path: &Path, len: usize) {
+        let mut w = FileWriter::create(fs, path).unwrap();
+        w.write(&vec![1u8; len]).unwrap();
+        w.finish(false).unwrap();
+    }
+
+    /// A step frees at most its budget: a large file is cut from its end over several steps and
+    /// removed once it fits; small files go whole; a file with another name goes at once (its
+    /// removal frees nothing) and is never cut.
+    #[test]
+    fn removal_steps_free_a_bounded_amount() {
+        let fs = MemFs::new();
+        let dir = Path::new("/d");
+        fs.create_dir_all(dir).unwrap();
+        let step = DeferredRemovals::STEP_BYTES as usize;
+        let big = dir.join("big");
+        file_of(&fs, &big, 2 * step + step / 2);
+        let small = dir.join("small");
+        file_of(&fs, &small, step / 4);
+        let shared = dir.join("shared");
+        file_of(&fs, &shared, 3 * step);
+        fs.hard_link(&shared, &dir.join("link")).unwrap();
+        let removals = DeferredRemovals::default();
+        // Removed newest first: shared, small, then big.
+        removals.defer([big.clone(), small.clone(), shared.clone()]);
+        removals.remove_step(&fs).unwrap();
+        assert!(!fs.exists(&shared).unwrap() && !fs.exists(&small).unwrap());
+        assert_eq!(
+            fs.file_space(&dir.join("link")).unwrap().len,
+            3 * step as u64,
+            "the other name keeps every byte"
+        );
+        // The rest of the budget (three quarters of a step) came off the big file.
+        assert_eq!(
+            fs.file_space(&big).unwrap().len,
+            (2 * step + step / 2 - 3 * step / 4) as u64
+        );
+        removals.remove_step(&fs).unwrap();
+        assert_eq!(fs.file_space(&big).unwrap().len, (step - step / 4) as u64);
+        assert!(removals.is_pending());
+        removals.remove_step(&fs).unwrap();
+        assert!(!fs.exists(&big).unwrap());
+        assert!(!removals.is_pending());
+        assert_eq!(fs.list_dir(dir).unwrap(), vec!["link".to_string()]);
+    }
+
+    /// Bytes written while files wait raise the next step's budget (twice the bytes); bytes
+    /// written while nothing waited do not.
+    #[test]
+    fn removal_steps_keep_pace_with_writes() {
+        let fs = MemFs::new();
+        let dir = Path::new("/d");
+        fs.create_dir_all(dir).unwrap();
+        let step = DeferredRemovals::STEP_BYTES;
+        let removals = Arc::new(DeferredRemovals::default());
+        let mut w = FileWriter::create(&fs, &dir.join("w"))
+            .unwrap()
+            .credit(&removals);
+        w.write(&vec![0u8; step as usize]).unwrap();
+        let big = dir.join("big");
+        file_of(&fs, &big, 6 * step as usize);
+        removals.defer([big.clone()]);
+        removals.remove_step(&fs).unwrap();
+        assert_eq!(fs.file_space(&big).unwrap().len, 5 * step, "no credit yet");
+        w.write(&vec![0u8; 2 * step as usize]).unwrap();
+        removals.remove_step(&fs).unwrap();
+        assert!(
+            !fs.exists(&big).unwrap(),
+            "a step plus twice 2 steps' writes"
+        );
+        w.finish(false).unwrap();
+    }
+
+    /// A failed cut or removal fails the step and leaves the file queued; the next step
+    /// finishes the job. Closing removes everything whatever its size.
+    #[test]
+    fn failed_removal_steps_keep_the_file_queued() {
+        let fs = MemFs::new();
+        let dir = Path::new("/d");
+        fs.create_dir_all(dir).unwrap();
+        let step = DeferredRemovals::STEP_BYTES as usize;
+        let big = dir.join("big");
+        file_of(&fs, &big, 3 * step);
+        let removals = DeferredRemovals::default();
+        removals.defer([big.clone()]);
+        fs.fail_after(1); // the stat passes, the cut fails
+        assert!(removals.remove_step(&fs).is_err());
+        assert_eq!(fs.file_space(&big).unwrap().len, 3 * step as u64);
+        assert!(removals.is_pending());
+        removals.remove_step(&fs).unwrap();
+        assert_eq!(fs.file_space(&big).unwrap().len, 2 * step as u64);
+        removals.remove_all(&fs).unwrap();
+        assert!(!fs.exists(&big).unwrap());
+        assert!(!removals.is_pending());
     }
 
     #[test]

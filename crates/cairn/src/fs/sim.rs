@@ -40,7 +40,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use super::{FileLock, FileSystem, ReadOptions, ReadableFile, WritableFile};
+use super::{FileLock, FileSpace, FileSystem, ReadOptions, ReadableFile, WritableFile};
 use crate::error::{Error, Result};
 
 /// A primitive operation of the file system, as fault plans and the fault log name them.
@@ -50,7 +50,8 @@ pub enum FsOp {
     CreateDir,
     /// [`FileSystem::list_dir`].
     ListDir,
-    /// [`FileSystem::exists`], [`FileSystem::is_dir`] and [`ReadableFile::len_bytes`].
+    /// [`FileSystem::exists`], [`FileSystem::is_dir`], [`FileSystem::file_space`] and
+    /// [`ReadableFile::len_bytes`].
     Stat,
     /// [`FileSystem::remove_file`].
     RemoveFile,
@@ -60,6 +61,8 @@ pub enum FsOp {
     Rename,
     /// [`FileSystem::hard_link`].
     HardLink,
+    /// [`FileSystem::truncate`].
+    Truncate,
     /// [`FileSystem::sync_dir`].
     SyncDir,
     /// [`FileSystem::sync_file`] and [`WritableFile::sync`].
@@ -78,7 +81,7 @@ pub enum FsOp {
 
 impl FsOp {
     /// Every primitive.
-    pub const ALL: [FsOp; 14] = [
+    pub const ALL: [FsOp; 15] = [
         FsOp::CreateDir,
         FsOp::ListDir,
         FsOp::Stat,
@@ -86,6 +89,7 @@ impl FsOp {
         FsOp::RemoveDir,
         FsOp::Rename,
         FsOp::HardLink,
+        FsOp::Truncate,
         FsOp::SyncDir,
         FsOp::SyncFile,
         FsOp::Create,
@@ -306,6 +310,7 @@ fn op_name(op: FsOp) -> &'static str {
         FsOp::RemoveDir => "remove_dir_all",
         FsOp::Rename => "rename",
         FsOp::HardLink => "hard_link",
+        FsOp::Truncate => "truncate",
         FsOp::SyncDir => "fsync_dir",
         FsOp::SyncFile => "fsync",
         FsOp::Create => "create",
@@ -816,6 +821,43 @@ impl FileSystem for MemFs {
         }
         entries.insert(name, Node::File(inode));
         Ok(())
+    }
+
+    fn file_space(&self, path: &Path) -> Result<FileSpace> {
+        let mut state = self.lock_state();
+        state.begin(FsOp::Stat, path, 0)?;
+        match state.node(path)? {
+            Some(Node::File(inode)) => {
+                let links = state
+                    .dirs
+                    .values()
+                    .flat_map(|dir| dir.entries.values())
+                    .filter(|node| matches!(node, Node::File(other) if Arc::ptr_eq(other, &inode)))
+                    .count() as u64;
+                let len = read_contents(&inode).data.len() as u64;
+                Ok(FileSpace { len, links })
+            }
+            Some(Node::Dir(_)) => Err(io_error("stat", path, std::io::ErrorKind::IsADirectory)),
+            None => Err(io_error("stat", path, std::io::ErrorKind::NotFound)),
+        }
+    }
+
+    fn truncate(&self, path: &Path, len: u64) -> Result<()> {
+        let mut state = self.lock_state();
+        state.begin(FsOp::Truncate, path, 0)?;
+        match state.node(path)? {
+            Some(Node::File(inode)) => {
+                let mut contents = write_contents(&inode);
+                if len > contents.data.len() as u64 {
+                    return Err(io_error("truncate", path, std::io::ErrorKind::InvalidInput));
+                }
+                contents.data.truncate(len as usize);
+                contents.synced = contents.synced.min(len as usize);
+                Ok(())
+            }
+            Some(Node::Dir(_)) => Err(io_error("truncate", path, std::io::ErrorKind::IsADirectory)),
+            None => Err(io_error("truncate", path, std::io::ErrorKind::NotFound)),
+        }
     }
 
     fn sync_dir(&self, path: &Path) -> Result<()> {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cairn::fs::{FileLock, FileSystem, MemFs, ReadOptions, ReadableFile, WritableFile};
+use cairn::fs::{FileLock, FileSpace, FileSystem, MemFs, ReadOptions, ReadableFile, WritableFile};
 use cairn::{Error, Session, SessionOptions, TableConfig};
 
 /// Opens (creating or restoring) the session in `/s` of the in-memory `fs`.
@@ -89,6 +89,12 @@ impl FileSystem for TestFs {
     }
     fn hard_link(&self, from: &Path, to: &Path) -> cairn::Result<()> {
         self.inner.hard_link(from, to)
+    }
+    fn file_space(&self, path: &Path) -> cairn::Result<FileSpace> {
+        self.inner.file_space(path)
+    }
+    fn truncate(&self, path: &Path, len: u64) -> cairn::Result<()> {
+        self.inner.truncate(path, len)
     }
     fn sync_dir(&self, path: &Path) -> cairn::Result<()> {
         self.inner.sync_dir(path)
