@@ -135,13 +135,17 @@ pub(crate) struct TableInner {
 /// updates instead of landing on the one update that filled the buffer; the last of them
 /// finishes the run and adds it to level 1, before the new buffer can fill. Lookups read it
 /// after the write buffer. Operations that hand the table's structure elsewhere (cursors,
-/// unions, snapshots, duplicates) first finish it ([`Table::settle_flush`]): at most `B`
-/// entries, the cost every flush had before it was spread.
+/// unions, snapshots) first finish it ([`Table::settle_flush`]): at most `B` entries, the cost
+/// every flush had before it was spread. A duplicate does not: it shares the frozen buffer and
+/// starts its own flush of it from the beginning, with no run file until its own updates (or a
+/// settle) pay for a chunk, so a duplicate taken only to read (a pipelined lookup's view) costs
+/// no I/O; one that is updated writes its own copy of the run, at most `B` entries.
 #[derive(Debug)]
 struct Flushing {
     /// The frozen buffer (an O(1) clone of the persistent map, shared with lookups' plans).
     buffer: WriteBuffer,
-    writer: RunWriter,
+    /// The run being written; created when the first chunk is due.
+    writer: Option<RunWriter>,
     /// The last key written, `None` before the first.
     written_up_to: Option<Vec<u8>>,
     /// Entries of `buffer` written so far.
@@ -153,6 +157,19 @@ struct Flushing {
 /// Entries of a frozen buffer each update writes: 2, so that a flush of `B` entries is done
 /// after `B / 2` updates, half way to the next one.
 const FLUSH_ENTRIES_PER_UPDATE: usize = 2;
+
+impl Flushing {
+    /// A flush of `buffer` with nothing written yet.
+    fn unstarted(buffer: WriteBuffer) -> Flushing {
+        Flushing {
+            buffer,
+            writer: None,
+            written_up_to: None,
+            written: 0,
+            credits: 0,
+        }
+    }
+}
 
 /// Entries written at once from a frozen buffer (one O(log B) seek into the map per chunk).
 const FLUSH_CHUNK: usize = 64;
@@ -282,8 +299,10 @@ impl Table {
     /// (files are reference-counted and deleted when the last user lets go) and every merge in
     /// progress (merge work paid through one handle is not done again through the other), and
     /// shares the write buffer (a persistent map: O(1) to share; each handle's next update
-    /// copies only the O(log B) map nodes on its path). Cost: O(levels + runs) reference
-    /// counts, after finishing a write-buffer flush in progress (at most `B` entries written).
+    /// copies only the O(log B) map nodes on its path). A write buffer being flushed is shared
+    /// too, and the copy writes its own run of it only if it is updated or settled (at most `B`
+    /// entries, spread over its updates; see `docs/design.md`, "Update path"). Cost: O(levels +
+    /// runs) reference counts and one removal step of released files.
     ///
     /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::SessionClosed`],
     /// [`Error::Io`] (removing released files).
@@ -291,16 +310,18 @@ impl Table {
         // The trie first (lock order), held while the contents are read: the copy's trie
         // version and its keys updated since then belong together.
         let auth = self.lock_auth()?;
-        let (write_buffer, dirty, levels, union) = self.with_settled(|state| {
+        let (write_buffer, frozen, dirty, levels, union) = {
+            let state = self.read()?;
             (
                 state.write_buffer.clone(),
+                state.flushing.as_ref().map(|f| f.buffer.clone()),
                 state.dirty.clone(),
                 state.levels.clone(),
                 state.union.clone(),
             )
-        })?;
+        };
         let auth = auth.map(|a| a.duplicate()).transpose()?;
-        Table::with_contents(
+        let copy = Table::with_contents(
             self.inner.session.clone(),
             self.inner.config.clone(),
             self.inner.params.clone(),
@@ -308,7 +329,13 @@ impl Table {
             levels,
             union,
             auth,
-        )
+        )?;
+        if let Some(buffer) = frozen {
+            // Nobody else has the new table yet: the lock is free.
+            let mut state = copy.inner.state.write().unwrap_or_else(|p| p.into_inner());
+            state.flushing = Some(Flushing::unstarted(buffer));
+        }
+        Ok(copy)
     }
 
     /// The table's configuration.
@@ -595,25 +622,23 @@ impl Table {
     }
 
     /// Freezes the full write buffer as [`Flushing`] and gives the table a fresh one. O(1)
-    /// memory work plus creating the run's files.
+    /// memory work; the run's files are created when its first chunk is written.
     fn start_flush(&self, state: &mut TableState) -> Result<()> {
         debug_assert!(state.flushing.is_none());
+        state.flushing = Some(Flushing::unstarted(std::mem::take(&mut state.write_buffer)));
+        Ok(())
+    }
+
+    /// A writer for the run of a frozen buffer of `entries` entries (creates its files).
+    fn flush_writer(&self, entries: usize) -> Result<RunWriter> {
         let session = &self.inner.session;
-        let writer = RunWriter::new(
+        RunWriter::new(
             session.fs().clone(),
             &self.inner.params,
             session.next_run_number(),
-            state.write_buffer.len() as u64,
+            entries as u64,
             self.inner.config.disk_cache.caches_level(1),
-        )?;
-        state.flushing = Some(Flushing {
-            buffer: std::mem::take(&mut state.write_buffer),
-            writer,
-            written_up_to: None,
-            written: 0,
-            credits: 0,
-        });
-        Ok(())
+        )
     }
 
     /// Pays `entries` more entries of the frozen buffer (if there is one), writes them once a
@@ -633,13 +658,19 @@ impl Table {
         if flushing.credits < FLUSH_CHUNK.min(remaining) {
             return Ok(0);
         }
+        if flushing.writer.is_none() {
+            flushing.writer = Some(self.flush_writer(flushing.buffer.len())?);
+        }
         let Flushing {
             buffer,
-            writer,
+            writer: Some(writer),
             written_up_to,
             written,
             credits,
-        } = flushing;
+        } = flushing
+        else {
+            return Ok(0);
+        };
         let from = match written_up_to {
             Some(key) => Bound::Excluded(key.as_slice()),
             None => Bound::Unbounded,
@@ -664,7 +695,10 @@ impl Table {
         let Some(flushing) = state.flushing.take() else {
             return Ok(0);
         };
-        let run = flushing.writer.finish()?;
+        let run = match flushing.writer {
+            Some(writer) => writer.finish()?,
+            None => None,
+        };
         match self.inner.session.background() {
             // Freeing B entries (an allocation each) is the background thread's work.
             Some(background) => background.free(Box::new(flushing.buffer)),

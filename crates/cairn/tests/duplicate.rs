@@ -36,7 +36,9 @@ fn duplicate_writes_no_data() {
             ..TableConfig::default()
         })
         .unwrap();
-    for i in 0..5_000u16 {
+    // 313 write buffers and one entry: the last full buffer is frozen, its flush (spread over
+    // the next updates) in progress with nothing written yet.
+    for i in 0..5_009u16 {
         table.insert(key(i), i.to_le_bytes()).unwrap();
     }
     let stats = table.stats().unwrap();
@@ -52,10 +54,25 @@ fn duplicate_writes_no_data() {
     assert_eq!(fs.files_created.load(Ordering::Relaxed), files);
     assert_eq!(fs.bytes_written.load(Ordering::Relaxed), bytes);
     assert_eq!(copy.stats().unwrap().runs, stats.runs);
-    // The copy answers like the original.
-    let keys: Vec<_> = (0..5_000u16).map(key).collect();
+    // The copy answers like the original, the frozen buffer's entries included.
+    let keys: Vec<_> = (0..5_009u16).map(key).collect();
     for (i, r) in copy.lookups(&keys).unwrap().iter().enumerate() {
         assert_eq!(r.value(), Some(&(i as u16).to_le_bytes()[..]));
+    }
+    // Updated apart, each finishes its flush and answers for its own updates only.
+    for i in 0..100u16 {
+        table.insert(key(i), [1]).unwrap();
+        copy.insert(key(i), [2]).unwrap();
+    }
+    for (handle, mark) in [(&table, 1u8), (&copy, 2)] {
+        for (i, r) in handle.lookups(&keys).unwrap().iter().enumerate() {
+            let want = if i < 100 {
+                vec![mark]
+            } else {
+                (i as u16).to_le_bytes().to_vec()
+            };
+            assert_eq!(r.value(), Some(&want[..]));
+        }
     }
 }
 
