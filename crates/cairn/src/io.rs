@@ -15,7 +15,8 @@
 //! A 256-key lookup batch touches about 256 pages of 4 KiB, 1 MiB in all. With io_uring that is
 //! one arena taken from the engine's pool (no allocation once a batch of that size has run:
 //! arenas of up to 4 MiB are kept, at most one per concurrent caller), 256 SQEs of 64 B written
-//! to a shared ring, and **one** `io_uring_enter` for the whole wave, plus one more
+//! to a shared ring, one `io_uring_enter` per planned part of 32 keys ([`BlockIo::read_planned_into`]:
+//! the reads of a part are in flight while the next is planned), plus one more
 //! per wakeup while completions trickle in (with `O_DIRECT` on an NVMe drive the 256 reads are
 //! serviced in parallel: about one device latency, ~80-100 us, instead of 256 of them). The `pread`
 //! backend makes 256 syscalls and waits for each read in turn (256 device latencies when the pages
@@ -278,6 +279,59 @@ fn condition(conditions: &dyn ReadConditions, i: usize) -> Option<usize> {
     conditions.after(i).filter(|&j| j < i)
 }
 
+/// The reads of a batch, planned while the batch is read ([`BlockIo::read_planned_into`]): the
+/// backend asks for more whenever every read planned so far is submitted, so the caller's work
+/// of finding the reads (filter probes, index searches) overlaps the device's work on the first
+/// ones instead of preceding all of them.
+pub(crate) trait ReadPlan: ReadConditions {
+    /// The reads planned so far. Planning only appends.
+    fn requests(&self) -> &[ReadRequest];
+
+    /// Plans some more reads, at most `pages_left` pages of [`ALIGN_BYTES`] in all (except that
+    /// a plan with no read yet may take one read of any size). Returns whether it may plan more;
+    /// once it returns false it is not called again. The backend may also stop asking earlier
+    /// (out of room, or a file it must read serially): the caller then reads what is left of
+    /// its plan in another batch.
+    fn plan_more(&mut self, pages_left: usize) -> bool;
+
+    /// The pages the whole plan will probably need, to size the arena once (a plan that finds
+    /// less room than it needs stops early; the caller reads the rest in another batch).
+    fn pages_hint(&self) -> usize;
+}
+
+/// A plan whose reads are all known: [`BlockIo::read_batch_into_with`].
+#[cfg(test)]
+struct FixedPlan<'a> {
+    requests: &'a [ReadRequest],
+    conditions: &'a mut dyn ReadConditions,
+}
+
+#[cfg(test)]
+impl ReadConditions for FixedPlan<'_> {
+    fn after(&self, i: usize) -> Option<usize> {
+        self.conditions.after(i)
+    }
+
+    fn wanted(&mut self, i: usize, earlier: &[u8]) -> bool {
+        self.conditions.wanted(i, earlier)
+    }
+}
+
+#[cfg(test)]
+impl ReadPlan for FixedPlan<'_> {
+    fn requests(&self) -> &[ReadRequest] {
+        self.requests
+    }
+
+    fn plan_more(&mut self, _: usize) -> bool {
+        false
+    }
+
+    fn pages_hint(&self) -> usize {
+        0
+    }
+}
+
 /// The results of a batch: one aligned arena holding every read, in request order.
 ///
 /// A batch can be refilled with [`BlockIo::read_batch_into`], which reuses its arena when it is
@@ -438,13 +492,13 @@ fn validate(request: &ReadRequest) -> Result<()> {
     }
 }
 
-/// Lays out one aligned slot per request in `slots` (cleared first) and returns the arena size
-/// they need.
-fn layout_slots(requests: &[ReadRequest], slots: &mut Vec<Slot>) -> Result<usize> {
-    slots.clear();
-    slots.reserve(requests.len());
-    let mut total = 0usize;
-    for request in requests {
+/// Lays out one aligned slot for each request from `slots.len()` on, after the `total` bytes of
+/// arena the slots before it take, and returns the arena size all of them need.
+fn layout_slots(requests: &[ReadRequest], slots: &mut Vec<Slot>, total: usize) -> Result<usize> {
+    let mut total = total;
+    let from = slots.len();
+    slots.reserve(requests.len().saturating_sub(from));
+    for request in requests.get(from..).unwrap_or_default() {
         validate(request)?;
         let too_large = || {
             Error::io(
@@ -544,23 +598,24 @@ fn pread_full(
     Ok(())
 }
 
-/// Reads every request one after the other; a conditional one right after deciding whether it
-/// is wanted (the read it waits for comes earlier, so it is done by then).
+/// Reads the planned requests from `from` on one after the other (those before it are read); a
+/// conditional one right after deciding whether it is wanted (the read it waits for comes
+/// earlier, so it is done by then).
 fn read_all_serial(
-    requests: &[ReadRequest],
-    conditions: &mut dyn ReadConditions,
+    plan: &mut dyn ReadPlan,
+    from: usize,
     slots: &mut [Slot],
     arena: &mut AlignedBuf,
 ) -> Result<()> {
-    for (i, request) in requests.iter().enumerate() {
+    for i in from..plan.requests().len() {
         let Some(&slot) = slots.get(i) else {
             break; // unreachable: one slot per request
         };
-        if let Some(j) = condition(conditions, i) {
+        if let Some(j) = condition(plan, i) {
             let wanted = match slots.get(j) {
                 Some(earlier) if !earlier.skipped => arena
                     .get(earlier.start..earlier.start + earlier.len)
-                    .is_some_and(|bytes| conditions.wanted(i, bytes)),
+                    .is_some_and(|bytes| plan.wanted(i, bytes)),
                 _ => false,
             };
             if !wanted {
@@ -573,8 +628,11 @@ fn read_all_serial(
         if slot.len == 0 {
             continue;
         }
-        let Some(buf) = arena.get_mut(slot.start..slot.start + slot.len) else {
-            continue; // unreachable: slots are laid out inside the arena
+        let (Some(buf), Some(request)) = (
+            arena.get_mut(slot.start..slot.start + slot.len),
+            plan.requests().get(i),
+        ) else {
+            continue; // unreachable: slots are laid out inside the arena, one per request
         };
         read_serial(request.file.as_ref(), buf, request.offset)?;
     }
@@ -640,33 +698,59 @@ mod uring {
         IoUring::new(QUEUE_DEPTH_MAX as u32)
     }
 
-    /// Reads every request that has a descriptor through `ring`; requests without one are
-    /// skipped (the caller reads them, and gives no conditional request then). A conditional
-    /// request is submitted, ahead of new ones, as soon as the read it waits for completes and
-    /// `conditions` wants it; otherwise it is marked skipped. Never returns with a read in
-    /// flight unless it returns [`Outcome::Broken`].
+    /// Where planning stands during [`read`]: whether the plan may have more, the arena bytes
+    /// its reads take so far, and the first read (planned in a later part) whose file has no
+    /// descriptor, from which the caller reads serially.
+    pub(super) struct Planning {
+        pub(super) more: bool,
+        pub(super) total: usize,
+        pub(super) serial_from: Option<usize>,
+    }
+
+    /// Reads the planned requests through `ring` (all with a descriptor when called), asking
+    /// `plan` for more whenever every planned read is submitted: the submitted reads go to the
+    /// kernel first, then completions already there are taken, then the plan runs while the
+    /// device works. A conditional request is submitted, ahead of new ones, as soon as the read
+    /// it waits for completes and the plan wants it; otherwise it is marked skipped. A later
+    /// part with a file that has no descriptor stops planning: the reads from it on are left to
+    /// the caller (`state.serial_from`). Never returns with a read in flight unless it returns
+    /// [`Outcome::Broken`].
     pub(super) fn read(
         ring: &mut IoUring,
-        requests: &[ReadRequest],
-        conditions: &mut dyn ReadConditions,
-        slots: &mut [Slot],
+        plan: &mut dyn ReadPlan,
+        slots: &mut Vec<Slot>,
         arena: &mut AlignedBuf,
+        state: &mut Planning,
     ) -> Outcome {
         let depth = QUEUE_DEPTH_MAX
             .min(ring.params().sq_entries() as usize)
             .max(1);
         // One base pointer for the whole loop: no reference to the arena's contents exists while
-        // the kernel writes into it.
+        // the kernel writes into it, and the arena is never replaced while reads are in flight.
         let base = arena.as_mut_ptr();
-        let mut progress = vec![Progress::default(); requests.len()];
+        let capacity = arena.len();
+        let mut progress = vec![Progress::default(); plan.requests().len()];
+        // Reads completed, skipped or settled without bytes: a condition planned later on one of
+        // them is decided when it is planned.
+        let mut finished = vec![false; plan.requests().len()];
         // Reads to issue before new ones: retries of short or interrupted reads, and conditional
         // reads found wanted.
         let mut queued: VecDeque<(usize, usize)> = VecDeque::new();
         // (earlier, later) for every conditional read, by earlier read (no allocation without).
-        let mut dependents: Vec<(usize, usize)> = (0..requests.len())
-            .filter_map(|i| condition(conditions, i).map(|j| (j, i)))
-            .collect();
-        dependents.sort_unstable();
+        let mut dependents: Vec<(usize, usize)> = Vec::new();
+        add_dependents(&*plan, 0, &mut dependents);
+        // Requests from `limit` on are not issued here (see `state.serial_from`).
+        let mut limit = plan.requests().len();
+        settle_empty(
+            plan,
+            0,
+            limit,
+            &dependents,
+            slots,
+            base,
+            &mut queued,
+            &mut finished,
+        );
         let mut next_new = 0usize;
         let mut in_flight = 0usize;
         let mut failure: Option<Error> = None;
@@ -674,11 +758,12 @@ mod uring {
 
         loop {
             if failure.is_none() {
+                let requests = plan.requests();
                 let mut sq = ring.submission();
                 while in_flight < depth {
                     let job = match queued.pop_front() {
                         Some(job) => Some(job),
-                        None => next_fd_request(requests, &*conditions, slots, &mut next_new)
+                        None => next_fd_request(requests, &*plan, slots, &mut next_new, limit)
                             .map(|i| (i, 0)),
                     };
                     let Some((i, start)) = job else { break };
@@ -696,10 +781,11 @@ mod uring {
                         .build()
                         .user_data(i as u64);
                     // SAFETY: the kernel writes at most `count` bytes at `buf`, which lie inside
-                    // the arena. The arena is not freed or referenced before this read completes
-                    // (this function drains every completion before returning, and the caller
-                    // leaks the arena on `Outcome::Broken` or an unwind). The descriptor stays
-                    // open because `requests` holds its `Arc` for the whole call.
+                    // the arena (slots are laid out within its `capacity`). The arena is not
+                    // freed, replaced or referenced before this read completes (this function
+                    // drains every completion before returning, and the caller leaks the arena
+                    // on `Outcome::Broken` or an unwind). The descriptor stays open because the
+                    // plan's requests hold its `Arc` for the whole call (planning only appends).
                     if unsafe { sq.push(&entry) }.is_err() {
                         queued.push_front((i, start));
                         break; // unreachable: at most `depth` entries are ever outstanding
@@ -709,6 +795,124 @@ mod uring {
                     }
                     in_flight += 1;
                 }
+            }
+            let planning = state.more
+                && failure.is_none()
+                && queued.is_empty()
+                && next_new >= limit
+                && in_flight < depth;
+            if planning {
+                // Let the device start on what is submitted, take what has completed, then plan
+                // the next part while the reads are in flight.
+                if in_flight > 0 {
+                    if let Err(e) = ring.submit() {
+                        if !e
+                            .raw_os_error()
+                            .is_some_and(|errno| is_transient(errno) || errno == libc::EBUSY)
+                        {
+                            return Outcome::Broken(enter_error(plan.requests(), e));
+                        }
+                    }
+                    complete(
+                        ring,
+                        plan,
+                        slots,
+                        base,
+                        &mut progress,
+                        &mut queued,
+                        &dependents,
+                        &mut finished,
+                        &mut in_flight,
+                        &mut failure,
+                        limit,
+                    );
+                }
+                let from = plan.requests().len();
+                state.more = plan.plan_more(capacity.saturating_sub(state.total) / ALIGN_BYTES);
+                let laid_out = layout_slots(plan.requests(), slots, state.total).and_then(|t| {
+                    if t <= capacity {
+                        Ok(t)
+                    } else {
+                        // Only a plan that ignores the room it was given gets here.
+                        Err(Error::io(
+                            "read",
+                            plan.requests()
+                                .get(from)
+                                .map(|r| r.file.path().to_path_buf())
+                                .unwrap_or_default(),
+                            std::io::Error::new(
+                                std::io::ErrorKind::InvalidInput,
+                                "a read plan outgrew the arena it was given",
+                            ),
+                        ))
+                    }
+                });
+                match laid_out {
+                    Ok(total) => state.total = total,
+                    Err(e) => {
+                        // Nothing of this part is issued; the reads in flight are drained.
+                        slots.truncate(from);
+                        failure = Some(e);
+                        state.more = false;
+                        continue;
+                    }
+                }
+                let planned = plan.requests().len();
+                progress.resize(planned, Progress::default());
+                finished.resize(planned, false);
+                add_dependents(&*plan, from, &mut dependents);
+                limit = planned;
+                let requests = plan.requests();
+                let no_fd = requests
+                    .get(from..)
+                    .unwrap_or_default()
+                    .iter()
+                    .zip(&slots[from..]);
+                if let Some(k) = no_fd
+                    .enumerate()
+                    .find(|(_, (r, s))| s.len > 0 && r.file.raw_fd().is_none())
+                    .map(|(k, _)| from + k)
+                {
+                    limit = k;
+                    state.serial_from = Some(k);
+                    state.more = false;
+                }
+                // Conditions on reads of earlier parts that have already finished: decide now
+                // (their completions released only the reads planned by then).
+                if failure.is_none() {
+                    let late: Vec<(usize, usize)> = (from..planned)
+                        .filter_map(|i| condition(&*plan, i).map(|j| (j, i)))
+                        .filter(|&(j, i)| {
+                            j < from && i < limit && finished.get(j).copied().unwrap_or(false)
+                        })
+                        .collect();
+                    settle_empty(
+                        plan,
+                        from,
+                        limit,
+                        &dependents,
+                        slots,
+                        base,
+                        &mut queued,
+                        &mut finished,
+                    );
+                    for (j, i) in late {
+                        let skipped = slots.get(j).is_some_and(|slot| slot.skipped);
+                        if let Some(next) = decide(j, skipped, i, plan, slots, base, &mut queued) {
+                            release_dependents(
+                                vec![next],
+                                &dependents,
+                                plan,
+                                slots,
+                                base,
+                                &mut queued,
+                                &mut finished,
+                                limit,
+                            );
+                        }
+                    }
+                }
+                continue;
             }
             if in_flight == 0 {
                 break;
@@ -721,56 +925,25 @@ mod uring {
                 {
                     enter_failures += 1;
                     if enter_failures > ENTER_RETRY_MAX {
-                        return Outcome::Broken(enter_error(requests, e));
+                        return Outcome::Broken(enter_error(plan.requests(), e));
                     }
                     std::thread::yield_now();
                 }
-                Err(e) => return Outcome::Broken(enter_error(requests, e)),
+                Err(e) => return Outcome::Broken(enter_error(plan.requests(), e)),
             }
-            for cqe in ring.completion() {
-                in_flight = in_flight.saturating_sub(1);
-                let i = cqe.user_data() as usize;
-                let (Some(request), Some(&slot), Some(p)) =
-                    (requests.get(i), slots.get(i), progress.get_mut(i))
-                else {
-                    continue; // unreachable: every entry carries its request index
-                };
-                let result = cqe.result();
-                if result < 0 {
-                    let errno = -result;
-                    if is_transient(errno) && p.on_transient() {
-                        queued.push_back((i, p.issued_start));
-                    } else if failure.is_none() {
-                        failure = Some(Error::io(
-                            "read",
-                            request.file.path(),
-                            std::io::Error::from_raw_os_error(errno),
-                        ));
-                    }
-                    continue;
-                }
-                let direct = request.file.is_direct();
-                match p.on_read(p.issued_start, result as usize, slot.len, direct) {
-                    Ok(Next::Done) => {
-                        if failure.is_none() {
-                            release_dependents(
-                                i,
-                                &dependents,
-                                conditions,
-                                slots,
-                                base,
-                                &mut queued,
-                            );
-                        }
-                    }
-                    Ok(Next::ReadFrom(from)) => queued.push_back((i, from)),
-                    Err(e) => {
-                        if failure.is_none() {
-                            failure = Some(Error::io("read", request.file.path(), e));
-                        }
-                    }
-                }
-            }
+            complete(
+                ring,
+                plan,
+                slots,
+                base,
+                &mut progress,
+                &mut queued,
+                &dependents,
+                &mut finished,
+                &mut in_flight,
+                &mut failure,
+                limit,
+            );
         }
         match failure {
             None => Outcome::Ok,
@@ -778,14 +951,99 @@ mod uring {
         }
     }
 
-    /// The next unconditional request (from `*next`) that has a descriptor and bytes to read.
+    /// Appends to `dependents` the (earlier, later) pair of every conditional request from
+    /// `from` on, keeping it sorted by earlier read.
+    fn add_dependents(plan: &dyn ReadPlan, from: usize, dependents: &mut Vec<(usize, usize)>) {
+        let before = dependents.len();
+        dependents.extend(
+            (from..plan.requests().len()).filter_map(|i| condition(plan, i).map(|j| (j, i))),
+        );
+        let appended = dependents
+            .get(before.saturating_sub(1)..)
+            .unwrap_or_default();
+        if appended.windows(2).any(|w| w[0] > w[1]) {
+            dependents.sort_unstable();
+        }
+    }
+
+    /// Takes every completion the ring holds: a read done releases the reads that wait for it,
+    /// a short one is queued for its rest, a transient failure for a retry, and the first other
+    /// failure is recorded (no new reads are issued after it).
+    #[allow(clippy::too_many_arguments)]
+    fn complete(
+        ring: &mut IoUring,
+        plan: &mut dyn ReadPlan,
+        slots: &mut [Slot],
+        base: *mut u8,
+        progress: &mut [Progress],
+        queued: &mut VecDeque<(usize, usize)>,
+        dependents: &[(usize, usize)],
+        finished: &mut [bool],
+        in_flight: &mut usize,
+        failure: &mut Option<Error>,
+        limit: usize,
+    ) {
+        for cqe in ring.completion() {
+            *in_flight = in_flight.saturating_sub(1);
+            let i = cqe.user_data() as usize;
+            let (Some(request), Some(&slot), Some(p)) =
+                (plan.requests().get(i), slots.get(i), progress.get_mut(i))
+            else {
+                continue; // unreachable: every entry carries its request index
+            };
+            let result = cqe.result();
+            if result < 0 {
+                let errno = -result;
+                if is_transient(errno) && p.on_transient() {
+                    queued.push_back((i, p.issued_start));
+                } else if failure.is_none() {
+                    *failure = Some(Error::io(
+                        "read",
+                        request.file.path(),
+                        std::io::Error::from_raw_os_error(errno),
+                    ));
+                }
+                continue;
+            }
+            let direct = request.file.is_direct();
+            match p.on_read(p.issued_start, result as usize, slot.len, direct) {
+                Ok(Next::Done) => {
+                    if failure.is_none() {
+                        release_dependents(
+                            vec![(i, false)],
+                            dependents,
+                            plan,
+                            slots,
+                            base,
+                            queued,
+                            finished,
+                            limit,
+                        );
+                    }
+                }
+                Ok(Next::ReadFrom(from)) => queued.push_back((i, from)),
+                Err(e) => {
+                    if failure.is_none() {
+                        *failure = Some(Error::io("read", request.file.path(), e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next unconditional request (from `*next`, below `limit`) that has a descriptor and
+    /// bytes to read.
     fn next_fd_request(
         requests: &[ReadRequest],
         conditions: &dyn ReadConditions,
         slots: &[Slot],
         next: &mut usize,
+        limit: usize,
     ) -> Option<usize> {
-        while let (Some(request), Some(slot)) = (requests.get(*next), slots.get(*next)) {
+        while *next < limit {
+            let (Some(request), Some(slot)) = (requests.get(*next), slots.get(*next)) else {
+                break;
+            };
             let i = *next;
             *next += 1;
             if slot.len > 0 && request.file.raw_fd().is_some() && condition(conditions, i).is_none()
@@ -796,51 +1054,103 @@ mod uring {
         None
     }
 
-    /// Read `done` has completed: decides each read waiting for it, queueing the wanted ones
+    /// The reads in `settled` are finished (`(read, skipped)`: completed, or skipped, or of no
+    /// bytes): marks them so and decides each read waiting for them, queueing the wanted ones
     /// and marking the others skipped, along with every read that waits (directly or not) for
-    /// a skipped one. A wanted read of no bytes counts as completed at once.
+    /// a skipped one. A wanted read of no bytes counts as finished at once. Reads from `limit` on
+    /// are left to the caller.
+    #[allow(clippy::too_many_arguments)]
     fn release_dependents(
-        done: usize,
+        mut settled: Vec<(usize, bool)>,
         dependents: &[(usize, usize)],
         conditions: &mut dyn ReadConditions,
         slots: &mut [Slot],
         base: *mut u8,
         queued: &mut VecDeque<(usize, usize)>,
+        finished: &mut [bool],
+        limit: usize,
     ) {
-        if dependents.is_empty() {
-            return;
-        }
-        // (read that finished or was skipped, whether it was skipped)
-        let mut settled = vec![(done, false)];
         while let Some((earlier, earlier_skipped)) = settled.pop() {
+            if let Some(f) = finished.get_mut(earlier) {
+                *f = true;
+            }
             let from = dependents.partition_point(|&(e, _)| e < earlier);
             for &(_, later) in dependents[from..]
                 .iter()
                 .take_while(|&&(e, _)| e == earlier)
+                .filter(|&&(_, later)| later < limit)
             {
-                let wanted = !earlier_skipped
-                    && slots.get(earlier).is_some_and(|slot| {
-                        // SAFETY: read `earlier` has completed and nothing is or will be in
-                        // flight into its slot (slots are disjoint, and a completed read is not
-                        // issued again), so these bytes of the arena are not written while the
-                        // slice lives; they lie inside the arena (laid out by `layout_slots`).
-                        let bytes = unsafe {
-                            std::slice::from_raw_parts(base.wrapping_add(slot.start), slot.len)
-                        };
-                        conditions.wanted(later, bytes)
-                    });
-                let Some(slot) = slots.get_mut(later) else {
-                    continue; // unreachable: dependents index the requests
-                };
-                if !wanted {
-                    slot.skipped = true;
-                    settled.push((later, true));
-                } else if slot.len == 0 {
-                    settled.push((later, false));
-                } else {
-                    queued.push_back((later, 0));
+                if let Some(next) = decide(
+                    earlier,
+                    earlier_skipped,
+                    later,
+                    conditions,
+                    slots,
+                    base,
+                    queued,
+                ) {
+                    settled.push(next);
                 }
             }
+        }
+    }
+
+    /// Unconditional requests of no bytes in `from..limit` are finished as soon as they are
+    /// planned: releases the reads that wait for them.
+    #[allow(clippy::too_many_arguments)]
+    fn settle_empty(
+        plan: &mut dyn ReadPlan,
+        from: usize,
+        limit: usize,
+        dependents: &[(usize, usize)],
+        slots: &mut [Slot],
+        base: *mut u8,
+        queued: &mut VecDeque<(usize, usize)>,
+        finished: &mut [bool],
+    ) {
+        let empty: Vec<(usize, bool)> = (from..limit)
+            .filter(|&i| {
+                slots.get(i).is_some_and(|slot| slot.len == 0) && condition(&*plan, i).is_none()
+            })
+            .map(|i| (i, false))
+            .collect();
+        if !empty.is_empty() {
+            release_dependents(
+                empty, dependents, plan, slots, base, queued, finished, limit,
+            );
+        }
+    }
+
+    /// Decides read `later`, which waits for the finished read `earlier`: queues it if wanted,
+    /// else marks it skipped. Returns it as finished (`(later, skipped)`) unless it was queued.
+    fn decide(
+        earlier: usize,
+        earlier_skipped: bool,
+        later: usize,
+        conditions: &mut dyn ReadConditions,
+        slots: &mut [Slot],
+        base: *mut u8,
+        queued: &mut VecDeque<(usize, usize)>,
+    ) -> Option<(usize, bool)> {
+        let wanted = !earlier_skipped
+            && slots.get(earlier).is_some_and(|slot| {
+                // SAFETY: read `earlier` has completed and nothing is or will be in flight into
+                // its slot (slots are disjoint, and a completed read is not issued again), so
+                // these bytes of the arena are not written while the slice lives; they lie
+                // inside the arena (laid out by `layout_slots`).
+                let bytes =
+                    unsafe { std::slice::from_raw_parts(base.wrapping_add(slot.start), slot.len) };
+                conditions.wanted(later, bytes)
+            });
+        let slot = slots.get_mut(later)?;
+        if !wanted {
+            slot.skipped = true;
+            Some((later, true))
+        } else if slot.len == 0 {
+            Some((later, false))
+        } else {
+            queued.push_back((later, 0));
+            None
         }
     }
 
@@ -1090,66 +1400,94 @@ impl BlockIo {
     /// completed, if `conditions` still wants it, and is marked [`ReadBatch::skipped`] if not.
     /// Its slot in the arena is laid out either way, so the arena's size does not depend on the
     /// decisions. On error the batch is left empty (no reads) but reusable.
+    #[cfg(test)]
     pub(crate) fn read_batch_into_with(
         &self,
         requests: &[ReadRequest],
         conditions: &mut dyn ReadConditions,
         batch: &mut ReadBatch,
     ) -> Result<()> {
-        let result = self.fill(requests, conditions, batch);
+        self.read_planned_into(
+            &mut FixedPlan {
+                requests,
+                conditions,
+            },
+            batch,
+        )
+    }
+
+    /// Reads a batch that `plan` plans while it is read ([`ReadPlan`]): with io_uring, the
+    /// first reads planned are submitted before the rest are planned, and each further part as
+    /// soon as it is planned, with its conditions ([`ReadConditions`]) as in
+    /// [`BlockIo::read_batch_into_with`]. The arena is sized once, from the first part and
+    /// [`ReadPlan::pages_hint`], and the plan is told how many pages are left, so no read in
+    /// flight ever sees its buffer move. The pread backend plans everything first. On error the
+    /// batch is left empty (no reads) but reusable.
+    pub(crate) fn read_planned_into(
+        &self,
+        plan: &mut dyn ReadPlan,
+        batch: &mut ReadBatch,
+    ) -> Result<()> {
+        batch.slots.clear();
+        let result = self.fill(plan, batch);
         if result.is_err() {
             batch.slots.clear();
         }
         result
     }
 
-    fn fill(
-        &self,
-        requests: &[ReadRequest],
-        conditions: &mut dyn ReadConditions,
-        batch: &mut ReadBatch,
-    ) -> Result<()> {
-        let total = layout_slots(requests, &mut batch.slots)?;
-        ensure_arena(&mut batch.arena, total, requests)?;
-        match self.kind {
-            IoBackendKind::Uring => {
-                self.read_uring(requests, conditions, &mut batch.slots, &mut batch.arena)
+    fn fill(&self, plan: &mut dyn ReadPlan, batch: &mut ReadBatch) -> Result<()> {
+        let mut more = plan.plan_more(usize::MAX);
+        let uring = self.kind == IoBackendKind::Uring;
+        if !uring {
+            while more {
+                more = plan.plan_more(usize::MAX);
             }
-            _ => read_all_serial(requests, conditions, &mut batch.slots, &mut batch.arena),
         }
+        let total = layout_slots(plan.requests(), &mut batch.slots, 0)?;
+        let reserve = if more {
+            total.max(plan.pages_hint().saturating_mul(ALIGN_BYTES))
+        } else {
+            total
+        };
+        ensure_arena(&mut batch.arena, reserve, plan.requests())?;
+        if uring {
+            self.read_uring(plan, more, total, &mut batch.slots, &mut batch.arena)
+        } else {
+            read_all_serial(plan, 0, &mut batch.slots, &mut batch.arena)
+        }
+    }
+
+    /// Plans the rest of `plan` within the arena's room and lays it out (for a serial finish).
+    fn plan_rest(
+        plan: &mut dyn ReadPlan,
+        mut more: bool,
+        mut total: usize,
+        slots: &mut Vec<Slot>,
+        arena: &AlignedBuf,
+    ) -> Result<()> {
+        while more {
+            more = plan.plan_more(arena.len().saturating_sub(total) / ALIGN_BYTES);
+            total = layout_slots(plan.requests(), slots, total)?;
+        }
+        Ok(())
     }
 
     #[cfg(target_os = "linux")]
     fn read_uring(
         &self,
-        requests: &[ReadRequest],
-        conditions: &mut dyn ReadConditions,
-        slots: &mut [Slot],
+        plan: &mut dyn ReadPlan,
+        more: bool,
+        total: usize,
+        slots: &mut Vec<Slot>,
         arena: &mut AlignedBuf,
     ) -> Result<()> {
-        // Files without a descriptor (the in-memory file system, in tests) are read
-        // synchronously before the kernel owns any part of the arena; a batch that has them and
-        // conditional reads too is read one request after the other, which keeps every
-        // condition's order simple.
+        // Files without a descriptor (the in-memory file system, in tests) are read one request
+        // after the other, which keeps every condition's order simple.
         let without_fd = |(r, s): (&ReadRequest, &Slot)| s.len > 0 && r.file.raw_fd().is_none();
-        if requests.iter().zip(slots.iter()).any(without_fd)
-            && (0..requests.len()).any(|i| condition(conditions, i).is_some())
-        {
-            return read_all_serial(requests, conditions, slots, arena);
-        }
-        for (request, slot) in requests.iter().zip(slots.iter()) {
-            if slot.len > 0 && request.file.raw_fd().is_none() {
-                if let Some(buf) = arena.get_mut(slot.start..slot.start + slot.len) {
-                    request.file.read_exact_at(buf, request.offset)?;
-                }
-            }
-        }
-        if !requests
-            .iter()
-            .zip(slots.iter())
-            .any(|(r, s)| s.len > 0 && r.file.raw_fd().is_some())
-        {
-            return Ok(());
+        if plan.requests().iter().zip(slots.iter()).any(without_fd) {
+            Self::plan_rest(plan, more, total, slots, arena)?;
+            return read_all_serial(plan, 0, slots, arena);
         }
         let pooled = self.rings.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let mut ring = match pooled {
@@ -1163,14 +1501,20 @@ impl BlockIo {
                              read with pread (counted in the session's I/O report)"
                         );
                     }
-                    return read_all_serial(requests, conditions, slots, arena);
+                    Self::plan_rest(plan, more, total, slots, arena)?;
+                    return read_all_serial(plan, 0, slots, arena);
                 }
             },
         };
         // While the kernel may write into the arena, own it through `ManuallyDrop`: an unwind
         // out of `uring::read` leaks it rather than freeing memory under a read in flight.
         let mut held = std::mem::ManuallyDrop::new(std::mem::replace(arena, AlignedBuf::zeroed(0)));
-        let outcome = uring::read(&mut ring, requests, conditions, slots, &mut held);
+        let mut state = uring::Planning {
+            more,
+            total,
+            serial_from: None,
+        };
+        let outcome = uring::read(&mut ring, plan, slots, &mut held, &mut state);
         match outcome {
             uring::Outcome::Broken(e) => {
                 // Reads may still be in flight into `held`: leak it. The ring is closed (the
@@ -1186,7 +1530,12 @@ impl BlockIo {
                     .push(ring);
                 match outcome {
                     uring::Outcome::Failed(e) => Err(e),
-                    _ => Ok(()),
+                    // A part planned later had a file without a descriptor: that part is read
+                    // one request after the other, and the plan's rest waits for its next batch.
+                    _ => match state.serial_from {
+                        Some(from) => read_all_serial(plan, from, slots, arena),
+                        None => Ok(()),
+                    },
                 }
             }
         }
@@ -1195,12 +1544,14 @@ impl BlockIo {
     #[cfg(not(target_os = "linux"))]
     fn read_uring(
         &self,
-        requests: &[ReadRequest],
-        conditions: &mut dyn ReadConditions,
-        slots: &mut [Slot],
+        plan: &mut dyn ReadPlan,
+        more: bool,
+        total: usize,
+        slots: &mut Vec<Slot>,
         arena: &mut AlignedBuf,
     ) -> Result<()> {
-        read_all_serial(requests, conditions, slots, arena)
+        Self::plan_rest(plan, more, total, slots, arena)?;
+        read_all_serial(plan, 0, slots, arena)
     }
 }
 
@@ -1488,6 +1839,148 @@ mod tests {
             }
         }
     }
+
+    /// A plan that hands out the requests of `all` in parts of the given sizes, within the
+    /// room it is given, with the conditions of [`Decide`] (a condition may point into an
+    /// earlier part).
+    struct Parts<'a> {
+        decide: Decide<'a>,
+        planned: Vec<ReadRequest>,
+        parts: Vec<usize>,
+        part: usize,
+        hint: usize,
+        /// Pages of room each call was given.
+        room: Vec<usize>,
+    }
+
+    impl ReadConditions for Parts<'_> {
+        fn after(&self, i: usize) -> Option<usize> {
+            assert!(
+                i < self.planned.len(),
+                "asked about read {i}, not planned yet"
+            );
+            self.decide.after(i)
+        }
+
+        fn wanted(&mut self, i: usize, earlier: &[u8]) -> bool {
+            self.decide.wanted(i, earlier)
+        }
+    }
+
+    impl ReadPlan for Parts<'_> {
+        fn requests(&self) -> &[ReadRequest] {
+            &self.planned
+        }
+
+        fn plan_more(&mut self, pages_left: usize) -> bool {
+            self.room.push(pages_left);
+            let mut left = pages_left;
+            let take = self.parts.get(self.part).copied().unwrap_or(usize::MAX);
+            self.part += 1;
+            for _ in 0..take {
+                let Some(request) = self.decide.requests.get(self.planned.len()) else {
+                    return false;
+                };
+                let pages = request.len_bytes.div_ceil(ALIGN_BYTES);
+                if !self.planned.is_empty() && pages > left {
+                    return false;
+                }
+                left = left.saturating_sub(pages);
+                self.planned.push(request.clone());
+            }
+            self.planned.len() < self.decide.requests.len()
+        }
+
+        fn pages_hint(&self) -> usize {
+            self.hint
+        }
+    }
+
+    /// Reads planned in parts while earlier parts are in flight give exactly what the same
+    /// requests read at once give (contents, conditions decided once, skipped reads), on both
+    /// backends; a plan given too little room (a small hint) is cut, and what it planned is
+    /// read; parts whose files have no descriptor are read serially.
+    #[test]
+    fn planned_reads_equal_reads_planned_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(0x9a27_5eed_0b1e_c7e5);
+        let a_bytes = rng.bytes(FILE_BYTES);
+        let b_bytes = rng.bytes(FILE_BYTES);
+        write_file(&RealFs, &dir.path().join("a"), &a_bytes);
+        write_file(&RealFs, &dir.path().join("b"), &b_bytes);
+        let mem = MemFs::new();
+        write_file(&mem, Path::new("/m"), &b_bytes);
+        let direct = ReadOptions {
+            direct: true,
+            random: true,
+        };
+        let a = RealFs.open(&dir.path().join("a"), direct).unwrap();
+        let b = RealFs.open(&dir.path().join("b"), direct).unwrap();
+        let m = mem.open(Path::new("/m"), ReadOptions::default()).unwrap();
+        let real: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(a.clone(), &a_bytes), (b, &b_bytes)];
+        let mixed: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(a, &a_bytes), (m, &b_bytes)];
+        for (files, hint) in [(&real, usize::MAX / 8192), (&real, 40), (&mixed, 10_000)] {
+            for io in engines() {
+                for round in 0..20 {
+                    let count = 1 + rng.below(400) as usize;
+                    let mut requests = random_requests(&mut rng, files, count);
+                    for request in requests.iter_mut() {
+                        if rng.below(20) == 0 {
+                            request.len_bytes = 0; // finished as soon as planned
+                        }
+                    }
+                    let after: Vec<Option<usize>> = (0..requests.len())
+                        .map(|i| (i > 0 && rng.below(3) == 0).then(|| rng.below(i as u64) as usize))
+                        .collect();
+                    let parts = (0..requests.len())
+                        .map(|_| rng.below(40) as usize)
+                        .collect();
+                    let mut plan = Parts {
+                        decide: Decide {
+                            after: after.clone(),
+                            requests: &requests,
+                            files,
+                            calls: vec![0; requests.len()],
+                        },
+                        planned: Vec::new(),
+                        parts,
+                        part: 0,
+                        hint: hint.min(WAVE_TEST_PAGES),
+                        room: Vec::new(),
+                    };
+                    let mut batch = ReadBatch::default();
+                    io.read_planned_into(&mut plan, &mut batch).unwrap();
+                    let n = plan.planned.len();
+                    assert!(n >= 1, "round {round}: the first read is always planned");
+                    if hint >= WAVE_TEST_PAGES {
+                        assert_eq!(n, requests.len(), "round {round}: room for everything");
+                    }
+                    assert_eq!(batch.len(), n);
+                    let mut skipped = vec![false; n];
+                    for i in 0..n {
+                        let Some(j) = after[i].filter(|&j| j < i) else {
+                            continue;
+                        };
+                        let decided = !skipped[j];
+                        assert_eq!(
+                            plan.decide.calls[i], decided as u32,
+                            "decisions of read {i}"
+                        );
+                        skipped[i] = !decided || !rule(i, contents(files, &requests[j]));
+                    }
+                    for (i, request) in requests[..n].iter().enumerate() {
+                        assert_eq!(batch.skipped(i), skipped[i], "round {round}: read {i}");
+                        if !skipped[i] {
+                            assert!(batch.get(i) == contents(files, request), "read {i} differs");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The most pages the planned-reads test lets a plan hint (its arena stays small).
+    const WAVE_TEST_PAGES: usize = 4096;
 
     /// Conditional reads are issued exactly when wanted, after the read they wait for, on both
     /// backends, for real files (through io_uring) and in-memory ones (read in order).
