@@ -535,6 +535,50 @@ mod tests {
         Session::open_with(fs, "/s", SessionOptions::default()).unwrap()
     }
 
+    /// A lookup never waits for merge work: with the lock of a merge in progress held (as a
+    /// merge step holds it), lookups through the table and through a duplicate still finish,
+    /// and find every key.
+    #[test]
+    fn lookups_do_not_wait_for_a_merge_step() {
+        let session = session();
+        let table = session
+            .new_table(TableConfig {
+                write_buffer_entries: 64,
+                ..TableConfig::default()
+            })
+            .unwrap();
+        let keys: Vec<Vec<u8>> = (0..5_000u64).map(|i| i.to_be_bytes().to_vec()).collect();
+        let mut inserted = 0;
+        let merge = loop {
+            table.insert(&keys[inserted], [1]).unwrap();
+            inserted += 1;
+            if let Some(merge) = table.merge_in_progress().filter(|_| inserted > 1_000) {
+                break merge;
+            }
+            assert!(inserted < keys.len(), "no merge in progress");
+        };
+        let copy = table.duplicate().unwrap();
+        let held = merge.lock().unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        let probe = keys[..inserted].to_vec();
+        let reader = std::thread::spawn(move || {
+            let found = [&table, &copy].map(|t| {
+                t.lookups(&probe)
+                    .unwrap()
+                    .iter()
+                    .filter(|r| r.value() == Some(&[1u8][..]))
+                    .count()
+            });
+            done.send(found).unwrap();
+        });
+        let found = finished
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the lookups waited for the merge's lock");
+        drop(held);
+        reader.join().unwrap();
+        assert_eq!(found, [inserted, inserted]);
+    }
+
     /// A batch of several waves whose keys live in every run as chains of upserts resolves like
     /// the model, keys whose reads straddle two waves included.
     #[test]

@@ -16,7 +16,7 @@
 //! k - 1 steps (the last output key may consume one entry from every input).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, LockResult, Mutex, MutexGuard};
+use std::sync::{Arc, LockResult, Mutex, MutexGuard, RwLock};
 
 use crate::config::Resolve;
 use crate::entry::Entry;
@@ -68,15 +68,25 @@ pub(crate) struct SharedMerge {
     /// Steps done as last published ([`SharedMerge::publish`]), or `u64::MAX` once finished: a
     /// lower bound of the progress, readable without the lock.
     published: AtomicU64,
+    /// The runs a lookup reads for this merge: its inputs until it is published finished, then
+    /// its output (none if every entry was dropped). Kept apart from `merge`, which steps hold
+    /// a chunk at a time, so that a lookup (a pipelined reader on a duplicate, say) never waits
+    /// for merge work; both lists hold the same contents.
+    readable: RwLock<Vec<Arc<Run>>>,
 }
 
 impl SharedMerge {
     pub(crate) fn new(merge: MergingRun) -> SharedMerge {
+        let readable = match merge.output() {
+            Some(output) => output.iter().cloned().collect(),
+            None => merge.inputs().to_vec(),
+        };
         let shared = SharedMerge {
             debt: merge.debt(),
             published: AtomicU64::new(0),
             merge: Mutex::new(merge),
             waiting: AtomicU32::new(0),
+            readable: RwLock::new(readable),
         };
         if let Ok(merge) = shared.merge.lock() {
             shared.publish(&merge);
@@ -98,14 +108,27 @@ impl SharedMerge {
         }
     }
 
-    /// Publishes `merge`'s progress (call with this merge's guard, after stepping it).
+    /// Publishes `merge`'s progress (call with this merge's guard, after stepping it): once it
+    /// has finished, lookups read its output instead of its inputs.
     pub(crate) fn publish(&self, merge: &MergingRun) {
-        let value = if merge.is_done() {
-            u64::MAX
-        } else {
-            merge.steps_done()
+        let value = match merge.output() {
+            Some(output) => {
+                if self.published.load(Ordering::Acquire) != u64::MAX {
+                    let mut readable = self.readable.write().unwrap_or_else(|p| p.into_inner());
+                    *readable = output.iter().cloned().collect();
+                }
+                u64::MAX
+            }
+            None => merge.steps_done(),
         };
         self.published.store(value, Ordering::Release);
+    }
+
+    /// Appends the runs a lookup reads for this merge, newest first (see `readable`). Waits
+    /// only for another thread's publication, never for merge work.
+    pub(crate) fn readable_runs(&self, out: &mut Vec<Arc<Run>>) {
+        let readable = self.readable.read().unwrap_or_else(|p| p.into_inner());
+        out.extend(readable.iter().cloned());
     }
 
     /// Locks the merge for a foreground user, announcing the wait to the background merger.

@@ -222,19 +222,13 @@ impl Levels {
         });
     }
 
-    /// Every run a lookup must consult, newest first: for a merge in progress, its inputs.
+    /// Every run a lookup must consult, newest first: for a merge in progress, its inputs (read
+    /// without waiting for merge work: [`SharedMerge::readable_runs`]).
     pub(crate) fn runs_newest_first(&self, out: &mut Vec<Arc<Run>>) {
         for level in &self.levels {
             match &level.incoming {
                 Incoming::Single(run) => out.push(run.clone()),
-                Incoming::Merging(m) => {
-                    let merge = lock(&m.merge);
-                    match merge.output() {
-                        Some(Some(run)) => out.push(run.clone()),
-                        Some(None) => {}
-                        None => out.extend(merge.inputs().iter().cloned()),
-                    }
-                }
+                Incoming::Merging(m) => m.merge.readable_runs(out),
                 Incoming::Empty => {}
             }
             out.extend(level.resident.iter().cloned());
@@ -477,6 +471,15 @@ impl Levels {
         Ok(Levels { levels })
     }
 
+    /// The shared merge of the first level that has one in progress (for tests).
+    #[cfg(test)]
+    pub(crate) fn merge_in_progress(&self) -> Option<MergeInProgress> {
+        self.levels.iter().find_map(|level| match &level.incoming {
+            Incoming::Merging(m) if !lock(&m.merge).is_done() => Some(m.merge.clone()),
+            _ => None,
+        })
+    }
+
     /// Statistics: `(runs, merges in progress, memory held by filters and indexes)`.
     pub(crate) fn stats(&self) -> (usize, usize, usize) {
         let mut runs = Vec::new();
@@ -490,6 +493,10 @@ impl Levels {
         (runs.len(), merging, memory)
     }
 }
+
+/// A merge in progress, shared (for tests that hold its lock).
+#[cfg(test)]
+pub(crate) type MergeInProgress = Arc<SharedMerge>;
 
 /// Locks a shared merge to read it (its inputs, output and progress). A poisoned lock is
 /// recovered: a panic inside a merge step (a user's resolve function) leaves the inputs

@@ -338,6 +338,12 @@ impl Table {
         Ok(copy)
     }
 
+    /// The shared merge of the first level that has one in progress (for tests).
+    #[cfg(test)]
+    pub(crate) fn merge_in_progress(&self) -> Option<crate::schedule::MergeInProgress> {
+        self.read().ok()?.levels.merge_in_progress()
+    }
+
     /// The table's configuration.
     pub fn config(&self) -> &TableConfig {
         &self.inner.config
