@@ -867,7 +867,7 @@ mod uring {
                     .get(from..)
                     .unwrap_or_default()
                     .iter()
-                    .zip(&slots[from..]);
+                    .zip(slots.get(from..).unwrap_or_default());
                 if let Some(k) = no_fd
                     .enumerate()
                     .find(|(_, (r, s))| s.len > 0 && r.file.raw_fd().is_none())
