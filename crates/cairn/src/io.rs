@@ -698,6 +698,25 @@ mod uring {
         IoUring::new(QUEUE_DEPTH_MAX as u32)
     }
 
+    /// What [`read`] keeps of the reads it has issued and those waiting to be.
+    struct Flight {
+        /// Each planned request's progress.
+        progress: Vec<Progress>,
+        /// Reads completed, skipped or settled without bytes: a condition planned later on one
+        /// of them is decided when it is planned.
+        finished: Vec<bool>,
+        /// Reads to issue before new ones: retries of short or interrupted reads, and
+        /// conditional reads found wanted.
+        queued: VecDeque<(usize, usize)>,
+        /// (earlier, later) for every conditional read, by earlier read (no allocation without).
+        dependents: Vec<(usize, usize)>,
+        in_flight: usize,
+        /// The first failure; nothing new is issued after it.
+        failure: Option<Error>,
+        /// Requests from `limit` on are not issued here (see [`Planning::serial_from`]).
+        limit: usize,
+    }
+
     /// Where planning stands during [`read`]: whether the plan may have more, the arena bytes
     /// its reads take so far, and the first read (planned in a later part) whose file has no
     /// descriptor, from which the caller reads serially.
@@ -729,41 +748,38 @@ mod uring {
         // the kernel writes into it, and the arena is never replaced while reads are in flight.
         let base = arena.as_mut_ptr();
         let capacity = arena.len();
-        let mut progress = vec![Progress::default(); plan.requests().len()];
-        // Reads completed, skipped or settled without bytes: a condition planned later on one of
-        // them is decided when it is planned.
-        let mut finished = vec![false; plan.requests().len()];
-        // Reads to issue before new ones: retries of short or interrupted reads, and conditional
-        // reads found wanted.
-        let mut queued: VecDeque<(usize, usize)> = VecDeque::new();
-        // (earlier, later) for every conditional read, by earlier read (no allocation without).
-        let mut dependents: Vec<(usize, usize)> = Vec::new();
-        add_dependents(&*plan, 0, &mut dependents);
-        // Requests from `limit` on are not issued here (see `state.serial_from`).
-        let mut limit = plan.requests().len();
+        let planned = plan.requests().len();
+        let mut f = Flight {
+            progress: vec![Progress::default(); planned],
+            finished: vec![false; planned],
+            queued: VecDeque::new(),
+            dependents: Vec::new(),
+            in_flight: 0,
+            failure: None,
+            limit: planned,
+        };
+        add_dependents(&*plan, 0, &mut f.dependents);
         settle_empty(
             plan,
             0,
-            limit,
-            &dependents,
+            f.limit,
+            &f.dependents,
             slots,
             base,
-            &mut queued,
-            &mut finished,
+            &mut f.queued,
+            &mut f.finished,
         );
         let mut next_new = 0usize;
-        let mut in_flight = 0usize;
-        let mut failure: Option<Error> = None;
         let mut enter_failures = 0u32;
 
         loop {
-            if failure.is_none() {
+            if f.failure.is_none() {
                 let requests = plan.requests();
                 let mut sq = ring.submission();
-                while in_flight < depth {
-                    let job = match queued.pop_front() {
+                while f.in_flight < depth {
+                    let job = match f.queued.pop_front() {
                         Some(job) => Some(job),
-                        None => next_fd_request(requests, &*plan, slots, &mut next_new, limit)
+                        None => next_fd_request(requests, &*plan, slots, &mut next_new, f.limit)
                             .map(|i| (i, 0)),
                     };
                     let Some((i, start)) = job else { break };
@@ -787,24 +803,24 @@ mod uring {
                     // on `Outcome::Broken` or an unwind). The descriptor stays open because the
                     // plan's requests hold its `Arc` for the whole call (planning only appends).
                     if unsafe { sq.push(&entry) }.is_err() {
-                        queued.push_front((i, start));
+                        f.queued.push_front((i, start));
                         break; // unreachable: at most `depth` entries are ever outstanding
                     }
-                    if let Some(p) = progress.get_mut(i) {
+                    if let Some(p) = f.progress.get_mut(i) {
                         p.issued_start = start;
                     }
-                    in_flight += 1;
+                    f.in_flight += 1;
                 }
             }
             let planning = state.more
-                && failure.is_none()
-                && queued.is_empty()
-                && next_new >= limit
-                && in_flight < depth;
+                && f.failure.is_none()
+                && f.queued.is_empty()
+                && next_new >= f.limit
+                && f.in_flight < depth;
             if planning {
                 // Let the device start on what is submitted, take what has completed, then plan
                 // the next part while the reads are in flight.
-                if in_flight > 0 {
+                if f.in_flight > 0 {
                     if let Err(e) = ring.submit() {
                         if !e
                             .raw_os_error()
@@ -813,19 +829,7 @@ mod uring {
                             return Outcome::Broken(enter_error(plan.requests(), e));
                         }
                     }
-                    complete(
-                        ring,
-                        plan,
-                        slots,
-                        base,
-                        &mut progress,
-                        &mut queued,
-                        &dependents,
-                        &mut finished,
-                        &mut in_flight,
-                        &mut failure,
-                        limit,
-                    );
+                    complete(ring, plan, slots, base, &mut f);
                 }
                 let from = plan.requests().len();
                 state.more = plan.plan_more(capacity.saturating_sub(state.total) / ALIGN_BYTES);
@@ -852,16 +856,16 @@ mod uring {
                     Err(e) => {
                         // Nothing of this part is issued; the reads in flight are drained.
                         slots.truncate(from);
-                        failure = Some(e);
+                        f.failure = Some(e);
                         state.more = false;
                         continue;
                     }
                 }
                 let planned = plan.requests().len();
-                progress.resize(planned, Progress::default());
-                finished.resize(planned, false);
-                add_dependents(&*plan, from, &mut dependents);
-                limit = planned;
+                f.progress.resize(planned, Progress::default());
+                f.finished.resize(planned, false);
+                add_dependents(&*plan, from, &mut f.dependents);
+                f.limit = planned;
                 let requests = plan.requests();
                 let no_fd = requests
                     .get(from..)
@@ -873,48 +877,49 @@ mod uring {
                     .find(|(_, (r, s))| s.len > 0 && r.file.raw_fd().is_none())
                     .map(|(k, _)| from + k)
                 {
-                    limit = k;
+                    f.limit = k;
                     state.serial_from = Some(k);
                     state.more = false;
                 }
                 // Conditions on reads of earlier parts that have already finished: decide now
                 // (their completions released only the reads planned by then).
-                if failure.is_none() {
+                if f.failure.is_none() {
                     let late: Vec<(usize, usize)> = (from..planned)
                         .filter_map(|i| condition(&*plan, i).map(|j| (j, i)))
                         .filter(|&(j, i)| {
-                            j < from && i < limit && finished.get(j).copied().unwrap_or(false)
+                            j < from && i < f.limit && f.finished.get(j).copied().unwrap_or(false)
                         })
                         .collect();
                     settle_empty(
                         plan,
                         from,
-                        limit,
-                        &dependents,
+                        f.limit,
+                        &f.dependents,
                         slots,
                         base,
-                        &mut queued,
-                        &mut finished,
+                        &mut f.queued,
+                        &mut f.finished,
                     );
                     for (j, i) in late {
                         let skipped = slots.get(j).is_some_and(|slot| slot.skipped);
-                        if let Some(next) = decide(j, skipped, i, plan, slots, base, &mut queued) {
+                        if let Some(next) = decide(j, skipped, i, plan, slots, base, &mut f.queued)
+                        {
                             release_dependents(
                                 vec![next],
-                                &dependents,
+                                &f.dependents,
                                 plan,
                                 slots,
                                 base,
-                                &mut queued,
-                                &mut finished,
-                                limit,
+                                &mut f.queued,
+                                &mut f.finished,
+                                f.limit,
                             );
                         }
                     }
                 }
                 continue;
             }
-            if in_flight == 0 {
+            if f.in_flight == 0 {
                 break;
             }
             match ring.submit_and_wait(1) {
@@ -931,21 +936,9 @@ mod uring {
                 }
                 Err(e) => return Outcome::Broken(enter_error(plan.requests(), e)),
             }
-            complete(
-                ring,
-                plan,
-                slots,
-                base,
-                &mut progress,
-                &mut queued,
-                &dependents,
-                &mut finished,
-                &mut in_flight,
-                &mut failure,
-                limit,
-            );
+            complete(ring, plan, slots, base, &mut f);
         }
-        match failure {
+        match f.failure {
             None => Outcome::Ok,
             Some(e) => Outcome::Failed(e),
         }
@@ -969,25 +962,18 @@ mod uring {
     /// Takes every completion the ring holds: a read done releases the reads that wait for it,
     /// a short one is queued for its rest, a transient failure for a retry, and the first other
     /// failure is recorded (no new reads are issued after it).
-    #[allow(clippy::too_many_arguments)]
     fn complete(
         ring: &mut IoUring,
         plan: &mut dyn ReadPlan,
         slots: &mut [Slot],
         base: *mut u8,
-        progress: &mut [Progress],
-        queued: &mut VecDeque<(usize, usize)>,
-        dependents: &[(usize, usize)],
-        finished: &mut [bool],
-        in_flight: &mut usize,
-        failure: &mut Option<Error>,
-        limit: usize,
+        f: &mut Flight,
     ) {
         for cqe in ring.completion() {
-            *in_flight = in_flight.saturating_sub(1);
+            f.in_flight = f.in_flight.saturating_sub(1);
             let i = cqe.user_data() as usize;
             let (Some(request), Some(&slot), Some(p)) =
-                (plan.requests().get(i), slots.get(i), progress.get_mut(i))
+                (plan.requests().get(i), slots.get(i), f.progress.get_mut(i))
             else {
                 continue; // unreachable: every entry carries its request index
             };
@@ -995,9 +981,9 @@ mod uring {
             if result < 0 {
                 let errno = -result;
                 if is_transient(errno) && p.on_transient() {
-                    queued.push_back((i, p.issued_start));
-                } else if failure.is_none() {
-                    *failure = Some(Error::io(
+                    f.queued.push_back((i, p.issued_start));
+                } else if f.failure.is_none() {
+                    f.failure = Some(Error::io(
                         "read",
                         request.file.path(),
                         std::io::Error::from_raw_os_error(errno),
@@ -1008,23 +994,23 @@ mod uring {
             let direct = request.file.is_direct();
             match p.on_read(p.issued_start, result as usize, slot.len, direct) {
                 Ok(Next::Done) => {
-                    if failure.is_none() {
+                    if f.failure.is_none() {
                         release_dependents(
                             vec![(i, false)],
-                            dependents,
+                            &f.dependents,
                             plan,
                             slots,
                             base,
-                            queued,
-                            finished,
-                            limit,
+                            &mut f.queued,
+                            &mut f.finished,
+                            f.limit,
                         );
                     }
                 }
-                Ok(Next::ReadFrom(from)) => queued.push_back((i, from)),
+                Ok(Next::ReadFrom(from)) => f.queued.push_back((i, from)),
                 Err(e) => {
-                    if failure.is_none() {
-                        *failure = Some(Error::io("read", request.file.path(), e));
+                    if f.failure.is_none() {
+                        f.failure = Some(Error::io("read", request.file.path(), e));
                     }
                 }
             }
