@@ -759,16 +759,7 @@ mod uring {
             limit: planned,
         };
         add_dependents(&*plan, 0, &mut f.dependents);
-        settle_empty(
-            plan,
-            0,
-            f.limit,
-            &f.dependents,
-            slots,
-            base,
-            &mut f.queued,
-            &mut f.finished,
-        );
+        f.settle_empty(plan, 0, slots, base);
         let mut next_new = 0usize;
         let mut enter_failures = 0u32;
 
@@ -890,30 +881,12 @@ mod uring {
                             j < from && i < f.limit && f.finished.get(j).copied().unwrap_or(false)
                         })
                         .collect();
-                    settle_empty(
-                        plan,
-                        from,
-                        f.limit,
-                        &f.dependents,
-                        slots,
-                        base,
-                        &mut f.queued,
-                        &mut f.finished,
-                    );
+                    f.settle_empty(plan, from, slots, base);
                     for (j, i) in late {
                         let skipped = slots.get(j).is_some_and(|slot| slot.skipped);
                         if let Some(next) = decide(j, skipped, i, plan, slots, base, &mut f.queued)
                         {
-                            release_dependents(
-                                vec![next],
-                                &f.dependents,
-                                plan,
-                                slots,
-                                base,
-                                &mut f.queued,
-                                &mut f.finished,
-                                f.limit,
-                            );
+                            f.release(vec![next], plan, slots, base);
                         }
                     }
                 }
@@ -995,16 +968,7 @@ mod uring {
             match p.on_read(p.issued_start, result as usize, slot.len, direct) {
                 Ok(Next::Done) => {
                     if f.failure.is_none() {
-                        release_dependents(
-                            vec![(i, false)],
-                            &f.dependents,
-                            plan,
-                            slots,
-                            base,
-                            &mut f.queued,
-                            &mut f.finished,
-                            f.limit,
-                        );
+                        f.release(vec![(i, false)], plan, slots, base);
                     }
                 }
                 Ok(Next::ReadFrom(from)) => f.queued.push_back((i, from)),
@@ -1040,70 +1004,63 @@ mod uring {
         None
     }
 
-    /// The reads in `settled` are finished (`(read, skipped)`: completed, or skipped, or of no
-    /// bytes): marks them so and decides each read waiting for them, queueing the wanted ones
-    /// and marking the others skipped, along with every read that waits (directly or not) for
-    /// a skipped one. A wanted read of no bytes counts as finished at once. Reads from `limit` on
-    /// are left to the caller.
-    #[allow(clippy::too_many_arguments)]
-    fn release_dependents(
-        mut settled: Vec<(usize, bool)>,
-        dependents: &[(usize, usize)],
-        conditions: &mut dyn ReadConditions,
-        slots: &mut [Slot],
-        base: *mut u8,
-        queued: &mut VecDeque<(usize, usize)>,
-        finished: &mut [bool],
-        limit: usize,
-    ) {
-        while let Some((earlier, earlier_skipped)) = settled.pop() {
-            if let Some(f) = finished.get_mut(earlier) {
-                *f = true;
-            }
-            let from = dependents.partition_point(|&(e, _)| e < earlier);
-            for &(_, later) in dependents[from..]
-                .iter()
-                .take_while(|&&(e, _)| e == earlier)
-                .filter(|&&(_, later)| later < limit)
-            {
-                if let Some(next) = decide(
-                    earlier,
-                    earlier_skipped,
-                    later,
-                    conditions,
-                    slots,
-                    base,
-                    queued,
-                ) {
-                    settled.push(next);
+    impl Flight {
+        /// The reads in `settled` are finished (`(read, skipped)`: completed, or skipped, or of
+        /// no bytes): marks them so and decides each read waiting for them, queueing the wanted
+        /// ones and marking the others skipped, along with every read that waits (directly or
+        /// not) for a skipped one. A wanted read of no bytes counts as finished at once. Reads
+        /// from `limit` on are left to the caller.
+        fn release(
+            &mut self,
+            mut settled: Vec<(usize, bool)>,
+            conditions: &mut dyn ReadConditions,
+            slots: &mut [Slot],
+            base: *mut u8,
+        ) {
+            while let Some((earlier, earlier_skipped)) = settled.pop() {
+                if let Some(f) = self.finished.get_mut(earlier) {
+                    *f = true;
+                }
+                let from = self.dependents.partition_point(|&(e, _)| e < earlier);
+                for &(_, later) in self.dependents[from..]
+                    .iter()
+                    .take_while(|&&(e, _)| e == earlier)
+                    .filter(|&&(_, later)| later < self.limit)
+                {
+                    let queued = &mut self.queued;
+                    if let Some(next) = decide(
+                        earlier,
+                        earlier_skipped,
+                        later,
+                        conditions,
+                        slots,
+                        base,
+                        queued,
+                    ) {
+                        settled.push(next);
+                    }
                 }
             }
         }
-    }
 
-    /// Unconditional requests of no bytes in `from..limit` are finished as soon as they are
-    /// planned: releases the reads that wait for them.
-    #[allow(clippy::too_many_arguments)]
-    fn settle_empty(
-        plan: &mut dyn ReadPlan,
-        from: usize,
-        limit: usize,
-        dependents: &[(usize, usize)],
-        slots: &mut [Slot],
-        base: *mut u8,
-        queued: &mut VecDeque<(usize, usize)>,
-        finished: &mut [bool],
-    ) {
-        let empty: Vec<(usize, bool)> = (from..limit)
-            .filter(|&i| {
-                slots.get(i).is_some_and(|slot| slot.len == 0) && condition(&*plan, i).is_none()
-            })
-            .map(|i| (i, false))
-            .collect();
-        if !empty.is_empty() {
-            release_dependents(
-                empty, dependents, plan, slots, base, queued, finished, limit,
-            );
+        /// Unconditional requests of no bytes in `from..limit` are finished as soon as they are
+        /// planned: releases the reads that wait for them.
+        fn settle_empty(
+            &mut self,
+            plan: &mut dyn ReadPlan,
+            from: usize,
+            slots: &mut [Slot],
+            base: *mut u8,
+        ) {
+            let empty: Vec<(usize, bool)> = (from..self.limit)
+                .filter(|&i| {
+                    slots.get(i).is_some_and(|slot| slot.len == 0) && condition(&*plan, i).is_none()
+                })
+                .map(|i| (i, false))
+                .collect();
+            if !empty.is_empty() {
+                self.release(empty, plan, slots, base);
+            }
         }
     }
 
