@@ -52,6 +52,8 @@ use crate::sys::cgroup;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any engine allocates: every engine's process gets the same allocator settings.
+    sys::malloc::fix_mmap_threshold();
     if let Err(failure) = cgroup::join_from_env() {
         eprintln!("cairn-bench: error: {failure}");
         return ExitCode::FAILURE;

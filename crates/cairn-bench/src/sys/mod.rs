@@ -2,11 +2,13 @@
 //! `/proc`, memory cgroups and the disk's fio baseline.
 //!
 //! Owns: [`machine`], [`git_commit`] and [`now_rfc3339`]; `/proc` is read only in [`proc`],
-//! cgroups are handled only in [`cgroup`], the fio script is run only by [`fio`]. Must never
+//! cgroups are handled only in [`cgroup`], the fio script is run only by [`fio`], the C
+//! allocator is set only by [`malloc`]. Must never
 //! touch: an engine.
 
 pub mod cgroup;
 pub mod fio;
+pub mod malloc;
 pub mod proc;
 
 use std::process::Command;
