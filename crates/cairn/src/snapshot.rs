@@ -1042,12 +1042,9 @@ fn write_buffer_run(
         ..params.clone()
     };
     let mut writer = RunWriter::new(fs.clone(), &params, number, entries.len() as u64, true)?;
-    for (key, entry) in entries.iter() {
-        let blob = match entry {
-            Entry::Insert(_, Some(blob)) => Some(&blob[..]),
-            _ => None,
-        };
-        writer.push(key, entry.op(), entry.value(), blob)?;
+    for entry in entries.iter() {
+        let blob = entry.blob().map(|blob| &blob[..]);
+        writer.push(entry.key(), entry.op(), entry.value(), blob)?;
     }
     match writer.finish()? {
         Some(run) => {

@@ -682,13 +682,10 @@ impl Table {
             None => Bound::Unbounded,
         };
         let mut last = None;
-        for (key, entry) in buffer.iter_from(from).take(*credits) {
-            let blob = match entry {
-                Entry::Insert(_, Some(blob)) => Some(&blob[..]),
-                _ => None,
-            };
-            writer.push(key, entry.op(), entry.value(), blob)?;
-            last = Some(key);
+        for entry in buffer.iter_from(from).take(*credits) {
+            let blob = entry.blob().map(|blob| &blob[..]);
+            writer.push(entry.key(), entry.op(), entry.value(), blob)?;
+            last = Some(entry.key());
         }
         *written += *credits;
         *credits = 0;
@@ -1518,10 +1515,10 @@ impl Drop for TableInner {
 }
 
 /// A write buffer's entry as a lookup's partial result.
-fn to_partial(entry: &Entry<MemBlob>) -> Entry<BlobSource> {
+fn to_partial(entry: Entry<MemBlob>) -> Entry<BlobSource> {
     match entry {
-        Entry::Insert(v, blob) => Entry::Insert(v.clone(), blob.clone().map(BlobSource::Memory)),
-        Entry::Upsert(v) => Entry::Upsert(v.clone()),
+        Entry::Insert(v, blob) => Entry::Insert(v, blob.map(BlobSource::Memory)),
+        Entry::Upsert(v) => Entry::Upsert(v),
         Entry::Delete => Entry::Delete,
     }
 }

@@ -77,10 +77,8 @@ impl TableView {
             .iter()
             .map(|k| {
                 Some(match self.buffer.get(k.as_ref())? {
-                    Entry::Insert(v, blob) => {
-                        Entry::Insert(v.clone(), blob.clone().map(BlobSource::Memory))
-                    }
-                    Entry::Upsert(v) => Entry::Upsert(v.clone()),
+                    Entry::Insert(v, blob) => Entry::Insert(v, blob.map(BlobSource::Memory)),
+                    Entry::Upsert(v) => Entry::Upsert(v),
                     Entry::Delete => Entry::Delete,
                 })
             })
