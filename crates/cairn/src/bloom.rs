@@ -62,7 +62,7 @@ const BITS_PER_ENTRY_MAX: f64 = 64.0;
 /// Largest number of hashes the sizing functions consider.
 const SEARCH_HASHES_MAX: u32 = 32;
 /// Smallest target false-positive rate accepted by [`BloomParams::for_fpr`].
-const FPR_MIN: f64 = 1e-6;
+pub(crate) const FPR_MIN: f64 = 1e-6;
 /// Largest target false-positive rate accepted by [`BloomParams::for_fpr`].
 const FPR_MAX: f64 = 0.5;
 

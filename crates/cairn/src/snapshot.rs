@@ -594,6 +594,7 @@ fn encode_bloom_alloc(alloc: BloomAlloc) -> (u8, f64) {
         BloomAlloc::BitsPerEntry(b) => (0, b),
         BloomAlloc::TargetFpr(f) => (1, f),
         BloomAlloc::None => (2, 0.0),
+        BloomAlloc::LevelScaledFpr(f) => (3, f),
     }
 }
 
@@ -603,6 +604,7 @@ fn decode_bloom_alloc(code: u8, value: f64) -> Result<BloomAlloc> {
         0 => Ok(BloomAlloc::BitsPerEntry(value)),
         1 => Ok(BloomAlloc::TargetFpr(value)),
         2 if value.to_bits() == 0 => Ok(BloomAlloc::None),
+        3 => Ok(BloomAlloc::LevelScaledFpr(value)),
         _ => Err(Error::corrupt("snapshot metadata", "bloom allocation")),
     }
 }
@@ -1361,14 +1363,12 @@ fn restore_parts(
     if let Some(batch) = overrides.merge_batch_size {
         config.merge_batch_size = batch;
     }
-    let params = RunParams {
-        dir: session.active_dir().to_path_buf(),
-        removals: session.removals().clone(),
-        salt: session.salt(),
-        bloom: config.bloom_params()?,
-        last_level_bloom: config.last_level_bloom_params()?,
-        index: config.index,
-    };
+    let params = RunParams::for_table(
+        session.active_dir(),
+        session.removals().clone(),
+        session.salt(),
+        &config,
+    )?;
     let runs = open_snapshot_runs(session, &dir, &meta, &config, &params).map_err(
         |(path, e)| match path {
             Some(path) => corrupted(path, e),
@@ -1764,6 +1764,24 @@ mod tests {
         // Without the extension the deepest level gets `bloom` like the others.
         let back = SnapshotMeta::decode(&sample().encode()).unwrap();
         assert_eq!(back.config.last_level_bloom, None);
+    }
+
+    /// `BloomAlloc::LevelScaledFpr` (allocation code 3) round-trips, pinned by a golden file;
+    /// a rate out of range is refused behind a valid checksum.
+    #[test]
+    fn a_level_scaled_bloom_round_trips() {
+        let mut meta = sample();
+        meta.config.bloom = BloomAlloc::LevelScaledFpr(5e-3);
+        meta.config.last_level_bloom = Some(BloomAlloc::None);
+        let bytes = crate::golden::check_golden(
+            "snapshot-metadata-v2-level-scaled-bloom.bin",
+            &meta.encode(),
+        );
+        let back = SnapshotMeta::decode(&bytes).unwrap();
+        assert_eq!(back.config.bloom, BloomAlloc::LevelScaledFpr(5e-3));
+        assert_eq!(back.encode(), bytes);
+        meta.config.bloom = BloomAlloc::LevelScaledFpr(0.9);
+        assert!(SnapshotMeta::decode(&meta.encode()).is_err());
     }
 
     proptest::proptest! {

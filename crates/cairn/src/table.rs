@@ -131,7 +131,7 @@ pub(crate) struct TableInner {
 ///
 /// When the write buffer fills, it is frozen here and a fresh one takes the updates. Every
 /// update then writes [`FLUSH_ENTRIES_PER_UPDATE`] of its entries into the run being built (in
-/// chunks of [`FLUSH_CHUNK`]), so the `B` entries of a flush are spread over the next `B / 2`
+/// chunks of [`FLUSH_CHUNK`]), so the `B` entries of a flush are spread over the next `B / 4`
 /// updates instead of landing on the one update that filled the buffer; the last of them
 /// finishes the run and adds it to level 1, before the new buffer can fill. Lookups read it
 /// after the write buffer. Operations that hand the table's structure elsewhere (cursors,
@@ -154,9 +154,10 @@ struct Flushing {
     credits: usize,
 }
 
-/// Entries of a frozen buffer each update writes: 2, so that a flush of `B` entries is done
-/// after `B / 2` updates, half way to the next one.
-const FLUSH_ENTRIES_PER_UPDATE: usize = 2;
+/// Entries of a frozen buffer each update writes: 4, so that a flush of `B` entries is done
+/// after `B / 4` updates, a quarter of the way to the next one, and at most `B + B / 4`
+/// entries are held in memory (the frozen buffer and the new one) instead of `B + B / 2`.
+const FLUSH_ENTRIES_PER_UPDATE: usize = 4;
 
 impl Flushing {
     /// A flush of `buffer` with nothing written yet.
@@ -234,15 +235,12 @@ impl TableInner {
 
 impl Table {
     pub(crate) fn new(session: Arc<SessionInner>, config: TableConfig) -> Result<Table> {
-        let bloom = config.bloom_params()?;
-        let params = RunParams {
-            dir: session.active_dir().to_path_buf(),
-            removals: session.removals().clone(),
-            salt: session.salt(),
-            bloom,
-            last_level_bloom: config.last_level_bloom_params()?,
-            index: config.index,
-        };
+        let params = RunParams::for_table(
+            session.active_dir(),
+            session.removals().clone(),
+            session.salt(),
+            &config,
+        )?;
         let auth = match &config.auth {
             Some(auth) => {
                 let pages = Table::new(session.clone(), page_table_config(&config))?;
@@ -635,12 +633,13 @@ impl Table {
         Ok(())
     }
 
-    /// A writer for the run of a frozen buffer of `entries` entries (creates its files).
-    fn flush_writer(&self, entries: usize) -> Result<RunWriter> {
+    /// A writer for the run of a frozen buffer of `entries` entries (creates its files), for
+    /// level 1 of a table with `levels` levels.
+    fn flush_writer(&self, entries: usize, levels: usize) -> Result<RunWriter> {
         let session = &self.inner.session;
         RunWriter::new(
             session.fs().clone(),
-            &self.inner.params,
+            &self.inner.params.for_level(1, levels),
             session.next_run_number(),
             entries as u64,
             self.inner.config.disk_cache.caches_level(1),
@@ -656,6 +655,7 @@ impl Table {
         ctx: &crate::schedule::MergeContext<'_>,
         entries: usize,
     ) -> Result<u64> {
+        let levels = state.levels.level_count();
         let Some(flushing) = state.flushing.as_mut() else {
             return Ok(0);
         };
@@ -665,7 +665,7 @@ impl Table {
             return Ok(0);
         }
         if flushing.writer.is_none() {
-            flushing.writer = Some(self.flush_writer(flushing.buffer.len())?);
+            flushing.writer = Some(self.flush_writer(flushing.buffer.len(), levels)?);
         }
         let Flushing {
             buffer,

@@ -790,6 +790,10 @@ fn every_config_rule_rejects_just_outside_and_accepts_just_inside() {
         with(&|c| c.bloom = BloomAlloc::TargetFpr(1.0)),
         with(&|c| c.bloom = BloomAlloc::TargetFpr(f64::NAN)),
         with(&|c| c.bloom = BloomAlloc::TargetFpr(f64::INFINITY)),
+        with(&|c| c.bloom = BloomAlloc::LevelScaledFpr(1e-6f64.next_down())),
+        with(&|c| c.bloom = BloomAlloc::LevelScaledFpr(0.5f64.next_up())),
+        with(&|c| c.bloom = BloomAlloc::LevelScaledFpr(f64::NAN)),
+        with(&|c| c.last_level_bloom = Some(BloomAlloc::LevelScaledFpr(0.01))),
     ];
     for config in rejected {
         assert_err!(session.new_table(config.clone()), Error::InvalidConfig(_));
@@ -810,6 +814,13 @@ fn every_config_rule_rejects_just_outside_and_accepts_just_inside() {
         with(&|c| c.bloom = BloomAlloc::BitsPerEntry(64.0)),
         with(&|c| c.bloom = BloomAlloc::TargetFpr(1e-6)),
         with(&|c| c.bloom = BloomAlloc::TargetFpr(0.5)),
+        // Rates scaled down below 1e-6 stay at 1e-6.
+        with(&|c| c.bloom = BloomAlloc::LevelScaledFpr(1e-6)),
+        with(&|c| c.bloom = BloomAlloc::LevelScaledFpr(0.5)),
+        with(&|c| {
+            c.bloom = BloomAlloc::LevelScaledFpr(0.01);
+            c.last_level_bloom = Some(BloomAlloc::None);
+        }),
     ];
     for config in accepted {
         let small_buffer = TableConfig {

@@ -242,3 +242,59 @@ fn hostile_snapshots_with_forged_checksums_are_reported() {
         cairn::fuzzing::hostile_snapshot(&input);
     }
 }
+
+/// Under `BloomAlloc::LevelScaledFpr`, each level's runs get more filter bits per key than the
+/// level below (a lower false-positive rate), the deepest filtered level the configured rate,
+/// and every key is still found.
+#[test]
+fn level_scaled_filters_give_upper_levels_more_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = Session::open(dir.path()).unwrap();
+    let table = session
+        .new_table(TableConfig {
+            bloom: cairn::BloomAlloc::LevelScaledFpr(0.02),
+            ..config(false)
+        })
+        .unwrap();
+    let key = |i: u32| format!("k{:08}", i.wrapping_mul(2_654_435_761)).into_bytes();
+    for i in 0..6_000u32 {
+        table.insert(key(i), i.to_le_bytes()).unwrap();
+    }
+    for i in (0..6_000u32).step_by(97) {
+        let found = table.lookup(key(i)).unwrap();
+        assert_eq!(found.value(), Some(&i.to_le_bytes()[..]));
+    }
+    table.save_snapshot("scaled", "t").unwrap();
+    drop(table);
+    let stats = session.snapshot_stats("scaled", 2_000).unwrap();
+    let mut bits_by_level = BTreeMap::new();
+    for s in &stats {
+        if let RunPlace::Level { level, .. } = s.run.place {
+            if s.run.entries > 0 {
+                bits_by_level
+                    .entry(level)
+                    .or_insert_with(Vec::new)
+                    .push(s.filter_bits_per_key);
+            }
+        }
+    }
+    assert!(bits_by_level.len() >= 3, "{bits_by_level:?}");
+    let deepest = *bits_by_level.keys().last().unwrap();
+    let mut above_max = f64::INFINITY;
+    for (level, bits) in &bits_by_level {
+        let (lo, hi) = bits
+            .iter()
+            .fold((f64::INFINITY, 0f64), |(lo, hi), &b| (lo.min(b), hi.max(b)));
+        // Runs written when the table was shallower got the rates of their depth then, so a
+        // level may mix two sizings; but no run has more bits than every run above it.
+        assert!(hi <= above_max + 1e-9, "level {level}: {bits_by_level:?}");
+        above_max = above_max.min(lo);
+        if *level == deepest {
+            // FPR 0.02 on a blocked filter: about 8.5 to 9 bits per key.
+            assert!((7.0..11.0).contains(&lo), "{bits_by_level:?}");
+        }
+    }
+    let top = bits_by_level[bits_by_level.keys().next().unwrap()][0];
+    let bottom = bits_by_level[&deepest][0];
+    assert!(top > bottom + 5.0, "{bits_by_level:?}");
+}
