@@ -7,7 +7,8 @@
 //! for the engine, and the UTxO benchmark's keys, loading and checks.
 //!
 //! 1. **Fill.** One session in a fresh temporary directory; `--tables` tables with the UTxO
-//!    benchmark's configuration (compact index, FPR 1e-3, 20,000-entry write buffer, no page
+//!    benchmark's configuration (compact index, filters per level at FPR 5e-3 on the deepest,
+//!    20,000-entry write buffer, no page
 //!    cache for runs unless `--disk-cache all`). Table `t` holds ids `t*N/2 .. t*N/2 + N`
 //!    (keys and values as in `utxo quick`), so neighbouring tables share half their keys and the
 //!    union holds ids `0 .. (tables-1)*N/2 + N`.

@@ -13,7 +13,8 @@
 //! runs a peer's table has already seen).
 //!
 //! Sketch of a serial batch on a Cairn table of N entries with `runs` runs: 256 lookups hash each
-//! key once, probe every run's Bloom filter (FPR 1e-3) and read about one 4 KiB page per key, all
+//! key once, probe every run's Bloom filter (FPR 5e-3 on the deepest filtered level, 4x lower per
+//! level above) and read about one 4 KiB page per key, all
 //! submitted together (about 256 random reads, the disk's budget); then 512 updates go to the
 //! write buffer, which every 20,000 updates is written out as a run, and pay at most a bounded
 //! number of merge steps each (sequential I/O). CPU for keys and checks is about 1 µs per key.

@@ -6,7 +6,8 @@
 //! ([`CairnEngine`]) for the table's shape and snapshots, and the [UTxO driver](super::driver),
 //! the same one `utxo run` uses, for the batches.
 //!
-//! 1. **Setup.** A table with the compact index, Bloom filters at FPR 1e-3, a 20,000-entry write
+//! 1. **Setup.** A table with the compact index, Bloom filters sized per level (FPR 5e-3 on the
+//!    deepest level, 4x lower per level above), a 20,000-entry write
 //!    buffer (`--write-buffer`), incremental merges in batches of 1,000 steps
 //!    (`--merge-batch-size`) and (unless `--disk-cache all`) no page cache for runs, so
 //!    lookups read with `O_DIRECT`. Ids `0..N` are inserted in chunks of 10,000. A key is 34
