@@ -4,7 +4,7 @@
 //!
 //! Owns: the choice of each batch (which ids are looked up, inserted and deleted), the serial,
 //! lookup-only and pipelined phases, their timing and the mismatch count. May call: [`Engine`]
-//! and [`Reader`](crate::engines::Reader) only, never an engine's own API.
+//! and [`Reader`] only, never an engine's own API.
 //!
 //! A batch looks up [`BATCH_SIZE`] live ids chosen uniformly, then (with updates) applies one
 //! update of [`BATCH_SIZE`] inserts of fresh ids and [`BATCH_SIZE`] deletes of distinct live ids
