@@ -2,7 +2,7 @@
 //!
 //! Owns: the snapshot directory layout, the snapshot metadata format (`docs/format/snapshot.md`),
 //! name validation, and save / open / list / delete / export / import. May call: `fs`, `run`,
-//! `schedule` (the level structure as [`LevelShape`]s), `write_buffer`, `entry` and `page`
+//! `schedule` (the level structure as [`LevelShape`]s), `write_buffer` and `page`
 //! (reading a saved write buffer back), `union` (a pending union's views), `session` (its
 //! directories, run numbers and file removals). Must never touch: page,
 //! filter or index bytes (runs are linked or copied whole and verified by `Run::open`).
@@ -27,7 +27,6 @@ use crate::config::{
     AuthConfig, BloomAlloc, DiskCachePolicy, HashKind, IndexType, MergeSchedule, Resolve,
     TableConfig, RESOLVE_NAME_BYTES_MAX,
 };
-use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::fs::{copy_file, read_all, FileSystem, FileWriter};
 use crate::page::Op;
@@ -1537,19 +1536,11 @@ fn write_buffer_from_run(run: &Arc<Run>, resolve: &Resolve) -> Result<WriteBuffe
     let mut write_buffer = WriteBuffer::default();
     let mut cursor = RunCursor::new(run.clone())?;
     while let Some(e) = cursor.peek()? {
-        let entry = match e.op {
-            Op::Insert => {
-                let blob = match e.blob {
-                    Some(span) => Some(Arc::from(cursor.run().read_blob(span)?)),
-                    None => None,
-                };
-                Entry::Insert(e.value.to_vec(), blob)
-            }
-            Op::Upsert => Entry::Upsert(e.value.to_vec()),
-            Op::Delete => Entry::Delete,
+        let blob = match (e.op, e.blob) {
+            (Op::Insert, Some(span)) => Some(Arc::from(cursor.run().read_blob(span)?)),
+            _ => None,
         };
-        let key = e.key.to_vec();
-        write_buffer.apply(&key, entry, resolve);
+        write_buffer.apply(e.key, e.op, e.value, blob, resolve);
         cursor.advance()?;
     }
     Ok(write_buffer)

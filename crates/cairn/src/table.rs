@@ -30,7 +30,7 @@ use crate::cursor::{Cursor, CursorEntry, KeyRange, StampedEntries};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::lookup::{lookup_runs, results, BlobRef, BlobSource, LookupResult, Partial};
-use crate::page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
+use crate::page::{Op, KEY_SIZE_MAX, VALUE_SIZE_MAX};
 use crate::run::{Run, RunParams, RunWriter};
 use crate::schedule::{merge_steps_per_update_max, Levels};
 use crate::session::SessionInner;
@@ -577,13 +577,7 @@ impl Table {
         let mut state = self.lock_write()?;
         for (key, update) in batch {
             let key = key.as_ref();
-            let entry: Entry<MemBlob> = match update {
-                Update::Insert(v) => Entry::Insert(v.to_vec(), None),
-                Update::InsertWithBlob(v, b) => Entry::Insert(v.to_vec(), Some(Arc::from(*b))),
-                Update::Upsert(v) => Entry::Upsert(v.to_vec()),
-                Update::Delete => Entry::Delete,
-            };
-            if let Err(e) = self.apply_one(&mut state, key, entry) {
+            if let Err(e) = self.apply_one(&mut state, key, update) {
                 // A run or merge failed half way: answers could be wrong from now on, so the
                 // table refuses every further operation.
                 state.broken = Some(e.with_causes());
@@ -597,7 +591,7 @@ impl Table {
         Ok(())
     }
 
-    fn apply_one(&self, state: &mut TableState, key: &[u8], entry: Entry<MemBlob>) -> Result<()> {
+    fn apply_one(&self, state: &mut TableState, key: &[u8], update: &Update<'_>) -> Result<()> {
         state.epoch += 1;
         let config = &self.inner.config;
         migrate_finished_union(state, config.write_buffer_entries);
@@ -609,7 +603,15 @@ impl Table {
             union_below,
             |ctx| {
                 let mut steps = state.levels.supply_credits(ctx, 1)?;
-                state.write_buffer.apply(key, entry, &config.resolve);
+                let (op, value, blob) = match *update {
+                    Update::Insert(v) => (Op::Insert, v, None),
+                    Update::InsertWithBlob(v, b) => (Op::Insert, v, Some(MemBlob::from(b))),
+                    Update::Upsert(v) => (Op::Upsert, v, None),
+                    Update::Delete => (Op::Delete, &[][..], None),
+                };
+                state
+                    .write_buffer
+                    .apply(key, op, value, blob, &config.resolve);
                 steps += self.advance_flush(state, ctx, FLUSH_ENTRIES_PER_UPDATE)?;
                 if state.write_buffer.len() >= config.write_buffer_entries {
                     // The previous flush had at least `B` updates to finish in: normally done.

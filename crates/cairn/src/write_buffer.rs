@@ -52,20 +52,21 @@ pub(crate) struct BufEntry {
 }
 
 impl BufEntry {
-    /// The entry for `key`. Keys are at most `u32::MAX` bytes (the table refuses longer ones).
-    fn new(key: &[u8], entry: Entry<MemBlob>) -> BufEntry {
+    /// The entry for `key`: `op` with `value` (ignored for a delete) and, for an insert,
+    /// `blob`. One allocation. Keys are at most `u32::MAX` bytes (the table refuses longer
+    /// ones).
+    fn new(key: &[u8], op: Op, value: &[u8], blob: Option<MemBlob>) -> BufEntry {
         let mut head = [0u8; 8];
         let n = key.len().min(8);
         head[..n].copy_from_slice(&key[..n]);
-        let op = entry.op();
-        let (value, blob) = match entry {
-            Entry::Insert(value, blob) => (value, blob),
-            Entry::Upsert(value) => (value, None),
-            Entry::Delete => (Vec::new(), None),
+        let (value, blob) = match op {
+            Op::Insert => (value, blob),
+            Op::Upsert => (value, None),
+            Op::Delete => (&[][..], None),
         };
         let mut bytes = Vec::with_capacity(key.len() + value.len());
         bytes.extend_from_slice(key);
-        bytes.extend_from_slice(&value);
+        bytes.extend_from_slice(value);
         BufEntry {
             prefix: u64::from_be_bytes(head),
             bytes: bytes.into_boxed_slice(),
@@ -145,19 +146,37 @@ impl WriteBuffer {
         self.entries.len()
     }
 
-    /// Applies one update: inserts and deletes replace the buffered entry, upserts combine with it.
+    /// Applies one update, `op` with `value` (empty for a delete) and, for an insert, `blob`:
+    /// inserts and deletes replace the buffered entry, upserts combine with it.
     ///
-    /// Cost: one set traversal for an insert or delete; two for an upsert (the buffered entry
-    /// is looked up first).
-    pub(crate) fn apply(&mut self, key: &[u8], entry: Entry<MemBlob>, resolve: &Resolve) {
-        let entry = match entry {
-            Entry::Upsert(_) => match self.entries.get::<[u8]>(key) {
-                Some(older) => entry.combine_older(older.op(), older.value(), resolve),
-                None => entry,
-            },
-            entry => entry,
+    /// Cost: one set traversal and one allocation (key and value copied once) for an insert or
+    /// delete; for an upsert, one more traversal (the buffered entry is looked up first) and
+    /// the resolve function's value when there is an older entry.
+    pub(crate) fn apply(
+        &mut self,
+        key: &[u8],
+        op: Op,
+        value: &[u8],
+        blob: Option<MemBlob>,
+        resolve: &Resolve,
+    ) {
+        let older = match op {
+            Op::Upsert => self.entries.get::<[u8]>(key),
+            Op::Insert | Op::Delete => None,
         };
-        self.entries.insert(BufEntry::new(key, entry));
+        let entry = match older {
+            Some(older) => {
+                let combined = Entry::<MemBlob>::Upsert(value.to_vec()).combine_older(
+                    older.op(),
+                    older.value(),
+                    resolve,
+                );
+                let (op, blob) = (combined.op(), None);
+                BufEntry::new(key, op, combined.value(), blob)
+            }
+            None => BufEntry::new(key, op, value, blob),
+        };
+        self.entries.insert(entry);
     }
 
     /// The buffered entry for `key`, copied out.
@@ -215,7 +234,7 @@ mod tests {
             a in prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(255u8), any::<u8>()], 0..12),
             b in prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(255u8), any::<u8>()], 0..12),
         ) {
-            let k = |key: &[u8]| BufEntry::new(key, Entry::Insert(b"v".to_vec(), None));
+            let k = |key: &[u8]| BufEntry::new(key, Op::Insert, b"v", None);
             let (ka, kb) = (k(&a), k(&b));
             prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
             prop_assert_eq!(ka == kb, a == b);
@@ -231,14 +250,14 @@ mod tests {
     fn upserts_combine_in_the_buffer() {
         let mut wb = WriteBuffer::default();
         let add = Resolve::AddU64Le;
-        wb.apply(b"k", Entry::Upsert(1u64.to_le_bytes().to_vec()), &add);
-        wb.apply(b"k", Entry::Upsert(2u64.to_le_bytes().to_vec()), &add);
+        wb.apply(b"k", Op::Upsert, &1u64.to_le_bytes(), None, &add);
+        wb.apply(b"k", Op::Upsert, &2u64.to_le_bytes(), None, &add);
         assert_eq!(
             wb.get(b"k"),
             Some(Entry::Upsert(3u64.to_le_bytes().to_vec()))
         );
-        wb.apply(b"k", Entry::Delete, &add);
-        wb.apply(b"k", Entry::Upsert(4u64.to_le_bytes().to_vec()), &add);
+        wb.apply(b"k", Op::Delete, &[], None, &add);
+        wb.apply(b"k", Op::Upsert, &4u64.to_le_bytes(), None, &add);
         assert_eq!(
             wb.get(b"k"),
             Some(Entry::Insert(4u64.to_le_bytes().to_vec(), None))
