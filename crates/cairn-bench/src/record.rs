@@ -255,8 +255,12 @@ pub struct SuiteRecord {
     pub page_cache_dropped: bool,
     /// The disk's 4 KiB random-read IOPS at queue depth 1.
     pub fio_qd1_iops: Option<f64>,
-    /// The same at queue depth 32.
+    /// The same at queue depth 32: the figure every ratio of the report divides by.
     pub fio_qd32_iops: Option<f64>,
+    /// The disk's queue-depth-32 IOPS measured again after the last run (absent in records made
+    /// before it was measured): the disk's drift over the invocation, shown beside the ratios.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fio_qd32_iops_end: Option<f64>,
     /// The engines, in order.
     #[serde(default)]
     pub engines: Vec<String>,

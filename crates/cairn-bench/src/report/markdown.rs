@@ -240,7 +240,16 @@ fn suite_provenance(suite: &SuiteRecord, suites: usize) -> String {
         format!(
             "- fio 4 KiB random reads: {}.",
             fio_text(suite.fio_qd1_iops, suite.fio_qd32_iops)
-        ),
+        ) + &suite
+            .fio_qd32_iops_end
+            .map(|end| {
+                format!(
+                    " After the last run: {} IOPS at queue depth 32 (the ratios below divide by \
+                     the first figure).",
+                    thousands(end)
+                )
+            })
+            .unwrap_or_default(),
         String::new(),
         "The command:".to_string(),
         String::new(),

@@ -218,7 +218,8 @@ mod tests {
                         "mem_total_bytes": 25_000_000_000u64, "kernel": "6.18.0"},
             "entries": 10_000_000, "batches": 10000, "memory_limit_bytes": 1_073_741_824u64,
             "cgroup": "v1", "page_cache_dropped": true, "fio_qd1_iops": 30261.0,
-            "fio_qd32_iops": 400000.0, "engines": ["cairn", "lmdb"], "modes": ["serial"]
+            "fio_qd32_iops": 400000.0, "fio_qd32_iops_end": 380000.0,
+            "engines": ["cairn", "lmdb"], "modes": ["serial"]
         })
     }
 
@@ -355,6 +356,7 @@ mod tests {
         assert!(md.contains("1,024 MiB (cgroup v1)"));
         assert!(md.contains("dropped before each run"));
         assert!(md.contains("30,261 IOPS at queue depth 1, 400,000 IOPS at queue depth 32"));
+        assert!(md.contains("After the last run: 380,000 IOPS at queue depth 32"));
         assert!(md.contains("```sh\ncairn-bench utxo suite --db /data"));
         assert!(md.contains("![ops/s](ops.svg)"));
         assert!(md.contains("0.30 of the disk's 400,000 fio qd32 IOPS"));

@@ -7,8 +7,9 @@
 //! command, memory limit, fio baseline) and the records directory. Must never touch: an engine (every step is a child `cairn-bench`
 //! process, so each engine's memory is its own), or the report's layout ([`crate::report`]).
 //!
-//! The fio baseline is measured once, on `--db`, before the first run; the report divides every
-//! run's ops/s by it.
+//! The fio baseline is measured on `--db` before the first run, and the report divides every
+//! run's ops/s by it; its queue-depth-32 figure is measured again after the last run, so the
+//! report shows how far the disk drifted over the invocation.
 
 use std::path::Path;
 
@@ -56,6 +57,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
         page_cache_dropped: true,
         fio_qd1_iops: None,
         fio_qd32_iops: None,
+        fio_qd32_iops_end: None,
         engines: engines.iter().map(|e| e.name().to_string()).collect(),
         modes: modes.iter().map(|m| m.name().to_string()).collect(),
     };
@@ -87,6 +89,9 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
             let dir = args.db.join(engine.name());
             std::fs::remove_dir_all(&dir).context(|| format!("removing {}", dir.display()))?;
         }
+    }
+    if let Some(script) = &args.runs.fio_baseline {
+        record.fio_qd32_iops_end = Some(fio::measure(script, &args.db)?.qd32_iops);
     }
     write_json(&record, &args.out.join("suite.json"))?;
     let report = crate::report::write_report(&args.out)?;
