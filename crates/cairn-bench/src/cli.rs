@@ -32,6 +32,10 @@ pub enum Command {
     Upsert(UpsertArgs),
     /// An authenticated table: proof sizes and commit time per key, with and without prefetch.
     Trie(TrieArgs),
+    /// Authenticated state side by side (issue 12): Cairn's authenticated table against the
+    /// authenticated-state peers built in (`--features nomt`): commit time per key, proof sizes,
+    /// proofs made and verified per second, on the same key and update streams.
+    Auth(AuthArgs),
     /// Durable writes through each engine's write-ahead log: durable batches per second and
     /// write-to-durability latency at several writer counts and batch sizes, against the
     /// disk's own fsync rate.
@@ -385,6 +389,99 @@ pub struct TrieArgs {
     /// Updated keys per measured commit.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(4..))]
     pub commit_keys: u64,
+}
+
+/// Options of `auth`.
+#[derive(Debug, Args)]
+pub struct AuthArgs {
+    /// Parent of the temporary benchmark directory (default: the system's temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Keep the benchmark directory instead of removing it at exit.
+    #[arg(long)]
+    pub keep: bool,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Seed of the key paths and of the update streams.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// Engines, comma-separated, run one after the other on the same streams: `cairn`, and
+    /// `nomt` when built with `--features nomt`. Default: every engine built in.
+    #[arg(long, value_delimiter = ',')]
+    pub engines: Vec<AuthEngineKind>,
+    /// The hash function of every engine's trie.
+    #[arg(long, value_enum, default_value_t = AuthHashArg::Sha256)]
+    pub hash: AuthHashArg,
+    /// Keys loaded before the measurements (32-byte key paths, 60-byte values).
+    #[arg(long, default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keys: u64,
+    /// Keys per commit while loading.
+    #[arg(long, default_value_t = 1 << 16, value_parser = clap::value_parser!(u64).range(1..))]
+    pub load_batch: u64,
+    /// Updated keys per measured commit, comma-separated: each size is measured in turn.
+    #[arg(long, value_delimiter = ',', default_values_t = [1_000u64, 10_000])]
+    pub commit_keys: Vec<u64>,
+    /// Measured commits per size and warm-up mode (without, then with a warm-up, alternately).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub commits: u64,
+    /// Single-key proofs sampled, of present and of absent keys each.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub samples: u64,
+    /// Keys of the multiproof.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub multiproof_keys: u64,
+    /// NOMT: hash-table buckets of 4 KiB (fixed at creation; 0: one per 4 keys, about 1.5 times
+    /// the pages the keys fill).
+    #[arg(long, default_value_t = 0)]
+    pub nomt_buckets: u32,
+    /// Run each engine as a child process in a memory cgroup of its own with this limit (e.g.
+    /// 1G), page cache included, after dropping the page cache; without cgroup support each
+    /// child says so and goes on unlimited.
+    #[arg(long, value_parser = crate::sys::cgroup::parse_size)]
+    pub memory_limit: Option<u64>,
+    /// (Internal) the one engine a child process runs.
+    #[arg(long, hide = true)]
+    pub child_engine: Option<AuthEngineKind>,
+    /// (Internal) where a child process writes its record.
+    #[arg(long, hide = true)]
+    pub child_json: Option<PathBuf>,
+}
+
+/// `auth --engines`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AuthEngineKind {
+    /// Cairn's authenticated table, durable: each commit's updates logged and fsynced.
+    Cairn,
+    /// NOMT 1.0 (`--features nomt`).
+    Nomt,
+}
+
+impl AuthEngineKind {
+    /// The engine's name in records.
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthEngineKind::Cairn => "cairn",
+            AuthEngineKind::Nomt => "nomt",
+        }
+    }
+
+    /// Whether this build has the engine.
+    pub fn available(self) -> bool {
+        match self {
+            AuthEngineKind::Cairn => true,
+            AuthEngineKind::Nomt => cfg!(feature = "nomt"),
+        }
+    }
+}
+
+/// `auth --hash`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AuthHashArg {
+    /// SHA-256.
+    Sha256,
+    /// BLAKE3.
+    Blake3,
 }
 
 /// Options every benchmark command takes.

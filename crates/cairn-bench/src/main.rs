@@ -28,6 +28,7 @@
 //! - [`cli`] (the command line), [`failure`] (the error type), [`stats`] (percentiles and
 //!   medians).
 
+mod auth;
 mod cli;
 mod engines;
 mod failure;
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
         Command::Union(args) => union::run(&args),
         Command::Upsert(args) => upsert::run(&args),
         Command::Trie(args) => trie::run(&args),
+        Command::Auth(args) => auth::run(&args),
         Command::Wal(args) => wal::run(&args),
         Command::Report(args) => report::run(&args),
     };

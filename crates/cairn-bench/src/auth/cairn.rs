@@ -1,0 +1,141 @@
+//! Cairn under `auth`: an authenticated durable table in a session with a write-ahead log. A
+//! commit logs its updates as one record, fsyncs the log (`Session::sync_log`), then computes
+//! the root (`Table::commit`), so that, like NOMT's commit, it returns only once the updates
+//! survive a crash. The warm-up is `Table::prefetch`; proofs are `Table::prove`, verified by
+//! `cairn-proof`.
+
+use std::path::Path;
+
+use cairn::cairn_proof::Claim;
+use cairn::{
+    AuthConfig, HashKind, LogOptions, Proof, Root, Session, SessionOptions, Table, TableConfig,
+    Update,
+};
+
+use super::{AuthEngine, AuthProof, Change, KeyPath, Value};
+use crate::cli::AuthHashArg;
+use crate::failure::{Context, Failure};
+
+/// The engine.
+pub struct CairnAuth {
+    session: Session,
+    table: Table,
+    kind: HashKind,
+}
+
+impl CairnAuth {
+    /// A new session in `dir` with one authenticated durable table, default settings.
+    pub fn open(dir: &Path, hash: AuthHashArg) -> Result<CairnAuth, Failure> {
+        let kind = match hash {
+            AuthHashArg::Sha256 => HashKind::Sha256,
+            AuthHashArg::Blake3 => HashKind::Blake3,
+        };
+        let session = Session::open_with_options(
+            dir,
+            SessionOptions {
+                log: Some(LogOptions::default()),
+                ..SessionOptions::default()
+            },
+        )
+        .context(|| format!("opening a Cairn session in {}", dir.display()))?;
+        let table = session
+            .create_durable_table(
+                "state",
+                TableConfig {
+                    auth: Some(AuthConfig {
+                        hash: kind,
+                        ..AuthConfig::default()
+                    }),
+                    ..TableConfig::default()
+                },
+            )
+            .context(|| "creating the authenticated table".to_string())?;
+        Ok(CairnAuth {
+            session,
+            table,
+            kind,
+        })
+    }
+}
+
+impl AuthEngine for CairnAuth {
+    fn name(&self) -> &'static str {
+        "cairn"
+    }
+
+    fn settings(&self) -> String {
+        let config = self.table.config();
+        format!(
+            "authenticated durable table (write-ahead log fsynced at each commit), binary trie \
+             in 4 KiB pages, top {} page levels kept in memory ({} MiB), write buffer {} \
+             entries, defaults otherwise",
+            config.auth.as_ref().map_or(0, |a| a.retained_levels()),
+            config.auth.as_ref().map_or(0, |a| a.retained_bytes >> 20),
+            config.write_buffer_entries
+        )
+    }
+
+    fn warm_up(&mut self, keys: &[KeyPath]) -> Result<(), Failure> {
+        self.table
+            .prefetch(keys)
+            .context(|| "prefetching".to_string())
+    }
+
+    fn commit(&mut self, changes: &[Change]) -> Result<[u8; 32], Failure> {
+        if !changes.is_empty() {
+            let updates: Vec<(&[u8], Update<'_>)> = changes
+                .iter()
+                .map(|(k, v)| match v {
+                    Some(v) => (&k[..], Update::Insert(&v[..])),
+                    None => (&k[..], Update::Delete),
+                })
+                .collect();
+            self.session
+                .write(&[(&self.table, &updates[..])])
+                .context(|| "writing a commit's updates".to_string())?;
+            self.session
+                .sync_log()
+                .context(|| "syncing the log".to_string())?;
+        }
+        let commit = self.table.commit().context(|| "committing".to_string())?;
+        Ok(commit.root.hash)
+    }
+
+    fn prove(&mut self, key: &KeyPath) -> Result<Box<dyn AuthProof>, Failure> {
+        self.prove_many(std::slice::from_ref(key))
+    }
+
+    fn prove_many(&mut self, keys: &[KeyPath]) -> Result<Box<dyn AuthProof>, Failure> {
+        let proof = self.table.prove(keys).context(|| "proving".to_string())?;
+        Ok(Box::new(CairnProof {
+            proof,
+            kind: self.kind,
+        }))
+    }
+}
+
+struct CairnProof {
+    proof: Proof,
+    kind: HashKind,
+}
+
+impl AuthProof for CairnProof {
+    fn encoded_len(&self) -> usize {
+        self.proof.encoded_len()
+    }
+
+    fn verify(&self, root: &[u8; 32], claims: &[(KeyPath, Option<Value>)]) -> Result<(), String> {
+        let root = Root {
+            kind: self.kind,
+            hash: *root,
+        };
+        let claims: Vec<Claim<'_>> = claims
+            .iter()
+            .map(|(k, v)| match v {
+                Some(v) => Claim::present(k, v),
+                None => Claim::absent(k),
+            })
+            .collect();
+        self.proof.verify(&root, &claims).map_err(|e| e.to_string())
+    }
+}

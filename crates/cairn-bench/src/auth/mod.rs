@@ -1,0 +1,875 @@
+//! `cairn-bench auth`: authenticated state side by side (issue 12, requirement P5). Each engine
+//! in turn, on the same key and update streams:
+//!
+//! 1. **Load**: `--keys` keys in commits of `--load-batch` (timed, for information).
+//! 2. **Commits**: for each size in `--commit-keys`, `2 * --commits` commits of that many
+//!    updates (half change present keys, a quarter insert fresh keys, a quarter delete present
+//!    keys; no key twice in one commit), alternately without and with a warm-up of the commit's
+//!    keys first. Timed apart: the warm-up, and the commit (the updates applied, made durable and
+//!    the new root computed). Per commit: milliseconds, bytes the process read and wrote
+//!    (`/proc/self/io`).
+//! 3. **Proofs**: `--samples` inclusion proofs of present keys and as many exclusion proofs of
+//!    absent ones, one at a time, and one multiproof of `--multiproof-keys` present keys: sizes
+//!    in bytes (each engine's own encoding), proofs made and verified per second on one thread.
+//!    Every proof is verified, by the engine's own verifier (Cairn's: `cairn-proof`), against the
+//!    expected values; one rejected proof fails the run.
+//!
+//! Fairness: key paths are 32 random bytes made by the benchmark outside every timed region
+//! (the "hashed keys" every engine takes; Cairn hashes them once more into its own key paths,
+//! inside its timing), values 60 bytes; each commit's updates are generated and sorted by key
+//! path before its timer starts, the same for every engine.
+//!
+//! Owns: the workload ([`Workload`]), the phases, the record ([`AuthRecord`]) and the printout.
+//! Must never touch: an engine's internals (each is behind [`AuthEngine`]).
+
+mod cairn;
+#[cfg(feature = "nomt")]
+mod nomt;
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{AuthArgs, AuthEngineKind, AuthHashArg};
+use crate::failure::{Context, Failure};
+use crate::stats::median;
+use crate::sys;
+use crate::sys::cgroup;
+use crate::utxo::keys::SplitMix64;
+
+/// Bytes of a key path.
+pub const KEY_BYTES: usize = 32;
+/// Bytes of a value.
+pub const VALUE_BYTES: usize = 60;
+
+/// A key path: 32 bytes, uniformly distributed.
+pub type KeyPath = [u8; KEY_BYTES];
+/// A value.
+pub type Value = [u8; VALUE_BYTES];
+
+/// One update of a commit: the key path and its new value, or `None` to delete it.
+pub type Change = (KeyPath, Option<Value>);
+
+/// A proof as an engine made it: its encoded size, and its check against a root and claims.
+pub trait AuthProof {
+    /// Bytes of the proof in the engine's own encoding.
+    fn encoded_len(&self) -> usize;
+    /// Verifies the proof against `root` with the engine's own verifier: each key of `claims`
+    /// holds the value given, or is absent (`None`).
+    fn verify(&self, root: &[u8; 32], claims: &[(KeyPath, Option<Value>)]) -> Result<(), String>;
+}
+
+/// An authenticated-state engine under test.
+pub trait AuthEngine {
+    /// Its name in records.
+    fn name(&self) -> &'static str;
+    /// Its settings, in words (what its documentation recommends and what was chosen).
+    fn settings(&self) -> String;
+    /// Brings the keys of the next commit into memory (NOMT: `Session::warm_up`; Cairn:
+    /// `Table::prefetch`).
+    fn warm_up(&mut self, keys: &[KeyPath]) -> Result<(), Failure>;
+    /// Applies `changes` (sorted by key path, no key twice), makes them durable and returns the
+    /// new root.
+    fn commit(&mut self, changes: &[Change]) -> Result<[u8; 32], Failure>;
+    /// A proof of one key, present or absent.
+    fn prove(&mut self, key: &KeyPath) -> Result<Box<dyn AuthProof>, Failure>;
+    /// One proof of several keys (sorted by key path).
+    fn prove_many(&mut self, keys: &[KeyPath]) -> Result<Box<dyn AuthProof>, Failure>;
+}
+
+/// Key path of key `id`: 32 bytes from a keyed SplitMix64, uniform like a hash.
+pub fn key_path(id: u64, seed: u64) -> KeyPath {
+    let mut rng = SplitMix64::new(id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seed);
+    let mut key = [0u8; KEY_BYTES];
+    for chunk in key.chunks_mut(8) {
+        chunk.copy_from_slice(&rng.next_u64().to_le_bytes());
+    }
+    key
+}
+
+/// Value of key `id` as written by its `version`-th write.
+pub fn value(id: u64, version: u32) -> Value {
+    let mut v = [0u8; VALUE_BYTES];
+    v[..8].copy_from_slice(&id.to_le_bytes());
+    v[8..12].copy_from_slice(&version.to_le_bytes());
+    v[12..].fill(0xA5);
+    v
+}
+
+/// The key and update streams and the model of the live keys: ids `0..next_fresh`, a bit per id
+/// for whether it is present, and the version of every id written since the load.
+pub struct Workload {
+    seed: u64,
+    rng: SplitMix64,
+    present: Vec<u64>,
+    live: u64,
+    next_fresh: u64,
+    versions: HashMap<u64, u32>,
+}
+
+impl Workload {
+    /// The workload of `keys` loaded keys.
+    pub fn new(keys: u64, seed: u64) -> Workload {
+        let mut present = vec![u64::MAX; keys.div_ceil(64) as usize];
+        if !keys.is_multiple_of(64) {
+            *present.last_mut().expect("keys >= 1") = (1u64 << (keys % 64)) - 1;
+        }
+        Workload {
+            seed,
+            rng: SplitMix64::new(seed ^ 0xA17E_5EED),
+            present,
+            live: keys,
+            next_fresh: keys,
+            versions: HashMap::new(),
+        }
+    }
+
+    /// The load's changes for ids `from..to`, sorted by key path.
+    pub fn load_changes(&self, from: u64, to: u64) -> Vec<Change> {
+        let mut changes: Vec<Change> = (from..to)
+            .map(|id| (key_path(id, self.seed), Some(value(id, 0))))
+            .collect();
+        changes.sort_unstable_by_key(|a| a.0);
+        changes
+    }
+
+    fn is_present(&self, id: u64) -> bool {
+        self.present
+            .get((id / 64) as usize)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+
+    fn set_present(&mut self, id: u64, present: bool) {
+        let word = (id / 64) as usize;
+        if word >= self.present.len() {
+            self.present.resize(word + 1, 0);
+        }
+        if present {
+            self.present[word] |= 1 << (id % 64);
+        } else {
+            self.present[word] &= !(1 << (id % 64));
+        }
+    }
+
+    /// A random present id not in `taken` (rejection sampling: at least half the ids are
+    /// present, as inserts and deletes are equally many).
+    fn pick_present(&mut self, taken: &HashSet<u64>) -> u64 {
+        loop {
+            let id = self.rng.next_u64() % self.next_fresh;
+            if self.is_present(id) && !taken.contains(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// The value `id` holds now, or `None` if it is absent.
+    pub fn current(&self, id: u64) -> Option<Value> {
+        self.is_present(id)
+            .then(|| value(id, self.versions.get(&id).copied().unwrap_or(0)))
+    }
+
+    /// The next commit of `k` changes (applied to the model), sorted by key path: half change
+    /// present keys, a quarter insert fresh keys, a quarter delete present keys.
+    pub fn next_commit(&mut self, k: u64) -> Vec<Change> {
+        let mut taken = HashSet::with_capacity(k as usize);
+        let mut changes = Vec::with_capacity(k as usize);
+        for j in 0..k {
+            match j % 4 {
+                0 | 1 => {
+                    let id = self.pick_present(&taken);
+                    taken.insert(id);
+                    let version = self.versions.entry(id).or_insert(0);
+                    *version += 1;
+                    changes.push((key_path(id, self.seed), Some(value(id, *version))));
+                }
+                2 => {
+                    let id = self.next_fresh;
+                    self.next_fresh += 1;
+                    taken.insert(id);
+                    self.set_present(id, true);
+                    self.live += 1;
+                    changes.push((key_path(id, self.seed), Some(value(id, 0))));
+                }
+                _ => {
+                    let id = self.pick_present(&taken);
+                    taken.insert(id);
+                    self.set_present(id, false);
+                    self.versions.remove(&id);
+                    self.live -= 1;
+                    changes.push((key_path(id, self.seed), None));
+                }
+            }
+        }
+        changes.sort_unstable_by_key(|a| a.0);
+        changes
+    }
+
+    /// A random present key and its value.
+    pub fn sample_present(&mut self) -> (KeyPath, Value) {
+        let id = self.pick_present(&HashSet::new());
+        let v = self.current(id).expect("picked a present id");
+        (key_path(id, self.seed), v)
+    }
+
+    /// A random key that was never written.
+    pub fn sample_absent(&mut self) -> KeyPath {
+        let id = self.next_fresh + (1 << 40) + self.rng.next_u64() % (1 << 40);
+        key_path(id, self.seed)
+    }
+
+    /// Keys present now.
+    pub fn live(&self) -> u64 {
+        self.live
+    }
+}
+
+/// The figures of one commit size and warm-up mode.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CommitFigures {
+    /// Updates per commit.
+    pub keys: u64,
+    /// Whether the commit's keys were warmed up first.
+    pub warm_up: bool,
+    /// Commits measured.
+    pub commits: u64,
+    /// Commit time (updates applied, durable, root computed): median, 99th percentile, max, ms.
+    pub p50_ms: f64,
+    /// See `p50_ms`.
+    pub p99_ms: f64,
+    /// See `p50_ms`.
+    pub max_ms: f64,
+    /// Median commit time per updated key, µs.
+    pub us_per_key: f64,
+    /// Median warm-up time per key, µs (0 without warm-up).
+    pub warm_up_us_per_key: f64,
+    /// Median of warm-up plus commit per key, µs.
+    pub total_us_per_key: f64,
+    /// Mean bytes written per commit (warm-up included), from `/proc/self/io`.
+    pub bytes_written: f64,
+    /// Mean bytes read per commit (warm-up included).
+    pub bytes_read: f64,
+}
+
+/// The proof figures.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ProofFigures {
+    /// Proofs of each kind sampled.
+    pub samples: u64,
+    /// Inclusion proofs: mean and max bytes.
+    pub inclusion_mean_bytes: f64,
+    /// See `inclusion_mean_bytes`.
+    pub inclusion_max_bytes: f64,
+    /// Exclusion proofs: mean and max bytes.
+    pub exclusion_mean_bytes: f64,
+    /// See `exclusion_mean_bytes`.
+    pub exclusion_max_bytes: f64,
+    /// Single-key proofs made per second, one thread (inclusion and exclusion together).
+    pub proofs_per_sec: f64,
+    /// Single-key proofs verified per second, one thread.
+    pub verified_per_sec: f64,
+    /// Keys of the multiproof.
+    pub multiproof_keys: u64,
+    /// Its size in bytes.
+    pub multiproof_bytes: f64,
+    /// Milliseconds to make it.
+    pub multiproof_ms: f64,
+    /// Milliseconds to verify it.
+    pub multiproof_verify_ms: f64,
+}
+
+/// One engine's record.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AuthRecord {
+    /// Always `"auth"`.
+    pub benchmark: String,
+    /// The engine.
+    pub engine: String,
+    /// Its settings.
+    pub settings: String,
+    /// The hash function.
+    pub hash: String,
+    /// Keys loaded.
+    pub keys: u64,
+    /// Keys present at the end.
+    pub live_keys_at_end: u64,
+    /// Load: seconds, and µs per key.
+    pub load_seconds: f64,
+    /// See `load_seconds`.
+    pub load_us_per_key: f64,
+    /// One entry per commit size and warm-up mode.
+    pub commits: Vec<CommitFigures>,
+    /// Proof sizes and rates.
+    pub proofs: ProofFigures,
+    /// Peak RSS of the process at the end of this engine's run (earlier engines of the same
+    /// process included), bytes.
+    pub peak_rss_bytes: Option<u64>,
+    /// Bytes the engine's directory holds at the end.
+    pub disk_bytes: u64,
+    /// The memory limit of the engine's own cgroup (`--memory-limit`), if it had one.
+    pub memory_limit_bytes: Option<u64>,
+    /// That cgroup's peak usage, resident set plus page cache.
+    pub cgroup_peak_bytes: Option<u64>,
+}
+
+/// `auth`.
+pub fn run(args: &AuthArgs) -> Result<(), Failure> {
+    let engines = if let Some(engine) = args.child_engine {
+        vec![engine]
+    } else if args.engines.is_empty() {
+        [AuthEngineKind::Cairn, AuthEngineKind::Nomt]
+            .into_iter()
+            .filter(|e| e.available())
+            .collect()
+    } else {
+        args.engines.clone()
+    };
+    for engine in &engines {
+        if !engine.available() {
+            return Err(Failure(format!(
+                "engine {} is not built in: build cairn-bench with --features {}",
+                engine.name(),
+                engine.name()
+            )));
+        }
+    }
+    let records = match args.memory_limit {
+        Some(limit) if !cgroup::in_child() => run_children(&engines, limit)?,
+        _ => run_here(&engines, args)?,
+    };
+    if let Some(path) = &args.child_json {
+        return write_json(&records, path);
+    }
+    if records.len() > 1 {
+        print_ratios(&records);
+    }
+    if let Some(path) = &args.json {
+        write_json(&records, path)?;
+    }
+    Ok(())
+}
+
+/// Runs each engine in this process, one after the other, in a temporary directory.
+fn run_here(engines: &[AuthEngineKind], args: &AuthArgs) -> Result<Vec<AuthRecord>, Failure> {
+    crate::in_temp_dir(args.dir.as_deref(), args.keep, |dir| {
+        let mut records = Vec::new();
+        for &engine in engines {
+            let engine_dir = dir.join(engine.name());
+            std::fs::create_dir_all(&engine_dir)
+                .context(|| format!("creating {}", engine_dir.display()))?;
+            let mut opened = open(engine, &engine_dir, args)?;
+            let record = bench_engine(&mut *opened, &engine_dir, args)?;
+            drop(opened);
+            print_record(&record);
+            records.push(record);
+        }
+        Ok(records)
+    })
+}
+
+/// Runs each engine as a child process (this command again, with `--child-engine`) in a memory
+/// cgroup of its own limited to `limit`, the page cache dropped before each; collects their
+/// records with the cgroups' peaks.
+fn run_children(engines: &[AuthEngineKind], limit: u64) -> Result<Vec<AuthRecord>, Failure> {
+    let parts = tempfile::tempdir().context(|| "creating a directory for records".to_string())?;
+    let mut records = Vec::new();
+    for &engine in engines {
+        let part = parts.path().join(format!("{}.json", engine.name()));
+        let mut argv: Vec<String> = std::env::args().skip(1).collect();
+        argv.extend([
+            "--child-engine".to_string(),
+            engine.name().to_string(),
+            "--child-json".to_string(),
+            part.display().to_string(),
+        ]);
+        if !sys::proc::drop_page_cache() {
+            eprintln!("cairn-bench: could not drop the page cache (needs root)");
+        }
+        let memory = cgroup::run_child(&argv, limit)?;
+        let text =
+            std::fs::read_to_string(&part).context(|| format!("reading {}", part.display()))?;
+        let mut part_records: Vec<AuthRecord> =
+            serde_json::from_str(&text).map_err(|e| Failure(format!("{}: {e}", part.display())))?;
+        for record in &mut part_records {
+            eprintln!(
+                "{}: cgroup peak (resident + page cache) {}",
+                record.engine,
+                memory.peak_bytes.map_or("-".to_string(), |b| format!(
+                    "{:.1} MiB",
+                    b as f64 / (1 << 20) as f64
+                ))
+            );
+            record.memory_limit_bytes = memory.limit_bytes;
+            record.cgroup_peak_bytes = memory.peak_bytes;
+            if let Some(reason) = &memory.unlimited_reason {
+                eprintln!("{}: ran without a memory limit: {reason}", record.engine);
+            }
+        }
+        records.extend(part_records);
+    }
+    Ok(records)
+}
+
+fn write_json(records: &[AuthRecord], path: &Path) -> Result<(), Failure> {
+    let json = serde_json::to_string_pretty(records)
+        .map_err(|e| Failure(format!("encoding the records: {e}")))?;
+    std::fs::write(path, json).context(|| format!("writing {}", path.display()))
+}
+
+fn open(
+    engine: AuthEngineKind,
+    dir: &Path,
+    args: &AuthArgs,
+) -> Result<Box<dyn AuthEngine>, Failure> {
+    Ok(match engine {
+        AuthEngineKind::Cairn => Box::new(cairn::CairnAuth::open(dir, args.hash)?),
+        #[cfg(feature = "nomt")]
+        AuthEngineKind::Nomt => nomt::open(dir, args)?,
+        #[cfg(not(feature = "nomt"))]
+        AuthEngineKind::Nomt => unreachable!("checked by run: nomt is not built in"),
+    })
+}
+
+/// The name of `hash` in records.
+pub fn hash_name(hash: AuthHashArg) -> &'static str {
+    match hash {
+        AuthHashArg::Sha256 => "sha256",
+        AuthHashArg::Blake3 => "blake3",
+    }
+}
+
+fn bench_engine(
+    engine: &mut dyn AuthEngine,
+    dir: &Path,
+    args: &AuthArgs,
+) -> Result<AuthRecord, Failure> {
+    let name = engine.name();
+    let mut workload = Workload::new(args.keys, args.seed);
+
+    // 1. Load.
+    let timer = Instant::now();
+    let mut loaded = 0;
+    let mut last_report = Instant::now();
+    while loaded < args.keys {
+        let end = (loaded + args.load_batch).min(args.keys);
+        let changes = workload.load_changes(loaded, end);
+        engine.commit(&changes)?;
+        loaded = end;
+        if last_report.elapsed().as_secs_f64() >= 5.0 || loaded == args.keys {
+            last_report = Instant::now();
+            eprintln!(
+                "{name} load: {:3.0}% ({loaded}/{} keys, {:.1} s)",
+                loaded as f64 * 100.0 / args.keys as f64,
+                args.keys,
+                timer.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let load_seconds = timer.elapsed().as_secs_f64();
+
+    // 2. Commits.
+    let mut commits = Vec::new();
+    for &k in &args.commit_keys {
+        let mut plain = Samples::default();
+        let mut warm = Samples::default();
+        for round in 0..2 * args.commits {
+            let with_warm_up = round % 2 == 1;
+            let changes = workload.next_commit(k);
+            let keys: Vec<KeyPath> = changes.iter().map(|(key, _)| *key).collect();
+            let io_before = sys::proc::IoCounters::now();
+            let mut warm_up_s = 0.0;
+            if with_warm_up {
+                let timer = Instant::now();
+                engine.warm_up(&keys)?;
+                warm_up_s = timer.elapsed().as_secs_f64();
+            }
+            let timer = Instant::now();
+            engine.commit(&changes)?;
+            let commit_s = timer.elapsed().as_secs_f64();
+            let io = sys::proc::IoCounters::since(sys::proc::IoCounters::now(), io_before);
+            let samples = if with_warm_up { &mut warm } else { &mut plain };
+            samples.push(commit_s, warm_up_s, io);
+            eprintln!(
+                "{name} commit of {k}{}: {:.2} ms ({:.2} µs/key{})",
+                if with_warm_up { " after a warm-up" } else { "" },
+                commit_s * 1e3,
+                commit_s * 1e6 / k as f64,
+                if with_warm_up {
+                    format!(", warm-up {:.2} µs/key", warm_up_s * 1e6 / k as f64)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        commits.push(plain.figures(k, false));
+        commits.push(warm.figures(k, true));
+    }
+
+    // 3. Proofs, against the root after the commits.
+    let root = engine.commit(&[])?;
+    let proofs = bench_proofs(engine, &mut workload, &root, args)?;
+
+    Ok(AuthRecord {
+        benchmark: "auth".to_string(),
+        engine: name.to_string(),
+        settings: engine.settings(),
+        hash: hash_name(args.hash).to_string(),
+        keys: args.keys,
+        live_keys_at_end: workload.live(),
+        load_seconds,
+        load_us_per_key: load_seconds * 1e6 / args.keys as f64,
+        commits,
+        proofs,
+        peak_rss_bytes: sys::proc::peak_rss_bytes(),
+        disk_bytes: dir_bytes(dir),
+        memory_limit_bytes: None,
+        cgroup_peak_bytes: None,
+    })
+}
+
+fn bench_proofs(
+    engine: &mut dyn AuthEngine,
+    workload: &mut Workload,
+    root: &[u8; 32],
+    args: &AuthArgs,
+) -> Result<ProofFigures, Failure> {
+    let name = engine.name();
+    let mut claims: Vec<(KeyPath, Option<Value>)> = Vec::with_capacity(2 * args.samples as usize);
+    for _ in 0..args.samples {
+        let (key, v) = workload.sample_present();
+        claims.push((key, Some(v)));
+        claims.push((workload.sample_absent(), None));
+    }
+    let mut made = Vec::with_capacity(claims.len());
+    let timer = Instant::now();
+    for (key, _) in &claims {
+        made.push(engine.prove(key)?);
+    }
+    let prove_s = timer.elapsed().as_secs_f64();
+    let timer = Instant::now();
+    for (proof, claim) in made.iter().zip(&claims) {
+        proof
+            .verify(root, std::slice::from_ref(claim))
+            .map_err(|e| {
+                Failure(format!(
+                    "{name}: a proof of {} was rejected: {e}",
+                    if claim.1.is_some() {
+                        "a present key"
+                    } else {
+                        "an absent key"
+                    }
+                ))
+            })?;
+    }
+    let verify_s = timer.elapsed().as_secs_f64();
+    let sizes = |present: bool| -> Vec<f64> {
+        made.iter()
+            .zip(&claims)
+            .filter(|(_, c)| c.1.is_some() == present)
+            .map(|(p, _)| p.encoded_len() as f64)
+            .collect()
+    };
+    let (inclusion, exclusion) = (sizes(true), sizes(false));
+
+    let mut multi: Vec<(KeyPath, Option<Value>)> = Vec::new();
+    let mut seen = HashSet::new();
+    while (multi.len() as u64) < args.multiproof_keys.min(workload.live()) {
+        let (key, v) = workload.sample_present();
+        if seen.insert(key) {
+            multi.push((key, Some(v)));
+        }
+    }
+    multi.sort_unstable_by_key(|a| a.0);
+    let keys: Vec<KeyPath> = multi.iter().map(|(k, _)| *k).collect();
+    let timer = Instant::now();
+    let proof = engine.prove_many(&keys)?;
+    let multiproof_ms = timer.elapsed().as_secs_f64() * 1e3;
+    let timer = Instant::now();
+    proof
+        .verify(root, &multi)
+        .map_err(|e| Failure(format!("{name}: the multiproof was rejected: {e}")))?;
+    let multiproof_verify_ms = timer.elapsed().as_secs_f64() * 1e3;
+
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    Ok(ProofFigures {
+        samples: args.samples,
+        inclusion_mean_bytes: mean(&inclusion),
+        inclusion_max_bytes: max(&inclusion),
+        exclusion_mean_bytes: mean(&exclusion),
+        exclusion_max_bytes: max(&exclusion),
+        proofs_per_sec: claims.len() as f64 / prove_s.max(1e-9),
+        verified_per_sec: claims.len() as f64 / verify_s.max(1e-9),
+        multiproof_keys: multi.len() as u64,
+        multiproof_bytes: proof.encoded_len() as f64,
+        multiproof_ms,
+        multiproof_verify_ms,
+    })
+}
+
+/// The samples of one commit size and warm-up mode.
+#[derive(Default)]
+struct Samples {
+    commit_s: Vec<f64>,
+    warm_up_s: Vec<f64>,
+    written: Vec<f64>,
+    read: Vec<f64>,
+}
+
+impl Samples {
+    fn push(&mut self, commit_s: f64, warm_up_s: f64, io: Option<sys::proc::IoCounters>) {
+        self.commit_s.push(commit_s);
+        self.warm_up_s.push(warm_up_s);
+        if let Some(io) = io {
+            self.written.push(io.write_bytes as f64);
+            self.read.push(io.read_bytes as f64);
+        }
+    }
+
+    fn figures(&self, keys: u64, warm_up: bool) -> CommitFigures {
+        let per_key = |s: &[f64]| -> Vec<f64> { s.iter().map(|t| t * 1e6 / keys as f64).collect() };
+        let total: Vec<f64> = self
+            .commit_s
+            .iter()
+            .zip(&self.warm_up_s)
+            .map(|(c, w)| (c + w) * 1e6 / keys as f64)
+            .collect();
+        let mut ms: Vec<f64> = self.commit_s.iter().map(|s| s * 1e3).collect();
+        ms.sort_by(f64::total_cmp);
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        CommitFigures {
+            keys,
+            warm_up,
+            commits: self.commit_s.len() as u64,
+            p50_ms: median(&ms),
+            p99_ms: percentile(&ms, 0.99),
+            max_ms: ms.last().copied().unwrap_or(0.0),
+            us_per_key: median(&per_key(&self.commit_s)),
+            warm_up_us_per_key: median(&per_key(&self.warm_up_s)),
+            total_us_per_key: median(&total),
+            bytes_written: mean(&self.written),
+            bytes_read: mean(&self.read),
+        }
+    }
+}
+
+/// The `q` quantile of sorted `v` (nearest rank).
+fn percentile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+/// Bytes of the files under `dir` (allocated blocks: a sparse or preallocated file counts what
+/// it holds on disk).
+fn dir_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+fn print_record(r: &AuthRecord) {
+    println!(
+        "\n{} ({}, {} keys): {}",
+        r.engine, r.hash, r.keys, r.settings
+    );
+    let mib = |b: Option<u64>| {
+        b.map_or("-".to_string(), |b| {
+            format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+        })
+    };
+    println!(
+        "load: {:.1} s ({:.2} µs/key); on disk at the end {}; peak RSS {}",
+        r.load_seconds,
+        r.load_us_per_key,
+        mib(Some(r.disk_bytes)),
+        mib(r.peak_rss_bytes)
+    );
+    println!("| keys | warm-up | p50 ms | p99 ms | max ms | µs/key | warm-up µs/key | total µs/key | KiB written | KiB read |");
+    println!("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    for c in &r.commits {
+        println!(
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} |",
+            c.keys,
+            if c.warm_up { "yes" } else { "no" },
+            c.p50_ms,
+            c.p99_ms,
+            c.max_ms,
+            c.us_per_key,
+            c.warm_up_us_per_key,
+            c.total_us_per_key,
+            c.bytes_written / 1024.0,
+            c.bytes_read / 1024.0
+        );
+    }
+    let p = &r.proofs;
+    println!(
+        "proofs: inclusion mean {:.0} B (max {:.0}), exclusion mean {:.0} B (max {:.0}); {:.0} made/s, {:.0} verified/s; multiproof of {} keys {:.0} B ({:.0} B/key), made in {:.2} ms, verified in {:.2} ms",
+        p.inclusion_mean_bytes,
+        p.inclusion_max_bytes,
+        p.exclusion_mean_bytes,
+        p.exclusion_max_bytes,
+        p.proofs_per_sec,
+        p.verified_per_sec,
+        p.multiproof_keys,
+        p.multiproof_bytes,
+        p.multiproof_bytes / p.multiproof_keys.max(1) as f64,
+        p.multiproof_ms,
+        p.multiproof_verify_ms
+    );
+}
+
+/// Cairn over each other engine, per commit size and mode (time per key: the peer's over
+/// Cairn's, so above 1 means Cairn is faster).
+fn print_ratios(records: &[AuthRecord]) {
+    let Some(cairn) = records.iter().find(|r| r.engine == "cairn") else {
+        return;
+    };
+    for peer in records.iter().filter(|r| r.engine != "cairn") {
+        println!("\nCairn against {}:", peer.engine);
+        for (c, p) in cairn.commits.iter().zip(&peer.commits) {
+            println!(
+                "  commit of {}{}: {:.2} vs {:.2} µs/key ({:.2}x); with the warm-up {:.2} vs {:.2} ({:.2}x)",
+                c.keys,
+                if c.warm_up { " after a warm-up" } else { "" },
+                c.us_per_key,
+                p.us_per_key,
+                p.us_per_key / c.us_per_key.max(1e-9),
+                c.total_us_per_key,
+                p.total_us_per_key,
+                p.total_us_per_key / c.total_us_per_key.max(1e-9)
+            );
+        }
+        println!(
+            "  proofs made/s {:.2}x, verified/s {:.2}x, inclusion bytes {:.2}x",
+            cairn.proofs.proofs_per_sec / peer.proofs.proofs_per_sec.max(1e-9),
+            cairn.proofs.verified_per_sec / peer.proofs.verified_per_sec.max(1e-9),
+            cairn.proofs.inclusion_mean_bytes / peer.proofs.inclusion_mean_bytes.max(1e-9)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The streams are the same for every engine: a function of the seed alone; no key twice
+    /// in a commit; the model follows inserts, changes and deletes.
+    #[test]
+    fn commits_are_deterministic_distinct_and_modelled() {
+        let mut a = Workload::new(1000, 7);
+        let mut b = Workload::new(1000, 7);
+        for _ in 0..20 {
+            let ca = a.next_commit(100);
+            assert_eq!(ca, b.next_commit(100));
+            let keys: HashSet<KeyPath> = ca.iter().map(|c| c.0).collect();
+            assert_eq!(keys.len(), ca.len());
+            assert!(ca.windows(2).all(|w| w[0].0 < w[1].0));
+        }
+        // 20 commits of 100: 500 inserts and 500 deletes.
+        assert_eq!(a.live(), 1000);
+        let mut present = 0;
+        for id in 0..a.next_fresh {
+            if let Some(v) = a.current(id) {
+                present += 1;
+                assert_eq!(v[..8], id.to_le_bytes());
+            }
+        }
+        assert_eq!(present, 1000);
+    }
+
+    fn small_args(engine: AuthEngineKind) -> AuthArgs {
+        AuthArgs {
+            dir: None,
+            keep: false,
+            json: None,
+            seed: 3,
+            engines: vec![engine],
+            hash: AuthHashArg::Sha256,
+            keys: 3_000,
+            load_batch: 1_000,
+            commit_keys: vec![40],
+            commits: 2,
+            samples: 20,
+            multiproof_keys: 16,
+            nomt_buckets: 4_096,
+            memory_limit: None,
+            child_engine: None,
+            child_json: None,
+        }
+    }
+
+    /// Runs every phase of `engine` on a small table: the load, commits with and without a
+    /// warm-up, and proofs of present and absent keys, each verified against the model (a
+    /// rejected proof fails the run).
+    fn every_phase(engine: AuthEngineKind) {
+        let dir = tempfile::tempdir().unwrap();
+        let args = small_args(engine);
+        let mut opened = open(engine, dir.path(), &args).unwrap();
+        let record = bench_engine(&mut *opened, dir.path(), &args).unwrap();
+        assert_eq!(record.engine, engine.name());
+        assert_eq!(record.commits.len(), 2);
+        assert_eq!(record.commits[1].commits, 2);
+        assert_eq!(record.live_keys_at_end, 3_000);
+        assert!(record.proofs.inclusion_mean_bytes > 0.0);
+        assert!(record.proofs.exclusion_mean_bytes > 0.0);
+        assert_eq!(record.proofs.multiproof_keys, 16);
+    }
+
+    #[test]
+    fn cairn_runs_every_phase_on_a_small_table() {
+        every_phase(AuthEngineKind::Cairn);
+    }
+
+    #[cfg(feature = "nomt")]
+    #[test]
+    fn nomt_runs_every_phase_on_a_small_table() {
+        every_phase(AuthEngineKind::Nomt);
+    }
+
+    /// A proof checked against claims it does not prove is rejected, by each engine's verifier.
+    fn wrong_claims_are_rejected(engine: AuthEngineKind) {
+        let dir = tempfile::tempdir().unwrap();
+        let args = small_args(engine);
+        let mut opened = open(engine, dir.path(), &args).unwrap();
+        let workload = Workload::new(100, 1);
+        let root = opened.commit(&workload.load_changes(0, 100)).unwrap();
+        let present = key_path(5, 1);
+        let proof = opened.prove(&present).unwrap();
+        proof
+            .verify(&root, &[(present, Some(value(5, 0)))])
+            .unwrap();
+        assert!(proof
+            .verify(&root, &[(present, Some(value(5, 1)))])
+            .is_err());
+        assert!(proof.verify(&root, &[(present, None)]).is_err());
+        let mut other_root = root;
+        other_root[0] ^= 1;
+        assert!(proof
+            .verify(&other_root, &[(present, Some(value(5, 0)))])
+            .is_err());
+    }
+
+    #[test]
+    fn cairn_rejects_wrong_claims() {
+        wrong_claims_are_rejected(AuthEngineKind::Cairn);
+    }
+
+    #[cfg(feature = "nomt")]
+    #[test]
+    fn nomt_rejects_wrong_claims() {
+        wrong_claims_are_rejected(AuthEngineKind::Nomt);
+    }
+}
