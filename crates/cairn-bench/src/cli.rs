@@ -435,6 +435,12 @@ pub struct AuthArgs {
     /// the pages the keys fill).
     #[arg(long, default_value_t = 0)]
     pub nomt_buckets: u32,
+    /// NOMT: its page cache, MiB (its default 256).
+    #[arg(long, default_value_t = 256)]
+    pub nomt_page_cache_mib: usize,
+    /// NOMT: its leaf cache, MiB (its default 256).
+    #[arg(long, default_value_t = 256)]
+    pub nomt_leaf_cache_mib: usize,
     /// Run each engine as a child process in a memory cgroup of its own with this limit (e.g.
     /// 1G), page cache included, after dropping the page cache; without cgroup support each
     /// child says so and goes on unlimited.

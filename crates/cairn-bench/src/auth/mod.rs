@@ -334,9 +334,9 @@ pub fn run(args: &AuthArgs) -> Result<(), Failure> {
             )));
         }
     }
-    let records = match args.memory_limit {
+    let (records, failed) = match args.memory_limit {
         Some(limit) if !cgroup::in_child() => run_children(&engines, limit)?,
-        _ => run_here(&engines, args)?,
+        _ => (run_here(&engines, args)?, Vec::new()),
     };
     if let Some(path) = &args.child_json {
         return write_json(&records, path);
@@ -346,6 +346,12 @@ pub fn run(args: &AuthArgs) -> Result<(), Failure> {
     }
     if let Some(path) = &args.json {
         write_json(&records, path)?;
+    }
+    if !failed.is_empty() {
+        return Err(Failure(format!(
+            "{} (the other engines' records were kept)",
+            failed.join("; ")
+        )));
     }
     Ok(())
 }
@@ -370,10 +376,15 @@ fn run_here(engines: &[AuthEngineKind], args: &AuthArgs) -> Result<Vec<AuthRecor
 
 /// Runs each engine as a child process (this command again, with `--child-engine`) in a memory
 /// cgroup of its own limited to `limit`, the page cache dropped before each; collects their
-/// records with the cgroups' peaks.
-fn run_children(engines: &[AuthEngineKind], limit: u64) -> Result<Vec<AuthRecord>, Failure> {
+/// records with the cgroups' peaks, and how each engine that failed (a rejected proof, or killed
+/// at the memory limit) failed, so that one engine's failure does not lose the others' records.
+fn run_children(
+    engines: &[AuthEngineKind],
+    limit: u64,
+) -> Result<(Vec<AuthRecord>, Vec<String>), Failure> {
     let parts = tempfile::tempdir().context(|| "creating a directory for records".to_string())?;
     let mut records = Vec::new();
+    let mut failed = Vec::new();
     for &engine in engines {
         let part = parts.path().join(format!("{}.json", engine.name()));
         let mut argv: Vec<String> = std::env::args().skip(1).collect();
@@ -386,7 +397,14 @@ fn run_children(engines: &[AuthEngineKind], limit: u64) -> Result<Vec<AuthRecord
         if !sys::proc::drop_page_cache() {
             eprintln!("cairn-bench: could not drop the page cache (needs root)");
         }
-        let memory = cgroup::run_child(&argv, limit)?;
+        let memory = match cgroup::run_child(&argv, limit) {
+            Ok(memory) => memory,
+            Err(e) => {
+                eprintln!("{}: {e}", engine.name());
+                failed.push(format!("{}: {e}", engine.name()));
+                continue;
+            }
+        };
         let text =
             std::fs::read_to_string(&part).context(|| format!("reading {}", part.display()))?;
         let mut part_records: Vec<AuthRecord> =
@@ -408,7 +426,7 @@ fn run_children(engines: &[AuthEngineKind], limit: u64) -> Result<Vec<AuthRecord
         }
         records.extend(part_records);
     }
-    Ok(records)
+    Ok((records, failed))
 }
 
 fn write_json(records: &[AuthRecord], path: &Path) -> Result<(), Failure> {
@@ -805,6 +823,8 @@ mod tests {
             samples: 20,
             multiproof_keys: 16,
             nomt_buckets: 4_096,
+            nomt_page_cache_mib: 16,
+            nomt_leaf_cache_mib: 16,
             memory_limit: None,
             child_engine: None,
             child_json: None,

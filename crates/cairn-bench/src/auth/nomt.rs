@@ -6,8 +6,9 @@
 //! the table is about two-thirds full, below the 90% past which it degrades), preallocated (its
 //! default); `warm_up(true)`, which its docs say to
 //! enable for `Session::warm_up` to fetch anything; one commit worker per core (2 here) and its
-//! default 3 I/O workers, page cache 256 MiB, leaf cache 256 MiB and 2 upper page-cache levels
-//! (its defaults). A commit is `Session::finish` with the sorted writes, then
+//! default 3 I/O workers, its page and leaf caches at their defaults of 256 MiB each unless
+//! `--nomt-page-cache-mib` / `--nomt-leaf-cache-mib` say otherwise (under a memory limit they
+//! must leave room for the rest), and 2 upper page-cache levels (its default). A commit is `Session::finish` with the sorted writes, then
 //! `FinishedSession::commit`, which returns once the commit is synced (NOMT has no unsynced
 //! mode). Proofs are `Session::prove` (a `PathProof`; multiproofs from
 //! `MultiProof::from_path_proofs`), measured in their Borsh encoding and verified with
@@ -38,11 +39,15 @@ pub fn open(dir: &Path, args: &AuthArgs) -> Result<Box<dyn AuthEngine>, Failure>
     o.hashtable_buckets(buckets);
     o.commit_concurrency(cores);
     o.warm_up(true);
+    o.page_cache_size(args.nomt_page_cache_mib);
+    o.leaf_cache_size(args.nomt_leaf_cache_mib);
     let settings = format!(
         "{buckets} hash-table buckets (preallocated, {:.1} GiB), commit concurrency {cores}, 3 I/O \
-         workers, warm-up on, page cache 256 MiB, leaf cache 256 MiB, 2 upper page-cache levels \
-         (defaults)",
-        buckets as f64 * 4096.0 / (1u64 << 30) as f64
+         workers (default), warm-up on, page cache {} MiB, leaf cache {} MiB (defaults 256 and \
+         256), 2 upper page-cache levels (default)",
+        buckets as f64 * 4096.0 / (1u64 << 30) as f64,
+        args.nomt_page_cache_mib,
+        args.nomt_leaf_cache_mib
     );
     Ok(match args.hash {
         AuthHashArg::Sha256 => Box::new(NomtAuth::<Sha2Hasher>::open(o, settings)?),
