@@ -452,6 +452,10 @@ pub struct AuthArgs {
     /// (Internal) where a child process writes its record.
     #[arg(long, hide = true)]
     pub child_json: Option<PathBuf>,
+    /// (Internal) the directory a child process works in, made and removed by its parent (so
+    /// that a child killed at the memory limit leaves nothing behind).
+    #[arg(long, hide = true)]
+    pub child_dir: Option<PathBuf>,
 }
 
 /// `auth --engines`.

@@ -335,7 +335,7 @@ pub fn run(args: &AuthArgs) -> Result<(), Failure> {
         }
     }
     let (records, failed) = match args.memory_limit {
-        Some(limit) if !cgroup::in_child() => run_children(&engines, limit)?,
+        Some(limit) if !cgroup::in_child() => run_children(&engines, limit, args)?,
         _ => (run_here(&engines, args)?, Vec::new()),
     };
     if let Some(path) = &args.child_json {
@@ -358,7 +358,7 @@ pub fn run(args: &AuthArgs) -> Result<(), Failure> {
 
 /// Runs each engine in this process, one after the other, in a temporary directory.
 fn run_here(engines: &[AuthEngineKind], args: &AuthArgs) -> Result<Vec<AuthRecord>, Failure> {
-    crate::in_temp_dir(args.dir.as_deref(), args.keep, |dir| {
+    let bench = |dir: &Path| {
         let mut records = Vec::new();
         for &engine in engines {
             let engine_dir = dir.join(engine.name());
@@ -371,7 +371,11 @@ fn run_here(engines: &[AuthEngineKind], args: &AuthArgs) -> Result<Vec<AuthRecor
             records.push(record);
         }
         Ok(records)
-    })
+    };
+    match &args.child_dir {
+        Some(dir) => bench(dir),
+        None => crate::in_temp_dir(args.dir.as_deref(), args.keep, bench),
+    }
 }
 
 /// Runs each engine as a child process (this command again, with `--child-engine`) in a memory
@@ -381,23 +385,45 @@ fn run_here(engines: &[AuthEngineKind], args: &AuthArgs) -> Result<Vec<AuthRecor
 fn run_children(
     engines: &[AuthEngineKind],
     limit: u64,
+    args: &AuthArgs,
 ) -> Result<(Vec<AuthRecord>, Vec<String>), Failure> {
-    let parts = tempfile::tempdir().context(|| "creating a directory for records".to_string())?;
+    crate::in_temp_dir(args.dir.as_deref(), args.keep, |parts| {
+        children_in(parts, engines, limit, args.keep)
+    })
+}
+
+/// [`run_children`] in `parts`: each child works in `parts/<engine>` (removed once the child
+/// ends, unless `keep`, so that two engines' tables never hold the disk at once) and writes its
+/// record to `parts/<engine>.json`.
+fn children_in(
+    parts: &Path,
+    engines: &[AuthEngineKind],
+    limit: u64,
+    keep: bool,
+) -> Result<(Vec<AuthRecord>, Vec<String>), Failure> {
     let mut records = Vec::new();
     let mut failed = Vec::new();
     for &engine in engines {
-        let part = parts.path().join(format!("{}.json", engine.name()));
+        let part = parts.join(format!("{}.json", engine.name()));
+        let work = parts.join(engine.name());
+        std::fs::create_dir_all(&work).context(|| format!("creating {}", work.display()))?;
         let mut argv: Vec<String> = std::env::args().skip(1).collect();
         argv.extend([
             "--child-engine".to_string(),
             engine.name().to_string(),
             "--child-json".to_string(),
             part.display().to_string(),
+            "--child-dir".to_string(),
+            work.display().to_string(),
         ]);
         if !sys::proc::drop_page_cache() {
             eprintln!("cairn-bench: could not drop the page cache (needs root)");
         }
-        let memory = match cgroup::run_child(&argv, limit) {
+        let child = cgroup::run_child(&argv, limit);
+        if !keep {
+            std::fs::remove_dir_all(&work).context(|| format!("removing {}", work.display()))?;
+        }
+        let memory = match child {
             Ok(memory) => memory,
             Err(e) => {
                 eprintln!("{}: {e}", engine.name());
@@ -828,6 +854,7 @@ mod tests {
             memory_limit: None,
             child_engine: None,
             child_json: None,
+            child_dir: None,
         }
     }
 
