@@ -400,7 +400,7 @@ pub struct AuthArgs {
     /// Keep the benchmark directory instead of removing it at exit.
     #[arg(long)]
     pub keep: bool,
-    /// Write the results as one JSON object to this file.
+    /// Write the results to this file as a JSON array, one record per engine.
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Seed of the key paths and of the update streams.
