@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::{AuthArgs, AuthEngineKind, AuthHashArg};
 use crate::failure::{Context, Failure};
+use crate::report::format::rss_mib;
 use crate::stats::median;
 use crate::sys;
 use crate::sys::cgroup;
@@ -437,12 +438,9 @@ fn children_in(
             serde_json::from_str(&text).map_err(|e| Failure(format!("{}: {e}", part.display())))?;
         for record in &mut part_records {
             eprintln!(
-                "{}: cgroup peak (resident + page cache) {}",
+                "{}: cgroup peak (resident + page cache) {} MiB",
                 record.engine,
-                memory.peak_bytes.map_or("-".to_string(), |b| format!(
-                    "{:.1} MiB",
-                    b as f64 / (1 << 20) as f64
-                ))
+                rss_mib(memory.peak_bytes)
             );
             record.memory_limit_bytes = memory.limit_bytes;
             record.cgroup_peak_bytes = memory.peak_bytes;
@@ -729,17 +727,12 @@ fn print_record(r: &AuthRecord) {
         "\n{} ({}, {} keys): {}",
         r.engine, r.hash, r.keys, r.settings
     );
-    let mib = |b: Option<u64>| {
-        b.map_or("-".to_string(), |b| {
-            format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
-        })
-    };
     println!(
-        "load: {:.1} s ({:.2} µs/key); on disk at the end {}; peak RSS {}",
+        "load: {:.1} s ({:.2} µs/key); on disk at the end {} MiB; peak RSS {} MiB",
         r.load_seconds,
         r.load_us_per_key,
-        mib(Some(r.disk_bytes)),
-        mib(r.peak_rss_bytes)
+        rss_mib(Some(r.disk_bytes)),
+        rss_mib(r.peak_rss_bytes)
     );
     println!("| keys | warm-up | p50 ms | p99 ms | max ms | µs/key | warm-up µs/key | total µs/key | KiB written | KiB read |");
     println!("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|");

@@ -175,6 +175,16 @@ where
     }
 }
 
+/// A claim's check by a verified proof: out of its scope, or showing another value, is a
+/// rejection.
+fn confirmed(check: Result<bool, nomt::proof::KeyOutOfScope>) -> Result<(), String> {
+    match check {
+        Ok(true) => Ok(()),
+        Ok(false) => Err("the proof shows another value".to_string()),
+        Err(e) => Err(format!("{e:?}")),
+    }
+}
+
 struct NomtPathProof<H> {
     proof: PathProof,
     hasher: std::marker::PhantomData<H>,
@@ -191,14 +201,10 @@ impl<H: nomt::hasher::NodeHasher + ValueHasher> AuthProof for NomtPathProof<H> {
                 .proof
                 .verify::<H>(key.view_bits::<Msb0>(), *root)
                 .map_err(|e| format!("{e:?}"))?;
-            let confirmed = match value {
+            confirmed(match value {
                 Some(v) => verified.confirm_value(&leaf::<H>(key, v)),
                 None => verified.confirm_nonexistence(key),
-            }
-            .map_err(|e| format!("{e:?}"))?;
-            if !confirmed {
-                return Err("the proof shows another value".to_string());
-            }
+            })?;
         }
         Ok(())
     }
@@ -218,14 +224,10 @@ impl<H: nomt::hasher::NodeHasher + ValueHasher> AuthProof for NomtMultiProof<H> 
         let verified = nomt::proof::verify_multi_proof::<H>(&self.proof, *root)
             .map_err(|e| format!("{e:?}"))?;
         for (key, value) in claims {
-            let confirmed = match value {
+            confirmed(match value {
                 Some(v) => verified.confirm_value(&leaf::<H>(key, v)),
                 None => verified.confirm_nonexistence(key),
-            }
-            .map_err(|e| format!("{e:?}"))?;
-            if !confirmed {
-                return Err("the multiproof shows another value".to_string());
-            }
+            })?;
         }
         Ok(())
     }
