@@ -33,9 +33,12 @@ pub enum Command {
     /// An authenticated table: proof sizes and commit time per key, with and without prefetch.
     Trie(TrieArgs),
     /// Authenticated state side by side (issue 12): Cairn's authenticated table against the
-    /// authenticated-state peers built in (`--features nomt`): commit time per key, proof sizes,
-    /// proofs made and verified per second, on the same key and update streams.
+    /// authenticated-state peers built in (`--features nomt,jmt,alloy-trie`): commit time per
+    /// key, proof sizes, proofs made and verified per second, UTxO batches with a root after
+    /// each, on the same key and update streams.
     Auth(AuthArgs),
+    /// Turn a directory of `auth` records into a Markdown report with SVG charts.
+    AuthReport(ReportArgs),
     /// Durable writes through each engine's write-ahead log: durable batches per second and
     /// write-to-durability latency at several writer counts and batch sizes, against the
     /// disk's own fsync rate.
@@ -403,11 +406,17 @@ pub struct AuthArgs {
     /// Write the results to this file as a JSON array, one record per engine.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also write the records to `DIR/auth-<keys>.json` and (re)write the report of every
+    /// `auth` record in DIR (`auth-report`).
+    #[arg(long)]
+    pub report_dir: Option<PathBuf>,
     /// Seed of the key paths and of the update streams.
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
-    /// Engines, comma-separated, run one after the other on the same streams: `cairn`, and
-    /// `nomt` when built with `--features nomt`. Default: every engine built in.
+    /// Engines, comma-separated, run one after the other on the same streams: `cairn`,
+    /// `cairn-plain`; `nomt`
+    /// (`--features nomt`); `jmt-memory`, `jmt-cairn` (`--features jmt`); `alloy-trie`
+    /// (`--features alloy-trie`). Default: every engine built in.
     #[arg(long, value_delimiter = ',')]
     pub engines: Vec<AuthEngineKind>,
     /// The hash function of every engine's trie.
@@ -431,6 +440,10 @@ pub struct AuthArgs {
     /// Keys of the multiproof.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     pub multiproof_keys: u64,
+    /// UTxO batches after the proofs (lsm-tree's: 256 lookups, then a commit of 256 deletes and
+    /// 256 inserts, with its root), on every engine but the rebuild; 0: none.
+    #[arg(long, default_value_t = 2_000)]
+    pub utxo_batches: u64,
     /// NOMT: hash-table buckets of 4 KiB (fixed at creation; 0: one per 4 keys, about 1.5 times
     /// the pages the keys fill).
     #[arg(long, default_value_t = 0)]
@@ -463,24 +476,60 @@ pub struct AuthArgs {
 pub enum AuthEngineKind {
     /// Cairn's authenticated table, durable: each commit's updates logged and fsynced.
     Cairn,
+    /// The same table without authentication (no root, no proofs): the baseline of the UTxO
+    /// phase.
+    CairnPlain,
     /// NOMT 1.0 (`--features nomt`).
     Nomt,
+    /// JMT 0.12 over a store in memory (`--features jmt`).
+    JmtMemory,
+    /// JMT 0.12 over a plain durable Cairn table (`--features jmt`).
+    JmtCairn,
+    /// The Ethereum trie rebuilt from every leaf at each commit by alloy-trie 0.9
+    /// (`--features alloy-trie`).
+    AlloyTrie,
 }
 
 impl AuthEngineKind {
+    /// Every engine, in the order they run by default.
+    pub const ALL: [AuthEngineKind; 6] = [
+        AuthEngineKind::Cairn,
+        AuthEngineKind::CairnPlain,
+        AuthEngineKind::Nomt,
+        AuthEngineKind::JmtMemory,
+        AuthEngineKind::JmtCairn,
+        AuthEngineKind::AlloyTrie,
+    ];
+
     /// The engine's name in records.
     pub fn name(self) -> &'static str {
         match self {
             AuthEngineKind::Cairn => "cairn",
+            AuthEngineKind::CairnPlain => "cairn-plain",
             AuthEngineKind::Nomt => "nomt",
+            AuthEngineKind::JmtMemory => "jmt-memory",
+            AuthEngineKind::JmtCairn => "jmt-cairn",
+            AuthEngineKind::AlloyTrie => "alloy-trie",
+        }
+    }
+
+    /// The cargo feature that builds the engine in (`cairn`: none needed).
+    pub fn feature(self) -> &'static str {
+        match self {
+            AuthEngineKind::Cairn | AuthEngineKind::CairnPlain => "cairn",
+            AuthEngineKind::Nomt => "nomt",
+            AuthEngineKind::JmtMemory | AuthEngineKind::JmtCairn => "jmt",
+            AuthEngineKind::AlloyTrie => "alloy-trie",
         }
     }
 
     /// Whether this build has the engine.
     pub fn available(self) -> bool {
         match self {
-            AuthEngineKind::Cairn => true,
+            AuthEngineKind::Cairn | AuthEngineKind::CairnPlain => true,
             AuthEngineKind::Nomt => cfg!(feature = "nomt"),
+            AuthEngineKind::JmtMemory | AuthEngineKind::JmtCairn => cfg!(feature = "jmt"),
+            AuthEngineKind::AlloyTrie => cfg!(feature = "alloy-trie"),
         }
     }
 }

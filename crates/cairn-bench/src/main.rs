@@ -69,6 +69,9 @@ fn main() -> ExitCode {
         Command::Upsert(args) => upsert::run(&args),
         Command::Trie(args) => trie::run(&args),
         Command::Auth(args) => auth::run(&args),
+        Command::AuthReport(args) => auth::report::write(&args.dir).map(|path| {
+            println!("{}", path.display());
+        }),
         Command::Wal(args) => wal::run(&args),
         Command::Report(args) => report::run(&args),
     };

@@ -3,6 +3,10 @@
 //! the root (`Table::commit`), so that, like NOMT's commit, it returns only once the updates
 //! survive a crash. The warm-up is `Table::prefetch`; proofs are `Table::prove`, verified by
 //! `cairn-proof`.
+//!
+//! `cairn-plain` is the same table without authentication: a commit logs and fsyncs its updates
+//! and has no root (all zeros), there is no warm-up and no proof. It is the baseline of the
+//! UTxO phase.
 
 use std::path::Path;
 
@@ -20,16 +24,18 @@ use crate::failure::{Context, Failure};
 pub struct CairnAuth {
     session: Session,
     table: Table,
-    kind: HashKind,
+    /// The trie's hash function; `None`: a plain table.
+    kind: Option<HashKind>,
 }
 
 impl CairnAuth {
-    /// A new session in `dir` with one authenticated durable table, default settings.
-    pub fn open(dir: &Path, hash: AuthHashArg) -> Result<CairnAuth, Failure> {
-        let kind = match hash {
+    /// A new session in `dir` with one durable table, default settings: authenticated with
+    /// `hash`, or plain without one.
+    pub fn open(dir: &Path, hash: Option<AuthHashArg>) -> Result<CairnAuth, Failure> {
+        let kind = hash.map(|hash| match hash {
             AuthHashArg::Sha256 => HashKind::Sha256,
             AuthHashArg::Blake3 => HashKind::Blake3,
-        };
+        });
         let session = Session::open_with_options(
             dir,
             SessionOptions {
@@ -42,8 +48,8 @@ impl CairnAuth {
             .create_durable_table(
                 "state",
                 TableConfig {
-                    auth: Some(AuthConfig {
-                        hash: kind,
+                    auth: kind.map(|hash| AuthConfig {
+                        hash,
                         ..AuthConfig::default()
                     }),
                     ..TableConfig::default()
@@ -60,11 +66,26 @@ impl CairnAuth {
 
 impl AuthEngine for CairnAuth {
     fn name(&self) -> &'static str {
-        "cairn"
+        if self.kind.is_some() {
+            "cairn"
+        } else {
+            "cairn-plain"
+        }
+    }
+
+    fn proves(&self) -> bool {
+        self.kind.is_some()
     }
 
     fn settings(&self) -> String {
         let config = self.table.config();
+        if self.kind.is_none() {
+            return format!(
+                "plain durable table (write-ahead log fsynced at each commit), no root, write \
+                 buffer {} entries, defaults otherwise",
+                config.write_buffer_entries
+            );
+        }
         format!(
             "authenticated durable table (write-ahead log fsynced at each commit), binary trie \
              in 4 KiB pages, top {} page levels kept in memory ({} MiB), write buffer {} \
@@ -76,6 +97,9 @@ impl AuthEngine for CairnAuth {
     }
 
     fn warm_up(&mut self, keys: &[KeyPath]) -> Result<(), Failure> {
+        if self.kind.is_none() {
+            return Ok(());
+        }
         self.table
             .prefetch(keys)
             .context(|| "prefetching".to_string())
@@ -97,8 +121,22 @@ impl AuthEngine for CairnAuth {
                 .sync_log()
                 .context(|| "syncing the log".to_string())?;
         }
+        if self.kind.is_none() {
+            return Ok([0; 32]);
+        }
         let commit = self.table.commit().context(|| "committing".to_string())?;
         Ok(commit.root.hash)
+    }
+
+    fn lookups(&mut self, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>, Failure> {
+        let found = self
+            .table
+            .lookups(keys)
+            .context(|| "looking up".to_string())?;
+        Ok(found
+            .into_iter()
+            .map(|r| r.value().map(<[u8]>::to_vec))
+            .collect())
     }
 
     fn prove(&mut self, key: &KeyPath) -> Result<Box<dyn AuthProof>, Failure> {
@@ -106,11 +144,11 @@ impl AuthEngine for CairnAuth {
     }
 
     fn prove_many(&mut self, keys: &[KeyPath]) -> Result<Box<dyn AuthProof>, Failure> {
+        let Some(kind) = self.kind else {
+            return Err(Failure("cairn-plain makes no proofs".to_string()));
+        };
         let proof = self.table.prove(keys).context(|| "proving".to_string())?;
-        Ok(Box::new(CairnProof {
-            proof,
-            kind: self.kind,
-        }))
+        Ok(Box::new(CairnProof { proof, kind }))
     }
 }
 

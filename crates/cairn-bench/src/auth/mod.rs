@@ -13,6 +13,16 @@
 //!    in bytes (each engine's own encoding), proofs made and verified per second on one thread.
 //!    Every proof is verified, by the engine's own verifier (Cairn's: `cairn-proof`), against the
 //!    expected values; one rejected proof fails the run.
+//! 4. **UTxO**: `--utxo-batches` of lsm-tree's UTxO batches ([`UTXO_BATCH`] lookups of present
+//!    keys, then one commit of as many deletes and inserts, with its root), each timed whole:
+//!    the warm-up of its keys, its lookups (each checked against the model; a wrong value fails
+//!    the run) and its commit. `cairn-plain`, the same Cairn table without a root, is the
+//!    baseline; not run on the rebuild (`alloy-trie`), whose every root costs O(N).
+//!
+//! Engines ([`AuthEngineKind`]): Cairn's authenticated table and the same table plain; NOMT
+//! (`--features nomt`); JMT over memory and over a Cairn table (`--features jmt`); the Ethereum
+//! trie rebuilt by alloy-trie (`--features alloy-trie`). Each adapter's module says which
+//! settings it uses and why.
 //!
 //! Fairness: key paths are 32 random bytes made by the benchmark outside every timed region
 //! (the "hashed keys" every engine takes; Cairn hashes them once more into its own key paths,
@@ -22,9 +32,14 @@
 //! Owns: the workload ([`Workload`]), the phases, the record ([`AuthRecord`]) and the printout.
 //! Must never touch: an engine's internals (each is behind [`AuthEngine`]).
 
+#[cfg(feature = "alloy-trie")]
+mod alloy;
 mod cairn;
+#[cfg(feature = "jmt")]
+mod jmt;
 #[cfg(feature = "nomt")]
 mod nomt;
+pub mod report;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -35,7 +50,7 @@ use serde::{Deserialize, Serialize};
 use crate::cli::{AuthArgs, AuthEngineKind, AuthHashArg};
 use crate::failure::{Context, Failure};
 use crate::report::format::rss_mib;
-use crate::stats::median;
+use crate::stats::{median, percentiles};
 use crate::sys;
 use crate::sys::cgroup;
 use crate::utxo::keys::SplitMix64;
@@ -44,6 +59,8 @@ use crate::utxo::keys::SplitMix64;
 pub const KEY_BYTES: usize = 32;
 /// Bytes of a value.
 pub const VALUE_BYTES: usize = 60;
+/// Lookups, deletes and inserts (each) of a UTxO batch, as in lsm-tree's benchmark.
+pub const UTXO_BATCH: usize = 256;
 
 /// A key path: 32 bytes, uniformly distributed.
 pub type KeyPath = [u8; KEY_BYTES];
@@ -68,6 +85,11 @@ pub trait AuthEngine {
     fn name(&self) -> &'static str;
     /// Its settings, in words (what its documentation recommends and what was chosen).
     fn settings(&self) -> String;
+    /// Applies `changes` of the load (sorted by key path, fresh keys only). By default a
+    /// commit; an engine whose root costs O(N) whatever the commit's size may defer it.
+    fn load(&mut self, changes: &[Change]) -> Result<(), Failure> {
+        self.commit(changes).map(|_| ())
+    }
     /// Brings the keys of the next commit into memory (NOMT: `Session::warm_up`; Cairn:
     /// `Table::prefetch`).
     fn warm_up(&mut self, keys: &[KeyPath]) -> Result<(), Failure>;
@@ -78,6 +100,22 @@ pub trait AuthEngine {
     fn prove(&mut self, key: &KeyPath) -> Result<Box<dyn AuthProof>, Failure>;
     /// One proof of several keys (sorted by key path).
     fn prove_many(&mut self, keys: &[KeyPath]) -> Result<Box<dyn AuthProof>, Failure>;
+    /// The values of `keys` (any order, repeats allowed) as of the last commit.
+    fn lookups(&mut self, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>, Failure>;
+    /// Whether the engine makes proofs (a plain table does not: its proof phase is skipped).
+    fn proves(&self) -> bool {
+        true
+    }
+    /// Whether the UTxO phase runs on the engine (not when each root costs a rebuild of the
+    /// whole trie).
+    fn runs_utxo(&self) -> bool {
+        true
+    }
+    /// A proof of each of `keys`, in their order. By default one [`AuthEngine::prove`] each; an
+    /// engine that makes proofs by rebuilding its trie makes them all in one rebuild.
+    fn prove_each(&mut self, keys: &[KeyPath]) -> Result<Vec<Box<dyn AuthProof>>, Failure> {
+        keys.iter().map(|key| self.prove(key)).collect()
+    }
 }
 
 /// Key path of key `id`: 32 bytes from a keyed SplitMix64, uniform like a hash.
@@ -207,6 +245,31 @@ impl Workload {
         changes
     }
 
+    /// The next UTxO batch (lsm-tree's): [`UTXO_BATCH`] lookups of present keys chosen
+    /// uniformly (with their values now), then one commit of [`UTXO_BATCH`] deletes of distinct
+    /// present keys chosen uniformly and [`UTXO_BATCH`] inserts of fresh keys (applied to the
+    /// model), sorted by key path.
+    pub fn next_utxo_batch(&mut self) -> (Vec<(KeyPath, Value)>, Vec<Change>) {
+        let lookups = (0..UTXO_BATCH).map(|_| self.sample_present()).collect();
+        let mut taken = HashSet::with_capacity(UTXO_BATCH);
+        let mut changes = Vec::with_capacity(2 * UTXO_BATCH);
+        for _ in 0..UTXO_BATCH {
+            let id = self.pick_present(&taken);
+            taken.insert(id);
+            self.set_present(id, false);
+            self.versions.remove(&id);
+            changes.push((key_path(id, self.seed), None));
+        }
+        for _ in 0..UTXO_BATCH {
+            let id = self.next_fresh;
+            self.next_fresh += 1;
+            self.set_present(id, true);
+            changes.push((key_path(id, self.seed), Some(value(id, 0))));
+        }
+        changes.sort_unstable_by_key(|a| a.0);
+        (lookups, changes)
+    }
+
     /// A random present key and its value.
     pub fn sample_present(&mut self) -> (KeyPath, Value) {
         let id = self.pick_present(&HashSet::new());
@@ -280,8 +343,29 @@ pub struct ProofFigures {
     pub multiproof_verify_ms: f64,
 }
 
+/// The UTxO phase: lsm-tree's batches with a root after each.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct UtxoFigures {
+    /// Batches measured.
+    pub batches: u64,
+    /// Lookups, deletes and inserts per second (3 × 256 per batch).
+    pub ops_per_sec: f64,
+    /// Batch time (warm-up, lookups, commit with its root): percentiles, ms.
+    pub p50_ms: f64,
+    /// See `p50_ms`.
+    pub p99_ms: f64,
+    /// See `p50_ms`.
+    pub p999_ms: f64,
+    /// See `p50_ms`.
+    pub max_ms: f64,
+    /// Mean bytes written and read per batch, from `/proc/self/io`.
+    pub bytes_written: f64,
+    /// See `bytes_written`.
+    pub bytes_read: f64,
+}
+
 /// One engine's record.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct AuthRecord {
     /// Always `"auth"`.
     pub benchmark: String,
@@ -291,6 +375,12 @@ pub struct AuthRecord {
     pub settings: String,
     /// The hash function.
     pub hash: String,
+    /// When the record was made (`YYYY-MM-DDTHH:MM:SSZ`).
+    #[serde(default)]
+    pub date: String,
+    /// `git describe` of the checkout the benchmark ran from, if known.
+    #[serde(default)]
+    pub commit: Option<String>,
     /// Keys loaded.
     pub keys: u64,
     /// Keys present at the end.
@@ -301,8 +391,11 @@ pub struct AuthRecord {
     pub load_us_per_key: f64,
     /// One entry per commit size and warm-up mode.
     pub commits: Vec<CommitFigures>,
-    /// Proof sizes and rates.
-    pub proofs: ProofFigures,
+    /// Proof sizes and rates (`None`: the engine makes no proofs).
+    pub proofs: Option<ProofFigures>,
+    /// The UTxO phase (`None`: not run).
+    #[serde(default)]
+    pub utxo: Option<UtxoFigures>,
     /// Peak RSS of the process at the end of this engine's run (earlier engines of the same
     /// process included), bytes.
     pub peak_rss_bytes: Option<u64>,
@@ -312,6 +405,32 @@ pub struct AuthRecord {
     pub memory_limit_bytes: Option<u64>,
     /// That cgroup's peak usage, resident set plus page cache.
     pub cgroup_peak_bytes: Option<u64>,
+    /// How the engine's run failed (killed at the memory limit, a rejected proof), if it did:
+    /// the record then holds no figures.
+    #[serde(default)]
+    pub failure: Option<String>,
+}
+
+impl AuthRecord {
+    /// Whether the engine made proofs (a plain table's commits have no root to compare).
+    fn proves(&self) -> bool {
+        self.proofs.is_some()
+    }
+
+    /// The record of an engine whose child process failed.
+    fn failed(engine: AuthEngineKind, args: &AuthArgs, limit: u64, failure: String) -> Self {
+        AuthRecord {
+            benchmark: "auth".to_string(),
+            engine: engine.name().to_string(),
+            hash: hash_name(args.hash).to_string(),
+            date: sys::now_rfc3339(),
+            commit: sys::git_commit(),
+            keys: args.keys,
+            memory_limit_bytes: Some(limit),
+            failure: Some(failure),
+            ..AuthRecord::default()
+        }
+    }
 }
 
 /// `auth`.
@@ -319,7 +438,7 @@ pub fn run(args: &AuthArgs) -> Result<(), Failure> {
     let engines = if let Some(engine) = args.child_engine {
         vec![engine]
     } else if args.engines.is_empty() {
-        [AuthEngineKind::Cairn, AuthEngineKind::Nomt]
+        AuthEngineKind::ALL
             .into_iter()
             .filter(|e| e.available())
             .collect()
@@ -331,7 +450,7 @@ pub fn run(args: &AuthArgs) -> Result<(), Failure> {
             return Err(Failure(format!(
                 "engine {} is not built in: build cairn-bench with --features {}",
                 engine.name(),
-                engine.name()
+                engine.feature()
             )));
         }
     }
@@ -347,6 +466,12 @@ pub fn run(args: &AuthArgs) -> Result<(), Failure> {
     }
     if let Some(path) = &args.json {
         write_json(&records, path)?;
+    }
+    if let Some(dir) = &args.report_dir {
+        std::fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))?;
+        write_json(&records, &dir.join(format!("auth-{}.json", args.keys)))?;
+        let path = report::write(dir)?;
+        eprintln!("report: {}", path.display());
     }
     if !failed.is_empty() {
         return Err(Failure(format!(
@@ -389,19 +514,20 @@ fn run_children(
     args: &AuthArgs,
 ) -> Result<(Vec<AuthRecord>, Vec<String>), Failure> {
     crate::in_temp_dir(args.dir.as_deref(), args.keep, |parts| {
-        children_in(parts, engines, limit, args.keep)
+        children_in(parts, engines, limit, args)
     })
 }
 
 /// [`run_children`] in `parts`: each child works in `parts/<engine>` (removed once the child
-/// ends, unless `keep`, so that two engines' tables never hold the disk at once) and writes its
-/// record to `parts/<engine>.json`.
+/// ends, unless `--keep`, so that two engines' tables never hold the disk at once) and writes
+/// its record to `parts/<engine>.json`. An engine that fails gets a record saying how.
 fn children_in(
     parts: &Path,
     engines: &[AuthEngineKind],
     limit: u64,
-    keep: bool,
+    args: &AuthArgs,
 ) -> Result<(Vec<AuthRecord>, Vec<String>), Failure> {
+    let keep = args.keep;
     let mut records = Vec::new();
     let mut failed = Vec::new();
     for &engine in engines {
@@ -429,6 +555,7 @@ fn children_in(
             Err(e) => {
                 eprintln!("{}: {e}", engine.name());
                 failed.push(format!("{}: {e}", engine.name()));
+                records.push(AuthRecord::failed(engine, args, limit, e.0));
                 continue;
             }
         };
@@ -465,11 +592,18 @@ fn open(
     args: &AuthArgs,
 ) -> Result<Box<dyn AuthEngine>, Failure> {
     Ok(match engine {
-        AuthEngineKind::Cairn => Box::new(cairn::CairnAuth::open(dir, args.hash)?),
+        AuthEngineKind::Cairn => Box::new(cairn::CairnAuth::open(dir, Some(args.hash))?),
+        AuthEngineKind::CairnPlain => Box::new(cairn::CairnAuth::open(dir, None)?),
         #[cfg(feature = "nomt")]
         AuthEngineKind::Nomt => nomt::open(dir, args)?,
-        #[cfg(not(feature = "nomt"))]
-        AuthEngineKind::Nomt => unreachable!("checked by run: nomt is not built in"),
+        #[cfg(feature = "jmt")]
+        AuthEngineKind::JmtMemory => jmt::open_memory(args.hash)?,
+        #[cfg(feature = "jmt")]
+        AuthEngineKind::JmtCairn => jmt::open_cairn(dir, args.hash)?,
+        #[cfg(feature = "alloy-trie")]
+        AuthEngineKind::AlloyTrie => Box::new(alloy::AlloyRebuild::open(dir)?),
+        #[allow(unreachable_patterns)]
+        other => unreachable!("checked by run: {} is not built in", other.name()),
     })
 }
 
@@ -496,7 +630,7 @@ fn bench_engine(
     while loaded < args.keys {
         let end = (loaded + args.load_batch).min(args.keys);
         let changes = workload.load_changes(loaded, end);
-        engine.commit(&changes)?;
+        engine.load(&changes)?;
         loaded = end;
         if last_report.elapsed().as_secs_f64() >= 5.0 || loaded == args.keys {
             last_report = Instant::now();
@@ -549,24 +683,39 @@ fn bench_engine(
     }
 
     // 3. Proofs, against the root after the commits.
-    let root = engine.commit(&[])?;
-    let proofs = bench_proofs(engine, &mut workload, &root, args)?;
+    let proofs = if engine.proves() {
+        let root = engine.commit(&[])?;
+        Some(bench_proofs(engine, &mut workload, &root, args)?)
+    } else {
+        None
+    };
+
+    // 4. UTxO batches.
+    let utxo = if args.utxo_batches > 0 && engine.runs_utxo() {
+        Some(bench_utxo(engine, &mut workload, args.utxo_batches)?)
+    } else {
+        None
+    };
 
     Ok(AuthRecord {
         benchmark: "auth".to_string(),
         engine: name.to_string(),
         settings: engine.settings(),
         hash: hash_name(args.hash).to_string(),
+        date: sys::now_rfc3339(),
+        commit: sys::git_commit(),
         keys: args.keys,
         live_keys_at_end: workload.live(),
         load_seconds,
         load_us_per_key: load_seconds * 1e6 / args.keys as f64,
         commits,
         proofs,
+        utxo,
         peak_rss_bytes: sys::proc::peak_rss_bytes(),
         disk_bytes: dir_bytes(dir),
         memory_limit_bytes: None,
         cgroup_peak_bytes: None,
+        failure: None,
     })
 }
 
@@ -583,11 +732,9 @@ fn bench_proofs(
         claims.push((key, Some(v)));
         claims.push((workload.sample_absent(), None));
     }
-    let mut made = Vec::with_capacity(claims.len());
+    let keys: Vec<KeyPath> = claims.iter().map(|(key, _)| *key).collect();
     let timer = Instant::now();
-    for (key, _) in &claims {
-        made.push(engine.prove(key)?);
-    }
+    let made = engine.prove_each(&keys)?;
     let prove_s = timer.elapsed().as_secs_f64();
     let timer = Instant::now();
     for (proof, claim) in made.iter().zip(&claims) {
@@ -650,6 +797,85 @@ fn bench_proofs(
     })
 }
 
+/// Runs `batches` UTxO batches: each the warm-up of its keys, its lookups (each checked against
+/// the model; a wrong value fails the run), then its commit with the new root, all timed.
+fn bench_utxo(
+    engine: &mut dyn AuthEngine,
+    workload: &mut Workload,
+    batches: u64,
+) -> Result<UtxoFigures, Failure> {
+    let name = engine.name();
+    let mut batch_ms = Vec::with_capacity(batches as usize);
+    let (mut written, mut read) = (0u64, 0u64);
+    let io_before = sys::proc::IoCounters::now();
+    let started = Instant::now();
+    let mut last_report = Instant::now();
+    let mut seconds = 0.0;
+    for batch in 0..batches {
+        let (lookups, changes) = workload.next_utxo_batch();
+        let keys: Vec<KeyPath> = lookups.iter().map(|(k, _)| *k).collect();
+        let mut warm: Vec<KeyPath> = keys
+            .iter()
+            .copied()
+            .chain(changes.iter().map(|c| c.0))
+            .collect();
+        warm.sort_unstable();
+        warm.dedup();
+        let timer = Instant::now();
+        engine.warm_up(&warm)?;
+        let found = engine.lookups(&keys)?;
+        engine.commit(&changes)?;
+        let elapsed = timer.elapsed().as_secs_f64();
+        seconds += elapsed;
+        batch_ms.push(elapsed * 1e3);
+        if found.len() != lookups.len() {
+            return Err(Failure(format!(
+                "{name}: {} lookups gave {} results",
+                lookups.len(),
+                found.len()
+            )));
+        }
+        for ((key, expected), got) in lookups.iter().zip(&found) {
+            if got.as_deref() != Some(&expected[..]) {
+                return Err(Failure(format!(
+                    "{name}: UTxO batch {batch}: key {} holds {:?}, expected {:?}",
+                    hex(key),
+                    got.as_deref().map(hex),
+                    hex(expected)
+                )));
+            }
+        }
+        if last_report.elapsed().as_secs_f64() >= 5.0 {
+            last_report = Instant::now();
+            eprintln!(
+                "{name} UTxO: batch {}/{batches}, {:.0} ops/s so far ({:.1} s)",
+                batch + 1,
+                (3 * UTXO_BATCH) as f64 * (batch + 1) as f64 / seconds.max(1e-9),
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    if let Some(io) = sys::proc::IoCounters::since(sys::proc::IoCounters::now(), io_before) {
+        written = io.write_bytes;
+        read = io.read_bytes;
+    }
+    let p = percentiles(&batch_ms);
+    Ok(UtxoFigures {
+        batches,
+        ops_per_sec: (3 * UTXO_BATCH) as f64 * batches as f64 / seconds.max(1e-9),
+        p50_ms: p.p50,
+        p99_ms: p.p99,
+        p999_ms: p.p999,
+        max_ms: p.max,
+        bytes_written: written as f64 / batches as f64,
+        bytes_read: read as f64 / batches as f64,
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The samples of one commit size and warm-up mode.
 #[derive(Default)]
 struct Samples {
@@ -677,16 +903,16 @@ impl Samples {
             .zip(&self.warm_up_s)
             .map(|(c, w)| (c + w) * 1e6 / keys as f64)
             .collect();
-        let mut ms: Vec<f64> = self.commit_s.iter().map(|s| s * 1e3).collect();
-        ms.sort_by(f64::total_cmp);
+        let ms: Vec<f64> = self.commit_s.iter().map(|s| s * 1e3).collect();
+        let p = percentiles(&ms);
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
         CommitFigures {
             keys,
             warm_up,
             commits: self.commit_s.len() as u64,
-            p50_ms: median(&ms),
-            p99_ms: percentile(&ms, 0.99),
-            max_ms: ms.last().copied().unwrap_or(0.0),
+            p50_ms: p.p50,
+            p99_ms: p.p99,
+            max_ms: p.max,
             us_per_key: median(&per_key(&self.commit_s)),
             warm_up_us_per_key: median(&per_key(&self.warm_up_s)),
             total_us_per_key: median(&total),
@@ -694,15 +920,6 @@ impl Samples {
             bytes_read: mean(&self.read),
         }
     }
-}
-
-/// The `q` quantile of sorted `v` (nearest rank).
-fn percentile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
 }
 
 /// Bytes of the files under `dir` (allocated blocks: a sparse or preallocated file counts what
@@ -751,32 +968,58 @@ fn print_record(r: &AuthRecord) {
             c.bytes_read / 1024.0
         );
     }
-    let p = &r.proofs;
-    println!(
-        "proofs: inclusion mean {:.0} B (max {:.0}), exclusion mean {:.0} B (max {:.0}); {:.0} made/s, {:.0} verified/s; multiproof of {} keys {:.0} B ({:.0} B/key), made in {:.2} ms, verified in {:.2} ms",
-        p.inclusion_mean_bytes,
-        p.inclusion_max_bytes,
-        p.exclusion_mean_bytes,
-        p.exclusion_max_bytes,
-        p.proofs_per_sec,
-        p.verified_per_sec,
-        p.multiproof_keys,
-        p.multiproof_bytes,
-        p.multiproof_bytes / p.multiproof_keys.max(1) as f64,
-        p.multiproof_ms,
-        p.multiproof_verify_ms
-    );
+    if let Some(p) = &r.proofs {
+        println!(
+            "proofs: inclusion mean {:.0} B (max {:.0}), exclusion mean {:.0} B (max {:.0}); {:.0} made/s, {:.0} verified/s; multiproof of {} keys {:.0} B ({:.0} B/key), made in {:.2} ms, verified in {:.2} ms",
+            p.inclusion_mean_bytes,
+            p.inclusion_max_bytes,
+            p.exclusion_mean_bytes,
+            p.exclusion_max_bytes,
+            p.proofs_per_sec,
+            p.verified_per_sec,
+            p.multiproof_keys,
+            p.multiproof_bytes,
+            p.multiproof_bytes / p.multiproof_keys.max(1) as f64,
+            p.multiproof_ms,
+            p.multiproof_verify_ms
+        );
+    }
+    if let Some(u) = &r.utxo {
+        println!(
+            "UTxO, a root after each batch: {:.0} ops/s over {} batches; batch p50 {:.2} ms, p99 {:.2}, p99.9 {:.2} (p99.9/p50 {:.2}), max {:.2}; {:.0} KiB written, {:.0} KiB read per batch",
+            u.ops_per_sec,
+            u.batches,
+            u.p50_ms,
+            u.p99_ms,
+            u.p999_ms,
+            u.p999_ms / u.p50_ms.max(1e-9),
+            u.max_ms,
+            u.bytes_written / 1024.0,
+            u.bytes_read / 1024.0
+        );
+    }
 }
 
 /// Cairn over each other engine, per commit size and mode (time per key: the peer's over
 /// Cairn's, so above 1 means Cairn is faster).
 fn print_ratios(records: &[AuthRecord]) {
-    let Some(cairn) = records.iter().find(|r| r.engine == "cairn") else {
+    let Some(cairn) = records
+        .iter()
+        .find(|r| r.engine == "cairn" && r.failure.is_none())
+    else {
         return;
     };
-    for peer in records.iter().filter(|r| r.engine != "cairn") {
+    for peer in records
+        .iter()
+        .filter(|r| r.engine != "cairn" && r.failure.is_none())
+    {
         println!("\nCairn against {}:", peer.engine);
-        for (c, p) in cairn.commits.iter().zip(&peer.commits) {
+        let commits = if peer.proves() {
+            &peer.commits[..]
+        } else {
+            &[]
+        };
+        for (c, p) in cairn.commits.iter().zip(commits) {
             println!(
                 "  commit of {}{}: {:.2} vs {:.2} µs/key ({:.2}x); with the warm-up {:.2} vs {:.2} ({:.2}x)",
                 c.keys,
@@ -789,12 +1032,22 @@ fn print_ratios(records: &[AuthRecord]) {
                 p.total_us_per_key / c.total_us_per_key.max(1e-9)
             );
         }
-        println!(
-            "  proofs made/s {:.2}x, verified/s {:.2}x, inclusion bytes {:.2}x",
-            cairn.proofs.proofs_per_sec / peer.proofs.proofs_per_sec.max(1e-9),
-            cairn.proofs.verified_per_sec / peer.proofs.verified_per_sec.max(1e-9),
-            cairn.proofs.inclusion_mean_bytes / peer.proofs.inclusion_mean_bytes.max(1e-9)
-        );
+        if let (Some(c), Some(p)) = (&cairn.proofs, &peer.proofs) {
+            println!(
+                "  proofs made/s {:.2}x, verified/s {:.2}x, inclusion bytes {:.2}x",
+                c.proofs_per_sec / p.proofs_per_sec.max(1e-9),
+                c.verified_per_sec / p.verified_per_sec.max(1e-9),
+                c.inclusion_mean_bytes / p.inclusion_mean_bytes.max(1e-9)
+            );
+        }
+        if let (Some(c), Some(p)) = (&cairn.utxo, &peer.utxo) {
+            println!(
+                "  UTxO ops/s {:.0} vs {:.0} ({:.2}x)",
+                c.ops_per_sec,
+                p.ops_per_sec,
+                c.ops_per_sec / p.ops_per_sec.max(1e-9)
+            );
+        }
     }
 }
 
@@ -832,6 +1085,7 @@ mod tests {
             dir: None,
             keep: false,
             json: None,
+            report_dir: None,
             seed: 3,
             engines: vec![engine],
             hash: AuthHashArg::Sha256,
@@ -841,6 +1095,7 @@ mod tests {
             commits: 2,
             samples: 20,
             multiproof_keys: 16,
+            utxo_batches: 3,
             nomt_buckets: 4_096,
             nomt_page_cache_mib: 16,
             nomt_leaf_cache_mib: 16,
@@ -863,14 +1118,25 @@ mod tests {
         assert_eq!(record.commits.len(), 2);
         assert_eq!(record.commits[1].commits, 2);
         assert_eq!(record.live_keys_at_end, 3_000);
-        assert!(record.proofs.inclusion_mean_bytes > 0.0);
-        assert!(record.proofs.exclusion_mean_bytes > 0.0);
-        assert_eq!(record.proofs.multiproof_keys, 16);
+        if let Some(proofs) = &record.proofs {
+            assert!(proofs.inclusion_mean_bytes > 0.0);
+            assert!(proofs.exclusion_mean_bytes > 0.0);
+            assert_eq!(proofs.multiproof_keys, 16);
+        } else {
+            assert_eq!(engine, AuthEngineKind::CairnPlain);
+        }
+        if let Some(utxo) = &record.utxo {
+            assert_eq!(utxo.batches, 3);
+            assert!(utxo.ops_per_sec > 0.0);
+        } else {
+            assert_eq!(engine, AuthEngineKind::AlloyTrie);
+        }
     }
 
     #[test]
     fn cairn_runs_every_phase_on_a_small_table() {
         every_phase(AuthEngineKind::Cairn);
+        every_phase(AuthEngineKind::CairnPlain);
     }
 
     #[cfg(feature = "nomt")]
@@ -911,5 +1177,83 @@ mod tests {
     #[test]
     fn nomt_rejects_wrong_claims() {
         wrong_claims_are_rejected(AuthEngineKind::Nomt);
+    }
+
+    /// An engine whose lookups return a wrong value: the UTxO phase must fail on it.
+    struct Lying(Box<dyn AuthEngine>);
+
+    impl AuthEngine for Lying {
+        fn name(&self) -> &'static str {
+            "lying"
+        }
+        fn settings(&self) -> String {
+            String::new()
+        }
+        fn warm_up(&mut self, keys: &[KeyPath]) -> Result<(), Failure> {
+            self.0.warm_up(keys)
+        }
+        fn commit(&mut self, changes: &[Change]) -> Result<[u8; 32], Failure> {
+            self.0.commit(changes)
+        }
+        fn lookups(&mut self, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>, Failure> {
+            let mut found = self.0.lookups(keys)?;
+            if let Some(Some(v)) = found.last_mut() {
+                v[20] ^= 1;
+            }
+            Ok(found)
+        }
+        fn prove(&mut self, key: &KeyPath) -> Result<Box<dyn AuthProof>, Failure> {
+            self.0.prove(key)
+        }
+        fn prove_many(&mut self, keys: &[KeyPath]) -> Result<Box<dyn AuthProof>, Failure> {
+            self.0.prove_many(keys)
+        }
+    }
+
+    #[test]
+    fn a_wrong_lookup_fails_the_utxo_phase() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = small_args(AuthEngineKind::Cairn);
+        let mut engine = Lying(open(AuthEngineKind::Cairn, dir.path(), &args).unwrap());
+        let mut workload = Workload::new(1000, 1);
+        engine.commit(&workload.load_changes(0, 1000)).unwrap();
+        let e = bench_utxo(&mut engine, &mut workload, 2).err().unwrap();
+        assert!(e.0.contains("expected"), "{}", e.0);
+    }
+
+    /// JMT's two stores hold the same tree: the same roots after every commit.
+    #[cfg(feature = "jmt")]
+    #[test]
+    fn jmt_stores_agree_on_every_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = small_args(AuthEngineKind::JmtCairn);
+        let mut memory = open(AuthEngineKind::JmtMemory, dir.path(), &args).unwrap();
+        let mut cairn = open(AuthEngineKind::JmtCairn, dir.path(), &args).unwrap();
+        let mut workload = Workload::new(2000, 5);
+        let load = workload.load_changes(0, 2000);
+        assert_eq!(memory.commit(&load).unwrap(), cairn.commit(&load).unwrap());
+        for _ in 0..10 {
+            let changes = workload.next_commit(100);
+            assert_eq!(
+                memory.commit(&changes).unwrap(),
+                cairn.commit(&changes).unwrap()
+            );
+        }
+    }
+
+    #[cfg(feature = "jmt")]
+    #[test]
+    fn jmt_runs_every_phase_and_rejects_wrong_claims() {
+        for engine in [AuthEngineKind::JmtMemory, AuthEngineKind::JmtCairn] {
+            every_phase(engine);
+            wrong_claims_are_rejected(engine);
+        }
+    }
+
+    #[cfg(feature = "alloy-trie")]
+    #[test]
+    fn alloy_trie_runs_every_phase_and_rejects_wrong_claims() {
+        every_phase(AuthEngineKind::AlloyTrie);
+        wrong_claims_are_rejected(AuthEngineKind::AlloyTrie);
     }
 }

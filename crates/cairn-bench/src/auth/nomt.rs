@@ -136,6 +136,13 @@ where
         Ok(root)
     }
 
+    fn lookups(&mut self, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>, Failure> {
+        let session = self.session();
+        keys.iter()
+            .map(|key| session.read(*key).map_err(failed("reading")))
+            .collect()
+    }
+
     fn prove(&mut self, key: &KeyPath) -> Result<Box<dyn AuthProof>, Failure> {
         let proof = self.session().prove(*key).map_err(failed("proving"))?;
         Ok(Box::new(NomtPathProof::<H> {

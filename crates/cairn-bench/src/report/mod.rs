@@ -23,7 +23,7 @@
 pub mod format;
 mod load;
 mod markdown;
-mod svg;
+pub(crate) mod svg;
 pub mod terminal;
 
 use std::collections::BTreeMap;

@@ -115,26 +115,29 @@ const PALETTE: [&str; 8] = [
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
 ];
 
-/// A grouped bar chart.
-struct Chart {
-    title: &'static str,
-    y_label: &'static str,
+/// A grouped bar chart (also drawn by `auth`'s report).
+pub(crate) struct Chart {
+    /// The title above the chart.
+    pub(crate) title: &'static str,
+    /// The y axis' label.
+    pub(crate) y_label: &'static str,
     /// Label lines of each group of bars.
-    groups: Vec<Vec<String>>,
+    pub(crate) groups: Vec<Vec<String>>,
     /// The legend: one bar per series in each group.
-    series: Vec<String>,
+    pub(crate) series: Vec<String>,
     /// `values[group][series]`; None draws no bar.
-    values: Vec<Vec<Option<f64>>>,
-    log: bool,
+    pub(crate) values: Vec<Vec<Option<f64>>>,
+    /// A logarithmic y axis.
+    pub(crate) log: bool,
     /// A horizontal line (value, label).
-    limit: Option<(f64, String)>,
+    pub(crate) limit: Option<(f64, String)>,
     /// How values are printed above the bars.
-    format: fn(f64) -> String,
+    pub(crate) format: fn(f64) -> String,
 }
 
 impl Chart {
     /// The SVG document.
-    fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let label_lines = self.groups.iter().map(Vec::len).max().unwrap_or(1);
         let mut svg = Svg::new(PLOT_BOTTOM + 24.0 + 15.0 * label_lines as f64);
         svg.text(WIDTH / 2.0, 26.0, TITLE_STYLE, self.title);

@@ -1,0 +1,491 @@
+//! `cairn-bench auth-report --dir DIR`: the Markdown report (`DIR/README.md`) and three charts
+//! (`commit.svg`, `proofs.svg`, `utxo.svg`) of the `auth` records in DIR, one section per key
+//! count. `auth --report-dir DIR` writes its records there and calls this.
+//!
+//! Owns: the reading of `auth` records from DIR (every `*.json` file directly in it holding an
+//! array of them; other JSON is skipped, malformed JSON is an error naming its file) and their
+//! layout. Must never touch: any file but the four it writes.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::AuthRecord;
+use crate::failure::{Context, Failure};
+use crate::report::format::{compact, limit_text, ms, rss_mib, short_count, thousands};
+use crate::report::svg::Chart;
+
+/// The engines' order in tables and charts (others follow, alphabetically).
+const ORDER: [&str; 6] = [
+    "cairn",
+    "cairn-plain",
+    "nomt",
+    "jmt-memory",
+    "jmt-cairn",
+    "alloy-trie",
+];
+
+/// The records of DIR by key count, each list in engine order.
+type ByKeys = BTreeMap<u64, Vec<AuthRecord>>;
+
+/// Reads DIR's records and writes the report and charts; returns README.md's path.
+pub fn write(dir: &Path) -> Result<PathBuf, Failure> {
+    let by_keys = load(dir)?;
+    let files = [
+        ("commit.svg", commit_chart(&by_keys)),
+        ("proofs.svg", proofs_chart(&by_keys)),
+        ("utxo.svg", utxo_chart(&by_keys)),
+        ("README.md", markdown(&by_keys)),
+    ];
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, text).context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(dir.join("README.md"))
+}
+
+fn rank(engine: &str) -> (usize, String) {
+    let position = ORDER.iter().position(|e| *e == engine);
+    (position.unwrap_or(ORDER.len()), engine.to_string())
+}
+
+/// Every `auth` record of DIR, grouped by key count; the latest record (by date) of an
+/// (engine, key count) wins.
+fn load(dir: &Path) -> Result<ByKeys, Failure> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .context(|| format!("listing {}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json") && p.is_file())
+        .collect();
+    files.sort();
+    let mut latest: BTreeMap<(u64, (usize, String)), AuthRecord> = BTreeMap::new();
+    for path in files {
+        let text =
+            std::fs::read_to_string(&path).context(|| format!("reading {}", path.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Failure(format!("{}: not JSON: {e}", path.display())))?;
+        let Some(items) = value.as_array() else {
+            continue;
+        };
+        if !items.iter().all(|i| i["benchmark"] == "auth") {
+            continue;
+        }
+        let records: Vec<AuthRecord> = serde_json::from_value(value)
+            .map_err(|e| Failure(format!("{}: {e}", path.display())))?;
+        for record in records {
+            let key = (record.keys, rank(&record.engine));
+            if latest.get(&key).is_none_or(|old| record.date >= old.date) {
+                latest.insert(key, record);
+            }
+        }
+    }
+    if latest.is_empty() {
+        return Err(Failure(format!("no auth records in {}", dir.display())));
+    }
+    let mut by_keys = ByKeys::new();
+    for ((keys, _), record) in latest {
+        by_keys.entry(keys).or_default().push(record);
+    }
+    Ok(by_keys)
+}
+
+/// "2^20 (1,048,576)" for a power of two, else the count.
+fn keys_text(keys: u64) -> String {
+    if keys.is_power_of_two() {
+        format!("2^{} ({})", keys.trailing_zeros(), thousands(keys as f64))
+    } else {
+        thousands(keys as f64)
+    }
+}
+
+fn short_keys(keys: u64) -> String {
+    if keys.is_power_of_two() {
+        format!("2^{}", keys.trailing_zeros())
+    } else {
+        short_count(keys)
+    }
+}
+
+/// Every engine of any key count, in report order.
+fn engines(by_keys: &ByKeys) -> Vec<String> {
+    let mut names: Vec<(usize, String)> = by_keys
+        .values()
+        .flatten()
+        .map(|r| rank(&r.engine))
+        .collect();
+    names.sort();
+    names.dedup();
+    names.into_iter().map(|(_, n)| n).collect()
+}
+
+fn find<'a>(records: &'a [AuthRecord], engine: &str) -> Option<&'a AuthRecord> {
+    records.iter().find(|r| r.engine == engine)
+}
+
+/// Warm-up plus commit, µs per key, log scale: a group per (keys, commit size, warm-up).
+fn commit_chart(by_keys: &ByKeys) -> String {
+    let series = engines(by_keys);
+    let (mut groups, mut values) = (Vec::new(), Vec::new());
+    for (keys, records) in by_keys {
+        let mut modes: Vec<(u64, bool)> = records
+            .iter()
+            .flat_map(|r| r.commits.iter().map(|c| (c.keys, c.warm_up)))
+            .collect();
+        modes.sort();
+        modes.dedup();
+        for (k, warm) in modes {
+            groups.push(vec![
+                short_keys(*keys),
+                format!("{} keys", short_count(k)),
+                if warm { "warm-up" } else { "no warm-up" }.to_string(),
+            ]);
+            values.push(
+                series
+                    .iter()
+                    .map(|e| {
+                        find(records, e)?
+                            .commits
+                            .iter()
+                            .find(|c| c.keys == k && c.warm_up == warm)
+                            .map(|c| c.total_us_per_key)
+                    })
+                    .collect(),
+            );
+        }
+    }
+    Chart {
+        title: "Commit: warm-up + commit, µs per updated key (log scale)",
+        y_label: "µs per key",
+        groups,
+        series,
+        values,
+        log: true,
+        limit: None,
+        format: ms,
+    }
+    .render()
+}
+
+/// Mean inclusion and exclusion proof bytes per engine.
+fn proofs_chart(by_keys: &ByKeys) -> String {
+    let series = engines(by_keys);
+    let (mut groups, mut values) = (Vec::new(), Vec::new());
+    for (keys, records) in by_keys {
+        for (kind, inclusion) in [("inclusion", true), ("exclusion", false)] {
+            groups.push(vec![short_keys(*keys), kind.to_string()]);
+            values.push(
+                series
+                    .iter()
+                    .map(|e| {
+                        let p = find(records, e)?.proofs.as_ref()?;
+                        Some(if inclusion {
+                            p.inclusion_mean_bytes
+                        } else {
+                            p.exclusion_mean_bytes
+                        })
+                    })
+                    .collect(),
+            );
+        }
+    }
+    Chart {
+        title: "Single-key proof size, mean bytes",
+        y_label: "bytes",
+        groups,
+        series,
+        values,
+        log: false,
+        limit: None,
+        format: thousands,
+    }
+    .render()
+}
+
+/// UTxO ops/s per engine and key count.
+fn utxo_chart(by_keys: &ByKeys) -> String {
+    let series = engines(by_keys);
+    let groups = by_keys.keys().map(|k| vec![short_keys(*k)]).collect();
+    let values = by_keys
+        .values()
+        .map(|records| {
+            series
+                .iter()
+                .map(|e| find(records, e)?.utxo.as_ref().map(|u| u.ops_per_sec))
+                .collect()
+        })
+        .collect();
+    Chart {
+        title: "UTxO batches with a root after each: ops/s",
+        y_label: "ops/s",
+        groups,
+        series,
+        values,
+        log: false,
+        limit: None,
+        format: compact,
+    }
+    .render()
+}
+
+fn markdown(by_keys: &ByKeys) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Authenticated state side by side\n");
+    let _ = writeln!(
+        md,
+        "Records of `cairn-bench auth` (one JSON file per invocation), rendered by \
+         `cairn-bench auth-report`. For each key count, the latest record of each engine. Times \
+         are medians unless named otherwise; \"x\" columns are the peer's figure over Cairn's \
+         for times (above 1: Cairn is faster) and Cairn's over the peer's for rates.\n"
+    );
+    let _ = writeln!(
+        md,
+        "![commit](commit.svg)\n\n![proofs](proofs.svg)\n\n![utxo](utxo.svg)\n"
+    );
+    for (keys, records) in by_keys {
+        section(&mut md, *keys, records);
+    }
+    md
+}
+
+fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
+    let first = &records[0];
+    let _ = writeln!(md, "## {} keys\n", keys_text(keys));
+    let _ = writeln!(
+        md,
+        "Hash {}; each engine {} (page cache counted), page cache dropped before each; {}.\n",
+        first.hash,
+        match first.memory_limit_bytes {
+            Some(limit) => format!(
+                "in a memory cgroup of its own limited to {}",
+                limit_text(Some(limit))
+            ),
+            None => "without a memory limit".to_string(),
+        },
+        match (&first.date, &first.commit) {
+            (date, Some(commit)) if !date.is_empty() => format!("run {date} at {commit}"),
+            (date, None) if !date.is_empty() => format!("run {date}"),
+            _ => "date not recorded".to_string(),
+        }
+    );
+    let _ = writeln!(md, "| engine | settings |\n|---|---|");
+    for r in records {
+        let settings = match &r.failure {
+            Some(failure) => format!("**failed**: {failure}"),
+            None => r.settings.clone(),
+        };
+        let _ = writeln!(md, "| {} | {} |", r.engine, settings.replace('|', "/"));
+    }
+    let cairn = find(records, "cairn");
+
+    let _ = writeln!(
+        md,
+        "\n### Commits\n\n| engine | keys | warm-up | p50 ms | p99 ms | max ms | µs/key | warm-up \
+         µs/key | total µs/key | vs Cairn | KiB written | KiB read |\n\
+         |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+    );
+    for r in records {
+        for c in &r.commits {
+            let ratio = cairn
+                .and_then(|cairn| {
+                    cairn
+                        .commits
+                        .iter()
+                        .find(|x| x.keys == c.keys && x.warm_up == c.warm_up)
+                })
+                .filter(|_| r.engine != "cairn")
+                .map_or("".to_string(), |x| {
+                    format!("{:.2}x", c.total_us_per_key / x.total_us_per_key.max(1e-9))
+                });
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {} | {} |",
+                r.engine,
+                thousands(c.keys as f64),
+                if c.warm_up { "yes" } else { "no" },
+                ms(c.p50_ms),
+                ms(c.p99_ms),
+                ms(c.max_ms),
+                c.us_per_key,
+                c.warm_up_us_per_key,
+                c.total_us_per_key,
+                ratio,
+                thousands(c.bytes_written / 1024.0),
+                thousands(c.bytes_read / 1024.0)
+            );
+        }
+    }
+
+    let _ = writeln!(
+        md,
+        "\n### Proofs\n\n| engine | inclusion B (mean / max) | exclusion B (mean / max) | made/s | \
+         verified/s | multiproof keys | multiproof B (per key) | made ms | verified ms |\n\
+         |---|--:|--:|--:|--:|--:|--:|--:|--:|"
+    );
+    for r in records {
+        if let Some(p) = &r.proofs {
+            let _ = writeln!(
+                md,
+                "| {} | {} / {} | {} / {} | {} | {} | {} | {} ({}) | {} | {} |",
+                r.engine,
+                thousands(p.inclusion_mean_bytes),
+                thousands(p.inclusion_max_bytes),
+                thousands(p.exclusion_mean_bytes),
+                thousands(p.exclusion_max_bytes),
+                thousands(p.proofs_per_sec),
+                thousands(p.verified_per_sec),
+                p.multiproof_keys,
+                thousands(p.multiproof_bytes),
+                thousands(p.multiproof_bytes / p.multiproof_keys.max(1) as f64),
+                ms(p.multiproof_ms),
+                ms(p.multiproof_verify_ms)
+            );
+        }
+    }
+
+    let plain = find(records, "cairn-plain").and_then(|r| r.utxo.as_ref());
+    let _ = writeln!(
+        md,
+        "\n### UTxO batches, a root after each\n\n256 lookups, then a commit of 256 deletes and \
+         256 inserts; every lookup checked.\n\n| engine | batches | ops/s | of cairn-plain | p50 ms | \
+         p99 ms | p99.9 ms | p99.9/p50 | max ms | KiB written | KiB read |\n\
+         |---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+    );
+    for r in records {
+        if let Some(u) = &r.utxo {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {} |",
+                r.engine,
+                u.batches,
+                thousands(u.ops_per_sec),
+                plain.map_or("".to_string(), |p| format!(
+                    "{:.2}",
+                    u.ops_per_sec / p.ops_per_sec.max(1e-9)
+                )),
+                ms(u.p50_ms),
+                ms(u.p99_ms),
+                ms(u.p999_ms),
+                u.p999_ms / u.p50_ms.max(1e-9),
+                ms(u.max_ms),
+                thousands(u.bytes_written / 1024.0),
+                thousands(u.bytes_read / 1024.0)
+            );
+        }
+    }
+
+    let _ = writeln!(
+        md,
+        "\n### Load and memory\n\n| engine | load s | load µs/key | keys at the end | on disk MiB | \
+         peak RSS MiB | cgroup peak MiB |\n|---|--:|--:|--:|--:|--:|--:|"
+    );
+    for r in records.iter().filter(|r| r.failure.is_none()) {
+        let _ = writeln!(
+            md,
+            "| {} | {:.1} | {:.2} | {} | {} | {} | {} |",
+            r.engine,
+            r.load_seconds,
+            r.load_us_per_key,
+            thousands(r.live_keys_at_end as f64),
+            rss_mib(Some(r.disk_bytes)),
+            rss_mib(r.peak_rss_bytes),
+            rss_mib(r.cgroup_peak_bytes)
+        );
+    }
+    let _ = writeln!(md);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{CommitFigures, ProofFigures, UtxoFigures};
+
+    fn record(engine: &str, keys: u64, us: f64) -> AuthRecord {
+        AuthRecord {
+            benchmark: "auth".to_string(),
+            engine: engine.to_string(),
+            settings: "s".to_string(),
+            hash: "sha256".to_string(),
+            date: "2026-11-25T00:00:00Z".to_string(),
+            commit: None,
+            keys,
+            live_keys_at_end: keys,
+            load_seconds: 1.0,
+            load_us_per_key: 1.0,
+            commits: vec![CommitFigures {
+                keys: 1000,
+                warm_up: true,
+                commits: 1,
+                total_us_per_key: us,
+                ..CommitFigures::default()
+            }],
+            proofs: (engine != "cairn-plain").then(ProofFigures::default),
+            utxo: Some(UtxoFigures {
+                ops_per_sec: 1000.0 / us,
+                ..UtxoFigures::default()
+            }),
+            peak_rss_bytes: None,
+            disk_bytes: 0,
+            memory_limit_bytes: None,
+            cgroup_peak_bytes: None,
+            failure: None,
+        }
+    }
+
+    /// Records of two invocations make one section per key count, engines in report order, with
+    /// ratios against Cairn and cairn-plain; files of other benchmarks are skipped.
+    #[test]
+    fn report_of_two_invocations() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, records: &[AuthRecord]| {
+            std::fs::write(
+                dir.path().join(name),
+                serde_json::to_string(records).unwrap(),
+            )
+            .unwrap()
+        };
+        write(
+            "a.json",
+            &[
+                record("nomt", 1 << 20, 20.0),
+                record("cairn", 1 << 20, 10.0),
+            ],
+        );
+        let failed = AuthRecord {
+            failure: Some("killed (SIGKILL)".to_string()),
+            ..record("nomt", 1 << 24, 1.0)
+        };
+        write(
+            "b.json",
+            &[
+                record("cairn", 1 << 24, 40.0),
+                record("cairn-plain", 1 << 24, 4.0),
+                failed,
+            ],
+        );
+        std::fs::write(dir.path().join("c.json"), r#"{"benchmark": "utxo-run"}"#).unwrap();
+        let path = write_report(dir.path());
+        let md = std::fs::read_to_string(path).unwrap();
+        let a = md.find("## 2^20").unwrap();
+        let b = md.find("## 2^24").unwrap();
+        assert!(a < b);
+        assert!(
+            md[a..b].find("| cairn | 1,000").unwrap() < md[a..b].find("| nomt | 1,000").unwrap()
+        );
+        assert!(md[a..b].contains("| 2.00x |"), "{md}");
+        assert!(md[b..].contains("| cairn | 0 | 25 | 0.10 |"), "{md}");
+        assert!(
+            md[b..].contains("| nomt | **failed**: killed (SIGKILL) |"),
+            "{md}"
+        );
+        for chart in ["commit.svg", "proofs.svg", "utxo.svg"] {
+            assert!(std::fs::read_to_string(dir.path().join(chart))
+                .unwrap()
+                .starts_with("<svg"));
+        }
+    }
+
+    fn write_report(dir: &Path) -> PathBuf {
+        write(dir).unwrap()
+    }
+}
