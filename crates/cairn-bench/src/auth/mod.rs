@@ -555,7 +555,12 @@ fn children_in(
             Err(e) => {
                 eprintln!("{}: {e}", engine.name());
                 failed.push(format!("{}: {e}", engine.name()));
-                records.push(AuthRecord::failed(engine, args, limit, e.0));
+                // The record keeps what happened, not the child's long command line.
+                let how =
+                    e.0.split_once(" failed ")
+                        .map_or(e.0.as_str(), |(_, how)| how);
+                let how = format!("the child process failed {how}");
+                records.push(AuthRecord::failed(engine, args, limit, how));
                 continue;
             }
         };

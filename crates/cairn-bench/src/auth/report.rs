@@ -25,8 +25,8 @@ const ORDER: [&str; 6] = [
     "alloy-trie",
 ];
 
-/// The records of DIR by key count, each list in engine order.
-type ByKeys = BTreeMap<u64, Vec<AuthRecord>>;
+/// The records of DIR by key count and hash function, each list in engine order.
+type ByKeys = BTreeMap<(u64, String), Vec<AuthRecord>>;
 
 /// Reads DIR's records and writes the report and charts; returns README.md's path.
 pub fn write(dir: &Path) -> Result<PathBuf, Failure> {
@@ -49,8 +49,8 @@ fn rank(engine: &str) -> (usize, String) {
     (position.unwrap_or(ORDER.len()), engine.to_string())
 }
 
-/// Every `auth` record of DIR, grouped by key count; the latest record (by date) of an
-/// (engine, key count) wins.
+/// Every `auth` record of DIR, grouped by key count and hash; the latest record (by date) of
+/// an (engine, key count, hash) wins.
 fn load(dir: &Path) -> Result<ByKeys, Failure> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .context(|| format!("listing {}", dir.display()))?
@@ -59,7 +59,7 @@ fn load(dir: &Path) -> Result<ByKeys, Failure> {
         .filter(|p| p.extension().is_some_and(|e| e == "json") && p.is_file())
         .collect();
     files.sort();
-    let mut latest: BTreeMap<(u64, (usize, String)), AuthRecord> = BTreeMap::new();
+    let mut latest: BTreeMap<(u64, String, (usize, String)), AuthRecord> = BTreeMap::new();
     for path in files {
         let text =
             std::fs::read_to_string(&path).context(|| format!("reading {}", path.display()))?;
@@ -74,7 +74,7 @@ fn load(dir: &Path) -> Result<ByKeys, Failure> {
         let records: Vec<AuthRecord> = serde_json::from_value(value)
             .map_err(|e| Failure(format!("{}: {e}", path.display())))?;
         for record in records {
-            let key = (record.keys, rank(&record.engine));
+            let key = (record.keys, record.hash.clone(), rank(&record.engine));
             if latest.get(&key).is_none_or(|old| record.date >= old.date) {
                 latest.insert(key, record);
             }
@@ -84,8 +84,8 @@ fn load(dir: &Path) -> Result<ByKeys, Failure> {
         return Err(Failure(format!("no auth records in {}", dir.display())));
     }
     let mut by_keys = ByKeys::new();
-    for ((keys, _), record) in latest {
-        by_keys.entry(keys).or_default().push(record);
+    for ((keys, hash, _), record) in latest {
+        by_keys.entry((keys, hash)).or_default().push(record);
     }
     Ok(by_keys)
 }
@@ -99,12 +99,14 @@ fn keys_text(keys: u64) -> String {
     }
 }
 
-fn short_keys(keys: u64) -> String {
-    if keys.is_power_of_two() {
+/// A chart label: "2^20 sha256".
+fn short_keys((keys, hash): &(u64, String)) -> String {
+    let keys = if keys.is_power_of_two() {
         format!("2^{}", keys.trailing_zeros())
     } else {
-        short_count(keys)
-    }
+        short_count(*keys)
+    };
+    format!("{keys} {hash}")
 }
 
 /// Every engine of any key count, in report order.
@@ -127,7 +129,7 @@ fn find<'a>(records: &'a [AuthRecord], engine: &str) -> Option<&'a AuthRecord> {
 fn commit_chart(by_keys: &ByKeys) -> String {
     let series = engines(by_keys);
     let (mut groups, mut values) = (Vec::new(), Vec::new());
-    for (keys, records) in by_keys {
+    for (part, records) in by_keys {
         let mut modes: Vec<(u64, bool)> = records
             .iter()
             .flat_map(|r| r.commits.iter().map(|c| (c.keys, c.warm_up)))
@@ -136,7 +138,7 @@ fn commit_chart(by_keys: &ByKeys) -> String {
         modes.dedup();
         for (k, warm) in modes {
             groups.push(vec![
-                short_keys(*keys),
+                short_keys(part),
                 format!("{} keys", short_count(k)),
                 if warm { "warm-up" } else { "no warm-up" }.to_string(),
             ]);
@@ -171,9 +173,9 @@ fn commit_chart(by_keys: &ByKeys) -> String {
 fn proofs_chart(by_keys: &ByKeys) -> String {
     let series = engines(by_keys);
     let (mut groups, mut values) = (Vec::new(), Vec::new());
-    for (keys, records) in by_keys {
+    for (part, records) in by_keys {
         for (kind, inclusion) in [("inclusion", true), ("exclusion", false)] {
-            groups.push(vec![short_keys(*keys), kind.to_string()]);
+            groups.push(vec![short_keys(part), kind.to_string()]);
             values.push(
                 series
                     .iter()
@@ -205,7 +207,7 @@ fn proofs_chart(by_keys: &ByKeys) -> String {
 /// UTxO ops/s per engine and key count.
 fn utxo_chart(by_keys: &ByKeys) -> String {
     let series = engines(by_keys);
-    let groups = by_keys.keys().map(|k| vec![short_keys(*k)]).collect();
+    let groups = by_keys.keys().map(|part| vec![short_keys(part)]).collect();
     let values = by_keys
         .values()
         .map(|records| {
@@ -242,7 +244,7 @@ fn markdown(by_keys: &ByKeys) -> String {
         md,
         "![commit](commit.svg)\n\n![proofs](proofs.svg)\n\n![utxo](utxo.svg)\n"
     );
-    for (keys, records) in by_keys {
+    for ((keys, _), records) in by_keys {
         section(&mut md, *keys, records);
     }
     md
@@ -250,18 +252,13 @@ fn markdown(by_keys: &ByKeys) -> String {
 
 fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
     let first = &records[0];
-    let _ = writeln!(md, "## {} keys\n", keys_text(keys));
+    let _ = writeln!(md, "## {} keys, {}\n", keys_text(keys), first.hash);
     let _ = writeln!(
         md,
-        "Hash {}; each engine {} (page cache counted), page cache dropped before each; {}.\n",
+        "Hash {} (alloy-trie: Keccak-256 always); each engine a child process, in a memory \
+         cgroup of its own where the last table gives a limit (page cache counted), the page \
+         cache dropped before it; {}.\n",
         first.hash,
-        match first.memory_limit_bytes {
-            Some(limit) => format!(
-                "in a memory cgroup of its own limited to {}",
-                limit_text(Some(limit))
-            ),
-            None => "without a memory limit".to_string(),
-        },
         match (&first.date, &first.commit) {
             (date, Some(commit)) if !date.is_empty() => format!("run {date} at {commit}"),
             (date, None) if !date.is_empty() => format!("run {date}"),
@@ -377,18 +374,19 @@ fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
     let _ = writeln!(
         md,
         "\n### Load and memory\n\n| engine | load s | load µs/key | keys at the end | on disk MiB | \
-         peak RSS MiB | cgroup peak MiB |\n|---|--:|--:|--:|--:|--:|--:|"
+         peak RSS MiB | memory limit | cgroup peak MiB |\n|---|--:|--:|--:|--:|--:|--:|--:|"
     );
     for r in records.iter().filter(|r| r.failure.is_none()) {
         let _ = writeln!(
             md,
-            "| {} | {:.1} | {:.2} | {} | {} | {} | {} |",
+            "| {} | {:.1} | {:.2} | {} | {} | {} | {} | {} |",
             r.engine,
             r.load_seconds,
             r.load_us_per_key,
             thousands(r.live_keys_at_end as f64),
             rss_mib(Some(r.disk_bytes)),
             rss_mib(r.peak_rss_bytes),
+            limit_text(r.memory_limit_bytes),
             rss_mib(r.cgroup_peak_bytes)
         );
     }
@@ -466,7 +464,7 @@ mod tests {
         std::fs::write(dir.path().join("c.json"), r#"{"benchmark": "utxo-run"}"#).unwrap();
         let path = write_report(dir.path());
         let md = std::fs::read_to_string(path).unwrap();
-        let a = md.find("## 2^20").unwrap();
+        let a = md.find("## 2^20 (1,048,576) keys, sha256").unwrap();
         let b = md.find("## 2^24").unwrap();
         assert!(a < b);
         assert!(

@@ -240,6 +240,19 @@ impl MemCgroup {
             .parse()
             .ok()
     }
+
+    /// How many times the kernel's OOM killer killed a process of the cgroup at its limit (v2
+    /// `memory.events`, v1 `memory.oom_control`: their `oom_kill` line), where it says.
+    pub fn oom_kills(&self) -> Option<u64> {
+        let file = match self.version {
+            Version::V1 => "memory.oom_control",
+            Version::V2 => "memory.events",
+        };
+        let text = std::fs::read_to_string(self.dir.join(file)).ok()?;
+        text.lines()
+            .find_map(|line| line.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse().ok())
+    }
 }
 
 impl Drop for MemCgroup {
@@ -288,7 +301,16 @@ pub fn run_child(args: &[String], limit: u64) -> Result<ChildMemory, Failure> {
     let name = format!("cairn-bench-{}", std::process::id());
     match Hierarchy::of_this_process().create(&name, limit)? {
         Placement::Limited(cgroup) => {
-            run_self(args, Some(&cgroup))?;
+            if let Err(e) = run_self(args, Some(&cgroup)) {
+                return Err(match cgroup.oom_kills() {
+                    Some(kills) if kills > 0 => Failure(format!(
+                        "{} (killed at its memory limit of {} MiB: the cgroup's OOM killer ran)",
+                        e.0,
+                        cgroup.limit >> 20
+                    )),
+                    _ => e,
+                });
+            }
             Ok(ChildMemory {
                 limit_bytes: Some(cgroup.limit),
                 peak_bytes: cgroup.peak_bytes(),
@@ -369,6 +391,38 @@ mod tests {
         assert!(parse_size("0").is_err());
         assert!(parse_size("-1G").is_err());
         assert!(parse_size("99999999999T").is_err());
+    }
+
+    /// The OOM-kill count comes from `memory.events` (v2) or `memory.oom_control` (v1).
+    #[test]
+    fn oom_kills_are_read_from_either_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let v2 = MemCgroup {
+            dir: dir.path().to_path_buf(),
+            version: Version::V2,
+            limit: 1 << 30,
+        };
+        assert_eq!(v2.oom_kills(), None);
+        std::fs::write(
+            dir.path().join("memory.events"),
+            "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 0\n",
+        )
+        .unwrap();
+        assert_eq!(v2.oom_kills(), Some(1));
+        std::fs::write(
+            dir.path().join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
+        )
+        .unwrap();
+        let v1 = MemCgroup {
+            dir: dir.path().to_path_buf(),
+            version: Version::V1,
+            limit: 1 << 30,
+        };
+        assert_eq!(v1.oom_kills(), Some(3));
+        // Neither cgroup is real: their drops must not remove the directory.
+        std::mem::forget(v1);
+        std::mem::forget(v2);
     }
 
     /// A fake cgroup v2 mount: the root lists `root_controllers`, and this process sits in
