@@ -117,6 +117,10 @@ where
         Ok(())
     }
 
+    fn warm_up_reads(&mut self, keys: &[KeyPath]) -> Result<(), Failure> {
+        self.warm_up(keys)
+    }
+
     fn commit(&mut self, changes: &[Change]) -> Result<[u8; 32], Failure> {
         if changes.is_empty() {
             self.end_session()?;
