@@ -18,7 +18,7 @@ use std::path::Path;
 
 use alloy_trie::proof::{ProofNodes, ProofRetainer};
 use alloy_trie::{HashBuilder, Nibbles};
-use cairn::{LogOptions, Session, SessionOptions, Table, TableConfig, Update};
+use cairn::{Session, Table, TableConfig};
 
 use super::{AuthEngine, AuthProof, Change, KeyPath, Value};
 use crate::failure::{Context, Failure};
@@ -33,14 +33,7 @@ pub struct AlloyRebuild {
 impl AlloyRebuild {
     /// A new session in `dir` with one plain durable table for the leaves.
     pub fn open(dir: &Path) -> Result<AlloyRebuild, Failure> {
-        let session = Session::open_with_options(
-            dir,
-            SessionOptions {
-                log: Some(LogOptions::default()),
-                ..SessionOptions::default()
-            },
-        )
-        .context(|| format!("opening a Cairn session in {}", dir.display()))?;
+        let session = super::cairn::logged_session(dir)?;
         let table = session
             .create_durable_table("leaves", TableConfig::default())
             .context(|| "creating the leaves' table".to_string())?;
@@ -55,19 +48,7 @@ impl AlloyRebuild {
         if changes.is_empty() {
             return Ok(());
         }
-        let updates: Vec<(&[u8], Update<'_>)> = changes
-            .iter()
-            .map(|(k, v)| match v {
-                Some(v) => (&k[..], Update::Insert(&v[..])),
-                None => (&k[..], Update::Delete),
-            })
-            .collect();
-        self.session
-            .write(&[(&self.table, &updates[..])])
-            .context(|| "writing a commit's updates".to_string())?;
-        self.session
-            .sync_log()
-            .context(|| "syncing the log".to_string())?;
+        super::cairn::write_durably(&self.session, &self.table, changes)?;
         self.root = None;
         Ok(())
     }

@@ -20,6 +20,38 @@ use super::{AuthEngine, AuthProof, Change, KeyPath, Value};
 use crate::cli::AuthHashArg;
 use crate::failure::{Context, Failure};
 
+/// A session in `dir` with a write-ahead log (default options): what every adapter keeping its
+/// data in Cairn opens.
+pub fn logged_session(dir: &Path) -> Result<Session, Failure> {
+    Session::open_with_options(
+        dir,
+        SessionOptions {
+            log: Some(LogOptions::default()),
+            ..SessionOptions::default()
+        },
+    )
+    .context(|| format!("opening a Cairn session in {}", dir.display()))
+}
+
+/// Writes `changes` to `table` as one logged write and fsyncs the log, so that they survive a
+/// crash when this returns. Nothing for no changes.
+pub fn write_durably(session: &Session, table: &Table, changes: &[Change]) -> Result<(), Failure> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let updates: Vec<(&[u8], Update<'_>)> = changes
+        .iter()
+        .map(|(k, v)| match v {
+            Some(v) => (&k[..], Update::Insert(&v[..])),
+            None => (&k[..], Update::Delete),
+        })
+        .collect();
+    session
+        .write(&[(table, &updates[..])])
+        .context(|| "writing a commit's updates".to_string())?;
+    session.sync_log().context(|| "syncing the log".to_string())
+}
+
 /// The engine.
 pub struct CairnAuth {
     session: Session,
@@ -36,14 +68,7 @@ impl CairnAuth {
             AuthHashArg::Sha256 => HashKind::Sha256,
             AuthHashArg::Blake3 => HashKind::Blake3,
         });
-        let session = Session::open_with_options(
-            dir,
-            SessionOptions {
-                log: Some(LogOptions::default()),
-                ..SessionOptions::default()
-            },
-        )
-        .context(|| format!("opening a Cairn session in {}", dir.display()))?;
+        let session = logged_session(dir)?;
         let table = session
             .create_durable_table(
                 "state",
@@ -106,21 +131,7 @@ impl AuthEngine for CairnAuth {
     }
 
     fn commit(&mut self, changes: &[Change]) -> Result<[u8; 32], Failure> {
-        if !changes.is_empty() {
-            let updates: Vec<(&[u8], Update<'_>)> = changes
-                .iter()
-                .map(|(k, v)| match v {
-                    Some(v) => (&k[..], Update::Insert(&v[..])),
-                    None => (&k[..], Update::Delete),
-                })
-                .collect();
-            self.session
-                .write(&[(&self.table, &updates[..])])
-                .context(|| "writing a commit's updates".to_string())?;
-            self.session
-                .sync_log()
-                .context(|| "syncing the log".to_string())?;
-        }
+        write_durably(&self.session, &self.table, changes)?;
         if self.kind.is_none() {
             return Ok([0; 32]);
         }

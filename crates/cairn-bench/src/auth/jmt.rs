@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::RwLock;
 
-use cairn::{LogOptions, Session, SessionOptions, Table, TableConfig, Update};
+use cairn::{Session, Table, TableConfig, Update};
 use jmt::proof::SparseMerkleProof;
 use jmt::storage::{LeafNode, Node, NodeKey, TreeReader, TreeUpdateBatch};
 use jmt::{JellyfishMerkleTree, KeyHash, OwnedValue, RootHash, SimpleHasher, Version};
@@ -301,14 +301,7 @@ struct CairnStore {
 
 impl CairnStore {
     fn open(dir: &Path) -> Result<CairnStore, Failure> {
-        let session = Session::open_with_options(
-            dir,
-            SessionOptions {
-                log: Some(LogOptions::default()),
-                ..SessionOptions::default()
-            },
-        )
-        .context(|| format!("opening a Cairn session in {}", dir.display()))?;
+        let session = super::cairn::logged_session(dir)?;
         let table = session
             .create_durable_table("jmt", TableConfig::default())
             .context(|| "creating JMT's table".to_string())?;
