@@ -102,14 +102,7 @@ impl AuthEngine for AlloyRebuild {
     }
 
     fn lookups(&mut self, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>, Failure> {
-        let found = self
-            .table
-            .lookups(keys)
-            .context(|| "looking up".to_string())?;
-        Ok(found
-            .into_iter()
-            .map(|r| r.value().map(<[u8]>::to_vec))
-            .collect())
+        super::cairn::lookup_values(&self.table, keys)
     }
 
     fn runs_utxo(&self) -> bool {

@@ -52,6 +52,15 @@ pub fn write_durably(session: &Session, table: &Table, changes: &[Change]) -> Re
     session.sync_log().context(|| "syncing the log".to_string())
 }
 
+/// The values of `keys` in `table`, by one batched lookup (`None`: absent).
+pub fn lookup_values(table: &Table, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>, Failure> {
+    let found = table.lookups(keys).context(|| "looking up".to_string())?;
+    Ok(found
+        .into_iter()
+        .map(|r| r.value().map(<[u8]>::to_vec))
+        .collect())
+}
+
 /// The engine.
 pub struct CairnAuth {
     session: Session,
@@ -140,14 +149,7 @@ impl AuthEngine for CairnAuth {
     }
 
     fn lookups(&mut self, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>, Failure> {
-        let found = self
-            .table
-            .lookups(keys)
-            .context(|| "looking up".to_string())?;
-        Ok(found
-            .into_iter()
-            .map(|r| r.value().map(<[u8]>::to_vec))
-            .collect())
+        lookup_values(&self.table, keys)
     }
 
     fn prove(&mut self, key: &KeyPath) -> Result<Box<dyn AuthProof>, Failure> {
