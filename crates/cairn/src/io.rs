@@ -260,10 +260,8 @@ pub(crate) trait ReadConditions {
 }
 
 /// Every read unconditional.
-#[cfg(test)]
 pub(crate) struct Unconditional;
 
-#[cfg(test)]
 impl ReadConditions for Unconditional {
     fn after(&self, _: usize) -> Option<usize> {
         None
@@ -300,13 +298,11 @@ pub(crate) trait ReadPlan: ReadConditions {
 }
 
 /// A plan whose reads are all known: [`BlockIo::read_batch_into_with`].
-#[cfg(test)]
 struct FixedPlan<'a> {
     requests: &'a [ReadRequest],
     conditions: &'a mut dyn ReadConditions,
 }
 
-#[cfg(test)]
 impl ReadConditions for FixedPlan<'_> {
     fn after(&self, i: usize) -> Option<usize> {
         self.conditions.after(i)
@@ -317,7 +313,6 @@ impl ReadConditions for FixedPlan<'_> {
     }
 }
 
-#[cfg(test)]
 impl ReadPlan for FixedPlan<'_> {
     fn requests(&self) -> &[ReadRequest] {
         self.requests
@@ -1354,6 +1349,22 @@ impl BlockIo {
             &mut FixedPlan {
                 requests,
                 conditions,
+            },
+            batch,
+        )
+    }
+
+    /// Reads every request into `batch` (its arena reused when large enough): for callers
+    /// that know all their reads up front (the page log). On error the batch is left empty.
+    pub(crate) fn read_fixed_into(
+        &self,
+        requests: &[ReadRequest],
+        batch: &mut ReadBatch,
+    ) -> Result<()> {
+        self.read_planned_into(
+            &mut FixedPlan {
+                requests,
+                conditions: &mut Unconditional,
             },
             batch,
         )

@@ -1,0 +1,636 @@
+//! The page log: trie pages appended to segment files, each page found through a pointer
+//! ([`PageLoc`]) held by the page above it, so that no index of pages is kept anywhere.
+//!
+//! Owns: [`PageLoc`] and its encoding, the segment file format (`docs/format/trie.md`, "Page
+//! log"), [`Segment`] (one immutable-once-written file, removed when its last user lets go),
+//! [`PageLog`] (a session's segment writer and its registry of open segments), [`Appender`]
+//! (the writes of one commit) and [`Segments`] (the segments one trie version reaches, with its
+//! live bytes in each). May call: `fs`, `io`. Must never touch: tables, runs, or what a page
+//! holds (it stores an opaque record body under an opaque key: the trie's page id).
+//!
+//! Why a log and not a table: a page rewritten by a commit is appended once, and the pages of
+//! the old version become dead bytes in their segments; a table rewrites every page again at
+//! every level its merges pass through (measured at 2^22 keys: 4.3 times fewer bytes written
+//! per 10,000-key commit, `docs/benchmarks/README.md`, "Page log").
+//!
+//! Bounds: an append buffers the commit's records in memory and writes them with one append
+//! (two when it fills a segment); a read of `n` pages is one batched read of `n` spans of one
+//! or a few 4 KiB blocks each.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::error::{Error, Result};
+use crate::fs::{DeferredRemovals, FileSystem, ReadOptions, ReadableFile, WritableFile};
+use crate::io::{BlockIo, ReadRequest, ALIGN_BYTES};
+
+/// The first bytes of every segment file.
+const MAGIC: [u8; 8] = *b"CAIRNPGL";
+/// The segment format version.
+const FORMAT: u32 = 1;
+/// Bytes of a segment's header block; records start after it.
+pub(crate) const HEADER_BYTES: u64 = ALIGN_BYTES as u64;
+/// Bytes of a record's header: body length (u32) and CRC32C of the body (u32).
+const RECORD_HEADER_BYTES: usize = 8;
+/// Longest record body: a page key and the largest page (64 leaves and their pointers) fit.
+pub(crate) const RECORD_BODY_MAX: usize = u16::MAX as usize;
+/// A segment takes no more appends once it is this long.
+pub(crate) const SEGMENT_BYTES_TARGET: u64 = 64 << 20;
+/// Bytes of an encoded [`PageLoc`].
+pub(crate) const LOC_BYTES: usize = 14;
+/// The extension of a segment file.
+pub(crate) const SEGMENT_EXT: &str = "pages";
+
+/// Where a page record is: its segment, its byte offset there and its body's length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct PageLoc {
+    pub(crate) segment: u64,
+    pub(crate) offset: u32,
+    pub(crate) len: u16,
+}
+
+impl PageLoc {
+    /// The 14-byte encoding: segment id, offset, body length, little-endian.
+    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.segment.to_le_bytes());
+        out.extend_from_slice(&self.offset.to_le_bytes());
+        out.extend_from_slice(&self.len.to_le_bytes());
+    }
+
+    /// Decodes [`PageLoc::encode_into`]'s bytes (exactly [`LOC_BYTES`]; total).
+    pub(crate) fn decode(bytes: &[u8]) -> Result<PageLoc> {
+        if bytes.len() != LOC_BYTES {
+            return Err(Error::corrupt("page pointer", "not 14 bytes"));
+        }
+        let loc = PageLoc {
+            segment: u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes")),
+            offset: u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")),
+            len: u16::from_le_bytes(bytes[12..14].try_into().expect("2 bytes")),
+        };
+        if loc.segment == 0 || (loc.offset as u64) < HEADER_BYTES || loc.len == 0 {
+            return Err(Error::corrupt("page pointer", "outside any record"));
+        }
+        Ok(loc)
+    }
+
+    /// Bytes of the whole record (header and body).
+    fn record_bytes(&self) -> u64 {
+        RECORD_HEADER_BYTES as u64 + self.len as u64
+    }
+
+    /// The aligned span of blocks that holds the record.
+    fn span(&self) -> (u64, usize) {
+        let start = self.offset as u64 / HEADER_BYTES * HEADER_BYTES;
+        let end = (self.offset as u64 + self.record_bytes()).div_ceil(HEADER_BYTES) * HEADER_BYTES;
+        (start, (end - start) as usize)
+    }
+}
+
+/// The file name of segment `id`.
+pub(crate) fn segment_file_name(id: u64) -> String {
+    format!("{id:016x}.{SEGMENT_EXT}")
+}
+
+/// The segment id a file name gives, if it names a segment.
+pub(crate) fn segment_id_of(name: &str) -> Option<u64> {
+    let (stem, ext) = name.split_once('.')?;
+    if ext != SEGMENT_EXT || stem.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(stem, 16).ok().filter(|&id| id != 0)
+}
+
+/// The header block of segment `id`.
+fn encode_header(id: u64) -> Vec<u8> {
+    let mut out = vec![0u8; HEADER_BYTES as usize];
+    out[0..8].copy_from_slice(&MAGIC);
+    out[8..12].copy_from_slice(&FORMAT.to_le_bytes());
+    out[16..24].copy_from_slice(&id.to_le_bytes());
+    let crc = crc32c::crc32c(&out[..HEADER_BYTES as usize - 4]);
+    out[HEADER_BYTES as usize - 4..].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Checks a header block: magic, version, checksum, and that it names segment `id` (total).
+pub(crate) fn check_header(bytes: &[u8], id: u64) -> Result<()> {
+    let bad = |detail: &str| Error::corrupt("page log segment", detail.to_string());
+    if bytes.len() != HEADER_BYTES as usize {
+        return Err(bad("short header"));
+    }
+    let crc = u32::from_le_bytes(bytes[HEADER_BYTES as usize - 4..].try_into().expect("4"));
+    if crc32c::crc32c(&bytes[..HEADER_BYTES as usize - 4]) != crc {
+        return Err(bad("header checksum mismatch"));
+    }
+    if bytes[0..8] != MAGIC {
+        return Err(bad("not a segment"));
+    }
+    if u32::from_le_bytes(bytes[8..12].try_into().expect("4")) != FORMAT {
+        return Err(bad("unknown segment format version"));
+    }
+    if u64::from_le_bytes(bytes[16..24].try_into().expect("8")) != id {
+        return Err(bad("the header names another segment"));
+    }
+    Ok(())
+}
+
+/// A record's bytes: header, then the body (key length, key, page bytes).
+fn encode_record(key: &[u8], page: &[u8], out: &mut Vec<u8>) -> Result<u16> {
+    let body_len = 1 + key.len() + page.len();
+    if key.len() > u8::MAX as usize || body_len > RECORD_BODY_MAX {
+        return Err(Error::InvalidUpdate(format!(
+            "a page record of {body_len} bytes is over the page log's limit"
+        )));
+    }
+    let start = out.len();
+    out.extend_from_slice(&(body_len as u32).to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.push(key.len() as u8);
+    out.extend_from_slice(key);
+    out.extend_from_slice(page);
+    let crc = crc32c::crc32c(&out[start + RECORD_HEADER_BYTES..]);
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    Ok(body_len as u16)
+}
+
+/// Splits the record at the start of `bytes` into key and page bytes, checking it against its
+/// pointer: length, checksum, and a key of the length it claims (total).
+fn decode_record<'a>(bytes: &'a [u8], loc: &PageLoc) -> Result<(&'a [u8], &'a [u8])> {
+    let bad = |detail: &str| Error::corrupt("page log record", detail.to_string());
+    let total = loc.record_bytes() as usize;
+    if bytes.len() < total {
+        return Err(bad("truncated"));
+    }
+    let len = u32::from_le_bytes(bytes[0..4].try_into().expect("4"));
+    if len != loc.len as u32 {
+        return Err(bad("its length is not the pointer's"));
+    }
+    let crc = u32::from_le_bytes(bytes[4..8].try_into().expect("4"));
+    let body = &bytes[RECORD_HEADER_BYTES..total];
+    if crc32c::crc32c(body) != crc {
+        return Err(bad("checksum mismatch"));
+    }
+    let key_len = body[0] as usize;
+    if 1 + key_len > body.len() {
+        return Err(bad("key longer than the record"));
+    }
+    Ok((&body[1..1 + key_len], &body[1 + key_len..]))
+}
+
+/// One segment file. Immutable once its writer has moved on; read by any number of trie
+/// versions; its file is queued for removal when the last [`Arc`] of it is dropped.
+pub(crate) struct Segment {
+    id: u64,
+    path: PathBuf,
+    file: Arc<dyn ReadableFile>,
+    removals: Arc<DeferredRemovals>,
+    /// Set by a read-only session: the file is not its to remove.
+    keep_file: AtomicBool,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment").field("id", &self.id).finish()
+    }
+}
+
+impl Segment {
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        if !self.keep_file.load(Ordering::Relaxed) {
+            // Removed by the session's next operation (see `DeferredRemovals`).
+            self.removals.defer([self.path.clone()]);
+        }
+    }
+}
+
+/// The segment being appended to.
+struct Current {
+    segment: Arc<Segment>,
+    writer: Box<dyn WritableFile>,
+    len: u64,
+}
+
+/// A session's page log: the segment being written and every segment open in the session (so
+/// that two versions reaching the same segment share one file handle, and a segment restored
+/// twice from snapshots is linked once).
+pub(crate) struct PageLog {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    removals: Arc<DeferredRemovals>,
+    state: Mutex<LogState>,
+}
+
+#[derive(Default)]
+struct LogState {
+    open: HashMap<u64, Weak<Segment>>,
+    current: Option<Current>,
+}
+
+impl std::fmt::Debug for PageLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageLog").field("dir", &self.dir).finish()
+    }
+}
+
+impl PageLog {
+    /// The page log of the session whose live files are in `dir`.
+    pub(crate) fn new(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        removals: Arc<DeferredRemovals>,
+    ) -> PageLog {
+        PageLog {
+            fs,
+            dir,
+            removals,
+            state: Mutex::new(LogState::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LogState> {
+        // Nothing under this lock can panic half way through a change of the state.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts the appends of one commit; other commits' appends wait until it is finished.
+    pub(crate) fn appender(&self) -> Appender<'_> {
+        Appender {
+            log: self,
+            state: self.lock(),
+            buffer: Vec::new(),
+            written: Vec::new(),
+        }
+    }
+
+    /// Ends the segment being written, if any: later appends go to a new one. A snapshot does
+    /// this first, so that every segment it links is immutable.
+    pub(crate) fn roll(&self) {
+        self.lock().current = None;
+    }
+
+    /// An open segment by id.
+    pub(crate) fn get(&self, id: u64) -> Option<Arc<Segment>> {
+        self.lock().open.get(&id).and_then(Weak::upgrade)
+    }
+
+    /// The segment `id` whose file is `source` (in a snapshot): the open one if the session
+    /// has it, else `source` linked into the live directory (or, with `link` false, opened
+    /// where it is and never removed) and its header checked.
+    pub(crate) fn adopt(&self, id: u64, source: &Path, link: bool) -> Result<Arc<Segment>> {
+        let mut state = self.lock();
+        if let Some(segment) = state.open.get(&id).and_then(Weak::upgrade) {
+            return Ok(segment);
+        }
+        let path = if link {
+            let path = self.dir.join(segment_file_name(id));
+            if self.fs.exists(&path)? {
+                self.fs.remove_file(&path)?;
+            }
+            self.fs.hard_link(source, &path)?;
+            path
+        } else {
+            source.to_path_buf()
+        };
+        let segment = Arc::new(Segment {
+            id,
+            path: path.clone(),
+            file: self.fs.open(&path, ReadOptions::default())?,
+            removals: self.removals.clone(),
+            keep_file: AtomicBool::new(!link),
+        });
+        let mut header = vec![0u8; HEADER_BYTES as usize];
+        segment.file.read_exact_at(&mut header, 0)?;
+        check_header(&header, id)?;
+        state.open.insert(id, Arc::downgrade(&segment));
+        Ok(segment)
+    }
+
+    /// Reads the records at `locs` in one batch, each from its segment in `segments`, and
+    /// returns each one's key and page bytes. Errors: I/O, a pointer to a segment the version
+    /// does not reach, a record that does not match its pointer (corruption).
+    pub(crate) fn read(
+        io: &BlockIo,
+        segments: &Segments,
+        locs: &[PageLoc],
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut requests = Vec::with_capacity(locs.len());
+        for loc in locs {
+            let segment = segments.get(loc.segment).ok_or_else(|| {
+                Error::corrupt(
+                    "page pointer",
+                    format!("segment {:016x} is not one the trie reaches", loc.segment),
+                )
+            })?;
+            let (offset, len_bytes) = loc.span();
+            requests.push(ReadRequest {
+                file: segment.file.clone(),
+                offset,
+                len_bytes,
+            });
+        }
+        let mut batch = io.take_batch();
+        let result = io.read_fixed_into(&requests, &mut batch).and_then(|()| {
+            locs.iter()
+                .enumerate()
+                .map(|(i, loc)| {
+                    let skip = (loc.offset as u64 - loc.span().0) as usize;
+                    let (key, page) = decode_record(&batch.get(i)[skip..], loc)?;
+                    Ok((key.to_vec(), page.to_vec()))
+                })
+                .collect()
+        });
+        io.recycle_batch(batch);
+        result
+    }
+
+    /// Every record of `segment`, in file order: its pointer and key (for checks and for
+    /// moving live pages out of a segment). Reads the whole file; total (a damaged record is
+    /// an error, zero padding is skipped to the next block).
+    pub(crate) fn scan(segment: &Segment) -> Result<Vec<(PageLoc, Vec<u8>)>> {
+        let bad = |detail: String| Error::corrupt("page log segment", detail);
+        let len = segment.file.len_bytes()?;
+        let len = usize::try_from(len).map_err(|_| bad("too large".into()))?;
+        if len < HEADER_BYTES as usize || len % ALIGN_BYTES != 0 {
+            return Err(bad(format!("{len} bytes is not a whole number of blocks")));
+        }
+        let mut bytes = vec![0u8; len];
+        segment.file.read_exact_at(&mut bytes, 0)?;
+        check_header(&bytes[..HEADER_BYTES as usize], segment.id)?;
+        let mut out = Vec::new();
+        let mut at = HEADER_BYTES as usize;
+        while at + RECORD_HEADER_BYTES <= len {
+            let body_len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4")) as usize;
+            if body_len == 0 {
+                at = (at / ALIGN_BYTES + 1) * ALIGN_BYTES;
+                continue;
+            }
+            if body_len > RECORD_BODY_MAX || at + RECORD_HEADER_BYTES + body_len > len {
+                return Err(bad(format!("a record at {at} runs past the file")));
+            }
+            let loc = PageLoc {
+                segment: segment.id,
+                offset: u32::try_from(at).map_err(|_| bad("offset over 4 GiB".into()))?,
+                len: body_len as u16,
+            };
+            let (key, _) = decode_record(&bytes[at..], &loc)?;
+            out.push((loc, key.to_vec()));
+            at += RECORD_HEADER_BYTES + body_len;
+        }
+        Ok(out)
+    }
+}
+
+/// The appends of one commit: records are placed in memory as they come (so each gets its
+/// pointer at once, for the page above it) and written by [`Appender::finish`].
+pub(crate) struct Appender<'a> {
+    log: &'a PageLog,
+    state: std::sync::MutexGuard<'a, LogState>,
+    /// Records not written yet, to go at the current segment's end.
+    buffer: Vec<u8>,
+    /// Bytes appended to each segment by this appender (records and padding).
+    written: Vec<(Arc<Segment>, u64)>,
+}
+
+impl Appender<'_> {
+    /// A new segment with a fresh random id, its header written.
+    fn start_segment(&mut self) -> Result<()> {
+        let fs = &self.log.fs;
+        let (id, path) = loop {
+            let mut raw = [0u8; 8];
+            getrandom::fill(&mut raw).map_err(|e| {
+                Error::io(
+                    "getrandom",
+                    &self.log.dir,
+                    std::io::Error::other(e.to_string()),
+                )
+            })?;
+            let id = u64::from_le_bytes(raw);
+            let path = self.log.dir.join(segment_file_name(id));
+            if id != 0 && !self.state.open.contains_key(&id) && !fs.exists(&path)? {
+                break (id, path);
+            }
+        };
+        let mut writer = fs.create(&path)?;
+        let segment = Arc::new(Segment {
+            id,
+            path: path.clone(),
+            file: fs.open(&path, ReadOptions::default())?,
+            removals: self.log.removals.clone(),
+            keep_file: AtomicBool::new(false),
+        });
+        writer.append(&encode_header(id))?;
+        self.state.open.retain(|_, s| s.strong_count() > 0);
+        self.state.open.insert(id, Arc::downgrade(&segment));
+        self.state.current = Some(Current {
+            segment,
+            writer,
+            len: HEADER_BYTES,
+        });
+        Ok(())
+    }
+
+    /// Writes the buffered records (padded to a whole block) to the current segment.
+    fn flush(&mut self) -> Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let current = self
+            .state
+            .current
+            .as_mut()
+            .expect("records go to a current segment");
+        let end = (current.len + self.buffer.len() as u64).div_ceil(HEADER_BYTES) * HEADER_BYTES;
+        self.buffer.resize((end - current.len) as usize, 0);
+        current.writer.append(&self.buffer)?;
+        current.len = end;
+        let bytes = self.buffer.len() as u64;
+        match self.written.last_mut() {
+            Some((s, n)) if s.id == current.segment.id => *n += bytes,
+            _ => self.written.push((current.segment.clone(), bytes)),
+        }
+        self.buffer.clear();
+        Ok(())
+    }
+
+    /// Places a record of `page` under `key` and returns where it will be. Starts a new
+    /// segment when the current one is full (writing the records before it first).
+    pub(crate) fn push(&mut self, key: &[u8], page: &[u8]) -> Result<PageLoc> {
+        let record = (RECORD_HEADER_BYTES + 1 + key.len() + page.len()) as u64;
+        let next = self
+            .state
+            .current
+            .as_ref()
+            .map(|c| c.len + self.buffer.len() as u64);
+        match next {
+            // A record larger than the target still gets a segment of its own.
+            Some(n) if n == HEADER_BYTES || n + record + HEADER_BYTES <= SEGMENT_BYTES_TARGET => {}
+            _ => {
+                self.flush()?;
+                self.start_segment()?;
+            }
+        }
+        let current = self.state.current.as_ref().expect("a segment was started");
+        let mut offset = current.len + self.buffer.len() as u64;
+        let in_block = offset % HEADER_BYTES;
+        // A record that fits a block never crosses a block boundary; a larger one starts one.
+        if (record <= HEADER_BYTES && in_block + record > HEADER_BYTES)
+            || (record > HEADER_BYTES && in_block != 0)
+        {
+            let pad = HEADER_BYTES - in_block;
+            self.buffer.resize(self.buffer.len() + pad as usize, 0);
+            offset += pad;
+        }
+        let segment = current.segment.id;
+        let len = encode_record(key, page, &mut self.buffer)?;
+        Ok(PageLoc {
+            segment,
+            offset: u32::try_from(offset).expect("segments stay under 4 GiB"),
+            len,
+        })
+    }
+
+    /// Writes what was pushed and returns the segments written to, with the bytes each got
+    /// (records and padding).
+    pub(crate) fn finish(mut self) -> Result<Vec<(Arc<Segment>, u64)>> {
+        self.flush()?;
+        Ok(std::mem::take(&mut self.written))
+    }
+}
+
+/// The segments one trie version reaches, each with the bytes of that version's records in
+/// it: cheap to clone (shared until either side changes it), so a duplicate shares it in O(1).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Segments {
+    map: imbl::OrdMap<u64, (Arc<Segment>, u64)>,
+}
+
+impl Segments {
+    /// The segment `id`, if the version reaches it.
+    pub(crate) fn get(&self, id: u64) -> Option<&Arc<Segment>> {
+        self.map.get(&id).map(|(s, _)| s)
+    }
+
+    /// Counts a record of `bytes` (its whole record) in `segment` as the version's.
+    pub(crate) fn add(&mut self, segment: &Arc<Segment>, bytes: u64) {
+        match self.map.get_mut(&segment.id) {
+            Some((_, live)) => *live += bytes,
+            None => {
+                self.map.insert(segment.id, (segment.clone(), bytes));
+            }
+        }
+    }
+
+    /// The record at `loc` is no longer the version's; a segment left with none is let go.
+    pub(crate) fn release(&mut self, loc: &PageLoc) -> Result<()> {
+        let bytes = loc.record_bytes();
+        let Some((_, live)) = self.map.get_mut(&loc.segment) else {
+            return Err(Error::corrupt(
+                "page log accounting",
+                format!("segment {:016x} is not the version's", loc.segment),
+            ));
+        };
+        *live = live.saturating_sub(bytes);
+        if *live == 0 {
+            self.map.remove(&loc.segment);
+        }
+        Ok(())
+    }
+
+    /// Each segment with the version's bytes in it, by id.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&Arc<Segment>, u64)> {
+        self.map.values().map(|(s, live)| (s, *live))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// The version's bytes in all its segments.
+    pub(crate) fn live_bytes(&self) -> u64 {
+        self.map.values().map(|(_, live)| live).sum()
+    }
+}
+
+/// The bytes a record at `loc` counts for in [`Segments`].
+pub(crate) fn record_bytes(loc: &PageLoc) -> u64 {
+    loc.record_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::sim::MemFs;
+    use crate::io::IoBackendKind;
+
+    fn log() -> (Arc<MemFs>, PageLog) {
+        let fs = Arc::new(MemFs::new());
+        fs.create_dir_all(Path::new("/a")).unwrap();
+        let log = PageLog::new(
+            fs.clone(),
+            PathBuf::from("/a"),
+            Arc::new(DeferredRemovals::default()),
+        );
+        (fs, log)
+    }
+
+    fn page(i: usize, len: usize) -> Vec<u8> {
+        (0..len).map(|j| (i * 31 + j) as u8).collect()
+    }
+
+    #[test]
+    fn records_read_back_through_their_pointers() {
+        let (_, log) = log();
+        let io = BlockIo::new(IoBackendKind::Pread).unwrap();
+        let mut segments = Segments::default();
+        let mut want = Vec::new();
+        for round in 0..3 {
+            let mut a = log.appender();
+            let mut locs = Vec::new();
+            for i in 0..200 {
+                let len = [10, 500, 4000, 5000, 9000][(i + round) % 5];
+                let key = vec![(i % 7) as u8; 1 + i % 9];
+                let loc = a.push(&key, &page(i + round, len)).unwrap();
+                locs.push((loc, key, page(i + round, len)));
+            }
+            a.finish().unwrap();
+            for (loc, _, _) in &locs {
+                segments.add(&log.get(loc.segment).unwrap(), record_bytes(loc));
+            }
+            want.extend(locs);
+        }
+        let locs: Vec<PageLoc> = want.iter().map(|w| w.0).collect();
+        let got = PageLog::read(&io, &segments, &locs).unwrap();
+        for ((_, key, bytes), (k, b)) in want.iter().zip(&got) {
+            assert_eq!((key, bytes), (k, b));
+        }
+        // A record never crosses a block boundary unless it is larger than a block.
+        for loc in &locs {
+            let (start, len) = loc.span();
+            if loc.record_bytes() <= HEADER_BYTES {
+                assert_eq!(len, ALIGN_BYTES, "{loc:?} from {start}");
+            } else {
+                assert_eq!(loc.offset as u64 % HEADER_BYTES, 0);
+            }
+        }
+        // A scan finds every record, in order.
+        let mut scanned = Vec::new();
+        let mut ids: Vec<u64> = locs.iter().map(|l| l.segment).collect();
+        ids.dedup();
+        for id in ids {
+            scanned.extend(PageLog::scan(&log.get(id).unwrap()).unwrap());
+        }
+        let keys: Vec<(PageLoc, Vec<u8>)> = want.iter().map(|w| (w.0, w.1.clone())).collect();
+        assert_eq!(scanned, keys);
+    }
+}
