@@ -1,26 +1,30 @@
-//! Authenticated tables: a table's Merkle trie version, the hidden table that stores its pages,
-//! and the commit, prefetch and proof operations over them.
+//! Authenticated tables: a table's Merkle trie version, where its pages are read from and
+//! written to, and the commit, prefetch and proof operations over them.
 //!
-//! Owns: [`Auth`], [`Commit`], [`AuthStats`], and the page table's configuration. May call:
-//! `trie` (pages, commits, proofs), `table` (the page table, through its public API: lookups,
-//! updates, ranges, duplicate, close), `snapshot` (the trie's record in snapshot metadata). Must
-//! never touch: the data table's state (`table` hands over the
-//! changed keys' new leaves) or files.
+//! Owns: [`Auth`], [`Commit`], [`AuthStats`]. May call: `trie` (pages, commits,
+//! proofs), `pagelog` (the session's page log: reads, appends, segments), `session` (its page
+//! log and block I/O), `io` (the block I/O engine's type), `snapshot` (the trie's record in snapshot metadata). Must never touch:
+//! the data table's state (`table` hands over the changed keys' new leaves) or files.
 //!
-//! Where the pages live: in a Cairn table of their own, created beside the data table in the
-//! same session, keyed by page id ([`crate::trie::PageId::key`]), one page per value. A
-//! duplicate duplicates it (O(1) I/O), and its runs are reference-counted like any table's, so a
-//! page version lives exactly as long as some table version can reach it. The top page levels
-//! (`AuthConfig::retained_levels`) are kept in memory and written to the page table only when
-//! a snapshot needs them (`docs/design.md`, "Authenticated tables").
+//! Where the pages live: in the session's page log (`pagelog`), each page below the retained
+//! levels found through its parent's pointer. A duplicate shares the version's segments (O(1)),
+//! and a segment's file is removed when no table version reaches a record in it. The top page
+//! levels (`AuthConfig::retained_levels`) are kept in memory and written to the log only when a
+//! snapshot needs them (`docs/design.md`, "Authenticated tables").
+
+use std::sync::Arc;
 
 use cairn_proof::{Hash, Proof, Root};
 
-use crate::config::{AuthConfig, BloomAlloc, IndexType, MergeSchedule, Resolve, TableConfig};
+use crate::config::AuthConfig;
 use crate::error::{Error, Result};
+use crate::io::BlockIo;
+use crate::pagelog::{
+    Appender, Manifest, ManifestSegment, PageLoc, PageLog, SegmentBuilder, Segments, TrieFiles,
+};
+use crate::session::SessionInner;
 use crate::snapshot::AuthMeta;
-use crate::table::{Table, Update};
-use crate::trie::{self, Change, Loaded, Node, Page, PageId, PageStore, TrieState};
+use crate::trie::{self, Change, Loaded, Node, PageStore, TrieState};
 
 /// The result of a commit: the version it made and its state root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,9 +41,9 @@ pub struct Commit {
 pub struct AuthStats {
     /// The current version (see [`Commit::version`]).
     pub version: u64,
-    /// Trie pages read from the page table by this handle's commits, prefetches and proofs.
+    /// Trie pages read from the page log by this handle's commits, prefetches and proofs.
     pub pages_read: u64,
-    /// Trie pages written (or removed) in the page table.
+    /// Trie pages appended to (or removed from) the page log.
     pub pages_written: u64,
     /// Keys rehashed by commits (each costs a key, a value, a leaf and about
     /// `log₂ n − log₂ k` node hashes).
@@ -54,12 +58,18 @@ pub struct AuthStats {
     pub retained_bytes: usize,
     /// Pages loaded by [`crate::Table::prefetch`] and not yet used by a commit.
     pub prefetched_pages: usize,
+    /// Segment files of the session's page log that this version has records in.
+    pub segments: usize,
+    /// Bytes of this version's records in them (the rest of those files is padding and
+    /// records of other or older versions).
+    pub live_bytes: u64,
 }
 
-/// A table's trie: its current version, the pages' table, pages prefetched for the next commit.
+/// A table's trie: its current version, the session it reads pages from, pages prefetched
+/// for the next commit.
 pub(crate) struct Auth {
     pub(crate) trie: TrieState,
-    pub(crate) pages: Table,
+    session: Arc<SessionInner>,
     prefetched: Loaded,
     stats: AuthStats,
 }
@@ -73,62 +83,64 @@ impl std::fmt::Debug for Auth {
     }
 }
 
-/// The page table's configuration: pages are values of up to about 10 KB (4 KB for a page of
-/// internal nodes), so its write buffer holds 1,024 of them (a few MiB); page ids are not
-/// uniformly distributed bytes (the level comes first), so the ordinary index.
-pub(crate) fn page_table_config(data: &TableConfig) -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 1024,
-        merge_schedule: MergeSchedule::Incremental,
-        bloom: BloomAlloc::TargetFpr(1e-2),
-        last_level_bloom: None,
-        index: IndexType::Ordinary,
-        disk_cache: data.disk_cache,
-        merge_batch_size: data.merge_batch_size,
-        resolve: Resolve::KeepNewest,
-        auth: None,
+/// The page store of a session: reads through its block I/O, appends to its page log.
+struct Store<'a> {
+    io: &'a BlockIo,
+    log: &'a PageLog,
+}
+
+impl PageStore for Store<'_> {
+    fn read(&self, segments: &Segments, locs: &[PageLoc]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        PageLog::read(self.io, segments, locs)
+    }
+
+    fn appender(&self) -> Appender<'_> {
+        self.log.appender()
     }
 }
 
-impl PageStore for Table {
-    fn read_pages(&self, ids: &[PageId]) -> Result<Vec<Option<Page>>> {
-        let keys: Vec<Vec<u8>> = ids.iter().map(PageId::key).collect();
-        let found = self.lookups(&keys)?;
-        ids.iter()
-            .zip(found)
-            .map(|(id, r)| r.value().map(|bytes| Page::decode(id, bytes)).transpose())
-            .collect()
+fn store(session: &SessionInner) -> Store<'_> {
+    Store {
+        io: session.io(),
+        log: session.page_log(),
     }
 }
 
 impl Auth {
-    /// A new, empty trie and its page table (created through `new_table`).
-    pub(crate) fn new(pages: Table, config: &AuthConfig) -> Auth {
+    /// A new, empty trie whose pages go to `session`'s page log.
+    pub(crate) fn new(session: Arc<SessionInner>, config: &AuthConfig) -> Auth {
         Auth {
             trie: TrieState::new(config.hash, config.retained_levels()),
-            pages,
+            session,
             prefetched: Loaded::new(),
             stats: AuthStats::default(),
         }
     }
 
-    /// The trie of a table opened from a snapshot: `pages` is its restored page table, whose
-    /// retained levels (one key range: page keys start with their level) are read back and
-    /// checked ([`TrieState::restore`]). Cost: one range read of the retained pages (at most
-    /// 4,161 with the default budget), one hash per page.
-    pub(crate) fn restore(pages: Table, config: &AuthConfig, meta: &AuthMeta) -> Result<Auth> {
+    /// The trie of a table opened from a snapshot: its segments (adopted by the session's
+    /// page log from the snapshot's `trie/`), its manifest and metadata. Reads the retained
+    /// levels back ([`TrieState::restore`]). Cost: one batched read per retained level (at
+    /// most 4,161 pages with the default budget), one hash per page.
+    pub(crate) fn restore(
+        session: Arc<SessionInner>,
+        config: &AuthConfig,
+        meta: &AuthMeta,
+        manifest: &Manifest,
+        segments: Segments,
+    ) -> Result<Auth> {
         let root = Node::decode(config.hash, &meta.root)?;
-        let levels = config.retained_levels();
-        let mut retained = Vec::new();
-        for entry in pages.range(vec![0u8]..vec![levels as u8])? {
-            let entry = entry?;
-            let id = PageId::from_key(&entry.key)
-                .ok_or_else(|| Error::corrupt("trie", "a page key that names no page"))?;
-            retained.push((id, Page::decode(&id, &entry.value)?));
-        }
+        let trie = TrieState::restore(
+            config.hash,
+            config.retained_levels(),
+            meta.version,
+            root,
+            manifest.top,
+            segments,
+            &store(&session),
+        )?;
         Ok(Auth {
-            trie: TrieState::restore(config.hash, levels, meta.version, root, retained)?,
-            pages,
+            trie,
+            session,
             prefetched: Loaded::new(),
             stats: AuthStats {
                 version: meta.version,
@@ -137,33 +149,81 @@ impl Auth {
         })
     }
 
-    /// What a snapshot records of the trie, after writing the retained pages changed since the
-    /// last snapshot into the page table (so that it holds every page).
-    pub(crate) fn snapshot_meta(&mut self) -> Result<AuthMeta> {
-        let unsaved = self.trie.take_unsaved();
-        self.write_pages(
-            unsaved
-                .into_iter()
-                .map(|(id, page)| (id, page.map(|p| p.encode()))),
-        )?;
-        Ok(AuthMeta {
-            version: self.trie.version,
-            root: self.trie.root.encode(),
-        })
+    /// What a snapshot records of the trie: the segments of the page log the version reaches
+    /// (the one being written is ended first, so that every segment a snapshot links is
+    /// immutable), and a segment of the snapshot's own holding every retained page (built in
+    /// memory: at most the retention budget). The snapshot's own writes never go to a file
+    /// the live table reads. Cost: one encoding per retained page.
+    pub(crate) fn snapshot_meta(&mut self) -> Result<(AuthMeta, TrieFiles)> {
+        self.session.page_log().roll();
+        let mut own = match self.trie.retained.is_empty() {
+            true => None,
+            false => Some(SegmentBuilder::new(self.session.active_dir())?),
+        };
+        let top = match &mut own {
+            Some(builder) => {
+                trie::save_retained(&self.trie, &mut |key, page| builder.push(key, page))?
+            }
+            None => None,
+        };
+        let mut manifest = Manifest {
+            top,
+            segments: self
+                .trie
+                .segments
+                .iter()
+                .map(|(s, live)| ManifestSegment {
+                    id: s.id(),
+                    file_id: s.file_id(),
+                    bytes: live,
+                })
+                .collect(),
+        };
+        let own = own.map(|builder| {
+            let id = builder.id();
+            let (bytes, records) = builder.finish();
+            manifest.segments.push(ManifestSegment {
+                id,
+                file_id: id,
+                bytes: records,
+            });
+            (id, bytes)
+        });
+        manifest.segments.sort_by_key(|s| s.id);
+        let files = TrieFiles {
+            segments: self.trie.segments.iter().map(|(s, _)| s.clone()).collect(),
+            own,
+            manifest,
+        };
+        Ok((
+            AuthMeta {
+                version: self.trie.version,
+                root: self.trie.root.encode(),
+            },
+            files,
+        ))
     }
 
-    /// An independent copy: the same trie version, a duplicate of the page table (O(1) I/O),
-    /// the retained pages shared until either side changes them.
-    pub(crate) fn duplicate(&self) -> Result<Auth> {
-        Ok(Auth {
+    /// An independent copy: the same trie version, its retained pages and segments shared
+    /// until either side changes them. O(1).
+    pub(crate) fn duplicate(&self) -> Auth {
+        Auth {
             trie: self.trie.clone(),
-            pages: self.pages.duplicate()?,
+            session: self.session.clone(),
             prefetched: Loaded::new(),
             stats: AuthStats {
                 version: self.trie.version,
                 ..AuthStats::default()
             },
-        })
+        }
+    }
+
+    /// Lets go of everything the trie holds: its segments (removed once no other version
+    /// reaches them), retained and prefetched pages.
+    pub(crate) fn close(&mut self) {
+        let kind = self.trie.kind;
+        self.trie = TrieState::new(kind, self.trie.retained_levels);
+        self.prefetched = Loaded::new();
     }
 
     /// Counts hashes computed outside this module (the leaves a table hashes for a commit).
@@ -188,6 +248,8 @@ impl Auth {
             retained_pages: self.trie.retained.len(),
             retained_bytes: self.trie.retained_bytes(),
             prefetched_pages: self.prefetched.len(),
+            segments: self.trie.segments.len(),
+            live_bytes: self.trie.segments.live_bytes(),
             ..self.stats
         }
     }
@@ -196,51 +258,31 @@ impl Auth {
     /// error the trie may be half changed: the caller breaks the table (a commit's error always
     /// does).
     ///
-    /// Cost: see [`trie::commit`]; the page writes are one batch of updates to the page table
-    /// (its merges paid like any table's).
+    /// Cost: see [`trie::commit`]; the page writes are appends to the page log (one write of
+    /// the commit's records, two when a segment fills).
     pub(crate) fn commit(&mut self, changes: &[Change]) -> Result<Commit> {
         if changes.is_empty() {
             return Ok(self.current());
         }
         let mut loaded = std::mem::replace(&mut self.prefetched, Loaded::new());
         let (reads_before, hashes_before) = (loaded.reads, loaded.hashes);
-        let writes = trie::commit(&mut self.trie, &mut loaded, &self.pages, changes)?;
+        let written = trie::commit(&mut self.trie, &mut loaded, &store(&self.session), changes)?;
         self.stats.pages_read += loaded.reads - reads_before;
         self.stats.hashes += loaded.hashes - hashes_before;
-        self.write_pages(
-            writes
-                .into_iter()
-                .map(|(id, p)| (id, p.map(|p| p.encode()))),
-        )?;
+        self.stats.pages_written += written;
         self.stats.keys_committed += changes.len() as u64;
         Ok(self.current())
-    }
-
-    fn write_pages(
-        &mut self,
-        writes: impl Iterator<Item = (PageId, Option<Vec<u8>>)>,
-    ) -> Result<()> {
-        let writes: Vec<(Vec<u8>, Option<Vec<u8>>)> =
-            writes.map(|(id, bytes)| (id.key(), bytes)).collect();
-        let batch: Vec<(&[u8], Update<'_>)> = writes
-            .iter()
-            .map(|(k, v)| {
-                let update = match v {
-                    Some(bytes) => Update::Insert(bytes),
-                    None => Update::Delete,
-                };
-                (&k[..], update)
-            })
-            .collect();
-        self.pages.updates(&batch)?;
-        self.stats.pages_written += batch.len() as u64;
-        Ok(())
     }
 
     /// Loads the pages the key paths pass through, for the next commit (or proof).
     pub(crate) fn prefetch(&mut self, paths: &[Hash]) -> Result<()> {
         let (reads, hashes) = (self.prefetched.reads, self.prefetched.hashes);
-        trie::load_paths(&self.trie, &mut self.prefetched, &self.pages, paths)?;
+        trie::load_paths(
+            &self.trie,
+            &mut self.prefetched,
+            &store(&self.session),
+            paths,
+        )?;
         self.stats.pages_read += self.prefetched.reads - reads;
         self.stats.hashes += self.prefetched.hashes - hashes;
         Ok(())
@@ -249,7 +291,7 @@ impl Auth {
     /// A multiproof for sorted, distinct key paths against the latest commit.
     pub(crate) fn prove(&mut self, paths: &[Hash]) -> Result<Proof> {
         let mut loaded = Loaded::new();
-        trie::load_paths(&self.trie, &mut loaded, &self.pages, paths)?;
+        trie::load_paths(&self.trie, &mut loaded, &store(&self.session), paths)?;
         self.stats.pages_read += loaded.reads;
         self.stats.hashes += loaded.hashes;
         trie::prove(&self.trie, &loaded, paths)
@@ -266,7 +308,7 @@ impl Auth {
         let mut loaded = Loaded::new();
         // Every page above depth `levels`: load along every path that reaches it, page level by
         // page level (the retained levels need no reads).
-        trie::load_top(&self.trie, &mut loaded, &self.pages, levels)?;
+        trie::load_top(&self.trie, &mut loaded, &store(&self.session), levels)?;
         self.stats.pages_read += loaded.reads;
         self.stats.hashes += loaded.hashes;
         trie::top_witness(&self.trie, &loaded, levels)
@@ -275,36 +317,29 @@ impl Auth {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
     use std::path::Path;
     use std::sync::Arc;
 
     use crate::fs::sim::MemFs;
     use crate::fs::FileSystem;
+    use crate::pagelog;
+    use crate::table::Table;
     use crate::{Session, SessionOptions, TableConfig};
 
     use super::*;
 
-    /// The pages a table's trie version stores: the page table's keys below the retained
-    /// levels, and the retained pages in memory.
-    fn stored_pages(table: &Table) -> BTreeSet<PageId> {
+    /// Whether a table version's accounting is exact: its bytes in its segments are the
+    /// records of the pages below the retained levels that it reaches.
+    fn accounting_is_exact(table: &Table) -> bool {
         let auth = table.auth_for_tests();
-        let mut out: BTreeSet<PageId> = auth.trie.retained.keys().copied().collect();
-        let from = vec![auth.trie.retained_levels as u8];
-        for entry in auth.pages.range(from..).unwrap() {
-            out.insert(PageId::from_key(&entry.unwrap().key).unwrap());
-        }
-        out
-    }
-
-    fn reachable(table: &Table) -> BTreeSet<PageId> {
-        let auth = table.auth_for_tests();
-        trie::reachable_pages(&auth.trie, &auth.pages).unwrap()
+        let stored = trie::stored_pages(&auth.trie, &store(&auth.session)).unwrap();
+        let below: u64 = stored.iter().map(|(_, l)| pagelog::record_bytes(l)).sum();
+        auth.trie.segments.live_bytes() == below
     }
 
     /// After random commits, duplicates, snapshots, snapshot deletes and closes, every live
-    /// table version stores exactly the pages reachable from its root, and once everything is
-    /// closed and deleted no run file is left.
+    /// table version accounts exactly for the records it reaches, and once everything is
+    /// closed and deleted no run file and no segment is left.
     #[test]
     fn live_pages_are_exactly_the_reachable_ones() {
         let fs = Arc::new(MemFs::new());
@@ -364,7 +399,7 @@ mod tests {
             }
             for table in &tables {
                 table.commit().unwrap();
-                assert_eq!(stored_pages(table), reachable(table), "step {step}");
+                assert!(accounting_is_exact(table), "step {step}");
             }
         }
         for name in snapshots {
@@ -374,6 +409,10 @@ mod tests {
             table.close();
         }
         let left: Vec<String> = fs.list_dir(Path::new("/s/active")).unwrap();
-        assert!(left.iter().all(|f| !f.ends_with(".keyops")), "{left:?}");
+        assert!(
+            left.iter()
+                .all(|f| !f.ends_with(".keyops") && !f.ends_with(".pages")),
+            "{left:?}"
+        );
     }
 }

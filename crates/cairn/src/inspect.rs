@@ -11,7 +11,8 @@
 //!
 //! May call: `fs` (reads only), `session` (its directories and salt), `snapshot` (metadata,
 //! layout), `schedule` (level shapes), `run` (file names, the checksums file), `page`, `index`
-//! and `bloom` (decoders), `trie` (the recorded root node), `table` (opening a snapshot to read
+//! and `bloom` (decoders), `trie` (the recorded root node), `pagelog` (the trie's manifest and
+//! segments), `table` (opening a snapshot to read
 //! it whole), and `cairn_proof` (the root). Must never write: everything here works in a
 //! read-only session.
 
@@ -26,10 +27,11 @@ use crate::error::{Error, Result};
 use crate::fs::{read_all, FileSystem, ReadOptions, ReadableFile};
 use crate::index::Index;
 use crate::page::{self, Op, PageView, PAGE_BYTES};
+use crate::pagelog::{self, Manifest};
 use crate::run::{run_file_path, RunChecksums, RunFile};
 use crate::schedule::IncomingShape;
 use crate::session::SessionInner;
-use crate::snapshot::{self, ResolveTag, SnapshotMeta, TRIE_DIR, TRIE_LABEL};
+use crate::snapshot::{self, ResolveTag, SnapshotMeta, TRIE_DIR};
 use crate::table::Table;
 
 /// Where a run sits in a snapshot's table.
@@ -803,6 +805,77 @@ fn check_dir(
     meta
 }
 
+/// Checks an authenticated snapshot's `trie/`: its manifest, and each segment it lists (the
+/// header and every record's checksum, read whole); a file it does not list is a problem.
+fn check_trie_dir(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    report: &mut VerifyReport,
+    progress: &mut dyn FnMut(u64),
+) {
+    let manifest_path = dir.join(pagelog::MANIFEST_NAME);
+    let manifest = match read_all(fs, &manifest_path).and_then(|b| Manifest::decode(&b)) {
+        Ok(manifest) => manifest,
+        Err(e) => {
+            report.problems.push(Problem {
+                path: manifest_path,
+                offset: None,
+                detail: e.to_string(),
+            });
+            return;
+        }
+    };
+    report.files += 1;
+    match fs.list_dir(dir) {
+        Ok(names) => {
+            for name in names {
+                let listed = pagelog::segment_id_of(&name)
+                    .is_some_and(|id| manifest.segments.iter().any(|s| s.file_id == id));
+                if name != pagelog::MANIFEST_NAME && !listed {
+                    report.problems.push(Problem {
+                        path: dir.join(&name),
+                        offset: None,
+                        detail: "not a file of this snapshot".into(),
+                    });
+                }
+            }
+        }
+        Err(e) => report.problems.push(Problem {
+            path: dir.to_path_buf(),
+            offset: None,
+            detail: e.to_string(),
+        }),
+    }
+    for entry in &manifest.segments {
+        let (id, live) = (entry.id, entry.bytes);
+        let path = dir.join(pagelog::segment_file_name(entry.file_id));
+        let scanned = fs
+            .open(&path, ReadOptions::default())
+            .and_then(|file| Ok((file.len_bytes()?, pagelog::scan_file(&*file, id)?)));
+        report.files += 1;
+        progress(1);
+        match scanned {
+            Ok((len, records)) => {
+                report.bytes += len;
+                let total: u64 = records.iter().map(|(l, _)| pagelog::record_bytes(l)).sum();
+                let top_here = manifest.top.filter(|t| t.segment == id);
+                if live > total || top_here.is_some_and(|t| !records.iter().any(|(l, _)| *l == t)) {
+                    report.problems.push(Problem {
+                        path,
+                        offset: None,
+                        detail: "holds fewer records than the manifest says".into(),
+                    });
+                }
+            }
+            Err(e) => report.problems.push(Problem {
+                path,
+                offset: None,
+                detail: e.to_string(),
+            }),
+        }
+    }
+}
+
 /// See [`crate::Session::verify_snapshot`].
 pub(crate) fn verify(
     session: &Arc<SessionInner>,
@@ -826,22 +899,7 @@ pub(crate) fn verify(
     let meta = check_dir(fs, &dir, session.salt(), &mut report, &mut files);
     if let Some(meta) = &meta {
         if meta.auth.is_some() {
-            let trie = check_dir(
-                fs,
-                &dir.join(TRIE_DIR),
-                session.salt(),
-                &mut report,
-                &mut files,
-            );
-            if let Some(trie) = trie {
-                if trie.label != TRIE_LABEL {
-                    report.problems.push(Problem {
-                        path: dir.join(TRIE_DIR).join("metadata"),
-                        offset: None,
-                        detail: format!("label {:?}, expected {TRIE_LABEL:?}", trie.label),
-                    });
-                }
-            }
+            check_trie_dir(fs, &dir.join(TRIE_DIR), &mut report, &mut files);
         }
     }
     let Some(meta) = meta else {

@@ -58,7 +58,6 @@ pub mod page;
 #[cfg(not(feature = "fuzzing"))]
 #[allow(dead_code)] // format accessors and encoders used by tests and the fuzz targets only
 mod page;
-#[allow(dead_code)] // wired into authenticated tables by the next step of issue 12
 mod pagelog;
 mod run;
 mod schedule;

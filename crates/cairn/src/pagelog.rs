@@ -4,8 +4,8 @@
 //! Owns: [`PageLoc`] and its encoding, the segment file format (`docs/format/trie.md`, "Page
 //! log"), [`Segment`] (one immutable-once-written file, removed when its last user lets go),
 //! [`PageLog`] (a session's segment writer and its registry of open segments), [`Appender`]
-//! (the writes of one commit) and [`Segments`] (the segments one trie version reaches, with its
-//! live bytes in each). May call: `fs`, `io`. Must never touch: tables, runs, or what a page
+//! (the writes of one commit), [`Segments`] (the segments one trie version reaches, with its
+//! live bytes in each), and what a snapshot records of them ([`Manifest`], [`TrieFiles`]). May call: `fs`, `io`. Must never touch: tables, runs, or what a page
 //! holds (it stores an opaque record body under an opaque key: the trie's page id).
 //!
 //! Why a log and not a table: a page rewritten by a commit is appended once, and the pages of
@@ -102,6 +102,20 @@ pub(crate) fn segment_id_of(name: &str) -> Option<u64> {
     u64::from_str_radix(stem, 16).ok().filter(|&id| id != 0)
 }
 
+/// A random nonzero segment id (64 bits: two segments of one trie version, or of two sessions
+/// whose snapshots meet, collide with probability about n²/2⁶⁵).
+pub(crate) fn random_id(dir: &Path) -> Result<u64> {
+    loop {
+        let mut raw = [0u8; 8];
+        getrandom::fill(&mut raw)
+            .map_err(|e| Error::io("getrandom", dir, std::io::Error::other(e.to_string())))?;
+        let id = u64::from_le_bytes(raw);
+        if id != 0 {
+            return Ok(id);
+        }
+    }
+}
+
 /// The header block of segment `id`.
 fn encode_header(id: u64) -> Vec<u8> {
     let mut out = vec![0u8; HEADER_BYTES as usize];
@@ -154,6 +168,81 @@ fn encode_record(key: &[u8], page: &[u8], out: &mut Vec<u8>) -> Result<u16> {
     Ok(body_len as u16)
 }
 
+/// Appends the record of `page` under `key` to `buffer`, whose first byte is at `base` in
+/// segment `id`, padding first so that a record that fits a block never crosses a block
+/// boundary (and a larger one starts one); returns its pointer.
+fn place_record(
+    id: u64,
+    base: u64,
+    buffer: &mut Vec<u8>,
+    key: &[u8],
+    page: &[u8],
+) -> Result<PageLoc> {
+    let record = (RECORD_HEADER_BYTES + 1 + key.len() + page.len()) as u64;
+    let mut offset = base + buffer.len() as u64;
+    let in_block = offset % HEADER_BYTES;
+    if (record <= HEADER_BYTES && in_block + record > HEADER_BYTES)
+        || (record > HEADER_BYTES && in_block != 0)
+    {
+        let pad = HEADER_BYTES - in_block;
+        buffer.resize(buffer.len() + pad as usize, 0);
+        offset += pad;
+    }
+    let offset = u32::try_from(offset)
+        .map_err(|_| Error::InvalidUpdate("a page log segment would pass 4 GiB".to_string()))?;
+    let len = encode_record(key, page, buffer)?;
+    Ok(PageLoc {
+        segment: id,
+        offset,
+        len,
+    })
+}
+
+/// A whole segment built in memory (a snapshot's own: its retained pages), then written as one
+/// file by the snapshot.
+pub(crate) struct SegmentBuilder {
+    id: u64,
+    bytes: Vec<u8>,
+    /// Bytes of its records (without padding).
+    records: u64,
+}
+
+impl SegmentBuilder {
+    /// An empty segment with a fresh random id (`dir` only names a failure of the system's
+    /// random source).
+    pub(crate) fn new(dir: &Path) -> Result<SegmentBuilder> {
+        let id = random_id(dir)?;
+        Ok(SegmentBuilder {
+            id,
+            bytes: encode_header(id),
+            records: 0,
+        })
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Adds a record and returns its pointer.
+    pub(crate) fn push(&mut self, key: &[u8], page: &[u8]) -> Result<PageLoc> {
+        let mut tail = std::mem::take(&mut self.bytes);
+        let result = place_record(self.id, 0, &mut tail, key, page);
+        self.bytes = tail;
+        if let Ok(loc) = &result {
+            self.records += loc.record_bytes();
+        }
+        result
+    }
+
+    /// The file's bytes (padded to whole blocks) and the bytes of its records.
+    pub(crate) fn finish(mut self) -> (Vec<u8>, u64) {
+        let records = self.records;
+        let end = (self.bytes.len() as u64).div_ceil(HEADER_BYTES) * HEADER_BYTES;
+        self.bytes.resize(end as usize, 0);
+        (self.bytes, records)
+    }
+}
+
 /// Splits the record at the start of `bytes` into key and page bytes, checking it against its
 /// pointer: length, checksum, and a key of the length it claims (total).
 fn decode_record<'a>(bytes: &'a [u8], loc: &PageLoc) -> Result<(&'a [u8], &'a [u8])> {
@@ -181,7 +270,12 @@ fn decode_record<'a>(bytes: &'a [u8], loc: &PageLoc) -> Result<(&'a [u8], &'a [u
 /// One segment file. Immutable once its writer has moved on; read by any number of trie
 /// versions; its file is queued for removal when the last [`Arc`] of it is dropped.
 pub(crate) struct Segment {
+    /// The id pointers name it by.
     id: u64,
+    /// The id in its file's name: the same, except for a segment of an imported snapshot,
+    /// whose files get fresh names (so that two copies never share one). The header always
+    /// holds `id`.
+    file_id: u64,
     path: PathBuf,
     file: Arc<dyn ReadableFile>,
     removals: Arc<DeferredRemovals>,
@@ -200,6 +294,10 @@ impl Segment {
         self.id
     }
 
+    pub(crate) fn file_id(&self) -> u64 {
+        self.file_id
+    }
+
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
@@ -215,8 +313,11 @@ impl Drop for Segment {
 }
 
 /// The segment being appended to.
+/// The segment being appended to. The log holds it weakly: once no table version (and no
+/// appender) holds it, its file is removed and the next append starts a new segment.
 struct Current {
-    segment: Arc<Segment>,
+    segment: Weak<Segment>,
+    id: u64,
     writer: Box<dyn WritableFile>,
     len: u64,
 }
@@ -269,6 +370,7 @@ impl PageLog {
             log: self,
             state: self.lock(),
             buffer: Vec::new(),
+            held: None,
             written: Vec::new(),
         }
     }
@@ -279,21 +381,34 @@ impl PageLog {
         self.lock().current = None;
     }
 
-    /// An open segment by id.
-    pub(crate) fn get(&self, id: u64) -> Option<Arc<Segment>> {
-        self.lock().open.get(&id).and_then(Weak::upgrade)
-    }
-
-    /// The segment `id` whose file is `source` (in a snapshot): the open one if the session
-    /// has it, else `source` linked into the live directory (or, with `link` false, opened
-    /// where it is and never removed) and its header checked.
-    pub(crate) fn adopt(&self, id: u64, source: &Path, link: bool) -> Result<Arc<Segment>> {
+    /// The segment named `id` by pointers whose file is `source` (in a snapshot; file id
+    /// `file_id`): the open one if the session has that file open (its header checked), else
+    /// `source` linked into the live directory (or, with `link` false, opened where it is and
+    /// never removed) and read whole to check it ([`scan_file`]: O(segment size), as opening a
+    /// run checksums its files).
+    pub(crate) fn adopt(
+        &self,
+        id: u64,
+        file_id: u64,
+        source: &Path,
+        link: bool,
+    ) -> Result<Arc<Segment>> {
         let mut state = self.lock();
-        if let Some(segment) = state.open.get(&id).and_then(Weak::upgrade) {
+        if let Some(segment) = state.open.get(&file_id).and_then(Weak::upgrade) {
+            if segment.id != id {
+                return Err(Error::corrupt(
+                    "trie manifest",
+                    format!("segment file {file_id:016x} is open under another id"),
+                ));
+            }
+            // The file is the snapshot's too: its header is checked whichever name opened it.
+            let mut header = vec![0u8; HEADER_BYTES as usize];
+            segment.file.read_exact_at(&mut header, 0)?;
+            check_header(&header, id)?;
             return Ok(segment);
         }
         let path = if link {
-            let path = self.dir.join(segment_file_name(id));
+            let path = self.dir.join(segment_file_name(file_id));
             if self.fs.exists(&path)? {
                 self.fs.remove_file(&path)?;
             }
@@ -304,15 +419,16 @@ impl PageLog {
         };
         let segment = Arc::new(Segment {
             id,
+            file_id,
             path: path.clone(),
             file: self.fs.open(&path, ReadOptions::default())?,
             removals: self.removals.clone(),
             keep_file: AtomicBool::new(!link),
         });
-        let mut header = vec![0u8; HEADER_BYTES as usize];
-        segment.file.read_exact_at(&mut header, 0)?;
-        check_header(&header, id)?;
-        state.open.insert(id, Arc::downgrade(&segment));
+        // Like a run's files when a snapshot opens, the whole file is read and checked once:
+        // header, every record's checksum, zero padding.
+        scan_file(&*segment.file, id)?;
+        state.open.insert(file_id, Arc::downgrade(&segment));
         Ok(segment)
     }
 
@@ -355,40 +471,56 @@ impl PageLog {
     }
 
     /// Every record of `segment`, in file order: its pointer and key (for checks and for
-    /// moving live pages out of a segment). Reads the whole file; total (a damaged record is
-    /// an error, zero padding is skipped to the next block).
+    /// moving live pages out of a segment). See [`scan_file`].
+    #[cfg(test)]
     pub(crate) fn scan(segment: &Segment) -> Result<Vec<(PageLoc, Vec<u8>)>> {
-        let bad = |detail: String| Error::corrupt("page log segment", detail);
-        let len = segment.file.len_bytes()?;
-        let len = usize::try_from(len).map_err(|_| bad("too large".into()))?;
-        if len < HEADER_BYTES as usize || len % ALIGN_BYTES != 0 {
-            return Err(bad(format!("{len} bytes is not a whole number of blocks")));
-        }
-        let mut bytes = vec![0u8; len];
-        segment.file.read_exact_at(&mut bytes, 0)?;
-        check_header(&bytes[..HEADER_BYTES as usize], segment.id)?;
-        let mut out = Vec::new();
-        let mut at = HEADER_BYTES as usize;
-        while at + RECORD_HEADER_BYTES <= len {
-            let body_len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4")) as usize;
-            if body_len == 0 {
-                at = (at / ALIGN_BYTES + 1) * ALIGN_BYTES;
-                continue;
-            }
-            if body_len > RECORD_BODY_MAX || at + RECORD_HEADER_BYTES + body_len > len {
-                return Err(bad(format!("a record at {at} runs past the file")));
-            }
-            let loc = PageLoc {
-                segment: segment.id,
-                offset: u32::try_from(at).map_err(|_| bad("offset over 4 GiB".into()))?,
-                len: body_len as u16,
-            };
-            let (key, _) = decode_record(&bytes[at..], &loc)?;
-            out.push((loc, key.to_vec()));
-            at += RECORD_HEADER_BYTES + body_len;
-        }
-        Ok(out)
+        scan_file(&*segment.file, segment.id)
     }
+}
+
+/// Every record of the file of segment `id`, in file order: its pointer and key. Reads the
+/// whole file; total (a bad header or a damaged record is an error, zero padding is skipped to
+/// the next block).
+pub(crate) fn scan_file(file: &dyn ReadableFile, id: u64) -> Result<Vec<(PageLoc, Vec<u8>)>> {
+    let bad = |detail: String| Error::corrupt("page log segment", detail);
+    let len = file.len_bytes()?;
+    let len = usize::try_from(len).map_err(|_| bad("too large".into()))?;
+    if len < HEADER_BYTES as usize || len % ALIGN_BYTES != 0 {
+        return Err(bad(format!("{len} bytes is not a whole number of blocks")));
+    }
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, 0)?;
+    check_header(&bytes[..HEADER_BYTES as usize], id)?;
+    let mut out = Vec::new();
+    let mut at = HEADER_BYTES as usize;
+    while at < len {
+        let block_end = (at / ALIGN_BYTES + 1) * ALIGN_BYTES;
+        let body_len = if at + RECORD_HEADER_BYTES <= block_end {
+            u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4")) as usize
+        } else {
+            0 // too little room left in the block for a record: padding
+        };
+        if body_len == 0 {
+            // Padding to the end of the block: zeros only (a flipped bit there is damage too).
+            if bytes[at..block_end].iter().any(|&b| b != 0) {
+                return Err(bad(format!("padding at {at} is not zero")));
+            }
+            at = block_end;
+            continue;
+        }
+        if body_len > RECORD_BODY_MAX || at + RECORD_HEADER_BYTES + body_len > len {
+            return Err(bad(format!("a record at {at} runs past the file")));
+        }
+        let loc = PageLoc {
+            segment: id,
+            offset: u32::try_from(at).map_err(|_| bad("offset over 4 GiB".into()))?,
+            len: body_len as u16,
+        };
+        let (key, _) = decode_record(&bytes[at..], &loc)?;
+        out.push((loc, key.to_vec()));
+        at += RECORD_HEADER_BYTES + body_len;
+    }
+    Ok(out)
 }
 
 /// The appends of one commit: records are placed in memory as they come (so each gets its
@@ -398,6 +530,8 @@ pub(crate) struct Appender<'a> {
     state: std::sync::MutexGuard<'a, LogState>,
     /// Records not written yet, to go at the current segment's end.
     buffer: Vec<u8>,
+    /// The current segment, held while this appender places records in it.
+    held: Option<Arc<Segment>>,
     /// Bytes appended to each segment by this appender (records and padding).
     written: Vec<(Arc<Segment>, u64)>,
 }
@@ -407,36 +541,31 @@ impl Appender<'_> {
     fn start_segment(&mut self) -> Result<()> {
         let fs = &self.log.fs;
         let (id, path) = loop {
-            let mut raw = [0u8; 8];
-            getrandom::fill(&mut raw).map_err(|e| {
-                Error::io(
-                    "getrandom",
-                    &self.log.dir,
-                    std::io::Error::other(e.to_string()),
-                )
-            })?;
-            let id = u64::from_le_bytes(raw);
+            let id = random_id(&self.log.dir)?;
             let path = self.log.dir.join(segment_file_name(id));
-            if id != 0 && !self.state.open.contains_key(&id) && !fs.exists(&path)? {
+            if !self.state.open.contains_key(&id) && !fs.exists(&path)? {
                 break (id, path);
             }
         };
         let mut writer = fs.create(&path)?;
         let segment = Arc::new(Segment {
             id,
+            file_id: id,
             path: path.clone(),
             file: fs.open(&path, ReadOptions::default())?,
             removals: self.log.removals.clone(),
             keep_file: AtomicBool::new(false),
         });
-        writer.append(&encode_header(id))?;
+        writer.append(&encode_header(id))?; // on failure the segment is dropped unused
         self.state.open.retain(|_, s| s.strong_count() > 0);
         self.state.open.insert(id, Arc::downgrade(&segment));
         self.state.current = Some(Current {
-            segment,
+            segment: Arc::downgrade(&segment),
+            id,
             writer,
             len: HEADER_BYTES,
         });
+        self.held = Some(segment);
         Ok(())
     }
 
@@ -452,12 +581,20 @@ impl Appender<'_> {
             .expect("records go to a current segment");
         let end = (current.len + self.buffer.len() as u64).div_ceil(HEADER_BYTES) * HEADER_BYTES;
         self.buffer.resize((end - current.len) as usize, 0);
-        current.writer.append(&self.buffer)?;
+        if let Err(e) = current.writer.append(&self.buffer) {
+            // The file may hold part of the buffer: no later record may be placed after it.
+            self.state.current = None;
+            return Err(e);
+        }
         current.len = end;
         let bytes = self.buffer.len() as u64;
+        let segment = self
+            .held
+            .clone()
+            .expect("an appender holds the segment it writes to");
         match self.written.last_mut() {
-            Some((s, n)) if s.id == current.segment.id => *n += bytes,
-            _ => self.written.push((current.segment.clone(), bytes)),
+            Some((s, n)) if s.id == current.id => *n += bytes,
+            _ => self.written.push((segment, bytes)),
         }
         self.buffer.clear();
         Ok(())
@@ -467,6 +604,17 @@ impl Appender<'_> {
     /// segment when the current one is full (writing the records before it first).
     pub(crate) fn push(&mut self, key: &[u8], page: &[u8]) -> Result<PageLoc> {
         let record = (RECORD_HEADER_BYTES + 1 + key.len() + page.len()) as u64;
+        if self.held.is_none() {
+            // The first record of this appender: the current segment, if anyone still has it.
+            self.held = self
+                .state
+                .current
+                .as_ref()
+                .and_then(|c| c.segment.upgrade());
+            if self.held.is_none() {
+                self.state.current = None;
+            }
+        }
         let next = self
             .state
             .current
@@ -481,23 +629,7 @@ impl Appender<'_> {
             }
         }
         let current = self.state.current.as_ref().expect("a segment was started");
-        let mut offset = current.len + self.buffer.len() as u64;
-        let in_block = offset % HEADER_BYTES;
-        // A record that fits a block never crosses a block boundary; a larger one starts one.
-        if (record <= HEADER_BYTES && in_block + record > HEADER_BYTES)
-            || (record > HEADER_BYTES && in_block != 0)
-        {
-            let pad = HEADER_BYTES - in_block;
-            self.buffer.resize(self.buffer.len() + pad as usize, 0);
-            offset += pad;
-        }
-        let segment = current.segment.id;
-        let len = encode_record(key, page, &mut self.buffer)?;
-        Ok(PageLoc {
-            segment,
-            offset: u32::try_from(offset).expect("segments stay under 4 GiB"),
-            len,
-        })
+        place_record(current.id, current.len, &mut self.buffer, key, page)
     }
 
     /// Writes what was pushed and returns the segments written to, with the bytes each got
@@ -556,10 +688,140 @@ impl Segments {
         self.map.len()
     }
 
+    /// Lets go of segment `id` whatever the version's bytes there (a snapshot's own segment,
+    /// once its pages are in memory).
+    pub(crate) fn forget(&mut self, id: u64) {
+        self.map.remove(&id);
+    }
+
     /// The version's bytes in all its segments.
     pub(crate) fn live_bytes(&self) -> u64 {
         self.map.values().map(|(_, live)| live).sum()
     }
+}
+
+/// The first bytes of a snapshot's trie manifest.
+const MANIFEST_MAGIC: [u8; 8] = *b"CAIRNTRM";
+/// The manifest format version.
+const MANIFEST_FORMAT: u32 = 1;
+/// Most segments a manifest may list (a trie of 2^32 pages in 64 MiB segments needs far
+/// fewer).
+pub(crate) const MANIFEST_SEGMENTS_MAX: u32 = 1 << 24;
+/// The name of the manifest file in a snapshot's `trie/` directory.
+pub(crate) const MANIFEST_NAME: &str = "manifest";
+
+/// What a snapshot records of a trie version's pages: the pointer to its top page and each
+/// segment it reaches with its bytes there (`docs/format/trie.md`, "Trie manifest").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Manifest {
+    pub(crate) top: Option<PageLoc>,
+    /// Each segment, by increasing id.
+    pub(crate) segments: Vec<ManifestSegment>,
+}
+
+/// A segment as a manifest lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ManifestSegment {
+    /// The id pointers name it by.
+    pub(crate) id: u64,
+    /// The id of its file (`<file_id>.pages` beside the manifest).
+    pub(crate) file_id: u64,
+    /// The version's bytes of records in it.
+    pub(crate) bytes: u64,
+}
+
+impl Manifest {
+    /// Magic, version, top pointer (flag byte, then 14 bytes if set), segment count, each
+    /// segment's id, file id and bytes, CRC32C of all that; little-endian.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&MANIFEST_MAGIC);
+        out.extend_from_slice(&MANIFEST_FORMAT.to_le_bytes());
+        match &self.top {
+            Some(loc) => {
+                out.push(1);
+                loc.encode_into(&mut out);
+            }
+            None => out.push(0),
+        }
+        out.extend_from_slice(&(self.segments.len() as u32).to_le_bytes());
+        for s in &self.segments {
+            out.extend_from_slice(&s.id.to_le_bytes());
+            out.extend_from_slice(&s.file_id.to_le_bytes());
+            out.extend_from_slice(&s.bytes.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Decodes [`Manifest::encode`]'s bytes (total: any bytes give a manifest or an error).
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Manifest> {
+        let bad = |detail: &str| Error::corrupt("trie manifest", detail.to_string());
+        if bytes.len() < 8 + 4 + 1 + 4 + 4 {
+            return Err(bad("too short"));
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().expect("4")) {
+            return Err(bad("checksum mismatch"));
+        }
+        if body[0..8] != MANIFEST_MAGIC {
+            return Err(bad("not a trie manifest"));
+        }
+        if u32::from_le_bytes(body[8..12].try_into().expect("4")) != MANIFEST_FORMAT {
+            return Err(bad("unknown manifest format version"));
+        }
+        let mut at = 13;
+        let top = match body[12] {
+            0 => None,
+            1 => {
+                let loc = body
+                    .get(at..at + LOC_BYTES)
+                    .ok_or_else(|| bad("truncated"))?;
+                at += LOC_BYTES;
+                Some(PageLoc::decode(loc)?)
+            }
+            _ => return Err(bad("bad top flag")),
+        };
+        let count = body
+            .get(at..at + 4)
+            .ok_or_else(|| bad("truncated"))
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4")))?;
+        at += 4;
+        if count > MANIFEST_SEGMENTS_MAX || body.len() - at != count as usize * 24 {
+            return Err(bad("segment list of the wrong length"));
+        }
+        let mut segments: Vec<ManifestSegment> = Vec::with_capacity(count as usize);
+        for chunk in body[at..].chunks_exact(24) {
+            let s = ManifestSegment {
+                id: u64::from_le_bytes(chunk[0..8].try_into().expect("8")),
+                file_id: u64::from_le_bytes(chunk[8..16].try_into().expect("8")),
+                bytes: u64::from_le_bytes(chunk[16..24].try_into().expect("8")),
+            };
+            if s.id == 0
+                || s.file_id == 0
+                || s.bytes == 0
+                || segments.last().is_some_and(|last| last.id >= s.id)
+            {
+                return Err(bad("segments not in increasing order of id, or empty"));
+            }
+            segments.push(s);
+        }
+        if top.is_some_and(|t| segments.binary_search_by_key(&t.segment, |s| s.id).is_err()) {
+            return Err(bad("the top page is in no listed segment"));
+        }
+        Ok(Manifest { top, segments })
+    }
+}
+
+/// What a snapshot saves of a trie version besides its root: the segments of the page log it
+/// reaches (linked into the snapshot), its own segment of retained pages (written there), and
+/// the manifest naming them all.
+pub(crate) struct TrieFiles {
+    pub(crate) segments: Vec<Arc<Segment>>,
+    /// The snapshot's own segment: its id and file bytes (`None` for an empty trie).
+    pub(crate) own: Option<(u64, Vec<u8>)>,
+    pub(crate) manifest: Manifest,
 }
 
 /// The bytes a record at `loc` counts for in [`Segments`].
@@ -603,9 +865,10 @@ mod tests {
                 let loc = a.push(&key, &page(i + round, len)).unwrap();
                 locs.push((loc, key, page(i + round, len)));
             }
-            a.finish().unwrap();
+            let written = a.finish().unwrap();
             for (loc, _, _) in &locs {
-                segments.add(&log.get(loc.segment).unwrap(), record_bytes(loc));
+                let (segment, _) = written.iter().find(|(s, _)| s.id() == loc.segment).unwrap();
+                segments.add(segment, record_bytes(loc));
             }
             want.extend(locs);
         }
@@ -628,7 +891,7 @@ mod tests {
         let mut ids: Vec<u64> = locs.iter().map(|l| l.segment).collect();
         ids.dedup();
         for id in ids {
-            scanned.extend(PageLog::scan(&log.get(id).unwrap()).unwrap());
+            scanned.extend(PageLog::scan(segments.get(id).unwrap()).unwrap());
         }
         let keys: Vec<(PageLoc, Vec<u8>)> = want.iter().map(|w| (w.0, w.1.clone())).collect();
         assert_eq!(scanned, keys);

@@ -5,11 +5,13 @@
 //! ```text
 //! <dir>/lock          exclusive lock (flock) held while the session is open
 //! <dir>/metadata      format version and the Bloom-filter salt (docs/format/session.md)
-//! <dir>/active/       the run files of open tables; emptied when the session is opened
+//! <dir>/active/       the run files of open tables and the page log's segments; emptied
+//!                     when the session is opened
 //! <dir>/snapshots/    saved tables (one directory each)
 //! ```
 //!
-//! May call: `fs`, `io`, `table` (creating tables), `cursor` (closing cursors), `inspect`
+//! May call: `fs`, `io`, `pagelog` (its page log), `table` (creating tables), `cursor`
+//! (closing cursors), `inspect`
 //! (looking inside snapshots), `snapshot` (a session's snapshots), `durable` (its write-ahead
 //! log and durable tables), `background` (its merge thread). Must never touch: run contents.
 //!
@@ -28,6 +30,7 @@ use crate::fs::{
     read_all, write_atomic, DeferredRemovals, FileLock, FileSystem, ReadOnlyFs, RealFs,
 };
 use crate::io::{BlockIo, IoBackendKind, IoReport};
+use crate::pagelog::PageLog;
 use crate::snapshot::SnapshotOverrides;
 use crate::snapshot::{self};
 use crate::table::{Table, TableInner};
@@ -151,6 +154,8 @@ pub(crate) struct SessionInner {
     background: std::sync::OnceLock<Background>,
     /// Files of released runs, removed at the start of the next operation.
     removals: Arc<DeferredRemovals>,
+    /// The trie pages of the session's authenticated tables.
+    page_log: PageLog,
     /// Cleared by `close`; read without a lock by every table operation.
     open: AtomicBool,
     state: Mutex<SessionState>,
@@ -190,6 +195,11 @@ impl SessionInner {
     /// The queue of files that released runs left for removal.
     pub(crate) fn removals(&self) -> &Arc<DeferredRemovals> {
         &self.removals
+    }
+
+    /// The page log of the session's authenticated tables.
+    pub(crate) fn page_log(&self) -> &PageLog {
+        &self.page_log
     }
 
     /// Takes a bounded step removing the files of released runs
@@ -547,9 +557,11 @@ impl Session {
         io: BlockIo,
         lock: Option<Box<dyn FileLock>>,
     ) -> Session {
+        let removals: Arc<DeferredRemovals> = Arc::default();
         Session {
             durable_tables: Arc::default(),
             inner: Arc::new(SessionInner {
+                page_log: PageLog::new(fs.clone(), dir.join("active"), removals.clone()),
                 fs,
                 active_dir: dir.join("active"),
                 snapshots_dir: dir.join("snapshots"),
@@ -559,7 +571,7 @@ impl Session {
                 read_only: lock.is_none(),
                 durable: std::sync::OnceLock::new(),
                 background: std::sync::OnceLock::new(),
-                removals: Arc::default(),
+                removals,
                 open: AtomicBool::new(true),
                 state: Mutex::new(SessionState {
                     lock,

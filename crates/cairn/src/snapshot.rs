@@ -4,7 +4,8 @@
 //! name validation, and save / open / list / delete / export / import. May call: `fs`, `run`,
 //! `schedule` (the level structure as [`LevelShape`]s), `write_buffer` and `page`
 //! (reading a saved write buffer back), `union` (a pending union's views), `session` (its
-//! directories, run numbers and file removals). Must never touch: page,
+//! directories, run numbers and file removals), `pagelog` (an authenticated table's segments
+//! and manifest). Must never touch: page,
 //! filter or index bytes (runs are linked or copied whole and verified by `Run::open`).
 //!
 //! Layout of `snapshots/<name>/`: `metadata`, the five files of every run as `<i>.<ext>` (hard
@@ -30,6 +31,7 @@ use crate::config::{
 use crate::error::{Error, Result};
 use crate::fs::{copy_file, read_all, FileSystem, FileWriter};
 use crate::page::Op;
+use crate::pagelog::{self, Manifest, Segments, TrieFiles};
 use crate::run::{run_file_path, Run, RunCursor, RunFile, RunParams, RunWriter};
 use crate::schedule::{IncomingShape, LevelShape, Levels, MergeContext};
 use crate::session::SessionInner;
@@ -112,10 +114,9 @@ const EXTENSION_AUTH: u32 = 2;
 /// The extension that records `TableConfig::last_level_bloom` when it is set: the Bloom
 /// allocation's code and value, as the config's own `bloom` field encodes them (9 bytes).
 const EXTENSION_LAST_LEVEL_BLOOM: u32 = 3;
-/// The directory of a snapshot holding an authenticated table's page table.
+/// The directory of a snapshot holding an authenticated table's trie: its page log segments
+/// and their manifest.
 pub(crate) const TRIE_DIR: &str = "trie";
-/// The label the page table of an authenticated table is saved under.
-pub(crate) const TRIE_LABEL: &str = "trie";
 
 /// What a snapshot records of an authenticated table's trie besides its configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -876,8 +877,8 @@ pub(crate) fn plan(
     }
 }
 
-/// Saves planned `contents` as snapshot `name` of `session`, with an authenticated table's page
-/// table (`trie`: its run parameters and contents) in `trie/` beside it: refuses contents over a
+/// Saves planned `contents` as snapshot `name` of `session`, with an authenticated table's trie
+/// (its segments, linked, and their manifest) in `trie/` beside it: refuses contents over a
 /// format limit and an existing name before writing anything, then writes into a temporary
 /// directory that is renamed into place (see [`save`]), so a crash leaves the whole snapshot or
 /// none of it; a failed save removes it where it can.
@@ -887,12 +888,9 @@ pub(crate) fn save_table(
     name: &str,
     label: &str,
     contents: SnapshotContents,
-    trie: Option<(&RunParams, SnapshotContents)>,
+    trie: Option<TrieFiles>,
 ) -> Result<()> {
     contents.check_limits(label)?;
-    if let Some((_, pages)) = &trie {
-        pages.check_limits(TRIE_LABEL)?;
-    }
     let fs = session.fs();
     let target = snapshot_dir(session.snapshots_dir(), name);
     if fs.exists(&target)? {
@@ -901,10 +899,8 @@ pub(crate) fn save_table(
     let tmp = temp_dir(session.snapshots_dir(), name, session.next_run_number());
     fs.create_dir_all(&tmp)?;
     let result = (|| {
-        if let Some((page_params, pages)) = trie {
-            let dir = tmp.join(TRIE_DIR);
-            fs.create_dir_all(&dir)?;
-            write_files(fs, page_params, &dir, TRIE_LABEL, pages)?;
+        if let Some(trie) = trie {
+            write_trie(fs, &tmp.join(TRIE_DIR), trie)?;
         }
         save(fs, params, &tmp, &target, label, contents)
     })();
@@ -913,6 +909,26 @@ pub(crate) fn save_table(
         let _ = fs.remove_dir_all(&tmp);
     }
     result
+}
+
+/// Writes a trie's `trie/` directory: each segment of the page log linked (and fsynced: its
+/// writer never syncs), the snapshot's own segment, the manifest, then the directory.
+fn write_trie(fs: &Arc<dyn FileSystem>, dir: &Path, trie: TrieFiles) -> Result<()> {
+    fs.create_dir_all(dir)?;
+    for segment in &trie.segments {
+        let link = dir.join(pagelog::segment_file_name(segment.file_id()));
+        fs.hard_link(segment.path(), &link)?;
+        fs.sync_file(&link)?;
+    }
+    if let Some((id, bytes)) = &trie.own {
+        let mut file = FileWriter::create(&**fs, &dir.join(pagelog::segment_file_name(*id)))?;
+        file.write(bytes)?;
+        file.finish(true)?;
+    }
+    let mut file = FileWriter::create(&**fs, &dir.join(pagelog::MANIFEST_NAME))?;
+    file.write(&trie.manifest.encode())?;
+    file.finish(true)?;
+    fs.sync_dir(dir)
 }
 
 /// Links the runs into `tmp`, writes the metadata, fsyncs everything and renames `tmp` to the
@@ -1196,12 +1212,52 @@ pub(crate) fn import(session: &SessionInner, name: &str, source: &Path) -> Resul
         });
     }
     let tmp = temp_dir(session.snapshots_dir(), name, session.next_run_number());
-    copy_dir(
-        &**fs,
-        source,
-        &tmp,
-        &snapshot_dir(session.snapshots_dir(), name),
-    )
+    let target = snapshot_dir(session.snapshots_dir(), name);
+    let result = (|| {
+        copy_tree(&**fs, source, &tmp)?;
+        rename_trie_files(fs, &tmp.join(TRIE_DIR))?;
+        fs.rename(&tmp, &target)?;
+        fs.sync_dir(&parent_dir(&target))
+    })();
+    if result.is_err() {
+        let _ = fs.remove_dir_all(&tmp);
+    }
+    result
+}
+
+/// Gives the segment files of an imported snapshot's `trie/` fresh names (and says so in its
+/// manifest), so that they never stand in for the files of another snapshot that names the
+/// same segments: two copies of one segment may differ if a copy was damaged. Pointers keep
+/// naming segments by their own ids. A trie directory whose manifest does not decode is left
+/// as it is (opening the snapshot reports it).
+fn rename_trie_files(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<()> {
+    if !fs.is_dir(dir)? {
+        return Ok(());
+    }
+    let manifest_path = dir.join(pagelog::MANIFEST_NAME);
+    let Ok(mut manifest) = read_all(&**fs, &manifest_path).and_then(|b| Manifest::decode(&b))
+    else {
+        return Ok(());
+    };
+    for entry in &mut manifest.segments {
+        let from = dir.join(pagelog::segment_file_name(entry.file_id));
+        if !fs.exists(&from)? {
+            continue; // reported when the snapshot is opened
+        }
+        let file_id = loop {
+            let id = pagelog::random_id(dir)?;
+            if !fs.exists(&dir.join(pagelog::segment_file_name(id)))? {
+                break id;
+            }
+        };
+        fs.rename(&from, &dir.join(pagelog::segment_file_name(file_id)))?;
+        entry.file_id = file_id;
+    }
+    fs.remove_file(&manifest_path)?;
+    let mut file = FileWriter::create(&**fs, &manifest_path)?;
+    file.write(&manifest.encode())?;
+    file.finish(true)?;
+    fs.sync_dir(dir)
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1255,16 +1311,62 @@ pub(crate) fn restore(
     result
 }
 
-/// Opens the page table of authenticated snapshot `name` (its `trie/` directory).
-pub(crate) fn restore_trie(session: &SessionInner, name: &str) -> Result<Restored> {
+/// Opens the trie of authenticated snapshot `name` (its `trie/` directory): its manifest, and
+/// each segment it lists adopted by the session's page log (linked into `active/`, or read in
+/// place by a read-only session). Cost: one small file read, one link and one 4 KiB header
+/// read per segment not open already.
+pub(crate) fn restore_trie(session: &SessionInner, name: &str) -> Result<(Manifest, Segments)> {
+    let fs = session.fs();
     let dir = snapshot_dir(session.snapshots_dir(), name).join(TRIE_DIR);
-    let result = restore_parts(
-        session,
-        name,
-        &dir,
-        TRIE_LABEL,
-        SnapshotOverrides::default(),
-    );
+    if !fs.is_dir(&dir)? {
+        return Err(Error::SnapshotCorrupted {
+            name: name.to_string(),
+            path: dir.clone(),
+            source: Box::new(Error::corrupt("snapshot", "its trie directory is missing")),
+        });
+    }
+    // Damage is blamed on the file it is in; a missing or short file is damage too; any
+    // other I/O error is the disk's, returned as it is.
+    let blame = |path: &Path| {
+        let path = path.to_path_buf();
+        move |e: Error| {
+            let short = matches!(&e, Error::Io { source, .. } if matches!(
+                source.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
+            ));
+            match e {
+                e @ (Error::Corrupt { .. } | Error::CorruptFile { .. }) => {
+                    Error::SnapshotCorrupted {
+                        name: name.to_string(),
+                        path,
+                        source: Box::new(e),
+                    }
+                }
+                e if short => Error::SnapshotCorrupted {
+                    name: name.to_string(),
+                    path,
+                    source: Box::new(e),
+                },
+                e => e,
+            }
+        }
+    };
+    let result = (|| {
+        let manifest_path = dir.join(pagelog::MANIFEST_NAME);
+        let manifest = read_all(&**fs, &manifest_path)
+            .and_then(|b| Manifest::decode(&b))
+            .map_err(blame(&manifest_path))?;
+        let mut segments = Segments::default();
+        for entry in &manifest.segments {
+            let source = dir.join(pagelog::segment_file_name(entry.file_id));
+            let segment = session
+                .page_log()
+                .adopt(entry.id, entry.file_id, &source, !session.read_only())
+                .map_err(blame(&source))?;
+            segments.add(&segment, entry.bytes);
+        }
+        Ok((manifest, segments))
+    })();
     if result.is_err() {
         session.try_remove_released();
     }

@@ -2,8 +2,8 @@
 //!
 //! Owns: [`Table`], [`Update`], [`TableStats`], and the update path (validation, credits, flushes).
 //! May call: `write_buffer`, `schedule`, `lookup`, `run`, `entry`, `page` (operation codes),
-//! `cursor` (streams), `union`, `snapshot`, `session` (its shared parts), `auth` and `trie` (an
-//! authenticated table's Merkle trie), `durable` (a durable table's writes go through the
+//! `cursor` (streams), `union`, `snapshot`, `session` (its shared parts), `auth`, `trie` and
+//! `pagelog` (an authenticated table's Merkle trie and where its snapshot keeps it), `durable` (a durable table's writes go through the
 //! log). Must never
 //! touch: page, index or filter bytes directly (that is `run`'s and `lookup`'s job).
 //!
@@ -24,7 +24,7 @@ use std::ops::Bound;
 
 use cairn_proof::{Hash, Leaf, Proof, Root};
 
-use crate::auth::{page_table_config, Auth, AuthStats, Commit};
+use crate::auth::{Auth, AuthStats, Commit};
 use crate::config::{MergeSchedule, Resolve, TableConfig};
 use crate::cursor::{Cursor, CursorEntry, KeyRange, StampedEntries};
 use crate::entry::Entry;
@@ -224,7 +224,7 @@ impl TableInner {
             state.dirty = imbl::OrdSet::new();
         }
         if let Some(auth) = &self.auth {
-            auth.lock().unwrap_or_else(|p| p.into_inner()).pages.close();
+            auth.lock().unwrap_or_else(|p| p.into_inner()).close();
         }
         if let Some(background) = self.session.background() {
             background.wait_released();
@@ -241,13 +241,10 @@ impl Table {
             session.salt(),
             &config,
         )?;
-        let auth = match &config.auth {
-            Some(auth) => {
-                let pages = Table::new(session.clone(), page_table_config(&config))?;
-                Some(Auth::new(pages, auth))
-            }
-            None => None,
-        };
+        let auth = config
+            .auth
+            .as_ref()
+            .map(|auth| Auth::new(session.clone(), auth));
         Table::with_contents(
             session,
             config,
@@ -318,7 +315,7 @@ impl Table {
                 state.union.clone(),
             )
         };
-        let auth = auth.map(|a| a.duplicate()).transpose()?;
+        let auth = auth.map(|a| a.duplicate());
         let copy = Table::with_contents(
             self.inner.session.clone(),
             self.inner.config.clone(),
@@ -997,13 +994,10 @@ impl Table {
         let config = first.inner.config.clone();
         let params = first.inner.params.clone();
         let union = UnionLevel::for_table(session.fs().clone(), &config, &params, views);
-        let auth = match &config.auth {
-            Some(auth) => {
-                let pages = Table::new(session.clone(), page_table_config(&config))?;
-                Some(Auth::new(pages, auth))
-            }
-            None => None,
-        };
+        let auth = config
+            .auth
+            .as_ref()
+            .map(|auth| Auth::new(session.clone(), auth));
         let table = Table::with_contents(
             session,
             config,
@@ -1183,7 +1177,7 @@ impl Table {
 
     /// Saves an authenticated table: commits what changed (so the snapshot records the root of
     /// exactly the contents it saves), writes the retained trie pages changed since the last
-    /// snapshot into the page table, and saves both tables in one snapshot.
+    /// snapshot to the page log, and saves the table with the trie's segments in one snapshot.
     fn save_authenticated(&self, auth: &mut Auth, name: &str, label: &str) -> Result<()> {
         let (pending, mut contents) = {
             let mut state = self.lock_write()?;
@@ -1192,15 +1186,15 @@ impl Table {
             (pending, self.plan_snapshot(&state))
         };
         self.commit_pending(auth, pending)?;
-        contents.auth = Some(auth.snapshot_meta()?);
-        let pages = auth.pages.snapshot_contents()?;
+        let (meta, files) = auth.snapshot_meta()?;
+        contents.auth = Some(meta);
         snapshot::save_table(
             &self.inner.session,
             &self.inner.params,
             name,
             label,
             contents,
-            Some((&auth.pages.inner.params, pages)),
+            Some(files),
         )
     }
 
@@ -1440,31 +1434,43 @@ impl Table {
         Ok((auth, paths))
     }
 
-    /// The trie of authenticated snapshot `name`: its page table (from `trie/`) and its
-    /// retained pages, checked; corruption is reported as the snapshot's, naming `trie/`.
+    /// The trie of authenticated snapshot `name`: its segments (from `trie/`) and its retained
+    /// pages, checked; corruption is reported as the snapshot's, naming `trie/`.
     fn restore_auth(
         session: &Arc<SessionInner>,
         name: &str,
         meta: &snapshot::AuthMeta,
         config: &crate::config::AuthConfig,
     ) -> Result<Auth> {
-        let p = snapshot::restore_trie(session, name)?;
-        let pages = Table::with_contents(
-            session.clone(),
-            p.config,
-            p.params,
-            (p.write_buffer, imbl::OrdSet::new()),
-            p.levels,
-            p.union,
-            None,
-        )?;
-        Auth::restore(pages, config, meta).map_err(|e| match e {
-            Error::Corrupt { .. } | Error::CorruptFile { .. } => Error::SnapshotCorrupted {
-                name: name.to_string(),
-                path: session.snapshots_dir().join(name).join(snapshot::TRIE_DIR),
-                source: Box::new(e),
-            },
-            other => other,
+        let (manifest, segments) = snapshot::restore_trie(session, name)?;
+        // The retained pages are all in the snapshot's own segment, the one of the top page.
+        let trie_dir = session.snapshots_dir().join(name).join(snapshot::TRIE_DIR);
+        let blame = manifest
+            .top
+            .and_then(|top| manifest.segments.iter().find(|s| s.id == top.segment))
+            .map_or(trie_dir.clone(), |s| {
+                trie_dir.join(crate::pagelog::segment_file_name(s.file_id))
+            });
+        Auth::restore(session.clone(), config, meta, &manifest, segments).map_err(|e| {
+            let short = matches!(&e, Error::Io { source, .. } if matches!(
+                source.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
+            ));
+            match e {
+                e @ (Error::Corrupt { .. } | Error::CorruptFile { .. }) => {
+                    Error::SnapshotCorrupted {
+                        name: name.to_string(),
+                        path: blame,
+                        source: Box::new(e),
+                    }
+                }
+                e if short => Error::SnapshotCorrupted {
+                    name: name.to_string(),
+                    path: blame,
+                    source: Box::new(e),
+                },
+                other => other,
+            }
         })
     }
 

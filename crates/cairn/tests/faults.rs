@@ -90,7 +90,11 @@ fn noisy_case(config: TableConfig, steps: &[Step]) -> Result<(), TestCaseError> 
                 noisy
             ),
             Err(Error::TableBroken(_)) if noisy.is_empty() && faulted_session => {
-                broken += usize::from(world.close_current());
+                broken += usize::from(
+                    world
+                        .close_current()
+                        .map_err(|e| TestCaseError::fail(format!("new_table: {e}")))?,
+                );
             }
             Err(e) => {
                 errors += 1;
@@ -163,7 +167,10 @@ fn power_loss_case(
         if let Err(e) = result {
             if matches!(e, Error::TableBroken(_)) && !noisy && faulted_session {
                 // A merge that failed through another table, shared with this one.
-                world.close_current();
+                if let Err(e) = world.close_current() {
+                    prop_assert!(fs.is_crashed(), "new_table failed without a fault: {}", e);
+                    break;
+                }
                 continue;
             }
             prop_assert!(noisy, "step {} {:?} failed without a fault: {}", i, op, e);

@@ -336,9 +336,19 @@ impl World {
     #[allow(dead_code)]
     pub fn settle(&mut self) -> Result<(), TestCaseError> {
         match self.tables.last() {
-            Some((table, _)) => table
-                .settle()
-                .map_err(|e| TestCaseError::fail(format!("settle: {e}"))),
+            Some((table, _)) => {
+                table
+                    .settle()
+                    .map_err(|e| TestCaseError::fail(format!("settle: {e}")))?;
+                // An authenticated table's commit writes the trie's pages to the session's
+                // page log: the table's own writes, done before a snapshot's.
+                if table.config().auth.is_some() {
+                    table
+                        .commit()
+                        .map_err(|e| TestCaseError::fail(format!("commit: {e}")))?;
+                }
+                Ok(())
+            }
             None => Ok(()),
         }
     }
@@ -357,16 +367,17 @@ impl World {
 
     /// Closes the current table (one that reported `TableBroken`); keeps one table live.
     /// Returns whether one was closed.
-    pub fn close_current(&mut self) -> bool {
+    pub fn close_current(&mut self) -> Result<bool, Error> {
         let Some((table, _)) = self.tables.pop() else {
-            return false;
+            return Ok(false);
         };
         table.close();
         if self.tables.is_empty() {
-            let table = self.session().new_table(self.config.clone());
-            self.tables.push((table.expect("new_table"), Model::new()));
+            // Fails only if the disk does (a power loss in the middle, say).
+            let table = self.session().new_table(self.config.clone())?;
+            self.tables.push((table, Model::new()));
         }
-        true
+        Ok(true)
     }
 
     /// After an error, without restarting: every live table must either answer exactly as its
