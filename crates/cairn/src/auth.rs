@@ -63,7 +63,16 @@ pub struct AuthStats {
     /// Bytes of this version's records in them (the rest of those files is padding and
     /// records of other or older versions).
     pub live_bytes: u64,
+    /// Bytes of those files.
+    pub file_bytes: u64,
+    /// Segments this handle's commits emptied of the version's pages (appending the pages
+    /// still live there again) to bound the space its files take.
+    pub segments_cleaned: u64,
 }
+
+/// Dead bytes a version's segments may hold beyond its live bytes before a commit cleans one
+/// (so a small table never cleans).
+pub(crate) const CLEAN_SLACK_BYTES: u64 = 2 * crate::pagelog::SEGMENT_BYTES_TARGET;
 
 /// A table's trie: its current version, the session it reads pages from, pages prefetched
 /// for the next commit.
@@ -250,6 +259,7 @@ impl Auth {
             prefetched_pages: self.prefetched.len(),
             segments: self.trie.segments.len(),
             live_bytes: self.trie.segments.live_bytes(),
+            file_bytes: self.trie.segments.file_bytes(),
             ..self.stats
         }
     }
@@ -271,7 +281,42 @@ impl Auth {
         self.stats.hashes += loaded.hashes - hashes_before;
         self.stats.pages_written += written;
         self.stats.keys_committed += changes.len() as u64;
+        self.clean()?;
         Ok(self.current())
+    }
+
+    /// Empties one segment of the page log of this version's records when the version's
+    /// segments hold more than twice its bytes (and more than [`CLEAN_SLACK_BYTES`] beyond
+    /// them): the segment where it has the fewest, read whole, its live pages appended again
+    /// ([`trie::relocate`]). So the files a version keeps stay within about twice its live
+    /// bytes, and a commit pays for at most one segment: one read of at most
+    /// [`crate::pagelog::SEGMENT_BYTES_TARGET`] and the appends of the pages still live there.
+    fn clean(&mut self) -> Result<()> {
+        let (files, live) = (
+            self.trie.segments.file_bytes(),
+            self.trie.segments.live_bytes(),
+        );
+        if files <= live.saturating_mul(2).saturating_add(CLEAN_SLACK_BYTES) {
+            return Ok(());
+        }
+        let current = self.session.page_log().current_id();
+        let Some(segment) = self.trie.segments.emptiest(current) else {
+            return Ok(());
+        };
+        let records = PageLog::scan(&segment)?;
+        let moved = trie::relocate(&mut self.trie, &store(&self.session), records)?;
+        self.stats.pages_written += moved;
+        self.stats.segments_cleaned += 1;
+        if self.trie.segments.get(segment.id()).is_some() {
+            return Err(Error::corrupt(
+                "page log accounting",
+                format!(
+                    "the version still counts bytes in segment {:016x} after moving every page it reaches there",
+                    segment.id()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Loads the pages the key paths pass through, for the next commit (or proof).
@@ -349,13 +394,14 @@ mod tests {
             write_buffer_entries: 8,
             merge_batch_size: 1,
             auth: Some(AuthConfig {
-                retained_bytes: 0, // one retained level: most pages live in the page table
+                retained_bytes: 0, // one retained level: most pages live in the page log
                 ..AuthConfig::default()
             }),
             ..TableConfig::default()
         };
         let mut tables = vec![session.new_table(config).unwrap()];
         let mut snapshots: Vec<String> = Vec::new();
+        let mut cleaned = 0u64;
         let mut rng = 0x1234_5678u64;
         let mut next = |n: u64| {
             rng = rng
@@ -400,8 +446,18 @@ mod tests {
             for table in &tables {
                 table.commit().unwrap();
                 assert!(accounting_is_exact(table), "step {step}");
+                let stats = table.auth_stats().unwrap();
+                assert!(
+                    stats.file_bytes
+                        <= 2 * stats.live_bytes
+                            + CLEAN_SLACK_BYTES
+                            + 4 * crate::pagelog::SEGMENT_BYTES_TARGET,
+                    "step {step}: {stats:?}"
+                );
+                cleaned = cleaned.max(stats.segments_cleaned);
             }
         }
+        assert!(cleaned > 0, "no segment was ever cleaned");
         for name in snapshots {
             session.delete_snapshot(&name).unwrap();
         }

@@ -857,9 +857,9 @@ fn check_trie_dir(
         match scanned {
             Ok((len, records)) => {
                 report.bytes += len;
-                let total: u64 = records.iter().map(|(l, _)| pagelog::record_bytes(l)).sum();
+                let total: u64 = records.iter().map(|r| pagelog::record_bytes(&r.0)).sum();
                 let top_here = manifest.top.filter(|t| t.segment == id);
-                if live > total || top_here.is_some_and(|t| !records.iter().any(|(l, _)| *l == t)) {
+                if live > total || top_here.is_some_and(|t| !records.iter().any(|r| r.0 == t)) {
                     report.problems.push(Problem {
                         path,
                         offset: None,

@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::error::{Error, Result};
@@ -36,8 +36,12 @@ pub(crate) const HEADER_BYTES: u64 = ALIGN_BYTES as u64;
 const RECORD_HEADER_BYTES: usize = 8;
 /// Longest record body: a page key and the largest page (64 leaves and their pointers) fit.
 pub(crate) const RECORD_BODY_MAX: usize = u16::MAX as usize;
-/// A segment takes no more appends once it is this long.
+/// A segment takes no more appends once it is this long (64 KiB in the unit tests, so that
+/// they fill, roll and clean many).
+#[cfg(not(test))]
 pub(crate) const SEGMENT_BYTES_TARGET: u64 = 64 << 20;
+#[cfg(test)]
+pub(crate) const SEGMENT_BYTES_TARGET: u64 = 64 << 10;
 /// Bytes of an encoded [`PageLoc`].
 pub(crate) const LOC_BYTES: usize = 14;
 /// The extension of a segment file.
@@ -281,6 +285,8 @@ pub(crate) struct Segment {
     removals: Arc<DeferredRemovals>,
     /// Set by a read-only session: the file is not its to remove.
     keep_file: AtomicBool,
+    /// Bytes of the file (it grows while it is the segment being written).
+    len: AtomicU64,
 }
 
 impl std::fmt::Debug for Segment {
@@ -296,6 +302,11 @@ impl Segment {
 
     pub(crate) fn file_id(&self) -> u64 {
         self.file_id
+    }
+
+    /// Bytes of its file.
+    pub(crate) fn file_bytes(&self) -> u64 {
+        self.len.load(Ordering::Relaxed)
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -375,6 +386,11 @@ impl PageLog {
         }
     }
 
+    /// The id of the segment being written, if any.
+    pub(crate) fn current_id(&self) -> Option<u64> {
+        self.lock().current.as_ref().map(|c| c.id)
+    }
+
     /// Ends the segment being written, if any: later appends go to a new one. A snapshot does
     /// this first, so that every segment it links is immutable.
     pub(crate) fn roll(&self) {
@@ -424,7 +440,11 @@ impl PageLog {
             file: self.fs.open(&path, ReadOptions::default())?,
             removals: self.removals.clone(),
             keep_file: AtomicBool::new(!link),
+            len: AtomicU64::new(0),
         });
+        segment
+            .len
+            .store(segment.file.len_bytes()?, Ordering::Relaxed);
         // Like a run's files when a snapshot opens, the whole file is read and checked once:
         // header, every record's checksum, zero padding.
         scan_file(&*segment.file, id)?;
@@ -470,18 +490,19 @@ impl PageLog {
         result
     }
 
-    /// Every record of `segment`, in file order: its pointer and key (for checks and for
-    /// moving live pages out of a segment). See [`scan_file`].
-    #[cfg(test)]
-    pub(crate) fn scan(segment: &Segment) -> Result<Vec<(PageLoc, Vec<u8>)>> {
+    /// Every record of `segment`, in file order (for moving live pages out of a segment). See
+    /// [`scan_file`].
+    pub(crate) fn scan(segment: &Segment) -> Result<Vec<Scanned>> {
         scan_file(&*segment.file, segment.id)
     }
 }
 
-/// Every record of the file of segment `id`, in file order: its pointer and key. Reads the
-/// whole file; total (a bad header or a damaged record is an error, zero padding is skipped to
-/// the next block).
-pub(crate) fn scan_file(file: &dyn ReadableFile, id: u64) -> Result<Vec<(PageLoc, Vec<u8>)>> {
+/// A record as a scan finds it: its pointer, key and page bytes.
+pub(crate) type Scanned = (PageLoc, Vec<u8>, Vec<u8>);
+
+/// Every record of the file of segment `id`, in file order. Reads the whole file; total (a bad
+/// header, a damaged record or padding that is not zero is an error).
+pub(crate) fn scan_file(file: &dyn ReadableFile, id: u64) -> Result<Vec<Scanned>> {
     let bad = |detail: String| Error::corrupt("page log segment", detail);
     let len = file.len_bytes()?;
     let len = usize::try_from(len).map_err(|_| bad("too large".into()))?;
@@ -516,8 +537,8 @@ pub(crate) fn scan_file(file: &dyn ReadableFile, id: u64) -> Result<Vec<(PageLoc
             offset: u32::try_from(at).map_err(|_| bad("offset over 4 GiB".into()))?,
             len: body_len as u16,
         };
-        let (key, _) = decode_record(&bytes[at..], &loc)?;
-        out.push((loc, key.to_vec()));
+        let (key, page) = decode_record(&bytes[at..], &loc)?;
+        out.push((loc, key.to_vec(), page.to_vec()));
         at += RECORD_HEADER_BYTES + body_len;
     }
     Ok(out)
@@ -555,6 +576,7 @@ impl Appender<'_> {
             file: fs.open(&path, ReadOptions::default())?,
             removals: self.log.removals.clone(),
             keep_file: AtomicBool::new(false),
+            len: AtomicU64::new(HEADER_BYTES),
         });
         writer.append(&encode_header(id))?; // on failure the segment is dropped unused
         self.state.open.retain(|_, s| s.strong_count() > 0);
@@ -592,6 +614,7 @@ impl Appender<'_> {
             .held
             .clone()
             .expect("an appender holds the segment it writes to");
+        segment.len.store(end, Ordering::Relaxed);
         match self.written.last_mut() {
             Some((s, n)) if s.id == current.id => *n += bytes,
             _ => self.written.push((segment, bytes)),
@@ -692,6 +715,22 @@ impl Segments {
     /// once its pages are in memory).
     pub(crate) fn forget(&mut self, id: u64) {
         self.map.remove(&id);
+    }
+
+    /// Bytes of the files of the version's segments (its records, padding, and records of
+    /// other or older versions).
+    pub(crate) fn file_bytes(&self) -> u64 {
+        self.map.values().map(|(s, _)| s.file_bytes()).sum()
+    }
+
+    /// The segment where the version has the fewest bytes, other than `except` (the one being
+    /// written): the cheapest to empty.
+    pub(crate) fn emptiest(&self, except: Option<u64>) -> Option<Arc<Segment>> {
+        self.map
+            .values()
+            .filter(|(s, _)| Some(s.id) != except)
+            .min_by_key(|(s, live)| (*live, s.id))
+            .map(|(s, _)| s.clone())
     }
 
     /// The version's bytes in all its segments.
@@ -893,7 +932,7 @@ mod tests {
         for id in ids {
             scanned.extend(PageLog::scan(segments.get(id).unwrap()).unwrap());
         }
-        let keys: Vec<(PageLoc, Vec<u8>)> = want.iter().map(|w| (w.0, w.1.clone())).collect();
-        assert_eq!(scanned, keys);
+        let records: Vec<Scanned> = want.to_vec();
+        assert_eq!(scanned, records);
     }
 }

@@ -109,7 +109,7 @@ impl ResolveTag {
 /// The extension that records a custom resolve function's name (a UTF-8 string).
 const EXTENSION_RESOLVE_NAME: u32 = 1;
 /// The extension of an authenticated table: its trie's hash kind, retention budget, version
-/// and root node (its page table is saved in the snapshot's `trie/` directory).
+/// and root node (its page log segments and manifest are saved in the snapshot's `trie/` directory).
 const EXTENSION_AUTH: u32 = 2;
 /// The extension that records `TableConfig::last_level_bloom` when it is set: the Bloom
 /// allocation's code and value, as the config's own `bloom` field encodes them (9 bytes).
@@ -1005,7 +1005,7 @@ fn write_files(
                          // Every file, in name order, then the directory: only then is the rename published.
     for name in fs.list_dir(tmp)? {
         if fs.is_dir(&tmp.join(&name))? {
-            continue; // the page table's `trie/`, synced by its own save
+            continue; // an authenticated table's `trie/`, synced by its own save
         }
         if let Err(e) = fs.sync_file(&tmp.join(&name)) {
             // A later save must not trust a later fsync of the same file: copy it instead.

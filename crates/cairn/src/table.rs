@@ -1255,8 +1255,10 @@ impl Table {
     /// lookup of those keys (memory only for keys still in the write buffer; upserts are
     /// resolved by it), reading each blob among them once; 3 hashes per key (4 with a blob) plus
     /// about `k·(log₂ n − log₂ k + 2)` node hashes; one batched page read per trie page level
-    /// below the retained ones, for pages not prefetched ([`Table::prefetch`]); and one batch
-    /// of page writes to the table's page table. Updates and lookups of the table proceed
+    /// below the retained ones, for pages not prefetched ([`Table::prefetch`]); one append of
+    /// the changed pages to the session's page log; and, when the version's segments hold more
+    /// than twice its bytes, the emptying of one segment (a read of at most 64 MiB and the
+    /// appends of the pages still live there). Updates and lookups of the table proceed
     /// meanwhile (the commit works on the contents as of its start); commits, proofs and
     /// duplicates of this table wait for it.
     ///

@@ -89,7 +89,6 @@ impl PageId {
     }
 
     /// The page a store key names, if it is one (total).
-    #[cfg(test)]
     pub(crate) fn from_key(key: &[u8]) -> Option<PageId> {
         let (&level, rest) = key.split_first()?;
         let bits = level as usize * PAGE_DEPTH;
@@ -618,7 +617,7 @@ pub(crate) fn load_paths(
         let mut missing: Vec<(PageId, Hash, PageLoc)> = Vec::new();
         let mut seen: HashSet<PageId, PageIdHash> = HashSet::default();
         for path in paths {
-            if let Some((id, parent)) = first_missing(state, loaded, path)? {
+            if let Some((id, parent)) = first_missing(state, loaded, path, PAGE_LEVELS)? {
                 if seen.insert(id) {
                     missing.push((id, parent, child_loc(state, loaded, &id)?));
                 }
@@ -784,16 +783,21 @@ pub(crate) fn stored_pages(
     Ok(out)
 }
 
-/// The first page on `path` that is neither retained nor loaded, with its parent node's hash;
-/// `None` when the path ends (at a leaf or an empty node) in pages already at hand.
+/// The first page on `path` above page level `stop` that is neither retained nor loaded, with
+/// its parent node's hash; `None` when the path ends (at a leaf or an empty node, or at level
+/// `stop`) in pages already at hand.
 fn first_missing(
     state: &TrieState,
     loaded: &Loaded,
     path: &Hash,
+    stop: usize,
 ) -> Result<Option<(PageId, Hash)>> {
     let mut node = state.root;
     let mut depth = 0;
     while let Node::Internal(h) = node {
+        if depth / PAGE_DEPTH >= stop {
+            return Ok(None);
+        }
         let id = PageId::on_path(path, depth / PAGE_DEPTH);
         let page = match loaded.pages.get(&id) {
             Some(p) => p,
@@ -883,6 +887,85 @@ pub(crate) fn commit(
         }
     }
     Ok(stored.len() as u64)
+}
+
+/// Moves this version's pages out of the records of one segment (`records`, every record in
+/// it, as [`crate::pagelog::PageLog::scan`] gives them): each record the version still
+/// reaches (its parent's pointer names it) is appended again, with every page above it below
+/// the retained levels (their pointers change), deepest first. Afterwards the version has no
+/// bytes left in the segment. Returns the pages appended.
+///
+/// Cost: the ancestors of the live records not retained (at most one read per page level and
+/// record, shared between records below one page: none for pages one level below the
+/// retained ones), one append per live record and per ancestor, no hashing but one check per
+/// page read.
+pub(crate) fn relocate(
+    state: &mut TrieState,
+    store: &dyn PageStore,
+    records: Vec<pagelog::Scanned>,
+) -> Result<u64> {
+    let mut loaded = Loaded::new();
+    let mut candidates = Vec::new();
+    for (loc, key, bytes) in records {
+        let id = PageId::from_key(&key)
+            .ok_or_else(|| Error::corrupt("page log record", "a key that names no page"))?;
+        if id.level() >= state.retained_levels {
+            candidates.push((id, loc, bytes));
+        }
+    }
+    // Every ancestor below the retained levels, one batched read per page level.
+    loop {
+        let mut missing: Vec<(PageId, Hash, PageLoc)> = Vec::new();
+        let mut seen: HashSet<PageId, PageIdHash> = HashSet::default();
+        for (id, _, _) in &candidates {
+            if let Some((parent, h)) = first_missing(state, &loaded, &id.prefix, id.level())? {
+                if seen.insert(parent) {
+                    missing.push((parent, h, child_loc(state, &loaded, &parent)?));
+                }
+            }
+        }
+        if missing.is_empty() {
+            break;
+        }
+        missing.sort_by_key(|a| a.2);
+        read_missing(state, &mut loaded, store, missing)?;
+    }
+    let mut dirty: HashSet<PageId, PageIdHash> = HashSet::default();
+    for (id, loc, bytes) in candidates {
+        let (parent, index) = id.parent().expect("a page below the retained levels");
+        let Some(parent_page) = state.page(&loaded, &parent) else {
+            continue; // the path ends above it: an old version's page
+        };
+        if parent_page.child(index) != Some(loc) {
+            continue;
+        }
+        let hash = match parent_page.node(PAGE_SLOTS - 64 + index) {
+            Node::Internal(h) => h,
+            _ => {
+                return Err(Error::corrupt(
+                    "trie",
+                    "a page pointer below a node that is not internal",
+                ))
+            }
+        };
+        if let std::collections::hash_map::Entry::Vacant(slot) = loaded.pages.entry(id) {
+            let page = Page::decode(&id, &bytes)?;
+            check_top(state.kind, &id, &page, &hash)?;
+            slot.insert(page);
+            loaded.locs.insert(id, loc);
+        }
+        let mut up = Some(id);
+        while let Some(page) = up.filter(|p| p.level() >= state.retained_levels) {
+            if !dirty.insert(page) {
+                break; // its ancestors are in already
+            }
+            up = page.parent().map(|(p, _)| p);
+        }
+    }
+    let mut dirty: Vec<PageId> = dirty.into_iter().collect();
+    dirty.sort_by(deepest_first);
+    write_pages(state, &mut loaded, store, &dirty)?;
+    Ok(dirty.len() as u64)
 }
 
 /// Orders pages deepest level first (then by id), the order they are written in.
