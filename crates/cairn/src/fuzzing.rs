@@ -414,3 +414,35 @@ pub fn log_recovery(bytes: &[u8]) {
         }
     }
 }
+
+/// The trie's storage decoders: `bytes` as a trie manifest, and as a page log segment (its id
+/// taken from its header) whose every record is decoded as the page its key names. Accepted
+/// manifests and pages must re-encode to the same bytes.
+pub fn trie_pages(bytes: &[u8]) -> bool {
+    use crate::pagelog::{scan_bytes, Manifest};
+    use crate::trie::{Page, PageId};
+    let mut accepted = false;
+    if let Ok(manifest) = Manifest::decode(bytes) {
+        assert_eq!(
+            manifest.encode(),
+            bytes,
+            "accepted manifests must be canonical"
+        );
+        accepted = true;
+    }
+    let id = bytes
+        .get(16..24)
+        .map_or(1, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    if let Ok(records) = scan_bytes(bytes, id) {
+        accepted = true;
+        for (_, key, page) in records {
+            if let Some(id) = PageId::from_key(&key) {
+                if let Ok(decoded) = Page::decode(&id, &page) {
+                    let again = decoded.encode().expect("a decoded page has every pointer");
+                    assert_eq!(again, page, "accepted pages must be canonical");
+                }
+            }
+        }
+    }
+    accepted
+}

@@ -215,12 +215,16 @@ impl SegmentBuilder {
     /// An empty segment with a fresh random id (`dir` only names a failure of the system's
     /// random source).
     pub(crate) fn new(dir: &Path) -> Result<SegmentBuilder> {
-        let id = random_id(dir)?;
-        Ok(SegmentBuilder {
+        Ok(SegmentBuilder::with_id(random_id(dir)?))
+    }
+
+    /// An empty segment with id `id` (nonzero).
+    pub(crate) fn with_id(id: u64) -> SegmentBuilder {
+        SegmentBuilder {
             id,
             bytes: encode_header(id),
             records: 0,
-        })
+        }
     }
 
     pub(crate) fn id(&self) -> u64 {
@@ -503,14 +507,21 @@ pub(crate) type Scanned = (PageLoc, Vec<u8>, Vec<u8>);
 /// Every record of the file of segment `id`, in file order. Reads the whole file; total (a bad
 /// header, a damaged record or padding that is not zero is an error).
 pub(crate) fn scan_file(file: &dyn ReadableFile, id: u64) -> Result<Vec<Scanned>> {
-    let bad = |detail: String| Error::corrupt("page log segment", detail);
     let len = file.len_bytes()?;
-    let len = usize::try_from(len).map_err(|_| bad("too large".into()))?;
+    let len = usize::try_from(len)
+        .map_err(|_| Error::corrupt("page log segment", "too large to read"))?;
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, 0)?;
+    scan_bytes(&bytes, id)
+}
+
+/// [`scan_file`] on a file's bytes (total).
+pub(crate) fn scan_bytes(bytes: &[u8], id: u64) -> Result<Vec<Scanned>> {
+    let bad = |detail: String| Error::corrupt("page log segment", detail);
+    let len = bytes.len();
     if len < HEADER_BYTES as usize || len % ALIGN_BYTES != 0 {
         return Err(bad(format!("{len} bytes is not a whole number of blocks")));
     }
-    let mut bytes = vec![0u8; len];
-    file.read_exact_at(&mut bytes, 0)?;
     check_header(&bytes[..HEADER_BYTES as usize], id)?;
     let mut out = Vec::new();
     let mut at = HEADER_BYTES as usize;
@@ -887,6 +898,40 @@ mod tests {
 
     fn page(i: usize, len: usize) -> Vec<u8> {
         (0..len).map(|j| (i * 31 + j) as u8).collect()
+    }
+
+    #[test]
+    fn manifests_roundtrip_are_pinned_and_refuse_junk() {
+        let manifest = Manifest {
+            top: Some(PageLoc {
+                segment: 0x0123_4567_89ab_cdef,
+                offset: 4096,
+                len: 1234,
+            }),
+            segments: vec![
+                ManifestSegment {
+                    id: 0x0123_4567_89ab_cdef,
+                    file_id: 0x0123_4567_89ab_cdef,
+                    bytes: 5000,
+                },
+                ManifestSegment {
+                    id: 0xfedc_ba98_7654_3210,
+                    file_id: 42,
+                    bytes: 1 << 40,
+                },
+            ],
+        };
+        let bytes = manifest.encode();
+        crate::golden::check_golden("trie-manifest-v1.bin", &bytes);
+        assert_eq!(Manifest::decode(&bytes).unwrap(), manifest);
+        for cut in 0..bytes.len() {
+            assert!(Manifest::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        for i in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[i / 8] ^= 1 << (i % 8);
+            assert!(Manifest::decode(&flipped).is_err(), "bit {i}");
+        }
     }
 
     #[test]

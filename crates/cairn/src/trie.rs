@@ -1450,6 +1450,21 @@ mod tests {
         assert_eq!(top_witness(&state, &loaded, 8).unwrap(), reference.top(8));
     }
 
+    /// A snapshot's own segment of a small trie (every page retained, so every pointer leads
+    /// into it): pins the segment header, the record format and the page format.
+    #[test]
+    fn a_retained_segment_is_pinned() {
+        let kind = HashKind::Sha256;
+        let batch: Vec<(u16, Option<u8>)> = (0..24).map(|k| (k, Some((k % 5) as u8))).collect();
+        let (state, _store) = run(kind, 2, &[batch]);
+        assert_eq!(state.segments.len(), 0, "every page is retained");
+        let mut own = crate::pagelog::SegmentBuilder::with_id(0x0123_4567_89ab_cdef);
+        let top = save_retained(&state, &mut |k, p| own.push(k, p)).unwrap();
+        assert!(top.is_some());
+        let (bytes, _) = own.finish();
+        crate::golden::check_golden("trie-segment-v1.bin", &bytes);
+    }
+
     #[test]
     fn pages_roundtrip_and_refuse_junk() {
         let kind = HashKind::Sha256;
