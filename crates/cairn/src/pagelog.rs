@@ -519,7 +519,7 @@ pub(crate) fn scan_file(file: &dyn ReadableFile, id: u64) -> Result<Vec<Scanned>
 pub(crate) fn scan_bytes(bytes: &[u8], id: u64) -> Result<Vec<Scanned>> {
     let bad = |detail: String| Error::corrupt("page log segment", detail);
     let len = bytes.len();
-    if len < HEADER_BYTES as usize || len % ALIGN_BYTES != 0 {
+    if len < HEADER_BYTES as usize || !len.is_multiple_of(ALIGN_BYTES) {
         return Err(bad(format!("{len} bytes is not a whole number of blocks")));
     }
     check_header(&bytes[..HEADER_BYTES as usize], id)?;
