@@ -621,6 +621,9 @@ impl Appender<'_> {
         }
         current.len = end;
         let bytes = self.buffer.len() as u64;
+        // Like a run writer's, the log's appends earn the session's file removals their budget:
+        // segments let go of by reclamation are freed as fast as the log writes.
+        self.log.removals.note_written(bytes);
         let segment = self
             .held
             .clone()
