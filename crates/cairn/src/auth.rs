@@ -288,9 +288,10 @@ impl Auth {
     /// Empties one segment of the page log of this version's records when the version's
     /// segments hold more than twice its bytes (and more than [`CLEAN_SLACK_BYTES`] beyond
     /// them): the segment where it has the fewest, read whole, its live pages appended again
-    /// ([`trie::relocate`]). So the files a version keeps stay within about twice its live
-    /// bytes, and a commit pays for at most one segment: one read of at most
-    /// [`crate::pagelog::SEGMENT_BYTES_TARGET`] and the appends of the pages still live there.
+    /// ([`trie::relocate`]). A commit pays for at most one segment: one read of at most
+    /// [`crate::pagelog::SEGMENT_BYTES_TARGET`] and the appends of the pages still live there
+    /// with the pages above them. (One per commit keeps files near twice the live bytes at
+    /// 2^22 keys, not at 2^24: see `docs/design.md`.)
     fn clean(&mut self) -> Result<()> {
         let (files, live) = (
             self.trie.segments.file_bytes(),
