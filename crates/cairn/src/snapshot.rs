@@ -1311,6 +1311,28 @@ pub(crate) fn restore(
     result
 }
 
+/// What an error met while opening snapshot `name` becomes: damage (corruption, or a missing or
+/// short file) is [`Error::SnapshotCorrupted`] blamed on `path`, the file it is in; any other
+/// I/O error is the disk's, returned as it is.
+pub(crate) fn blame_in(name: &str, path: &Path) -> impl Fn(Error) -> Error {
+    let (name, path) = (name.to_string(), path.to_path_buf());
+    move |e: Error| {
+        let short = matches!(&e, Error::Io { source, .. } if matches!(
+            source.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
+        ));
+        if short || matches!(e, Error::Corrupt { .. } | Error::CorruptFile { .. }) {
+            Error::SnapshotCorrupted {
+                name: name.clone(),
+                path: path.clone(),
+                source: Box::new(e),
+            }
+        } else {
+            e
+        }
+    }
+}
+
 /// Opens the trie of authenticated snapshot `name` (its `trie/` directory): its manifest, and
 /// each segment it lists adopted by the session's page log (linked into `active/`, or read in
 /// place by a read-only session). Cost: one small file read, one link and one 4 KiB header
@@ -1325,32 +1347,7 @@ pub(crate) fn restore_trie(session: &SessionInner, name: &str) -> Result<(Manife
             source: Box::new(Error::corrupt("snapshot", "its trie directory is missing")),
         });
     }
-    // Damage is blamed on the file it is in; a missing or short file is damage too; any
-    // other I/O error is the disk's, returned as it is.
-    let blame = |path: &Path| {
-        let path = path.to_path_buf();
-        move |e: Error| {
-            let short = matches!(&e, Error::Io { source, .. } if matches!(
-                source.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
-            ));
-            match e {
-                e @ (Error::Corrupt { .. } | Error::CorruptFile { .. }) => {
-                    Error::SnapshotCorrupted {
-                        name: name.to_string(),
-                        path,
-                        source: Box::new(e),
-                    }
-                }
-                e if short => Error::SnapshotCorrupted {
-                    name: name.to_string(),
-                    path,
-                    source: Box::new(e),
-                },
-                e => e,
-            }
-        }
-    };
+    let blame = |path: &Path| blame_in(name, path);
     let result = (|| {
         let manifest_path = dir.join(pagelog::MANIFEST_NAME);
         let manifest = read_all(&**fs, &manifest_path)

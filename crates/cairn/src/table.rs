@@ -1453,27 +1453,8 @@ impl Table {
             .map_or(trie_dir.clone(), |s| {
                 trie_dir.join(crate::pagelog::segment_file_name(s.file_id))
             });
-        Auth::restore(session.clone(), config, meta, &manifest, segments).map_err(|e| {
-            let short = matches!(&e, Error::Io { source, .. } if matches!(
-                source.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
-            ));
-            match e {
-                e @ (Error::Corrupt { .. } | Error::CorruptFile { .. }) => {
-                    Error::SnapshotCorrupted {
-                        name: name.to_string(),
-                        path: blame,
-                        source: Box::new(e),
-                    }
-                }
-                e if short => Error::SnapshotCorrupted {
-                    name: name.to_string(),
-                    path: blame,
-                    source: Box::new(e),
-                },
-                other => other,
-            }
-        })
+        Auth::restore(session.clone(), config, meta, &manifest, segments)
+            .map_err(snapshot::blame_in(name, &blame))
     }
 
     // --------------------------------------------------------------------------------------------
