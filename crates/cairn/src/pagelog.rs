@@ -233,13 +233,9 @@ impl SegmentBuilder {
 
     /// Adds a record and returns its pointer.
     pub(crate) fn push(&mut self, key: &[u8], page: &[u8]) -> Result<PageLoc> {
-        let mut tail = std::mem::take(&mut self.bytes);
-        let result = place_record(self.id, 0, &mut tail, key, page);
-        self.bytes = tail;
-        if let Ok(loc) = &result {
-            self.records += loc.record_bytes();
-        }
-        result
+        let loc = place_record(self.id, 0, &mut self.bytes, key, page)?;
+        self.records += loc.record_bytes();
+        Ok(loc)
     }
 
     /// The file's bytes (padded to whole blocks) and the bytes of its records.

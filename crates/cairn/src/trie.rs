@@ -526,13 +526,12 @@ impl TrieState {
         while !level.is_empty() {
             let pages = read_checked(kind, &state.segments, store, &level)?;
             let mut next = Vec::new();
-            for ((id, _, loc), page) in level.iter().zip(pages) {
+            for ((id, _, _), page) in level.iter().zip(pages) {
                 if id.level() + 1 < state.retained_levels {
                     for (child, h, child_loc) in child_pages(id, &page) {
                         next.push((child, h, child_loc.ok_or_else(|| missing_retained(&child))?));
                     }
                 }
-                let _ = loc;
                 state.retained.insert(*id, Arc::new(page));
             }
             level = next;
