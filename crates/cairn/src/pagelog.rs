@@ -42,10 +42,32 @@ pub(crate) const RECORD_BODY_MAX: usize = u16::MAX as usize;
 pub(crate) const SEGMENT_BYTES_TARGET: u64 = 64 << 20;
 #[cfg(test)]
 pub(crate) const SEGMENT_BYTES_TARGET: u64 = 64 << 10;
+/// Bytes of a segment per bit of a deep segment's live map ([`Segments::maybe_live`]): no
+/// two records of the trie start within one such span, since every page it stores encodes to
+/// at least 65 bytes (a version byte, 32 bytes of slot kinds and one node).
+const LIVE_GRANULE: u64 = 64;
 /// Bytes of an encoded [`PageLoc`].
 pub(crate) const LOC_BYTES: usize = 14;
 /// The extension of a segment file.
 pub(crate) const SEGMENT_EXT: &str = "pages";
+
+/// The two streams of segments a page log appends to. Pages are sorted by what it costs to
+/// move them out of a segment later: a page whose parent is held in memory (a retained page)
+/// moves for the price of its own append, while moving a deeper one means reading and
+/// rewriting its parent, which is stored too. Kept apart, the cheap segments can be cleaned
+/// often and the dear ones rarely (see `Auth::clean`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stream {
+    /// Pages whose parent is retained in memory.
+    Near = 0,
+    /// Pages whose parent is stored in the log.
+    Deep = 1,
+}
+
+impl Stream {
+    /// Both streams, in index order.
+    pub(crate) const ALL: [Stream; 2] = [Stream::Near, Stream::Deep];
+}
 
 /// Where a page record is: its segment, its byte offset there and its body's length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -287,6 +309,9 @@ pub(crate) struct Segment {
     keep_file: AtomicBool,
     /// Bytes of the file (it grows while it is the segment being written).
     len: AtomicU64,
+    /// Whether it holds pages of the deep stream (a segment adopted from a snapshot counts as
+    /// deep: it may hold pages of any level).
+    deep: bool,
 }
 
 impl std::fmt::Debug for Segment {
@@ -346,7 +371,8 @@ pub(crate) struct PageLog {
 #[derive(Default)]
 struct LogState {
     open: HashMap<u64, Weak<Segment>>,
-    current: Option<Current>,
+    /// The segment being written in each stream.
+    current: [Option<Current>; 2],
 }
 
 impl std::fmt::Debug for PageLog {
@@ -380,21 +406,21 @@ impl PageLog {
         Appender {
             log: self,
             state: self.lock(),
-            buffer: Vec::new(),
-            held: None,
+            buffer: [Vec::new(), Vec::new()],
+            held: [None, None],
             written: Vec::new(),
         }
     }
 
-    /// The id of the segment being written, if any.
-    pub(crate) fn current_id(&self) -> Option<u64> {
-        self.lock().current.as_ref().map(|c| c.id)
+    /// The ids of the segments being written, one per stream.
+    pub(crate) fn current_ids(&self) -> Vec<u64> {
+        self.lock().current.iter().flatten().map(|c| c.id).collect()
     }
 
-    /// Ends the segment being written, if any: later appends go to a new one. A snapshot does
+    /// Ends the segments being written, if any: later appends go to new ones. A snapshot does
     /// this first, so that every segment it links is immutable.
     pub(crate) fn roll(&self) {
-        self.lock().current = None;
+        self.lock().current = [None, None];
     }
 
     /// The segment named `id` by pointers whose file is `source` (in a snapshot; file id
@@ -441,6 +467,7 @@ impl PageLog {
             removals: self.removals.clone(),
             keep_file: AtomicBool::new(!link),
             len: AtomicU64::new(0),
+            deep: true,
         });
         segment
             .len
@@ -490,10 +517,20 @@ impl PageLog {
         result
     }
 
-    /// Every record of `segment`, in file order (for moving live pages out of a segment). See
-    /// [`scan_file`].
+    /// Every record of `segment`, in file order. See [`scan_file`].
+    #[cfg(test)]
     pub(crate) fn scan(segment: &Segment) -> Result<Vec<Scanned>> {
         scan_file(&*segment.file, segment.id)
+    }
+
+    /// The records of `segment` starting in `from..until` (see [`scan_range`]), for cleaning
+    /// a segment a piece at a time.
+    pub(crate) fn scan_range(
+        segment: &Segment,
+        from: u64,
+        until: u64,
+    ) -> Result<(Vec<Scanned>, u64)> {
+        scan_range(&*segment.file, segment.id, from, until)
     }
 }
 
@@ -513,60 +550,126 @@ pub(crate) fn scan_file(file: &dyn ReadableFile, id: u64) -> Result<Vec<Scanned>
 
 /// [`scan_file`] on a file's bytes (total).
 pub(crate) fn scan_bytes(bytes: &[u8], id: u64) -> Result<Vec<Scanned>> {
-    let bad = |detail: String| Error::corrupt("page log segment", detail);
     let len = bytes.len();
     if len < HEADER_BYTES as usize || !len.is_multiple_of(ALIGN_BYTES) {
-        return Err(bad(format!("{len} bytes is not a whole number of blocks")));
+        return Err(Error::corrupt(
+            "page log segment",
+            format!("{len} bytes is not a whole number of blocks"),
+        ));
     }
     check_header(&bytes[..HEADER_BYTES as usize], id)?;
     let mut out = Vec::new();
-    let mut at = HEADER_BYTES as usize;
-    while at < len {
+    scan_blocks(bytes, 0, HEADER_BYTES as usize, len, len, id, &mut out)?;
+    Ok(out)
+}
+
+/// The records of segment `id` starting at or after byte `from` (a block boundary after the
+/// header) and before `until`, in file order, and where the next block after them starts (the
+/// file's length at its end). Reads from `from` to the first block boundary after the last
+/// of them (at most `until − from` plus one record's bytes); total, like [`scan_file`].
+pub(crate) fn scan_range(
+    file: &dyn ReadableFile,
+    id: u64,
+    from: u64,
+    until: u64,
+) -> Result<(Vec<Scanned>, u64)> {
+    let bad = |detail: String| Error::corrupt("page log segment", detail);
+    let len = file.len_bytes()?;
+    if !len.is_multiple_of(HEADER_BYTES)
+        || from < HEADER_BYTES
+        || !from.is_multiple_of(HEADER_BYTES)
+    {
+        return Err(bad(format!("a scan from {from} of a file of {len} bytes")));
+    }
+    let from = from.min(len);
+    let until = until.clamp(from, len);
+    // Enough for every record starting before `until`, and the rest of its block.
+    let record_max = (RECORD_HEADER_BYTES + RECORD_BODY_MAX) as u64;
+    let end = (until + record_max).div_ceil(HEADER_BYTES) * HEADER_BYTES;
+    let end = end.min(len);
+    let mut bytes = vec![0u8; (end - from) as usize];
+    file.read_exact_at(&mut bytes, from)?;
+    let mut out = Vec::new();
+    let next = scan_blocks(
+        &bytes,
+        from as usize,
+        from as usize,
+        until as usize,
+        len as usize,
+        id,
+        &mut out,
+    )?;
+    Ok((out, next as u64))
+}
+
+/// Parses the records of segment `id` from file offset `at` on, until the first block
+/// boundary at or after `until`; `bytes` holds the file from offset `base` (block aligned)
+/// on, and the file is `file_len` bytes long. Returns where it stopped.
+fn scan_blocks(
+    bytes: &[u8],
+    base: usize,
+    mut at: usize,
+    until: usize,
+    file_len: usize,
+    id: u64,
+    out: &mut Vec<Scanned>,
+) -> Result<usize> {
+    let bad = |detail: String| Error::corrupt("page log segment", detail);
+    let have = base + bytes.len();
+    while at < have && (at < until || !at.is_multiple_of(ALIGN_BYTES)) {
         let block_end = (at / ALIGN_BYTES + 1) * ALIGN_BYTES;
+        if block_end > have {
+            return Err(bad(format!("a scan stopped inside the block at {at}")));
+        }
+        let local = at - base;
         let body_len = if at + RECORD_HEADER_BYTES <= block_end {
-            u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4")) as usize
+            u32::from_le_bytes(bytes[local..local + 4].try_into().expect("4")) as usize
         } else {
             0 // too little room left in the block for a record: padding
         };
         if body_len == 0 {
             // Padding to the end of the block: zeros only (a flipped bit there is damage too).
-            if bytes[at..block_end].iter().any(|&b| b != 0) {
+            if bytes[local..block_end - base].iter().any(|&b| b != 0) {
                 return Err(bad(format!("padding at {at} is not zero")));
             }
             at = block_end;
             continue;
         }
-        if body_len > RECORD_BODY_MAX || at + RECORD_HEADER_BYTES + body_len > len {
+        if body_len > RECORD_BODY_MAX || at + RECORD_HEADER_BYTES + body_len > file_len {
             return Err(bad(format!("a record at {at} runs past the file")));
+        }
+        if at + RECORD_HEADER_BYTES + body_len > have {
+            return Err(bad(format!("a scan stopped inside the record at {at}")));
         }
         let loc = PageLoc {
             segment: id,
             offset: u32::try_from(at).map_err(|_| bad("offset over 4 GiB".into()))?,
             len: body_len as u16,
         };
-        let (key, page) = decode_record(&bytes[at..], &loc)?;
+        let (key, page) = decode_record(&bytes[local..], &loc)?;
         out.push((loc, key.to_vec(), page.to_vec()));
         at += RECORD_HEADER_BYTES + body_len;
     }
-    Ok(out)
+    Ok(at)
 }
 
 /// The appends of one commit: records are placed in memory as they come (so each gets its
-/// pointer at once, for the page above it) and written by [`Appender::finish`].
+/// pointer at once, for the page above it) and written by [`Appender::finish`], one append
+/// per stream it used.
 pub(crate) struct Appender<'a> {
     log: &'a PageLog,
     state: std::sync::MutexGuard<'a, LogState>,
-    /// Records not written yet, to go at the current segment's end.
-    buffer: Vec<u8>,
-    /// The current segment, held while this appender places records in it.
-    held: Option<Arc<Segment>>,
+    /// Per stream: records not written yet, to go at the current segment's end.
+    buffer: [Vec<u8>; 2],
+    /// Per stream: the current segment, held while this appender places records in it.
+    held: [Option<Arc<Segment>>; 2],
     /// Bytes appended to each segment by this appender (records and padding).
     written: Vec<(Arc<Segment>, u64)>,
 }
 
 impl Appender<'_> {
-    /// A new segment with a fresh random id, its header written.
-    fn start_segment(&mut self) -> Result<()> {
+    /// A new segment of stream `s` with a fresh random id, its header written.
+    fn start_segment(&mut self, s: usize) -> Result<()> {
         let fs = &self.log.fs;
         let (id, path) = loop {
             let id = random_id(&self.log.dir)?;
@@ -584,91 +687,94 @@ impl Appender<'_> {
             removals: self.log.removals.clone(),
             keep_file: AtomicBool::new(false),
             len: AtomicU64::new(HEADER_BYTES),
+            deep: s == Stream::Deep as usize,
         });
         writer.append(&encode_header(id))?; // on failure the segment is dropped unused
         self.state.open.retain(|_, s| s.strong_count() > 0);
         self.state.open.insert(id, Arc::downgrade(&segment));
-        self.state.current = Some(Current {
+        self.state.current[s] = Some(Current {
             segment: Arc::downgrade(&segment),
             id,
             writer,
             len: HEADER_BYTES,
         });
-        self.held = Some(segment);
+        self.held[s] = Some(segment);
         Ok(())
     }
 
-    /// Writes the buffered records (padded to a whole block) to the current segment.
-    fn flush(&mut self) -> Result<()> {
-        if self.buffer.is_empty() {
+    /// Writes the buffered records of stream `s` (padded to a whole block) to its current
+    /// segment.
+    fn flush(&mut self, s: usize) -> Result<()> {
+        if self.buffer[s].is_empty() {
             return Ok(());
         }
-        let current = self
-            .state
-            .current
+        let buffer = &mut self.buffer[s];
+        let current = self.state.current[s]
             .as_mut()
             .expect("records go to a current segment");
-        let end = (current.len + self.buffer.len() as u64).div_ceil(HEADER_BYTES) * HEADER_BYTES;
-        self.buffer.resize((end - current.len) as usize, 0);
-        if let Err(e) = current.writer.append(&self.buffer) {
+        let end = (current.len + buffer.len() as u64).div_ceil(HEADER_BYTES) * HEADER_BYTES;
+        buffer.resize((end - current.len) as usize, 0);
+        if let Err(e) = current.writer.append(buffer) {
             // The file may hold part of the buffer: no later record may be placed after it.
-            self.state.current = None;
+            self.state.current[s] = None;
             return Err(e);
         }
         current.len = end;
-        let bytes = self.buffer.len() as u64;
+        let bytes = buffer.len() as u64;
         // Like a run writer's, the log's appends earn the session's file removals their budget:
         // segments let go of by reclamation are freed as fast as the log writes.
         self.log.removals.note_written(bytes);
-        let segment = self
-            .held
+        let segment = self.held[s]
             .clone()
             .expect("an appender holds the segment it writes to");
         segment.len.store(end, Ordering::Relaxed);
-        match self.written.last_mut() {
-            Some((s, n)) if s.id == current.id => *n += bytes,
-            _ => self.written.push((segment, bytes)),
+        match self.written.iter_mut().find(|(w, _)| w.id == current.id) {
+            Some((_, n)) => *n += bytes,
+            None => self.written.push((segment, bytes)),
         }
-        self.buffer.clear();
+        buffer.clear();
         Ok(())
     }
 
-    /// Places a record of `page` under `key` and returns where it will be. Starts a new
-    /// segment when the current one is full (writing the records before it first).
-    pub(crate) fn push(&mut self, key: &[u8], page: &[u8]) -> Result<PageLoc> {
+    /// Places a record of `page` under `key` in `stream` and returns where it will be. Starts
+    /// a new segment when the stream's current one is full (writing the records before it
+    /// first).
+    pub(crate) fn push(&mut self, stream: Stream, key: &[u8], page: &[u8]) -> Result<PageLoc> {
+        let s = stream as usize;
         let record = (RECORD_HEADER_BYTES + 1 + key.len() + page.len()) as u64;
-        if self.held.is_none() {
-            // The first record of this appender: the current segment, if anyone still has it.
-            self.held = self
-                .state
-                .current
+        if self.held[s].is_none() {
+            // The first record of this appender in the stream: the current segment, if anyone
+            // still has it.
+            self.held[s] = self.state.current[s]
                 .as_ref()
                 .and_then(|c| c.segment.upgrade());
-            if self.held.is_none() {
-                self.state.current = None;
+            if self.held[s].is_none() {
+                self.state.current[s] = None;
             }
         }
-        let next = self
-            .state
-            .current
+        let next = self.state.current[s]
             .as_ref()
-            .map(|c| c.len + self.buffer.len() as u64);
+            .map(|c| c.len + self.buffer[s].len() as u64);
         match next {
             // A record larger than the target still gets a segment of its own.
             Some(n) if n == HEADER_BYTES || n + record + HEADER_BYTES <= SEGMENT_BYTES_TARGET => {}
             _ => {
-                self.flush()?;
-                self.start_segment()?;
+                self.flush(s)?;
+                self.start_segment(s)?;
             }
         }
-        let current = self.state.current.as_ref().expect("a segment was started");
-        place_record(current.id, current.len, &mut self.buffer, key, page)
+        let current = self.state.current[s]
+            .as_ref()
+            .expect("a segment was started");
+        place_record(current.id, current.len, &mut self.buffer[s], key, page)
     }
 
     /// Writes what was pushed and returns the segments written to, with the bytes each got
     /// (records and padding).
     pub(crate) fn finish(mut self) -> Result<Vec<(Arc<Segment>, u64)>> {
-        self.flush()?;
+        for s in 0..2 {
+            self.flush(s)?;
+        }
         Ok(std::mem::take(&mut self.written))
     }
 }
@@ -677,44 +783,107 @@ impl Appender<'_> {
 /// it: cheap to clone (shared until either side changes it), so a duplicate shares it in O(1).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Segments {
-    map: imbl::OrdMap<u64, (Arc<Segment>, u64)>,
+    map: imbl::OrdMap<u64, Reach>,
+}
+
+/// What one version has in one segment.
+#[derive(Clone, Debug)]
+struct Reach {
+    segment: Arc<Segment>,
+    /// Bytes of the version's records there.
+    live: u64,
+    /// For a deep segment: one bit per [`LIVE_GRANULE`] bytes, set where a record of the
+    /// version starts (so that cleaning reads the parents of live records only). `None`
+    /// where it is not known (a near segment, or one a snapshot restored).
+    starts: Option<Arc<Vec<u64>>>,
+}
+
+impl Reach {
+    /// The word and bit of the live map for the record at `loc`.
+    fn bit(loc: &PageLoc) -> (usize, u64) {
+        let granule = loc.offset as u64 / LIVE_GRANULE;
+        ((granule / 64) as usize, 1 << (granule % 64))
+    }
 }
 
 impl Segments {
     /// The segment `id`, if the version reaches it.
     pub(crate) fn get(&self, id: u64) -> Option<&Arc<Segment>> {
-        self.map.get(&id).map(|(s, _)| s)
+        self.map.get(&id).map(|r| &r.segment)
     }
 
-    /// Counts a record of `bytes` (its whole record) in `segment` as the version's.
-    pub(crate) fn add(&mut self, segment: &Arc<Segment>, bytes: u64) {
-        match self.map.get_mut(&segment.id) {
-            Some((_, live)) => *live += bytes,
-            None => {
-                self.map.insert(segment.id, (segment.clone(), bytes));
+    /// Counts the record at `loc`, just appended to `segment`, as the version's.
+    pub(crate) fn add(&mut self, segment: &Arc<Segment>, loc: &PageLoc) {
+        debug_assert_eq!(segment.id, loc.segment);
+        debug_assert!(loc.record_bytes() >= LIVE_GRANULE || !segment.deep);
+        let reach = self.map.entry(segment.id).or_insert_with(|| Reach {
+            segment: segment.clone(),
+            live: 0,
+            starts: segment.deep.then(|| Arc::new(Vec::new())),
+        });
+        reach.live += loc.record_bytes();
+        if let Some(starts) = &mut reach.starts {
+            let (word, bit) = Reach::bit(loc);
+            let starts = Arc::make_mut(starts);
+            if starts.len() <= word {
+                starts.resize(word + 1, 0);
             }
+            starts[word] |= bit;
         }
+    }
+
+    /// Counts `bytes` of records in `segment` as the version's, without knowing where they
+    /// are (a version restored from a snapshot's manifest).
+    pub(crate) fn add_bytes(&mut self, segment: &Arc<Segment>, bytes: u64) {
+        let reach = self.map.entry(segment.id).or_insert_with(|| Reach {
+            segment: segment.clone(),
+            live: 0,
+            starts: None,
+        });
+        reach.live += bytes;
+        reach.starts = None;
     }
 
     /// The record at `loc` is no longer the version's; a segment left with none is let go.
     pub(crate) fn release(&mut self, loc: &PageLoc) -> Result<()> {
         let bytes = loc.record_bytes();
-        let Some((_, live)) = self.map.get_mut(&loc.segment) else {
+        let Some(reach) = self.map.get_mut(&loc.segment) else {
             return Err(Error::corrupt(
                 "page log accounting",
                 format!("segment {:016x} is not the version's", loc.segment),
             ));
         };
-        *live = live.saturating_sub(bytes);
-        if *live == 0 {
+        reach.live = reach.live.saturating_sub(bytes);
+        if reach.live == 0 {
             self.map.remove(&loc.segment);
+        } else if let Some(starts) = &mut reach.starts {
+            let (word, bit) = Reach::bit(loc);
+            if let Some(w) = Arc::make_mut(starts).get_mut(word) {
+                *w &= !bit;
+            }
         }
         Ok(())
     }
 
+    /// Whether the record at `loc` may be one of the version's: false only where the version
+    /// knows it has no record starting there (a deep segment's live map). A hint for
+    /// cleaning, which still checks each record against its parent's pointer.
+    pub(crate) fn maybe_live(&self, loc: &PageLoc) -> bool {
+        let Some(reach) = self.map.get(&loc.segment) else {
+            return false;
+        };
+        match &reach.starts {
+            Some(starts) => {
+                let (word, bit) = Reach::bit(loc);
+                starts.get(word).is_some_and(|w| w & bit != 0)
+            }
+            None => true,
+        }
+    }
+
     /// Each segment with the version's bytes in it, by id.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&Arc<Segment>, u64)> {
-        self.map.values().map(|(s, live)| (s, *live))
+        self.map.values().map(|r| (&r.segment, r.live))
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -730,22 +899,29 @@ impl Segments {
     /// Bytes of the files of the version's segments (its records, padding, and records of
     /// other or older versions).
     pub(crate) fn file_bytes(&self) -> u64 {
-        self.map.values().map(|(s, _)| s.file_bytes()).sum()
-    }
-
-    /// The segment where the version has the fewest bytes, other than `except` (the one being
-    /// written): the cheapest to empty.
-    pub(crate) fn emptiest(&self, except: Option<u64>) -> Option<Arc<Segment>> {
-        self.map
-            .values()
-            .filter(|(s, _)| Some(s.id) != except)
-            .min_by_key(|(s, live)| (*live, s.id))
-            .map(|(s, _)| s.clone())
+        self.iter().map(|(s, _)| s.file_bytes()).sum()
     }
 
     /// The version's bytes in all its segments.
     pub(crate) fn live_bytes(&self) -> u64 {
-        self.map.values().map(|(_, live)| live).sum()
+        self.iter().map(|(_, live)| live).sum()
+    }
+
+    /// Bytes of the files of the version's segments of one kind (deep or near), and the
+    /// version's bytes in them.
+    pub(crate) fn usage(&self, deep: bool) -> (u64, u64) {
+        self.iter()
+            .filter(|(s, _)| s.deep == deep)
+            .fold((0, 0), |(f, l), (s, live)| (f + s.file_bytes(), l + live))
+    }
+
+    /// The segment of one kind (deep or near) where the version has the fewest bytes, other
+    /// than those in `except` (the ones being written): the cheapest to empty.
+    pub(crate) fn emptiest(&self, deep: bool, except: &[u64]) -> Option<Arc<Segment>> {
+        self.iter()
+            .filter(|(s, _)| s.deep == deep && !except.contains(&s.id))
+            .min_by_key(|(s, live)| (*live, s.id))
+            .map(|(s, _)| s.clone())
     }
 }
 
@@ -945,13 +1121,14 @@ mod tests {
             for i in 0..200 {
                 let len = [10, 500, 4000, 5000, 9000][(i + round) % 5];
                 let key = vec![(i % 7) as u8; 1 + i % 9];
-                let loc = a.push(&key, &page(i + round, len)).unwrap();
+                let stream = Stream::ALL[i % 2];
+                let loc = a.push(stream, &key, &page(i + round, len)).unwrap();
                 locs.push((loc, key, page(i + round, len)));
             }
             let written = a.finish().unwrap();
             for (loc, _, _) in &locs {
                 let (segment, _) = written.iter().find(|(s, _)| s.id() == loc.segment).unwrap();
-                segments.add(segment, record_bytes(loc));
+                segments.add_bytes(segment, record_bytes(loc));
             }
             want.extend(locs);
         }
@@ -972,11 +1149,30 @@ mod tests {
         // A scan finds every record, in order.
         let mut scanned = Vec::new();
         let mut ids: Vec<u64> = locs.iter().map(|l| l.segment).collect();
+        ids.sort();
         ids.dedup();
-        for id in ids {
-            scanned.extend(PageLog::scan(segments.get(id).unwrap()).unwrap());
+        for id in &ids {
+            scanned.extend(PageLog::scan(segments.get(*id).unwrap()).unwrap());
         }
-        let records: Vec<Scanned> = want.to_vec();
+        let mut records: Vec<Scanned> = want.to_vec();
+        let by_place = |r: &Scanned| (r.0.segment, r.0.offset);
+        records.sort_by_key(by_place);
+        scanned.sort_by_key(by_place);
         assert_eq!(scanned, records);
+        // Scans of pieces of a segment, a block boundary to the next, find the same records.
+        for (i, id) in ids.iter().enumerate() {
+            let segment = segments.get(*id).unwrap();
+            let whole = PageLog::scan(segment).unwrap();
+            let mut pieces = Vec::new();
+            let mut from = HEADER_BYTES;
+            let step = [1u64, 4096, 5000, 20000][i % 4];
+            while from < segment.file_bytes() {
+                let (got, next) = PageLog::scan_range(segment, from, from + step).unwrap();
+                assert!(next > from && next % HEADER_BYTES == 0, "{from} -> {next}");
+                pieces.extend(got);
+                from = next;
+            }
+            assert_eq!(pieces, whole);
+        }
     }
 }

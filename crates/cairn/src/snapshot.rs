@@ -1360,7 +1360,7 @@ pub(crate) fn restore_trie(session: &SessionInner, name: &str) -> Result<(Manife
                 .page_log()
                 .adopt(entry.id, entry.file_id, &source, !session.read_only())
                 .map_err(blame(&source))?;
-            segments.add(&segment, entry.bytes);
+            segments.add_bytes(&segment, entry.bytes);
         }
         Ok((manifest, segments))
     })();

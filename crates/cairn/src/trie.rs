@@ -33,7 +33,7 @@ use cairn_proof::hash::{bit, common_prefix_bits};
 use cairn_proof::{Hash, HashKind, Leaf, ProofNode, ProofWriter, ZERO};
 
 use crate::error::{Error, Result};
-use crate::pagelog::{self, Appender, PageLoc, Segments, LOC_BYTES};
+use crate::pagelog::{self, Appender, PageLoc, Segments, Stream, LOC_BYTES};
 
 /// Trie levels per page.
 pub(crate) const PAGE_DEPTH: usize = 6;
@@ -587,6 +587,8 @@ pub(crate) struct Loaded {
     pub(crate) reads: u64,
     /// Hashes computed: node and leaf hashes of commits, and one per page read to check it.
     pub(crate) hashes: u64,
+    /// Bytes of the records appended to each stream of the page log.
+    pub(crate) appended: [u64; 2],
 }
 
 impl Loaded {
@@ -596,6 +598,7 @@ impl Loaded {
             locs: HashMap::default(),
             reads: 0,
             hashes: 0,
+            appended: [0; 2],
         }
     }
 
@@ -1024,7 +1027,15 @@ fn write_pages(
     for id in ids {
         debug_assert!(id.level() >= retained_levels);
         let new = match loaded.pages.get(id) {
-            Some(page) if !page.is_empty() => Some(appender.push(&id.key(), &page.encode()?)?),
+            Some(page) if !page.is_empty() => {
+                let stream = match id.level() == retained_levels {
+                    true => Stream::Near,
+                    false => Stream::Deep,
+                };
+                let loc = appender.push(stream, &id.key(), &page.encode()?)?;
+                loaded.appended[stream as usize] += pagelog::record_bytes(&loc);
+                Some(loc)
+            }
             _ => None,
         };
         released.extend(loaded.locs.get(id).copied());
@@ -1050,7 +1061,7 @@ fn write_pages(
             .iter()
             .find(|(s, _)| s.id() == loc.segment)
             .expect("a record just appended is in a segment written to");
-        state.segments.add(segment, pagelog::record_bytes(loc));
+        state.segments.add(segment, loc);
     }
     for loc in &released {
         state.segments.release(loc)?;
@@ -1479,7 +1490,7 @@ mod tests {
         let mut file = store.fs.create(&path).unwrap();
         file.append(&bytes).unwrap();
         let mut with_own = state.segments.clone();
-        with_own.add(&store.log.adopt(id, id, &path, false).unwrap(), records);
+        with_own.add_bytes(&store.log.adopt(id, id, &path, false).unwrap(), records);
         let stored = stored_pages(&state, &store).unwrap();
         assert!(!stored.is_empty());
         let locs: Vec<PageLoc> = stored.iter().map(|(_, l)| *l).collect();

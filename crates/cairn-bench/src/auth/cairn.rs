@@ -111,6 +111,24 @@ impl AuthEngine for CairnAuth {
         self.kind.is_some()
     }
 
+    fn status(&self) -> Option<String> {
+        let stats = self.table.auth_stats().ok()?;
+        let mb = |b: u64| b as f64 / 1e6;
+        Some(format!(
+            "page log: {} segments, {:.0} MB of files for {:.0} MB live (deep stream {:.0} for \
+             {:.0}); {} segments cleaned ({} deep), {} pages moved of {} written",
+            stats.segments,
+            mb(stats.file_bytes),
+            mb(stats.live_bytes),
+            mb(stats.deep_file_bytes),
+            mb(stats.deep_live_bytes),
+            stats.segments_cleaned,
+            stats.deep_segments_cleaned,
+            stats.pages_moved,
+            stats.pages_written
+        ))
+    }
+
     fn settings(&self) -> String {
         let config = self.table.config();
         if self.kind.is_none() {

@@ -110,6 +110,11 @@ pub trait AuthEngine {
     fn prove_many(&mut self, keys: &[KeyPath]) -> Result<Box<dyn AuthProof>, Failure>;
     /// The values of `keys` (any order, repeats allowed) as of the last commit.
     fn lookups(&mut self, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>, Failure>;
+    /// The engine's own account of its state (Cairn: its page log's files, live bytes and
+    /// cleaning), for progress lines and the record. By default nothing.
+    fn status(&self) -> Option<String> {
+        None
+    }
     /// Whether the engine makes proofs (a plain table does not: its proof phase is skipped).
     fn proves(&self) -> bool {
         true
@@ -409,6 +414,9 @@ pub struct AuthRecord {
     pub peak_rss_bytes: Option<u64>,
     /// Bytes the engine's directory holds at the end.
     pub disk_bytes: u64,
+    /// The engine's own account of its state at the end ([`AuthEngine::status`]).
+    #[serde(default)]
+    pub engine_status: Option<String>,
     /// The memory limit of the engine's own cgroup (`--memory-limit`), if it had one.
     pub memory_limit_bytes: Option<u64>,
     /// That cgroup's peak usage, resident set plus page cache.
@@ -648,10 +656,14 @@ fn bench_engine(
         if last_report.elapsed().as_secs_f64() >= 5.0 || loaded == args.keys {
             last_report = Instant::now();
             eprintln!(
-                "{name} load: {:3.0}% ({loaded}/{} keys, {:.1} s)",
+                "{name} load: {:3.0}% ({loaded}/{} keys, {:.1} s){}",
                 loaded as f64 * 100.0 / args.keys as f64,
                 args.keys,
-                timer.elapsed().as_secs_f64()
+                timer.elapsed().as_secs_f64(),
+                engine
+                    .status()
+                    .map(|s| format!("; {s}"))
+                    .unwrap_or_default()
             );
         }
     }
@@ -726,6 +738,7 @@ fn bench_engine(
         utxo,
         peak_rss_bytes: sys::proc::peak_rss_bytes(),
         disk_bytes: dir_bytes(dir),
+        engine_status: engine.status(),
         memory_limit_bytes: None,
         cgroup_peak_bytes: None,
         failure: None,

@@ -267,9 +267,10 @@ fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
     );
     let _ = writeln!(md, "| engine | settings |\n|---|---|");
     for r in records {
-        let settings = match &r.failure {
-            Some(failure) => format!("**failed**: {failure}"),
-            None => r.settings.clone(),
+        let settings = match (&r.failure, &r.engine_status) {
+            (Some(failure), _) => format!("**failed**: {failure}"),
+            (None, Some(status)) => format!("{}; at the end: {status}", r.settings),
+            (None, None) => r.settings.clone(),
         };
         let _ = writeln!(md, "| {} | {} |", r.engine, settings.replace('|', "/"));
     }
@@ -424,6 +425,7 @@ mod tests {
             }),
             peak_rss_bytes: None,
             disk_bytes: 0,
+            engine_status: None,
             memory_limit_bytes: None,
             cgroup_peak_bytes: None,
             failure: None,
