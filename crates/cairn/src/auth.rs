@@ -356,10 +356,17 @@ impl Auth {
                     {
                         break;
                     }
+                    // A segment more than three quarters live is not worth emptying: it
+                    // would free less than a third of what it moves (the bound is then out of
+                    // reach, as padding or a snapshot's shared segments can make it).
                     self.cleaning[s] = self
                         .trie
                         .segments
                         .emptiest(deep, &current)
+                        .filter(|segment| {
+                            let live = self.trie.segments.live_in(segment.id());
+                            live.saturating_mul(4) <= segment.file_bytes().saturating_mul(3)
+                        })
                         .map(|segment| (segment, pagelog::HEADER_BYTES));
                 }
                 let Some((segment, from)) = self.cleaning[s].take() else {

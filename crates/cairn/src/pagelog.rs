@@ -195,8 +195,12 @@ fn encode_record(key: &[u8], page: &[u8], out: &mut Vec<u8>) -> Result<u16> {
 }
 
 /// Appends the record of `page` under `key` to `buffer`, whose first byte is at `base` in
-/// segment `id`, padding first so that a record that fits a block never crosses a block
-/// boundary (and a larger one starts one); returns its pointer.
+/// segment `id`, padding first to the next block boundary where the record would otherwise
+/// span more blocks than its length needs (so that reading it takes the fewest blocks: one for a
+/// record that fits a block) or where its header would cross a boundary; returns its pointer.
+/// (Until 2026-11-26 a record larger than a block always started at a boundary: pages of
+/// 4-6 KiB, common at 2^24 keys, then left up to half of each second block as padding. Files
+/// written that way keep the property and read alike.)
 fn place_record(
     id: u64,
     base: u64,
@@ -207,8 +211,9 @@ fn place_record(
     let record = (RECORD_HEADER_BYTES + 1 + key.len() + page.len()) as u64;
     let mut offset = base + buffer.len() as u64;
     let in_block = offset % HEADER_BYTES;
-    if (record <= HEADER_BYTES && in_block + record > HEADER_BYTES)
-        || (record > HEADER_BYTES && in_block != 0)
+    let fewest = record.div_ceil(HEADER_BYTES);
+    if (in_block + record).div_ceil(HEADER_BYTES) > fewest
+        || in_block + RECORD_HEADER_BYTES as u64 > HEADER_BYTES
     {
         let pad = HEADER_BYTES - in_block;
         buffer.resize(buffer.len() + pad as usize, 0);
@@ -890,6 +895,11 @@ impl Segments {
         self.map.len()
     }
 
+    /// The version's bytes in segment `id` (zero where it has none).
+    pub(crate) fn live_in(&self, id: u64) -> u64 {
+        self.map.get(&id).map_or(0, |r| r.live)
+    }
+
     /// Lets go of segment `id` whatever the version's bytes there (a snapshot's own segment,
     /// once its pages are in memory).
     pub(crate) fn forget(&mut self, id: u64) {
@@ -1137,15 +1147,16 @@ mod tests {
         for ((_, key, bytes), (k, b)) in want.iter().zip(&got) {
             assert_eq!((key, bytes), (k, b));
         }
-        // A record never crosses a block boundary unless it is larger than a block.
+        // Each record spans the fewest blocks its length allows (one if it fits a block), and
+        // large ones do not all start at a boundary (their padding would be wasted).
         for loc in &locs {
             let (start, len) = loc.span();
-            if loc.record_bytes() <= HEADER_BYTES {
-                assert_eq!(len, ALIGN_BYTES, "{loc:?} from {start}");
-            } else {
-                assert_eq!(loc.offset as u64 % HEADER_BYTES, 0);
-            }
+            let fewest = loc.record_bytes().div_ceil(HEADER_BYTES) as usize;
+            assert_eq!(len, fewest * ALIGN_BYTES, "{loc:?} from {start}");
         }
+        assert!(locs
+            .iter()
+            .any(|l| l.record_bytes() > HEADER_BYTES && l.offset as u64 % HEADER_BYTES != 0));
         // A scan finds every record, in order.
         let mut scanned = Vec::new();
         let mut ids: Vec<u64> = locs.iter().map(|l| l.segment).collect();
