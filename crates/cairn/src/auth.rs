@@ -85,14 +85,22 @@ pub struct AuthStats {
 /// before commits clean one (so that a small table never cleans).
 pub(crate) const CLEAN_SLACK_BYTES: u64 = 2 * crate::pagelog::SEGMENT_BYTES_TARGET;
 /// The near stream's files may take this many times the version's bytes there: cleaning them
-/// costs only the appends of the live pages.
-pub(crate) const NEAR_FILES_PER_LIVE: u64 = 2;
+/// costs only the appends of the live pages. (Twice, at first, made commits at 2^24 keys read
+/// twice and append again once the bytes they wrote; three times, 1.5 and 0.5 times.)
+pub(crate) const NEAR_FILES_PER_LIVE: u64 = 3;
 /// The deep stream's files may take this many times the version's bytes there: cleaning
 /// them costs a read and an append of each live page's parent, so it waits for emptier
-/// segments (a quarter live at most, against a half).
+/// segments (a quarter live at most, against a third).
 pub(crate) const DEEP_FILES_PER_LIVE: u64 = 4;
-/// Bytes of a segment being cleaned that a commit scans, per byte it appended to the stream.
-const CLEAN_SCAN_PER_APPENDED: u64 = 4;
+/// Bytes of a segment being cleaned that a commit scans, per byte it appended to the stream:
+/// enough to free what it wrote where the segments cleaned are up to half live.
+const CLEAN_SCAN_PER_APPENDED: u64 = 2;
+/// Most bytes of a segment read at once while cleaning (the memory a scan takes; 32 KiB in
+/// the unit tests).
+#[cfg(not(test))]
+const CLEAN_PIECE_BYTES: u64 = 8 << 20;
+#[cfg(test)]
+const CLEAN_PIECE_BYTES: u64 = 32 << 10;
 /// Bytes of a segment being cleaned that a commit scans at least (1 MiB; 16 KiB in the unit
 /// tests, so that a segment takes several commits).
 #[cfg(not(test))]
@@ -326,10 +334,11 @@ impl Auth {
     /// [`CLEAN_SLACK_BYTES`]. Each stream has at most one segment being emptied, the one
     /// where the version had the fewest bytes when it was picked; a commit scans the next
     /// [`CLEAN_SCAN_PER_APPENDED`] times the bytes it appended to the stream (at least
-    /// [`CLEAN_SCAN_MIN_BYTES`]) of it and appends again the pages there the version still
-    /// reaches ([`trie::relocate`]). `appended` is what the commit appended, per stream.
+    /// [`CLEAN_SCAN_MIN_BYTES`]) of such segments, in pieces of at most [`CLEAN_PIECE_BYTES`],
+    /// and appends again the pages there the version still reaches ([`trie::relocate`]).
+    /// `appended` is what the commit appended, per stream.
     ///
-    /// Cost per commit and stream: one sequential read of that many bytes; the appends of the
+    /// Cost per commit and stream: sequential reads of that many bytes (memory: one piece); the appends of the
     /// live pages in it. For the near stream nothing more (their parents are retained); for
     /// the deep stream, each live page's stored parent read and appended again with the pages
     /// above it: that is why the deep stream may hold more dead bytes before it is cleaned.
@@ -376,7 +385,7 @@ impl Auth {
                     continue; // commits let go of every page the version had there
                 }
                 let (records, next) =
-                    PageLog::scan_range(&segment, from, from.saturating_add(budget))?;
+                    PageLog::scan_range(&segment, from, from + budget.min(CLEAN_PIECE_BYTES))?;
                 budget = budget.saturating_sub(next - from);
                 let records: Vec<_> = records
                     .into_iter()

@@ -13,9 +13,15 @@
 //! every level its merges pass through (measured at 2^22 keys: 4.3 times fewer bytes written
 //! per 10,000-key commit, `docs/benchmarks/README.md`, "Page log").
 //!
-//! Bounds: an append buffers the commit's records in memory and writes them with one append
-//! (two when it fills a segment); a read of `n` pages is one batched read of `n` spans of one
-//! or a few 4 KiB blocks each.
+//! Two streams: the log appends to two segments at a time ([`Stream`]): pages whose parent is
+//! retained in memory, and deeper pages, so that segments of the first kind, cheap to empty,
+//! are not mixed with the second (`docs/design.md`, "Reclamation").
+//!
+//! Bounds: an append buffers the commit's records in memory and writes them with one append per
+//! stream (two when it fills a segment); a read of `n` pages is one batched read of `n` spans
+//! of one or a few 4 KiB blocks each (each record spans the fewest blocks its length allows).
+//! Memory per version and deep segment: a live map of one bit per 64 bytes (128 KiB for a
+//! 64 MiB segment).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -1156,7 +1162,8 @@ mod tests {
         }
         assert!(locs
             .iter()
-            .any(|l| l.record_bytes() > HEADER_BYTES && l.offset as u64 % HEADER_BYTES != 0));
+            .any(|l| l.record_bytes() > HEADER_BYTES
+                && !(l.offset as u64).is_multiple_of(HEADER_BYTES)));
         // A scan finds every record, in order.
         let mut scanned = Vec::new();
         let mut ids: Vec<u64> = locs.iter().map(|l| l.segment).collect();

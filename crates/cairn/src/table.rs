@@ -1256,9 +1256,11 @@ impl Table {
     /// resolved by it), reading each blob among them once; 3 hashes per key (4 with a blob) plus
     /// about `k·(log₂ n − log₂ k + 2)` node hashes; one batched page read per trie page level
     /// below the retained ones, for pages not prefetched ([`Table::prefetch`]); one append of
-    /// the changed pages to the session's page log; and, when the version's segments hold more
-    /// than twice its bytes, the emptying of one segment (a read of at most 64 MiB and the
-    /// appends of the pages still live there). Updates and lookups of the table proceed
+    /// the changed pages to the session's page log (one write per stream); and, while the
+    /// version's segments of a stream hold more than their bound (`docs/design.md`,
+    /// "Reclamation"), a piece of the emptying of an old segment: a sequential read of four
+    /// times the bytes the commit appended to that stream (at least 1 MiB), the appends of the
+    /// pages still live in it, and for deep pages their parents' reads and appends. Updates and lookups of the table proceed
     /// meanwhile (the commit works on the contents as of its start); commits, proofs and
     /// duplicates of this table wait for it.
     ///

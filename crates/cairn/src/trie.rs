@@ -891,11 +891,11 @@ pub(crate) fn commit(
     Ok(stored.len() as u64)
 }
 
-/// Moves this version's pages out of the records of one segment (`records`, every record in
-/// it, as [`crate::pagelog::PageLog::scan`] gives them): each record the version still
-/// reaches (its parent's pointer names it) is appended again, with every page above it below
-/// the retained levels (their pointers change), deepest first. Afterwards the version has no
-/// bytes left in the segment. Returns the pages appended.
+/// Moves this version's pages out of some records of a segment (`records`, as
+/// [`crate::pagelog::PageLog::scan_range`] gives them, less any the caller knows are dead):
+/// each record the version still reaches (its parent's pointer names it) is appended again,
+/// with every page above it below the retained levels (their pointers change), deepest first.
+/// Afterwards the version has no bytes left in those records. Returns the pages appended.
 ///
 /// Cost: the ancestors of the live records not retained (at most one read per page level and
 /// record, shared between records below one page: none for pages one level below the
