@@ -293,6 +293,7 @@ impl Auth {
     }
 
     pub(crate) fn stats(&self) -> AuthStats {
+        let deep = self.trie.segments.usage(true);
         AuthStats {
             version: self.trie.version,
             retained_pages: self.trie.retained.len(),
@@ -301,8 +302,8 @@ impl Auth {
             segments: self.trie.segments.len(),
             live_bytes: self.trie.segments.live_bytes(),
             file_bytes: self.trie.segments.file_bytes(),
-            deep_file_bytes: self.trie.segments.usage(true).0,
-            deep_live_bytes: self.trie.segments.usage(true).1,
+            deep_file_bytes: deep.0,
+            deep_live_bytes: deep.1,
             ..self.stats
         }
     }
@@ -338,8 +339,8 @@ impl Auth {
     /// and appends again the pages there the version still reaches ([`trie::relocate`]).
     /// `appended` is what the commit appended, per stream.
     ///
-    /// Cost per commit and stream: sequential reads of that many bytes (memory: one piece); the appends of the
-    /// live pages in it. For the near stream nothing more (their parents are retained); for
+    /// Cost per commit and stream: sequential reads of that many bytes (memory: one piece);
+    /// the appends of the live pages in it. For the near stream nothing more (their parents are retained); for
     /// the deep stream, each live page's stored parent read and appended again with the pages
     /// above it: that is why the deep stream may hold more dead bytes before it is cleaned.
     fn clean(&mut self, appended: [u64; 2]) -> Result<()> {
