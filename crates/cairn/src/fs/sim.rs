@@ -1023,6 +1023,19 @@ impl WritableFile for MemWritable {
 impl ReadableFile for MemReadable {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         begin(&self.state, FsOp::Read, &self.path, buf.len())?;
+        // As Linux does for `O_DIRECT`: buffer, offset and length must be block aligned.
+        let align = crate::io::ALIGN_BYTES;
+        if self.direct
+            && !(offset.is_multiple_of(align as u64)
+                && buf.len().is_multiple_of(align)
+                && (buf.as_ptr() as usize).is_multiple_of(align))
+        {
+            return Err(io_error(
+                "read",
+                &self.path,
+                std::io::ErrorKind::InvalidInput,
+            ));
+        }
         let contents = read_contents(&self.inode);
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
         match start.checked_add(buf.len()) {
