@@ -491,13 +491,31 @@ impl PageLog {
     }
 
     /// Reads the records at `locs` in one batch, each from its segment in `segments`, and
-    /// returns each one's key and page bytes. Errors: I/O, a pointer to a segment the version
-    /// does not reach, a record that does not match its pointer (corruption).
+    /// returns each one's key and page bytes. Errors: as [`PageLog::read_each`].
+    #[cfg(test)]
     pub(crate) fn read(
         io: &BlockIo,
         segments: &Segments,
         locs: &[PageLoc],
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::with_capacity(locs.len());
+        PageLog::read_each(io, segments, locs, &mut |_, key, page| {
+            out.push((key.to_vec(), page.to_vec()));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Reads the records at `locs` in one batch, each from its segment in `segments`, and
+    /// calls `visit` with each one's index in `locs`, key and page bytes, in order, where the
+    /// read left them (no copy). Errors: I/O, a pointer to a segment the version does not
+    /// reach, a record that does not match its pointer (corruption), and `visit`'s.
+    pub(crate) fn read_each(
+        io: &BlockIo,
+        segments: &Segments,
+        locs: &[PageLoc],
+        visit: &mut VisitRecord<'_>,
+    ) -> Result<()> {
         let mut requests = Vec::with_capacity(locs.len());
         for loc in locs {
             let segment = segments.get(loc.segment).ok_or_else(|| {
@@ -515,14 +533,12 @@ impl PageLog {
         }
         let mut batch = io.take_batch();
         let result = io.read_fixed_into(&requests, &mut batch).and_then(|()| {
-            locs.iter()
-                .enumerate()
-                .map(|(i, loc)| {
-                    let skip = (loc.offset as u64 - loc.span().0) as usize;
-                    let (key, page) = decode_record(&batch.get(i)[skip..], loc)?;
-                    Ok((key.to_vec(), page.to_vec()))
-                })
-                .collect()
+            for (i, loc) in locs.iter().enumerate() {
+                let skip = (loc.offset as u64 - loc.span().0) as usize;
+                let (key, page) = decode_record(&batch.get(i)[skip..], loc)?;
+                visit(i, key, page)?;
+            }
+            Ok(())
         });
         io.recycle_batch(batch);
         result
@@ -534,16 +550,21 @@ impl PageLog {
         scan_file(&*segment.file, segment.id)
     }
 
-    /// The records of `segment` starting in `from..until` (see [`scan_range`]), for cleaning
-    /// a segment a piece at a time.
+    /// The records of `segment` starting in `from..until` that `keep` accepts (see
+    /// [`scan_range`]), for cleaning a segment a piece at a time; `buf` is reused between calls.
     pub(crate) fn scan_range(
         segment: &Segment,
         from: u64,
         until: u64,
+        buf: &mut Vec<u8>,
+        keep: &mut dyn FnMut(&PageLoc) -> bool,
     ) -> Result<(Vec<Scanned>, u64)> {
-        scan_range(&*segment.file, segment.id, from, until)
+        scan_range(&*segment.file, segment.id, from, until, buf, keep)
     }
 }
+
+/// Called with a record's index in a batch of reads, its key and its page bytes.
+pub(crate) type VisitRecord<'a> = dyn FnMut(usize, &[u8], &[u8]) -> Result<()> + 'a;
 
 /// A record as a scan finds it: its pointer, key and page bytes.
 pub(crate) type Scanned = (PageLoc, Vec<u8>, Vec<u8>);
@@ -570,19 +591,32 @@ pub(crate) fn scan_bytes(bytes: &[u8], id: u64) -> Result<Vec<Scanned>> {
     }
     check_header(&bytes[..HEADER_BYTES as usize], id)?;
     let mut out = Vec::new();
-    scan_blocks(bytes, 0, HEADER_BYTES as usize, len, len, id, &mut out)?;
+    scan_blocks(
+        bytes,
+        0,
+        HEADER_BYTES as usize,
+        len,
+        len,
+        id,
+        &mut |_| true,
+        &mut out,
+    )?;
     Ok(out)
 }
 
 /// The records of segment `id` starting at or after byte `from` (a block boundary after the
-/// header) and before `until`, in file order, and where the next block after them starts (the
-/// file's length at its end). Reads from `from` to the first block boundary after the last
-/// of them (at most `until − from` plus one record's bytes); total, like [`scan_file`].
+/// header) and before `until` that `keep` accepts (it sees every record's pointer), in file
+/// order, and where the next block after them starts (the file's length at its end). Reads
+/// from `from` to the first block boundary after the last of them (at most `until − from`
+/// plus one record's bytes) into `buf` (grown as needed, never shrunk: reused, it costs no
+/// allocation or zeroing); checks every record, kept or not: total, like [`scan_file`].
 pub(crate) fn scan_range(
     file: &dyn ReadableFile,
     id: u64,
     from: u64,
     until: u64,
+    buf: &mut Vec<u8>,
+    keep: &mut dyn FnMut(&PageLoc) -> bool,
 ) -> Result<(Vec<Scanned>, u64)> {
     let bad = |detail: String| Error::corrupt("page log segment", detail);
     let len = file.len_bytes()?;
@@ -598,16 +632,21 @@ pub(crate) fn scan_range(
     let record_max = (RECORD_HEADER_BYTES + RECORD_BODY_MAX) as u64;
     let end = (until + record_max).div_ceil(HEADER_BYTES) * HEADER_BYTES;
     let end = end.min(len);
-    let mut bytes = vec![0u8; (end - from) as usize];
-    file.read_exact_at(&mut bytes, from)?;
+    let want = (end - from) as usize;
+    if buf.len() < want {
+        buf.resize(want, 0);
+    }
+    let bytes = &mut buf[..want];
+    file.read_exact_at(bytes, from)?;
     let mut out = Vec::new();
     let next = scan_blocks(
-        &bytes,
+        bytes,
         from as usize,
         from as usize,
         until as usize,
         len as usize,
         id,
+        keep,
         &mut out,
     )?;
     Ok((out, next as u64))
@@ -615,7 +654,9 @@ pub(crate) fn scan_range(
 
 /// Parses the records of segment `id` from file offset `at` on, until the first block
 /// boundary at or after `until`; `bytes` holds the file from offset `base` (block aligned)
-/// on, and the file is `file_len` bytes long. Returns where it stopped.
+/// on, and the file is `file_len` bytes long. Checks every record and copies out those `keep`
+/// accepts. Returns where it stopped.
+#[allow(clippy::too_many_arguments)]
 fn scan_blocks(
     bytes: &[u8],
     base: usize,
@@ -623,6 +664,7 @@ fn scan_blocks(
     until: usize,
     file_len: usize,
     id: u64,
+    keep: &mut dyn FnMut(&PageLoc) -> bool,
     out: &mut Vec<Scanned>,
 ) -> Result<usize> {
     let bad = |detail: String| Error::corrupt("page log segment", detail);
@@ -658,7 +700,9 @@ fn scan_blocks(
             len: body_len as u16,
         };
         let (key, page) = decode_record(&bytes[local..], &loc)?;
-        out.push((loc, key.to_vec(), page.to_vec()));
+        if keep(&loc) {
+            out.push((loc, key.to_vec(), page.to_vec()));
+        }
         at += RECORD_HEADER_BYTES + body_len;
     }
     Ok(at)
@@ -1177,15 +1221,21 @@ mod tests {
         records.sort_by_key(by_place);
         scanned.sort_by_key(by_place);
         assert_eq!(scanned, records);
-        // Scans of pieces of a segment, a block boundary to the next, find the same records.
+        // Scans of pieces of a segment, a block boundary to the next, find the same records
+        // (those the filter keeps), through one buffer reused from piece to piece.
+        let mut buf = vec![0xA5u8; 7];
+        let keep = |l: &PageLoc| (l.offset / 8) % 3 != 1;
         for (i, id) in ids.iter().enumerate() {
             let segment = segments.get(*id).unwrap();
-            let whole = PageLog::scan(segment).unwrap();
+            let mut whole = PageLog::scan(segment).unwrap();
+            whole.retain(|r| keep(&r.0));
             let mut pieces = Vec::new();
             let mut from = HEADER_BYTES;
             let step = [1u64, 4096, 5000, 20000][i % 4];
             while from < segment.file_bytes() {
-                let (got, next) = PageLog::scan_range(segment, from, from + step).unwrap();
+                let (got, next) =
+                    PageLog::scan_range(segment, from, from + step, &mut buf, &mut |l| keep(l))
+                        .unwrap();
                 assert!(next > from && next % HEADER_BYTES == 0, "{from} -> {next}");
                 pieces.extend(got);
                 from = next;

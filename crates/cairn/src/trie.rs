@@ -33,7 +33,7 @@ use cairn_proof::hash::{bit, common_prefix_bits};
 use cairn_proof::{Hash, HashKind, Leaf, ProofNode, ProofWriter, ZERO};
 
 use crate::error::{Error, Result};
-use crate::pagelog::{self, Appender, PageLoc, Segments, Stream, LOC_BYTES};
+use crate::pagelog::{self, Appender, PageLoc, Segments, Stream, VisitRecord, LOC_BYTES};
 
 /// Trie levels per page.
 pub(crate) const PAGE_DEPTH: usize = 6;
@@ -88,6 +88,12 @@ impl PageId {
         key
     }
 
+    /// Whether `key` is this page's store key ([`PageId::key`]), without building it.
+    fn key_is(&self, key: &[u8]) -> bool {
+        let bytes = (self.level() * PAGE_DEPTH).div_ceil(8);
+        key.len() == 1 + bytes && key[0] == self.level && key[1..] == self.prefix[..bytes]
+    }
+
     /// The page a store key names, if it is one (total).
     pub(crate) fn from_key(key: &[u8]) -> Option<PageId> {
         let (&level, rest) = key.split_first()?;
@@ -126,14 +132,11 @@ pub(crate) type PageIdHash = BuildHasherDefault<PageIdHasher>;
 
 /// `path` with every bit from `bits` on cleared.
 fn mask(path: &Hash, bits: usize) -> Hash {
-    let mut out = *path;
-    for (i, byte) in out.iter_mut().enumerate() {
-        let start = i * 8;
-        if start >= bits {
-            *byte = 0;
-        } else if start + 8 > bits {
-            *byte &= 0xFF << (start + 8 - bits);
-        }
+    let mut out = ZERO;
+    let whole = bits.min(256) / 8;
+    out[..whole].copy_from_slice(&path[..whole]);
+    if whole < 32 && !bits.is_multiple_of(8) {
+        out[whole] = path[whole] & (0xFF << (8 - bits % 8));
     }
     out
 }
@@ -281,25 +284,33 @@ impl Page {
     fn node(&self, slot: usize) -> Node {
         match self.kinds[slot] {
             KIND_INTERNAL => Node::Internal(self.hashes[slot]),
-            KIND_LEAF => {
-                let leaf = self
-                    .leaves
-                    .iter()
-                    .find(|(s, _)| *s as usize == slot)
-                    .map(|(_, l)| *l)
-                    .expect("a leaf slot has its leaf");
-                Node::Leaf(leaf, self.hashes[slot])
-            }
+            KIND_LEAF => Node::Leaf(self.leaf(slot), self.hashes[slot]),
             _ => Node::Empty,
+        }
+    }
+
+    /// The leaf in leaf slot `slot` (the leaves are sorted by slot).
+    fn leaf(&self, slot: usize) -> Leaf {
+        let at = self.leaves.partition_point(|(s, _)| (*s as usize) < slot);
+        match self.leaves.get(at) {
+            Some((s, leaf)) if *s as usize == slot => *leaf,
+            _ => unreachable!("a leaf slot has its leaf"),
         }
     }
 
     /// Sets a slot; returns whether it changed.
     fn set(&mut self, slot: usize, node: Node) -> bool {
-        if self.node(slot) == node {
-            return false;
+        let old = self.kinds[slot];
+        match node {
+            Node::Empty if old == KIND_EMPTY => return false,
+            Node::Internal(h) if old == KIND_INTERNAL && self.hashes[slot] == h => return false,
+            Node::Leaf(..) if old == KIND_LEAF && self.node(slot) == node => return false,
+            _ => {}
         }
-        self.leaves.retain(|(s, _)| *s as usize != slot);
+        if old == KIND_LEAF {
+            let at = self.leaves.partition_point(|(s, _)| (*s as usize) < slot);
+            self.leaves.remove(at);
+        }
         let (kind, hash) = match node {
             Node::Empty => (KIND_EMPTY, ZERO),
             Node::Internal(h) => (KIND_INTERNAL, h),
@@ -327,6 +338,8 @@ impl Page {
     /// value hash and blob hash (128 bytes); then, for each internal node of the bottom row in
     /// order, the pointer to the page below it (14 bytes). Errors if one has no pointer (a
     /// commit that lost track of a page: the table is then broken, never written wrong).
+    /// Commits encode into one reused buffer ([`Page::encode_into`]).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn encode(&self) -> Result<Vec<u8>> {
         self.encode_with(|index| self.child(index))
     }
@@ -334,6 +347,17 @@ impl Page {
     /// [`Page::encode`] with the pointers `child(index)` gives instead of the page's own.
     fn encode_with(&self, child: impl Fn(usize) -> Option<PageLoc>) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(1 + KIND_BYTES + PAGE_SLOTS * 32);
+        self.encode_into(&mut out, child)?;
+        Ok(out)
+    }
+
+    /// [`Page::encode_with`] into `out` (cleared first), so that one buffer serves many pages.
+    fn encode_into(
+        &self,
+        out: &mut Vec<u8>,
+        child: impl Fn(usize) -> Option<PageLoc>,
+    ) -> Result<()> {
+        out.clear();
         out.push(PAGE_FORMAT);
         let mut kinds = [0u8; KIND_BYTES];
         for (i, &k) in self.kinds.iter().enumerate() {
@@ -362,10 +386,10 @@ impl Page {
                         "an internal node of a bottom row has no page pointer",
                     )
                 })?;
-                loc.encode_into(&mut out);
+                loc.encode_into(out);
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Decodes page `id` from the page log. Total: refuses a wrong version, a bad kind, a node
@@ -565,7 +589,13 @@ impl TrieState {
 pub(crate) trait PageStore {
     /// Reads the records at `locs`, in one batch, from the segments of `segments` (a
     /// pointer into any other segment is corruption): each record's key and page bytes.
-    fn read(&self, segments: &Segments, locs: &[PageLoc]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// `visit` is called with each record's index in `locs`, key and page bytes, in order.
+    fn read(
+        &self,
+        segments: &Segments,
+        locs: &[PageLoc],
+        visit: &mut VisitRecord<'_>,
+    ) -> Result<()>;
     /// Starts the appends of one commit (or snapshot).
     fn appender(&self) -> Appender<'_>;
 }
@@ -608,21 +638,27 @@ impl Loaded {
 }
 
 /// Loads every page the given key paths pass through into `loaded`: one batched store read per
-/// page level, each page checked against its parent node's hash (one hash per page).
+/// page level, each page checked against its parent node's hash (one hash per page). Each
+/// path's walk resumes where the previous round stopped it (at the page just read).
 pub(crate) fn load_paths(
     state: &TrieState,
     loaded: &mut Loaded,
     store: &dyn PageStore,
     paths: &[Hash],
 ) -> Result<()> {
+    let mut walks: Vec<(&Hash, Node, usize)> = paths.iter().map(|p| (p, state.root, 0)).collect();
     loop {
         let mut missing: Vec<(PageId, Hash, PageLoc)> = Vec::new();
         let mut seen: HashSet<PageId, PageIdHash> = HashSet::default();
-        for path in paths {
-            if let Some((id, parent)) = first_missing(state, loaded, path, PAGE_LEVELS)? {
+        let mut next = Vec::with_capacity(walks.len());
+        for (path, mut node, mut depth) in walks {
+            if let Some((id, parent)) =
+                walk_to_missing(state, loaded, path, PAGE_LEVELS, &mut node, &mut depth)?
+            {
                 if seen.insert(id) {
                     missing.push((id, parent, child_loc(state, loaded, &id)?));
                 }
+                next.push((path, node, depth));
             }
         }
         if missing.is_empty() {
@@ -630,6 +666,7 @@ pub(crate) fn load_paths(
         }
         missing.sort_by_key(|a| a.2);
         read_missing(state, loaded, store, missing)?;
+        walks = next;
     }
 }
 
@@ -656,26 +693,25 @@ fn read_checked(
     wanted: &[(PageId, Hash, PageLoc)],
 ) -> Result<Vec<Page>> {
     let locs: Vec<PageLoc> = wanted.iter().map(|w| w.2).collect();
-    let records = store.read(segments, &locs)?;
-    wanted
-        .iter()
-        .zip(records)
-        .map(|((id, parent, _), (key, bytes))| {
-            if key != id.key() {
-                return Err(Error::corrupt(
-                    "trie",
-                    format!(
-                        "the pointer to page {:?} leads to a record of {:?}",
-                        id.key(),
-                        key
-                    ),
-                ));
-            }
-            let page = Page::decode(id, &bytes)?;
-            check_top(kind, id, &page, parent)?;
-            Ok(page)
-        })
-        .collect()
+    let mut pages = Vec::with_capacity(wanted.len());
+    store.read(segments, &locs, &mut |i, key, bytes| {
+        let (id, parent, _) = &wanted[i];
+        if !id.key_is(key) {
+            return Err(Error::corrupt(
+                "trie",
+                format!(
+                    "the pointer to page {:?} leads to a record of {:?}",
+                    id.key(),
+                    key
+                ),
+            ));
+        }
+        let page = Page::decode(id, bytes)?;
+        check_top(kind, id, &page, parent)?;
+        pages.push(page);
+        Ok(())
+    })?;
+    Ok(pages)
 }
 
 /// Reads pages (with their parent nodes' hashes and pointers) in one batch, checks each
@@ -794,13 +830,26 @@ fn first_missing(
     path: &Hash,
     stop: usize,
 ) -> Result<Option<(PageId, Hash)>> {
-    let mut node = state.root;
-    let mut depth = 0;
-    while let Node::Internal(h) = node {
-        if depth / PAGE_DEPTH >= stop {
+    let (mut node, mut depth) = (state.root, 0);
+    walk_to_missing(state, loaded, path, stop, &mut node, &mut depth)
+}
+
+/// [`first_missing`] from the node `node` at `depth` on `path` (the root at 0, or where an
+/// earlier walk stopped: a page boundary); leaves `node` and `depth` where it stopped, at the
+/// missing page's parent node.
+fn walk_to_missing(
+    state: &TrieState,
+    loaded: &Loaded,
+    path: &Hash,
+    stop: usize,
+    node: &mut Node,
+    depth: &mut usize,
+) -> Result<Option<(PageId, Hash)>> {
+    while let Node::Internal(h) = *node {
+        if *depth / PAGE_DEPTH >= stop {
             return Ok(None);
         }
-        let id = PageId::on_path(path, depth / PAGE_DEPTH);
+        let id = PageId::on_path(path, *depth / PAGE_DEPTH);
         let page = match loaded.pages.get(&id) {
             Some(p) => p,
             None if id.level() < state.retained_levels => match state.retained.get(&id) {
@@ -809,11 +858,20 @@ fn first_missing(
             },
             None => return Ok(Some((id, h))),
         };
-        // Follow the path to the page's bottom row or to where it ends.
+        // Follow the path to the page's bottom row or to where it ends (only the walk reads
+        // `node` afterwards: a leaf or an empty node both end it).
+        let mut bits = 0usize;
         loop {
-            depth += 1;
-            node = page.node(slot(depth, path));
-            if !matches!(node, Node::Internal(_)) || depth % PAGE_DEPTH == 0 {
+            bits = (bits << 1) | bit(path, *depth) as usize;
+            *depth += 1;
+            let rel = *depth - id.level() * PAGE_DEPTH;
+            let slot = (1 << rel) - 2 + bits;
+            if page.kinds[slot] != KIND_INTERNAL {
+                *node = Node::Empty;
+                break;
+            }
+            *node = Node::Internal(page.hashes[slot]);
+            if rel == PAGE_DEPTH {
                 break;
             }
         }
@@ -867,6 +925,7 @@ pub(crate) fn commit(
         state,
         loaded,
         dirty: HashSet::default(),
+        held: Vec::new(),
     };
     let root = work.state.root;
     let new_root = work.update(0, &ZERO, root, changes)?;
@@ -1024,6 +1083,7 @@ fn write_pages(
     let mut appender = store.appender();
     let mut added = Vec::with_capacity(ids.len());
     let mut released = Vec::with_capacity(ids.len());
+    let mut bytes = Vec::with_capacity(2 * pagelog::HEADER_BYTES as usize);
     for id in ids {
         debug_assert!(id.level() >= retained_levels);
         let new = match loaded.pages.get(id) {
@@ -1032,7 +1092,8 @@ fn write_pages(
                     true => Stream::Near,
                     false => Stream::Deep,
                 };
-                let loc = appender.push(stream, &id.key(), &page.encode()?)?;
+                page.encode_into(&mut bytes, |index| page.child(index))?;
+                let loc = appender.push(stream, &id.key(), &bytes)?;
                 loaded.appended[stream as usize] += pagelog::record_bytes(&loc);
                 Some(loc)
             }
@@ -1069,19 +1130,92 @@ fn write_pages(
     Ok(())
 }
 
+/// The rehash of one commit. The pages of the internal nodes the recursion is inside are held
+/// out of their maps, innermost last, so that reading and writing their nodes (most of the
+/// work) costs no map lookup; any other page is found through the maps.
 struct Work<'a> {
     kind: HashKind,
     state: &'a mut TrieState,
     loaded: &'a mut Loaded,
     dirty: HashSet<PageId, PageIdHash>,
+    /// The pages held out of their maps, with whether the commit changed each.
+    held: Vec<(PageId, Held, bool)>,
+}
+
+/// A page held by a [`Work`]: a retained one (shared with duplicates and snapshots until it
+/// changes) or a loaded one.
+enum Held {
+    Retained(Arc<Page>),
+    Loaded(Page),
+}
+
+impl Held {
+    fn page(&self) -> &Page {
+        match self {
+            Held::Retained(p) => p,
+            Held::Loaded(p) => p,
+        }
+    }
+
+    fn page_mut(&mut self) -> &mut Page {
+        match self {
+            Held::Retained(p) => Arc::make_mut(p),
+            Held::Loaded(p) => p,
+        }
+    }
 }
 
 impl Work<'_> {
+    /// The innermost held page, if it is page `level` on `path`.
+    fn held_on(&self, path: &Hash, level: usize) -> Option<usize> {
+        let at = self.held.len().checked_sub(1)?;
+        let id = &self.held[at].0;
+        (id.level() == level && id.prefix == mask(path, level * PAGE_DEPTH)).then_some(at)
+    }
+
+    /// Takes page `id` out of its map to hold it while the recursion is below its top;
+    /// `false` if there is no such page (the maps then serve every access, as for pages a
+    /// commit creates).
+    fn hold(&mut self, id: PageId) -> bool {
+        let held = if id.level() < self.state.retained_levels {
+            self.state.retained.remove(&id).map(Held::Retained)
+        } else {
+            self.loaded.pages.remove(&id).map(Held::Loaded)
+        };
+        match held {
+            Some(held) => {
+                self.held.push((id, held, false));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Puts the innermost held page back into its map.
+    fn release(&mut self) {
+        let (id, held, changed) = self.held.pop().expect("a held page");
+        match held {
+            Held::Retained(p) => {
+                self.state.retained.insert(id, p);
+            }
+            Held::Loaded(p) => {
+                self.loaded.pages.insert(id, p);
+            }
+        }
+        if changed {
+            self.dirty.insert(id);
+        }
+    }
+
     /// The node at `depth` (at least 1) on `path`: from a retained page, a loaded one, or
     /// empty where no page is at hand (only where none can exist: the caller knows the parent
     /// node is not internal, or has loaded the page).
     fn node(&self, depth: usize, path: &Hash) -> Node {
-        let id = PageId::on_path(path, (depth - 1) / PAGE_DEPTH);
+        let level = (depth - 1) / PAGE_DEPTH;
+        if let Some(at) = self.held_on(path, level) {
+            return self.held[at].1.page().node(slot(depth, path));
+        }
+        let id = PageId::on_path(path, level);
         let page = if id.level() < self.state.retained_levels {
             self.state.retained.get(&id).map(|p| &**p)
         } else {
@@ -1092,10 +1226,20 @@ impl Work<'_> {
 
     /// Writes a node, creating its page if needed (a retained page is copied first if shared).
     fn set(&mut self, depth: usize, path: &Hash, node: Node) {
+        let level = (depth - 1) / PAGE_DEPTH;
+        if let Some(at) = self.held_on(path, level) {
+            let slot = slot(depth, path);
+            let (_, held, changed) = &mut self.held[at];
+            if held.page().node(slot) != node {
+                held.page_mut().set(slot, node);
+                *changed = true;
+            }
+            return;
+        }
         if self.node(depth, path) == node {
             return;
         }
-        let id = PageId::on_path(path, (depth - 1) / PAGE_DEPTH);
+        let id = PageId::on_path(path, level);
         let page = if id.level() < self.state.retained_levels {
             if !self.state.retained.contains_key(&id) {
                 self.state.retained.insert(id, Arc::new(Page::empty()));
@@ -1122,17 +1266,14 @@ impl Work<'_> {
                 if depth >= 256 {
                     return Err(Error::corrupt("trie", "an internal node at depth 256"));
                 }
-                let split = changes.partition_point(|c| !bit(&c.key_path, depth));
-                let (lp, rp) = (with_bit(path, depth, false), with_bit(path, depth, true));
-                let mut left = self.node(depth + 1, &lp);
-                let mut right = self.node(depth + 1, &rp);
-                if split > 0 {
-                    left = self.update(depth + 1, &lp, left, &changes[..split])?;
+                // At a page's top, the page below is held until its nodes are written.
+                let held = depth.is_multiple_of(PAGE_DEPTH)
+                    && self.hold(PageId::on_path(path, depth / PAGE_DEPTH));
+                let result = self.update_children(depth, path, changes);
+                if held {
+                    self.release();
                 }
-                if split < changes.len() {
-                    right = self.update(depth + 1, &rp, right, &changes[split..])?;
-                }
-                Ok(self.join(depth, &lp, &rp, left, right))
+                result
             }
             Node::Empty | Node::Leaf(..) => {
                 let mut leaves: Vec<Leaf> = changes.iter().filter_map(|c| c.leaf).collect();
@@ -1145,6 +1286,21 @@ impl Work<'_> {
                 Ok(self.build(depth, path, &leaves))
             }
         }
+    }
+
+    /// [`Work::update`] below an internal node: both children, then the node over them.
+    fn update_children(&mut self, depth: usize, path: &Hash, changes: &[Change]) -> Result<Node> {
+        let split = changes.partition_point(|c| !bit(&c.key_path, depth));
+        let (lp, rp) = (with_bit(path, depth, false), with_bit(path, depth, true));
+        let mut left = self.node(depth + 1, &lp);
+        let mut right = self.node(depth + 1, &rp);
+        if split > 0 {
+            left = self.update(depth + 1, &lp, left, &changes[..split])?;
+        }
+        if split < changes.len() {
+            right = self.update(depth + 1, &rp, right, &changes[split..])?;
+        }
+        Ok(self.join(depth, &lp, &rp, left, right))
     }
 
     /// The node over two children at `depth + 1`, writing them (or clearing them when the
@@ -1324,8 +1480,13 @@ mod tests {
     }
 
     impl PageStore for TestStore {
-        fn read(&self, segments: &Segments, locs: &[PageLoc]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-            PageLog::read(&self.io, segments, locs)
+        fn read(
+            &self,
+            segments: &Segments,
+            locs: &[PageLoc],
+            visit: &mut VisitRecord<'_>,
+        ) -> Result<()> {
+            PageLog::read_each(&self.io, segments, locs, visit)
         }
 
         fn appender(&self) -> Appender<'_> {
@@ -1494,7 +1655,7 @@ mod tests {
         let stored = stored_pages(&state, &store).unwrap();
         assert!(!stored.is_empty());
         let locs: Vec<PageLoc> = stored.iter().map(|(_, l)| *l).collect();
-        let records = store.read(&state.segments, &locs).unwrap();
+        let records = PageLog::read(&store.io, &state.segments, &locs).unwrap();
         for ((id, _), (key, bytes)) in stored.iter().zip(&records) {
             assert_eq!(&id.key(), key);
             let page = Page::decode(id, bytes).unwrap();
