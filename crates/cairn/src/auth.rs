@@ -432,7 +432,7 @@ impl Auth {
     /// Loads the pages the key paths pass through, for the next commit (or proof).
     pub(crate) fn prefetch(&mut self, paths: &[Hash]) -> Result<()> {
         let (reads, hashes) = (self.prefetched.reads, self.prefetched.hashes);
-        trie::load_paths(
+        trie::load_paths_in_halves(
             &self.trie,
             &mut self.prefetched,
             &store(&self.session),

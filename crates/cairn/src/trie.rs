@@ -24,6 +24,13 @@
 //! retained levels not already loaded, in one batched read per page level (about
 //! `⌈(log₂ n + 1.3)/6⌉ − retained` rounds, two at 10⁸ keys with three retained levels); memory:
 //! the pages touched (at most `k` per page level) plus the retained levels.
+//!
+//! Threads: a commit of at least [`PARALLEL_MIN`] changes with some in each half of the key
+//! space (by the first bit), on a machine with two cores, does its work below the retained
+//! levels (reading and checking the pages, rehashing the subtrees) on two threads, one half
+//! each, with no shared page ([`below_in_halves`]); a warm-up of as many paths reads on two
+//! threads too. The retained levels, the appends and the cleaning stay on the caller's
+//! thread, and the result is the same either way.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -344,7 +351,8 @@ impl Page {
         self.encode_with(|index| self.child(index))
     }
 
-    /// [`Page::encode`] with the pointers `child(index)` gives instead of the page's own.
+    /// The page's encoding (see `Page::encode`) with the pointers `child(index)` gives
+    /// instead of the page's own.
     fn encode_with(&self, child: impl Fn(usize) -> Option<PageLoc>) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(1 + KIND_BYTES + PAGE_SLOTS * 32);
         self.encode_into(&mut out, child)?;
@@ -635,6 +643,33 @@ impl Loaded {
     pub(crate) fn len(&self) -> usize {
         self.pages.len()
     }
+
+    /// Moves the pages out into two sets, one per half of the key space (by the first bit of
+    /// their prefix; a page below the retained levels is never the top page, so each lies in
+    /// one half), for work on two threads. The counters stay here.
+    fn split_halves(&mut self) -> [Loaded; 2] {
+        let mut halves = [Loaded::new(), Loaded::new()];
+        for (id, page) in self.pages.drain() {
+            halves[bit(&id.prefix, 0) as usize].pages.insert(id, page);
+        }
+        for (id, loc) in self.locs.drain() {
+            halves[bit(&id.prefix, 0) as usize].locs.insert(id, loc);
+        }
+        halves
+    }
+
+    /// Takes back the pages and counters of [`Loaded::split_halves`]'s halves.
+    fn merge(&mut self, halves: [Loaded; 2]) {
+        for half in halves {
+            self.pages.extend(half.pages);
+            self.locs.extend(half.locs);
+            self.reads += half.reads;
+            self.hashes += half.hashes;
+            for s in 0..2 {
+                self.appended[s] += half.appended[s];
+            }
+        }
+    }
 }
 
 /// Loads every page the given key paths pass through into `loaded`: one batched store read per
@@ -668,6 +703,32 @@ pub(crate) fn load_paths(
         read_missing(state, loaded, store, missing)?;
         walks = next;
     }
+}
+
+/// [`load_paths`], the two halves of the key space on two threads when there are enough paths
+/// (see [`PARALLEL_MIN`]): for warm-ups.
+pub(crate) fn load_paths_in_halves(
+    state: &TrieState,
+    loaded: &mut Loaded,
+    store: &(dyn PageStore + Sync),
+    paths: &[Hash],
+) -> Result<()> {
+    let (first, second): (Vec<Hash>, Vec<Hash>) = paths.iter().partition(|p| !bit(p, 0));
+    if paths.len() < PARALLEL_MIN || first.is_empty() || second.is_empty() || cores() < 2 {
+        return load_paths(state, loaded, store, paths);
+    }
+    let mut halves = loaded.split_halves();
+    let [a, b] = &mut halves;
+    let (here, there) = std::thread::scope(|scope| {
+        let helper = scope.spawn(move || load_paths(state, b, store, &second));
+        let here = load_paths(state, a, store, &first);
+        let there = helper
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (here, there)
+    });
+    loaded.merge(halves);
+    here.and(there)
 }
 
 /// The pointer the parent of page `id` (retained or loaded) keeps to it.
@@ -909,23 +970,36 @@ fn check_top(kind: HashKind, id: &PageId, page: &Page, parent: &Hash) -> Result<
 pub(crate) fn commit(
     state: &mut TrieState,
     loaded: &mut Loaded,
-    store: &dyn PageStore,
+    store: &(dyn PageStore + Sync),
     changes: &[Change],
 ) -> Result<u64> {
     debug_assert!(changes.windows(2).all(|w| w[0].key_path < w[1].key_path));
     if changes.is_empty() {
         return Ok(0);
     }
-    let paths: Vec<Hash> = changes.iter().map(|c| c.key_path).collect();
-    load_paths(state, loaded, store, &paths)?;
+    // Below the retained levels, each half of the key space (by the first bit) is read and
+    // rehashed on a thread of its own; the retained levels then take the halves' results.
+    let cut = state.retained_levels * PAGE_DEPTH;
+    let below = match parallel_halves(changes) {
+        Some(split) => Some(below_in_halves(state, loaded, store, changes, split, cut)?),
+        None => {
+            let paths: Vec<Hash> = changes.iter().map(|c| c.key_path).collect();
+            load_paths(state, loaded, store, &paths)?;
+            None
+        }
+    };
+    let (precomputed, dirty) = below.unwrap_or_default();
     // The retained pages are changed in place (copied first only where a duplicate or a
     // snapshot still shares them): on an error below, the caller breaks the table.
     let mut work = Work {
         kind: state.kind,
         state,
         loaded,
-        dirty: HashSet::default(),
+        dirty,
         held: Vec::new(),
+        cut,
+        precomputed,
+        writes_retained: true,
     };
     let root = work.state.root;
     let new_root = work.update(0, &ZERO, root, changes)?;
@@ -948,6 +1022,158 @@ pub(crate) fn commit(
         }
     }
     Ok(stored.len() as u64)
+}
+
+/// Changes (or paths) at least this many are split between two threads, where the machine has
+/// two cores (two in the unit tests, so that both ways are tested).
+#[cfg(not(test))]
+const PARALLEL_MIN: usize = 128;
+#[cfg(test)]
+const PARALLEL_MIN: usize = 2;
+
+/// Where sorted `changes` split into the two halves of the key space (by the first bit of
+/// their paths), if they are worth two threads: enough of them, some in each half, and a
+/// second core.
+fn parallel_halves(changes: &[Change]) -> Option<usize> {
+    if changes.len() < PARALLEL_MIN || cores() < 2 {
+        return None;
+    }
+    let split = changes.partition_point(|c| !bit(&c.key_path, 0));
+    (split > 0 && split < changes.len()).then_some(split)
+}
+
+/// The cores this process may use (asked once).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Results of the work below the retained levels: the new node at depth `cut` on each path
+/// that had changes there, and the pages that work changed.
+type Below = (HashMap<Hash, Node, PageIdHash>, HashSet<PageId, PageIdHash>);
+
+/// The part of a commit below the retained levels (depth `cut`), one half of the key space
+/// per thread: each reads the pages its changes pass through ([`load_paths`], pages
+/// `loaded` already holds are handed to the half they belong to) and rehashes its subtrees
+/// below depth `cut`, writing only pages below the retained levels. The halves' pages are
+/// then merged back into `loaded`. Retained pages are only read: `state` is unchanged.
+fn below_in_halves(
+    state: &TrieState,
+    loaded: &mut Loaded,
+    store: &(dyn PageStore + Sync),
+    changes: &[Change],
+    split: usize,
+    cut: usize,
+) -> Result<Below> {
+    let mut halves = loaded.split_halves();
+    let [first, second] = &mut halves;
+    let (a, b) = std::thread::scope(|scope| {
+        let helper = scope.spawn(move || below_cut(state, second, store, &changes[split..], cut));
+        let here = below_cut(state, first, store, &changes[..split], cut);
+        let there = helper
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (here, there)
+    });
+    let (mut precomputed, mut dirty) = a?;
+    let (precomputed_b, dirty_b) = b?;
+    precomputed.extend(precomputed_b);
+    dirty.extend(dirty_b);
+    loaded.merge(halves);
+    Ok((precomputed, dirty))
+}
+
+/// One half's work for [`below_in_halves`]: its pages read into `loaded`, then each node at
+/// depth `cut` with changes below it rehashed (the nodes above are the caller's).
+fn below_cut(
+    state: &TrieState,
+    loaded: &mut Loaded,
+    store: &(dyn PageStore + Sync),
+    changes: &[Change],
+    cut: usize,
+) -> Result<Below> {
+    let paths: Vec<Hash> = changes.iter().map(|c| c.key_path).collect();
+    load_paths(state, loaded, store, &paths)?;
+    let jobs = collect_cut(state, changes, cut)?;
+    // The work writes no retained page (every job is below them), so a copy of the version
+    // (O(1): its maps are shared) serves as its `state`.
+    let mut view = state.clone();
+    let mut work = Work {
+        kind: state.kind,
+        state: &mut view,
+        loaded,
+        dirty: HashSet::default(),
+        held: Vec::new(),
+        cut,
+        precomputed: HashMap::default(),
+        writes_retained: false,
+    };
+    let mut precomputed = HashMap::default();
+    for (path, here, range) in jobs {
+        let node = work.update(cut, &path, here, &changes[range])?;
+        precomputed.insert(path, node);
+    }
+    Ok((precomputed, work.dirty))
+}
+
+/// The nodes at depth `cut` that `changes` (sorted) reach from the root through internal
+/// nodes only, with the range of the changes below each: where a path meets a leaf or an
+/// empty node above `cut`, the caller's rehash builds the subtree.
+fn collect_cut(
+    state: &TrieState,
+    changes: &[Change],
+    cut: usize,
+) -> Result<Vec<(Hash, Node, std::ops::Range<usize>)>> {
+    struct Walk<'a> {
+        state: &'a TrieState,
+        cut: usize,
+        out: Vec<(Hash, Node, std::ops::Range<usize>)>,
+    }
+    impl Walk<'_> {
+        /// Below (`depth`, `path`), whose node is `here`: `changes`, the first at index `at`.
+        fn walk(
+            &mut self,
+            depth: usize,
+            path: &Hash,
+            here: Node,
+            changes: &[Change],
+            at: usize,
+        ) -> Result<()> {
+            if depth == self.cut {
+                self.out.push((*path, here, at..at + changes.len()));
+                return Ok(());
+            }
+            if !matches!(here, Node::Internal(_)) {
+                return Ok(());
+            }
+            let split = changes.partition_point(|c| !bit(&c.key_path, depth));
+            for (side, part, start) in [
+                (false, &changes[..split], at),
+                (true, &changes[split..], at + split),
+            ] {
+                if part.is_empty() {
+                    continue;
+                }
+                let child_path = with_bit(path, depth, side);
+                let id = PageId::on_path(&child_path, depth / PAGE_DEPTH);
+                let page = self
+                    .state
+                    .retained
+                    .get(&id)
+                    .ok_or_else(|| missing_retained(&id))?;
+                let child = page.node(slot(depth + 1, &child_path));
+                self.walk(depth + 1, &child_path, child, part, start)?;
+            }
+            Ok(())
+        }
+    }
+    let mut walk = Walk {
+        state,
+        cut,
+        out: Vec::new(),
+    };
+    walk.walk(0, &ZERO, state.root, changes, 0)?;
+    Ok(walk.out)
 }
 
 /// Moves this version's pages out of some records of a segment (`records`, as
@@ -1140,6 +1366,12 @@ struct Work<'a> {
     dirty: HashSet<PageId, PageIdHash>,
     /// The pages held out of their maps, with whether the commit changed each.
     held: Vec<(PageId, Held, bool)>,
+    /// The depth where the retained levels end, and the new nodes there that threads
+    /// computed below it ([`below_in_halves`]): the recursion takes those instead of going on.
+    cut: usize,
+    precomputed: HashMap<Hash, Node, PageIdHash>,
+    /// Whether this work may write retained pages (not below the cut, where `state` is a copy).
+    writes_retained: bool,
 }
 
 /// A page held by a [`Work`]: a retained one (shared with duplicates and snapshots until it
@@ -1241,6 +1473,10 @@ impl Work<'_> {
         }
         let id = PageId::on_path(path, level);
         let page = if id.level() < self.state.retained_levels {
+            debug_assert!(
+                self.writes_retained,
+                "work below the cut writes no retained page"
+            );
             if !self.state.retained.contains_key(&id) {
                 self.state.retained.insert(id, Arc::new(Page::empty()));
             }
@@ -1261,6 +1497,11 @@ impl Work<'_> {
         here: Node,
         changes: &[Change],
     ) -> Result<Node> {
+        if depth == self.cut {
+            if let Some(node) = self.precomputed.get(path) {
+                return Ok(*node);
+            }
+        }
         match here {
             Node::Internal(_) => {
                 if depth >= 256 {
