@@ -351,10 +351,11 @@ impl Auth {
     /// and appends again the pages there the version still reaches ([`trie::relocate`]).
     /// `appended` is what the commit appended, per stream.
     ///
-    /// Cost per commit and stream: sequential reads of that many bytes (memory: one piece);
-    /// the appends of the live pages in it. For the near stream nothing more (their parents are retained); for
-    /// the deep stream, each live page's stored parent read and appended again with the pages
-    /// above it: that is why the deep stream may hold more dead bytes before it is cleaned.
+    /// Cost per commit and stream: sequential reads of that many bytes (memory: one piece, in
+    /// a buffer kept between commits); the appends of the live pages in it. For the near
+    /// stream nothing more (their parents are retained); for the deep stream, each live page's
+    /// stored parent read and appended again with the pages above it: that is why the deep
+    /// stream may hold more dead bytes before it is cleaned.
     fn clean(&mut self, appended: [u64; 2]) -> Result<()> {
         let current = self.session.page_log().current_ids();
         for stream in Stream::ALL {

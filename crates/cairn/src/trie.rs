@@ -713,8 +713,11 @@ pub(crate) fn load_paths_in_halves(
     store: &(dyn PageStore + Sync),
     paths: &[Hash],
 ) -> Result<()> {
+    if paths.len() < PARALLEL_MIN || cores() < 2 {
+        return load_paths(state, loaded, store, paths);
+    }
     let (first, second): (Vec<Hash>, Vec<Hash>) = paths.iter().partition(|p| !bit(p, 0));
-    if paths.len() < PARALLEL_MIN || first.is_empty() || second.is_empty() || cores() < 2 {
+    if first.is_empty() || second.is_empty() {
         return load_paths(state, loaded, store, paths);
     }
     let mut halves = loaded.split_halves();
