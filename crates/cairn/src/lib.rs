@@ -21,6 +21,7 @@
 
 mod auth;
 mod background;
+mod block_keys;
 
 // The engine's internals. Fuzz targets reach the decoders through the `fuzzing` feature (not a
 // stable API); nothing else outside the crate sees them.
@@ -75,6 +76,7 @@ mod write_buffer;
 pub struct ReadmeDoctests;
 
 pub use auth::{AuthStats, Commit};
+pub use block_keys::BlockKeys;
 /// Proof types and the verifier (the `cairn-proof` crate, re-exported).
 pub use cairn_proof;
 pub use cairn_proof::{HashKind, Proof, Root};
