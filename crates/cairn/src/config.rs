@@ -227,6 +227,19 @@ pub struct TableConfig {
     /// Authentication: `Some` keeps a Merkle trie over the table's contents, so that it has a
     /// state root and answers proofs (see [`AuthConfig`]); `None` (the default) costs nothing.
     pub auth: Option<AuthConfig>,
+    /// Cuts every run the table writes into parts (files) of at most this many entries
+    /// (1 ..= 2^40); `None` (the default) writes each run as one file.
+    ///
+    /// Merges link an input's part that overlaps no other input's part into their output
+    /// instead of rewriting it, whatever this setting. For data written in key order
+    /// ([`crate::BlockKeys`]), a run then overlaps older runs only where its first keys meet
+    /// their last ones (a block whose entries two write buffers share), and with parts a merge
+    /// rewrites only the few parts there instead of whole runs: set it to a fraction of the
+    /// write buffer (an eighth, say) for such tables. For random keys every part overlaps and
+    /// parts only add files: leave it `None`. Costs: a snapshot links the files of every part
+    /// (O(parts) file operations rather than O(levels)); a lookup finds the part of a key by a
+    /// binary search over the run's parts.
+    pub part_entries: Option<u64>,
 }
 
 /// How an authenticated table keeps its Merkle trie (`docs/format/trie.md`).
@@ -283,6 +296,7 @@ impl Default for TableConfig {
             merge_batch_size: 1_000,
             resolve: Resolve::KeepNewest,
             auth: None,
+            part_entries: None,
         }
     }
 }
@@ -338,6 +352,12 @@ impl TableConfig {
             return Err(Error::InvalidConfig(format!(
                 "write_buffer_entries must be in 1..={WRITE_BUFFER_ENTRIES_MAX}, got {}",
                 self.write_buffer_entries
+            )));
+        }
+        if self.part_entries.is_some_and(|n| n == 0 || n > 1 << 40) {
+            return Err(Error::InvalidConfig(format!(
+                "part_entries must be in 1..=2^40, got {:?}",
+                self.part_entries
             )));
         }
         if self.merge_batch_size == 0 || self.merge_batch_size > (1 << 24) {

@@ -5,7 +5,7 @@
 //! together with [`crate::kmerge::KMerge`] newest first and resolved exactly as a lookup resolves
 //! them (deletes hide older entries, upserts combine).
 //!
-//! May call: `kmerge`, `run` (sequential cursors over runs), `write_buffer`, `entry`, `page`, `lookup`
+//! May call: `kmerge`, `sorted` (sequential cursors over runs), `write_buffer`, `entry`, `page`, `lookup`
 //! (blob references), `session` (to keep the session alive and be closed with it). Must never
 //! touch: the table's live state, or the union level (a pending union is just another
 //! [`EntryStream`], supplied by the caller).
@@ -29,8 +29,8 @@ use crate::error::{Error, Result};
 use crate::kmerge::{Head, KMerge, MergeSource};
 use crate::lookup::{BlobRef, BlobSource};
 use crate::page::Op;
-use crate::run::{Run, RunCursor};
 use crate::session::SessionInner;
+use crate::sorted::{SortedCursor, SortedRun};
 use crate::write_buffer::{MemBlob, WriteBuffer};
 
 /// Write-buffer entries a stream copies out of the (shared, persistent) buffer at a time.
@@ -214,7 +214,7 @@ impl MergeSource for BufferSource {
 #[derive(Debug)]
 enum Source {
     Buffer(BufferSource),
-    Run(RunCursor),
+    Run(SortedCursor),
     Nested(Peeked<Box<dyn EntryStream>>),
 }
 
@@ -234,9 +234,10 @@ impl MergeSource for Source {
                 key: e.key,
                 op: e.op,
                 value: e.value,
-                blob: e
-                    .blob
-                    .map(|span| BlobSource::File(cursor.run().blobs().clone(), span)),
+                blob: match (e.blob, cursor.current_part()) {
+                    (Some(span), Some(part)) => Some(BlobSource::File(part.blobs().clone(), span)),
+                    _ => None,
+                },
             })),
             Source::Nested(stream) => stream.head(),
         }
@@ -264,7 +265,7 @@ impl MergedEntries {
     /// `from`).
     pub(crate) fn new(
         buffer: WriteBuffer,
-        runs: &[Arc<Run>],
+        runs: &[Arc<SortedRun>],
         older: Option<Box<dyn EntryStream>>,
         from: Option<&[u8]>,
         resolve: Resolve,
@@ -273,8 +274,8 @@ impl MergedEntries {
         sources.push(Source::Buffer(BufferSource::new(buffer, from)));
         for run in runs {
             let cursor = match from {
-                Some(key) => RunCursor::seek(run.clone(), key)?,
-                None => RunCursor::new(run.clone())?,
+                Some(key) => SortedCursor::seek(run.clone(), key)?,
+                None => SortedCursor::new(run.clone())?,
             };
             sources.push(Source::Run(cursor));
         }

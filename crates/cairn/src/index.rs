@@ -814,7 +814,7 @@ pub struct OrdinaryIndex {
 }
 
 impl OrdinaryIndex {
-    fn span_count(&self) -> u64 {
+    pub(crate) fn span_count(&self) -> u64 {
         self.first_pages.len() as u64
     }
 

@@ -246,14 +246,17 @@ fn snapshot_path(session: &SessionInner, name: &str) -> Result<PathBuf> {
 /// Where each run of a snapshot sits.
 fn run_places(meta: &SnapshotMeta) -> Vec<RunPlace> {
     let mut places = vec![RunPlace::Union; meta.run_count];
-    let mut set = |i: usize, place: RunPlace| {
-        if let Some(p) = places.get_mut(i) {
-            *p = place;
+    if let Some(p) = meta.write_buffer.and_then(|i| places.get_mut(i)) {
+        *p = RunPlace::WriteBuffer;
+    }
+    // Levels name sorted runs: each of their parts sits there.
+    let mut set = |s: usize, place: RunPlace| {
+        for &i in meta.sorted.get(s).map(Vec::as_slice).unwrap_or_default() {
+            if let Some(p) = places.get_mut(i) {
+                *p = place;
+            }
         }
     };
-    if let Some(i) = meta.write_buffer {
-        set(i, RunPlace::WriteBuffer);
-    }
     for (idx, level) in meta.levels.iter().enumerate() {
         let at = |merging| RunPlace::Level {
             level: idx + 1,

@@ -64,6 +64,7 @@ mod run;
 mod schedule;
 mod session;
 mod snapshot;
+mod sorted;
 mod table;
 mod trie;
 mod union;

@@ -2,7 +2,8 @@
 //! place, and resolve each key newest first.
 //!
 //! Owns: the lookup path below the write buffer ([`lookup_runs`]), [`LookupResult`] and
-//! [`BlobRef`]. May call: `bloom`, `page`, `io`, `run` (its filter and index), `entry`, `fs`
+//! [`BlobRef`]. May call: `bloom`, `page`, `io`, `run` (its filter and index), `sorted` (the
+//! part of a run that can hold a key), `entry`, `fs`
 //! (blob files), `write_buffer` (blobs still in memory). Must never touch: the
 //! level structure (it receives the runs to consult, newest first) or any update path.
 //!
@@ -37,7 +38,8 @@ use crate::error::Result;
 use crate::fs::ReadableFile;
 use crate::io::{BlockIo, ReadBatch, ReadConditions, ReadPlan, ReadRequest};
 use crate::page::{BlobSpan, Op, PageView, PAGE_BYTES};
-use crate::run::{read_blob, Run};
+use crate::run::read_blob;
+use crate::sorted::SortedRun;
 use crate::write_buffer::MemBlob;
 
 /// Where a blob lives.
@@ -137,6 +139,8 @@ pub(crate) const WAVE_PAGES_MAX: usize = 4096;
 struct Candidate {
     key: usize,
     run: u32,
+    /// The part of the run the read is in (its blobs are in that part's blob file).
+    part: u32,
     /// The read of the wave this one waits for ([`NO_READ`] if none): the key's read in a newer
     /// run, which may settle the key and make this one unnecessary.
     after: u32,
@@ -198,7 +202,7 @@ pub(crate) fn lookup_runs<K: AsRef<[u8]>>(
     salt: u64,
     keys: &[K],
     mut partial: Vec<Partial>,
-    runs: &[Arc<Run>],
+    runs: &[Arc<SortedRun>],
     resolve: &Resolve,
 ) -> Result<Vec<Partial>> {
     debug_assert_eq!(keys.len(), partial.len());
@@ -234,7 +238,7 @@ fn read_waves<K: AsRef<[u8]>>(
     salt: u64,
     keys: &[K],
     partial: &mut [Partial],
-    runs: &[Arc<Run>],
+    runs: &[Arc<SortedRun>],
     resolve: &Resolve,
     batch: &mut ReadBatch,
 ) -> Result<()> {
@@ -284,7 +288,7 @@ struct WavePlan<'a, K> {
     salt: u64,
     keys: &'a [K],
     partial: &'a [Partial],
-    runs: &'a [Arc<Run>],
+    runs: &'a [Arc<SortedRun>],
     next_run: &'a mut [u32],
     wave: &'a mut Wave,
     /// The key the plan goes on from; `None` at the end of the sweep.
@@ -383,7 +387,7 @@ fn plan_wave<K: AsRef<[u8]>>(
     salt: u64,
     keys: &[K],
     partial: &[Partial],
-    runs: &[Arc<Run>],
+    runs: &[Arc<SortedRun>],
     next_run: &mut [u32],
     from: usize,
     wave: &mut Wave,
@@ -406,8 +410,13 @@ fn plan_wave<K: AsRef<[u8]>>(
         let bytes = keys[key].as_ref();
         // The wave's last read for this key, if any.
         let mut last: Option<usize> = None;
-        while let Some(run) = runs.get(next_run[key] as usize) {
+        while let Some(sorted) = runs.get(next_run[key] as usize) {
             let r = next_run[key];
+            // A run of several parts: only the part whose key range holds the key can have it.
+            let Some((part, run)) = sorted.part_for(bytes) else {
+                next_run[key] += 1;
+                continue;
+            };
             if !run.filter().contains_hash(key_hash) {
                 next_run[key] += 1;
                 continue;
@@ -426,6 +435,7 @@ fn plan_wave<K: AsRef<[u8]>>(
             wave.candidates.push(Candidate {
                 key,
                 run: r,
+                part: part as u32,
                 after: after.map_or(NO_READ, |a| a as u32),
             });
             wave.requests.push(ReadRequest {
@@ -464,7 +474,7 @@ fn next_pending(partial: &[Partial], next_run: &[u32], runs: u32, from: usize) -
 fn resolve_wave<K: AsRef<[u8]>>(
     keys: &[K],
     partial: &mut [Partial],
-    runs: &[Arc<Run>],
+    runs: &[Arc<SortedRun>],
     resolve: &Resolve,
     wave: &Wave,
     pages: &ReadBatch,
@@ -483,7 +493,8 @@ fn resolve_wave<K: AsRef<[u8]>>(
             None => match e.op {
                 Op::Insert => {
                     let blob = e.blob.map(|span| {
-                        BlobSource::File(runs[candidate.run as usize].blobs().clone(), span)
+                        let part = &runs[candidate.run as usize].parts()[candidate.part as usize];
+                        BlobSource::File(part.blobs().clone(), span)
                     });
                     Entry::Insert(e.value.to_vec(), blob)
                 }
@@ -516,9 +527,13 @@ pub(crate) fn results(partial: Vec<Partial>, table_id: u64, epoch: u64) -> Vec<L
         .collect()
 }
 
-fn prefetch(runs: &[Arc<Run>], hash: u64) {
+/// Prefetches the filter lines of `hash` in every run of one part (a run of several finds its
+/// part by the key, later).
+fn prefetch(runs: &[Arc<SortedRun>], hash: u64) {
     for run in runs {
-        run.filter().prefetch(hash);
+        if let [only] = run.parts() {
+            only.filter().prefetch(hash);
+        }
     }
 }
 
@@ -547,7 +562,10 @@ mod tests {
                 ..TableConfig::default()
             })
             .unwrap();
-        let keys: Vec<Vec<u8>> = (0..5_000u64).map(|i| i.to_be_bytes().to_vec()).collect();
+        // Keys in scrambled order: runs of ascending keys would be linked, not merged.
+        let keys: Vec<Vec<u8>> = (0..5_000u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes().to_vec())
+            .collect();
         let mut inserted = 0;
         let merge = loop {
             table.insert(&keys[inserted], [1]).unwrap();

@@ -1,13 +1,19 @@
-//! Merges: k-way merges of runs into a new run, performed a bounded number of steps at a time.
+//! Merges: k-way merges of sorted runs into a new sorted run, performed a bounded number of
+//! steps at a time.
 //!
 //! Owns: [`MergingRun`], [`SharedMerge`] (a merge shared by duplicates and the background
-//! merger) and [`MergeKind`]. One *merge step* consumes one input entry; a merge of
-//! inputs holding `d` entries in total takes exactly `d` steps (its *debt*). Entries for the same
-//! key are combined newest first through [`crate::entry::Entry::combine_older`]; a last-level merge
-//! drops deletes and turns upserts into inserts.
+//! merger) and [`MergeKind`]. A merge first groups its inputs' parts into pieces in key order:
+//! a part whose key range overlaps no other input's part is *linked* into the output (its files
+//! shared, no data read or written, no steps), the others are merged cluster by cluster. One
+//! *merge step* consumes one input entry of a merged cluster; a merge whose clusters hold `d`
+//! entries in total takes exactly `d` steps (its *debt*), at most the entries of its inputs.
+//! Entries for the same key are combined newest first through
+//! [`crate::entry::Entry::combine_older`]; a last-level merge drops deletes and turns upserts
+//! into inserts in the clusters it merges (a linked part keeps its entries as they are: a
+//! delete or upsert with nothing older reads as it would after such a merge).
 //!
-//! May call: `kmerge` (the k-way merge), `run` (cursors and writers), `entry`, `page` (operation
-//! codes), `fs`. Must never touch: the level structure or the
+//! May call: `kmerge` (the k-way merge), `run`, `sorted` (sorted runs, their cursors and
+//! writer), `entry`, `page` (operation codes), `fs`. Must never touch: the level structure or the
 //! credit accounting (that is `schedule`'s job), tables or sessions.
 //!
 //! Costs: a step compares the current keys of the k inputs (k <= T + 1 = 5), so a step is a few
@@ -24,7 +30,8 @@ use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::kmerge::{Head, KMerge, MergeSource};
 use crate::page::{BlobSpan, Op};
-use crate::run::{Run, RunCursor, RunParams, RunWriter};
+use crate::run::{Run, RunParams};
+use crate::sorted::{PartWriter, SortedCursor, SortedRun};
 
 /// What a merge does with deletes and upserts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,21 +43,102 @@ pub(crate) enum MergeKind {
 }
 
 /// A merge in progress (or finished) of a fixed set of input runs, given newest first.
+///
+/// Planned when it starts: the inputs' parts are grouped into *pieces* in key order, each a
+/// part that overlaps no other input's part (linked into the output whole: no I/O, no steps) or
+/// a cluster of parts whose key ranges overlap (merged). The debt is the entries of the merged
+/// pieces only.
 #[derive(Debug)]
 pub(crate) struct MergingRun {
     kind: MergeKind,
     resolve: Resolve,
-    inputs: Vec<Arc<Run>>,
-    /// The merge of the inputs' cursors, newest first (empty once finished).
-    inputs_merge: KMerge<RunCursor>,
-    writer: Option<RunWriter>,
+    inputs: Vec<Arc<SortedRun>>,
+    /// The pieces not started yet, in key order (reversed: the next one is last).
+    pieces: Vec<Piece>,
+    /// The merge of the current merged piece's parts, newest input first (empty when none).
+    inputs_merge: KMerge<SortedCursor>,
+    writer: Option<PartWriter>,
     debt: u64,
     steps_done: u64,
+    /// Parts linked into the output so far.
+    parts_linked: u64,
+    /// Parts the plan links, and their entries.
+    links_planned: u64,
+    entries_linked: u64,
     /// Set when finished; `None` inside if every entry was dropped.
-    output: Option<Option<Arc<Run>>>,
+    output: Option<Option<Arc<SortedRun>>>,
     /// Set when a step failed half way, with the cause: the merge (shared by duplicates and
     /// perhaps stepped by the background merger) refuses further work.
     failed: Option<String>,
+}
+
+/// A piece of a merge's output, in key order.
+#[derive(Debug)]
+enum Piece {
+    /// A part no other input's part overlaps: linked whole.
+    Link(Arc<Run>),
+    /// Parts whose key ranges overlap: per input (newest first), the input's index and its
+    /// consecutive parts in the piece; the entries they hold.
+    Merge {
+        sources: Vec<(usize, std::ops::Range<usize>)>,
+        entries: u64,
+    },
+}
+
+/// Groups the parts of `inputs` (newest first) into pieces, in key order: parts are taken in
+/// order of their first keys, and a part whose first key is at most the largest last key so far
+/// joins the current cluster. O(parts · log parts) key comparisons, no I/O.
+fn plan_pieces(inputs: &[Arc<SortedRun>]) -> Vec<Piece> {
+    let mut all: Vec<(usize, usize)> = inputs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, run)| (0..run.parts().len()).map(move |p| (i, p)))
+        .collect();
+    let part = |&(i, p): &(usize, usize)| &inputs[i].parts()[p];
+    all.sort_by(|a, b| {
+        part(a)
+            .first_key()
+            .cmp(part(b).first_key())
+            .then(a.0.cmp(&b.0))
+    });
+    let mut pieces = Vec::new();
+    let mut cluster: Vec<(usize, usize)> = Vec::new();
+    let mut cluster_last: &[u8] = &[];
+    let close = |cluster: &mut Vec<(usize, usize)>, pieces: &mut Vec<Piece>| {
+        match cluster.as_slice() {
+            [] => {}
+            [only] => pieces.push(Piece::Link(part(only).clone())),
+            _ => {
+                // An input's parts in a cluster are consecutive: the cluster is an interval of
+                // keys and an input's parts are disjoint and in key order.
+                let mut sources: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+                let mut members = cluster.clone();
+                members.sort();
+                for (i, p) in members {
+                    match sources.last_mut() {
+                        Some((input, range)) if *input == i => range.end = p + 1,
+                        _ => sources.push((i, p..p + 1)),
+                    }
+                }
+                let entries = cluster.iter().map(|m| part(m).entries()).sum();
+                pieces.push(Piece::Merge { sources, entries });
+            }
+        }
+        cluster.clear();
+    };
+    for member in all {
+        let run = part(&member);
+        if !cluster.is_empty() && run.first_key() > cluster_last {
+            close(&mut cluster, &mut pieces);
+        }
+        if cluster.is_empty() || run.last_key() > cluster_last {
+            cluster_last = run.last_key();
+        }
+        cluster.push(member);
+    }
+    close(&mut cluster, &mut pieces);
+    pieces.reverse();
+    pieces
 }
 
 /// A merge in progress shared by every duplicate of a table and, in a session with background
@@ -72,7 +160,7 @@ pub(crate) struct SharedMerge {
     /// its output (none if every entry was dropped). Kept apart from `merge`, which steps hold
     /// a chunk at a time, so that a lookup (a pipelined reader on a duplicate, say) never waits
     /// for merge work; both lists hold the same contents.
-    readable: RwLock<Vec<Arc<Run>>>,
+    readable: RwLock<Vec<Arc<SortedRun>>>,
 }
 
 impl SharedMerge {
@@ -126,7 +214,7 @@ impl SharedMerge {
 
     /// Appends the runs a lookup reads for this merge, newest first (see `readable`). Waits
     /// only for another thread's publication, never for merge work.
-    pub(crate) fn readable_runs(&self, out: &mut Vec<Arc<Run>>) {
+    pub(crate) fn readable_runs(&self, out: &mut Vec<Arc<SortedRun>>) {
         let readable = self.readable.read().unwrap_or_else(|p| p.into_inner());
         out.extend(readable.iter().cloned());
     }
@@ -151,47 +239,76 @@ impl SharedMerge {
 }
 
 impl MergingRun {
-    /// Starts a merge of `inputs` (newest first) into run `number`. Costs O(1) I/O: it opens the
-    /// inputs and creates the output files.
+    /// Starts a merge of `inputs` (newest first) into parts numbered from `number` (cut every
+    /// `part_entries` entries). Costs no I/O but the creation of the output's first file when
+    /// a piece is merged; a merge whose pieces are all linked finishes here (no data I/O).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         fs: Arc<dyn FileSystem>,
         params: &RunParams,
         number: u64,
-        inputs: Vec<Arc<Run>>,
+        inputs: Vec<Arc<SortedRun>>,
         kind: MergeKind,
         resolve: Resolve,
         caching: bool,
+        part_entries: Option<u64>,
     ) -> Result<MergingRun> {
-        let debt: u64 = inputs.iter().map(|r| r.entries()).sum();
-        let cursors = inputs
+        let pieces = plan_pieces(&inputs);
+        let debt = pieces
             .iter()
-            .map(|run| RunCursor::new(run.clone()))
-            .collect::<Result<Vec<_>>>()?;
-        let writer = RunWriter::new(fs, params, number, debt, caching)?;
-        Ok(MergingRun {
+            .map(|p| match p {
+                Piece::Merge { entries, .. } => *entries,
+                Piece::Link(_) => 0,
+            })
+            .sum();
+        let (links_planned, entries_linked) = pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Link(part) => Some(part.entries()),
+                Piece::Merge { .. } => None,
+            })
+            .fold((0, 0), |(n, e), entries| (n + 1, e + entries));
+        let writer = PartWriter::new(fs, params, number, debt, part_entries, caching);
+        let mut merge = MergingRun {
             kind,
             resolve,
             inputs,
-            inputs_merge: KMerge::new(cursors),
+            links_planned,
+            entries_linked,
+            pieces,
+            inputs_merge: KMerge::new(Vec::new()),
             writer: Some(writer),
             debt,
             steps_done: 0,
+            parts_linked: 0,
             output: None,
             failed: None,
-        })
+        };
+        if debt == 0 {
+            merge.complete()?;
+        }
+        Ok(merge)
     }
 
     /// A merge of `inputs` that never runs (in a read-only session): readers see its inputs, and
     /// any step fails with [`Error::ReadOnly`]. No I/O.
-    pub(crate) fn paused(inputs: Vec<Arc<Run>>, kind: MergeKind, resolve: Resolve) -> MergingRun {
+    pub(crate) fn paused(
+        inputs: Vec<Arc<SortedRun>>,
+        kind: MergeKind,
+        resolve: Resolve,
+    ) -> MergingRun {
         MergingRun {
             kind,
             resolve,
             debt: inputs.iter().map(|r| r.entries()).sum(),
             inputs,
+            pieces: Vec::new(),
             inputs_merge: KMerge::new(Vec::new()),
             writer: None,
             steps_done: 0,
+            parts_linked: 0,
+            links_planned: 0,
+            entries_linked: 0,
             output: None,
             failed: None,
         }
@@ -202,7 +319,7 @@ impl MergingRun {
         self.kind
     }
 
-    /// Total steps this merge takes (the sum of its inputs' entries).
+    /// Total steps this merge takes: the entries of its merged pieces.
     pub(crate) fn debt(&self) -> u64 {
         self.debt
     }
@@ -212,8 +329,24 @@ impl MergingRun {
         self.steps_done
     }
 
+    /// Parts linked into the output so far (each saved rewriting its entries).
+    #[allow(dead_code)] // tests
+    pub(crate) fn parts_linked(&self) -> u64 {
+        self.parts_linked
+    }
+
+    /// Parts the merge links whole (its plan).
+    pub(crate) fn links_planned(&self) -> u64 {
+        self.links_planned
+    }
+
+    /// Entries in the parts the merge links.
+    pub(crate) fn entries_linked(&self) -> u64 {
+        self.entries_linked
+    }
+
     /// The inputs, newest first.
-    pub(crate) fn inputs(&self) -> &[Arc<Run>] {
+    pub(crate) fn inputs(&self) -> &[Arc<SortedRun>] {
         &self.inputs
     }
 
@@ -228,7 +361,7 @@ impl MergingRun {
     }
 
     /// The result, once finished (`Some(None)` when every entry was dropped).
-    pub(crate) fn output(&self) -> Option<&Option<Arc<Run>>> {
+    pub(crate) fn output(&self) -> Option<&Option<Arc<SortedRun>>> {
         self.output.as_ref()
     }
 
@@ -252,13 +385,58 @@ impl MergingRun {
 
     fn steps_unchecked(&mut self, steps: u64) -> Result<u64> {
         let mut done = 0;
-        while done < steps && !self.is_done() {
+        loop {
+            if self.is_done() {
+                return Ok(done);
+            }
+            if self
+                .inputs_merge
+                .sources()
+                .iter()
+                .all(SortedCursor::is_done)
+            {
+                // The current piece (if any) is merged: link or start the next ones.
+                if !self.next_piece()? {
+                    self.finish()?;
+                    return Ok(done);
+                }
+                continue;
+            }
+            if done >= steps {
+                return Ok(done);
+            }
             done += self.step()?;
-            if self.inputs_merge.sources().iter().all(RunCursor::is_done) {
-                self.finish()?;
+        }
+    }
+
+    /// Moves to the next piece: links it, or opens the cursors of its parts. `false` when no
+    /// piece is left.
+    fn next_piece(&mut self) -> Result<bool> {
+        let Some(piece) = self.pieces.pop() else {
+            return Ok(false);
+        };
+        let writer = self
+            .writer
+            .as_mut()
+            .expect("an unfinished merge has a writer");
+        match piece {
+            Piece::Link(part) => {
+                writer.link(part)?;
+                self.parts_linked += 1;
+                self.inputs_merge = KMerge::new(Vec::new());
+            }
+            Piece::Merge { sources, entries } => {
+                writer.expect(entries);
+                let cursors = sources
+                    .into_iter()
+                    .map(|(input, parts)| {
+                        SortedCursor::over_parts(self.inputs[input].clone(), parts)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                self.inputs_merge = KMerge::new(cursors);
             }
         }
-        Ok(done)
+        Ok(true)
     }
 
     /// Runs the merge to completion; returns the steps performed.
@@ -266,10 +444,9 @@ impl MergingRun {
         self.steps(u64::MAX)
     }
 
-    /// Produces one output key; returns the input entries it consumed.
+    /// Produces one output key of the current piece; returns the input entries it consumed.
     fn step(&mut self) -> Result<u64> {
         let Some(group) = self.inputs_merge.peek_group()? else {
-            self.finish()?;
             return Ok(0);
         };
         let writer = self
@@ -286,9 +463,9 @@ impl MergingRun {
                     (_, op) => Some(op),
                 };
                 if let Some(op) = keep {
-                    let blob = match e.blob {
-                        Some(span) => Some(cursor.run().read_blob(span)?),
-                        None => None,
+                    let blob = match (e.blob, cursor.current_part()) {
+                        (Some(span), Some(part)) => Some(part.read_blob(span)?),
+                        _ => None,
                     };
                     writer.push(e.key, op, e.value, blob.as_deref())?;
                 }
@@ -297,6 +474,11 @@ impl MergingRun {
             self.steps_done += 1;
             return Ok(1);
         }
+        // Only the newest entry's blob can survive a fold (an upsert drops the blob of the
+        // insert below it), so the blob is in the newest holder's current part.
+        let blob_part = self.inputs_merge.sources()[group.first]
+            .current_part()
+            .cloned();
         // Several inputs hold the key: combine newest first.
         let Some((key, combined, consumed)) = self.inputs_merge.next_combined(&self.resolve)?
         else {
@@ -307,10 +489,8 @@ impl MergingRun {
             MergeKind::MidLevel => Some(combined),
         };
         if let Some(entry) = combined {
-            let blob = match &entry {
-                // Only the newest entry's blob can survive a fold (an upsert drops the blob of
-                // the insert below it), so the blob is in the newest holder's run.
-                Entry::Insert(_, Some(span)) => Some(self.inputs[group.first].read_blob(*span)?),
+            let blob = match (&entry, &blob_part) {
+                (Entry::Insert(_, Some(span)), Some(part)) => Some(part.read_blob(*span)?),
                 _ => None,
             };
             writer.push(key, entry.op(), entry.value(), blob.as_deref())?;
@@ -321,7 +501,6 @@ impl MergingRun {
 
     fn finish(&mut self) -> Result<()> {
         if let Some(writer) = self.writer.take() {
-            let output = writer.finish()?;
             // The debt comes from the inputs' indexes, the steps from their pages: in a
             // damaged (or forged) run they disagree.
             if self.steps_done != self.debt {
@@ -333,6 +512,7 @@ impl MergingRun {
                     ),
                 ));
             }
+            let output = writer.finish()?;
             self.inputs_merge = KMerge::new(Vec::new());
             self.output = Some(output);
         }
@@ -340,8 +520,9 @@ impl MergingRun {
     }
 }
 
-/// A run cursor is a merge source whose blobs are spans of its run's blob file.
-impl MergeSource for RunCursor {
+/// A sorted run's cursor is a merge source whose blobs are spans of its current part's blob
+/// file.
+impl MergeSource for SortedCursor {
     type Blob = BlobSpan;
 
     fn head(&self) -> Result<Option<Head<'_, BlobSpan>>> {
@@ -354,6 +535,6 @@ impl MergeSource for RunCursor {
     }
 
     fn advance(&mut self) -> Result<()> {
-        RunCursor::advance(self)
+        SortedCursor::advance(self)
     }
 }

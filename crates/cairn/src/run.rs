@@ -68,6 +68,16 @@ impl RunFile {
     }
 }
 
+/// Run numbers are unique per process: a new session wipes `active/`, so numbers need not be
+/// unique across processes.
+static RUN_NUMBERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A run number never used before in this process, so that a run kept alive past its session
+/// (by a cursor, say) can never share file names with a later session's runs.
+pub(crate) fn next_run_number() -> u64 {
+    RUN_NUMBERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The path of one file of run `number` in `dir`.
 pub(crate) fn run_file_path(dir: &Path, number: u64, file: RunFile) -> PathBuf {
     dir.join(format!("{number}.{}", file.extension()))
@@ -273,6 +283,8 @@ pub(crate) struct RunWriter {
     /// The last key pushed (empty before the first): a run's inputs come from files whose
     /// checksums a forger can fix, so their order is checked, not assumed.
     last_key: Vec<u8>,
+    /// The first key pushed (empty before the first).
+    first_key: Vec<u8>,
 }
 
 impl RunWriter {
@@ -311,6 +323,7 @@ impl RunWriter {
             bloom: BloomBuilder::new(params.bloom, entries_max, params.salt),
             entries: 0,
             last_key: Vec::new(),
+            first_key: Vec::new(),
         })
     }
 
@@ -330,6 +343,9 @@ impl RunWriter {
                 "run",
                 "entries out of key order (an input run is damaged)",
             ));
+        }
+        if self.entries == 0 {
+            self.first_key = key.to_vec();
         }
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
@@ -381,6 +397,11 @@ impl RunWriter {
         self.keyops.write(&self.page_bytes)
     }
 
+    /// Entries pushed so far.
+    pub(crate) fn entries(&self) -> u64 {
+        self.entries
+    }
+
     /// Writes the remaining page, the filter, the index and the checksums, and opens the run.
     /// Returns `None` for a run without entries (its files are removed).
     pub(crate) fn finish(mut self) -> Result<Option<Arc<Run>>> {
@@ -417,6 +438,10 @@ impl RunWriter {
         sums_file.write(&checksums.encode())?;
         sums_file.finish(false)?;
         let removals = self.unfinished.removals.clone();
+        let bounds = KeyBounds {
+            first: std::mem::take(&mut self.first_key).into(),
+            last: std::mem::take(&mut self.last_key).into(),
+        };
         let run = Run::from_parts(
             fs,
             removals,
@@ -426,11 +451,19 @@ impl RunWriter {
             filter,
             index,
             checksums,
+            bounds,
         )?;
         // From here on the run owns its files.
         self.unfinished.armed = false;
         Ok(Some(run))
     }
+}
+
+/// The first and last key of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KeyBounds {
+    pub(crate) first: Box<[u8]>,
+    pub(crate) last: Box<[u8]>,
 }
 
 /// An immutable run, open for lookups and sequential reads.
@@ -449,6 +482,9 @@ pub(crate) struct Run {
     filter: BloomFilter,
     index: Index,
     checksums: RunChecksums,
+    /// Its first and last key: a run that is one part of a larger sorted run
+    /// ([`crate::sorted`]) is found by them.
+    bounds: KeyBounds,
     /// When set, dropping the run leaves its files in place (a run written into a snapshot).
     keep_files: std::sync::atomic::AtomicBool,
     /// Set when an fsync of one of its files failed: the kernel may have dropped the dirty pages,
@@ -468,6 +504,7 @@ impl Run {
         filter: BloomFilter,
         index: Index,
         checksums: RunChecksums,
+        bounds: KeyBounds,
     ) -> Result<Arc<Run>> {
         let keyops = fs.open(
             &run_file_path(&dir, number, RunFile::KeyOps),
@@ -491,6 +528,7 @@ impl Run {
             filter,
             index,
             checksums,
+            bounds,
             keep_files: std::sync::atomic::AtomicBool::new(false),
             sync_failed: std::sync::atomic::AtomicBool::new(false),
         }))
@@ -610,6 +648,7 @@ impl Run {
                 ),
             });
         }
+        let bounds = read_key_bounds(&*fs, &run_file_path(dir, number, RunFile::KeyOps), &index)?;
         Run::from_parts(
             fs,
             params.removals.clone(),
@@ -619,7 +658,18 @@ impl Run {
             filter,
             index,
             checksums,
+            bounds,
         )
+    }
+
+    /// The run's first key.
+    pub(crate) fn first_key(&self) -> &[u8] {
+        &self.bounds.first
+    }
+
+    /// The run's last key.
+    pub(crate) fn last_key(&self) -> &[u8] {
+        &self.bounds.last
     }
 
     /// The run's number (unique within its session directory).
@@ -692,6 +742,59 @@ pub(crate) fn read_blob(file: &dyn ReadableFile, span: BlobSpan) -> Result<Vec<u
     let mut bytes = vec![0u8; span.len as usize];
     file.read_exact_at(&mut bytes, span.offset)?;
     Ok(bytes)
+}
+
+/// The first key of a run's first span and the last key of its last span (the span the index
+/// gives for a key above every key). Two span reads; a run has at least one entry.
+fn read_key_bounds(fs: &dyn FileSystem, path: &Path, index: &Index) -> Result<KeyBounds> {
+    let file = fs.open(path, ReadOptions::default())?;
+    let span_keys = |first_page: u64, first: bool| -> Result<Box<[u8]>> {
+        let mut page = vec![0u8; PAGE_BYTES];
+        file.read_exact_at(&mut page, first_page * PAGE_BYTES as u64)?;
+        let pages = page::span_pages(&page)?;
+        if first_page
+            .checked_add(pages)
+            .is_none_or(|end| end > index.page_count())
+        {
+            return Err(Error::corrupt(
+                "run",
+                format!("a span runs past the end of {}", path.display()),
+            ));
+        }
+        let bytes = usize::try_from(pages * PAGE_BYTES as u64)
+            .map_err(|_| Error::corrupt("run", "span too large"))?;
+        page.resize(bytes, 0);
+        file.read_exact_at(&mut page, first_page * PAGE_BYTES as u64)?;
+        let view = PageView::new(&page)?;
+        let key = if first {
+            view.first_key()?
+        } else {
+            view.last_key()?
+        };
+        Ok(key.into())
+    };
+    let above_every_key = [0xffu8; page::KEY_SIZE_MAX + 1];
+    let last_span = match index {
+        // The compact index gives a key above every key the last span.
+        Index::Compact(c) => c.search(&above_every_key),
+        // The ordinary index knows each span's last key: search for the last one.
+        Index::Ordinary(o) => (o.span_count() as usize)
+            .checked_sub(1)
+            .and_then(|j| o.search(o.last_key(j))),
+    }
+    .ok_or_else(|| Error::corrupt("run", "an index without spans"))?
+    .first;
+    let bounds = KeyBounds {
+        first: span_keys(0, true)?,
+        last: span_keys(last_span, false)?,
+    };
+    if bounds.first > bounds.last {
+        return Err(Error::corrupt(
+            "run",
+            format!("keys out of order in {}", path.display()),
+        ));
+    }
+    Ok(bounds)
 }
 
 /// Reads a file in 1 MiB chunks, returning its size, CRC32C and (if `keep`) its bytes.

@@ -2,7 +2,7 @@
 //!
 //! Owns: `Levels` (the runs of a table below the write buffer, grouped in levels, with the merge
 //! in progress on each level) and the credit accounting that bounds the merge work of any single
-//! update. May call: `merge`, `run`, `fs` (handed to merges), `background` (handing it each new
+//! update. May call: `merge`, `run`, `sorted`, `fs` (handed to merges), `background` (handing it each new
 //! merge). Must never touch: the write buffer,
 //! lookups, files directly.
 //!
@@ -50,7 +50,8 @@ use crate::config::{DiskCachePolicy, MergeSchedule, Resolve, SIZE_RATIO};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::merge::{MergeKind, MergingRun, SharedMerge};
-use crate::run::{Run, RunParams};
+use crate::run::RunParams;
+use crate::sorted::SortedRun;
 
 /// The most merge steps a single update can perform on a table with `levels` levels, under the
 /// incremental schedule (see the module documentation for the derivation).
@@ -85,6 +86,8 @@ pub(crate) struct MergeContext<'a> {
     pub(crate) read_only: bool,
     /// The session's background merge thread, if it has one: every new merge is handed to it.
     pub(crate) background: Option<&'a Background>,
+    /// [`crate::TableConfig::part_entries`].
+    pub(crate) part_entries: Option<u64>,
 }
 
 impl MergeContext<'_> {
@@ -149,7 +152,7 @@ struct LevelMerge {
 
 #[derive(Debug, Clone)]
 enum Incoming {
-    Single(Arc<Run>),
+    Single(Arc<SortedRun>),
     Merging(Box<LevelMerge>),
     /// A finished last-level merge that dropped every entry (restored from a snapshot).
     Empty,
@@ -183,7 +186,7 @@ pub(crate) struct LevelShape {
 struct Level {
     incoming: Incoming,
     /// Resident runs, newest first; at most T - 1.
-    resident: Vec<Arc<Run>>,
+    resident: Vec<Arc<SortedRun>>,
 }
 
 /// The levels of a table.
@@ -191,6 +194,28 @@ struct Level {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Levels {
     levels: Vec<Level>,
+    /// Merges started through this handle and what they linked.
+    counts: MergeCounts,
+}
+
+/// Merges started by a handle of a table, and the parts they linked instead of rewriting.
+#[derive(Clone, Copy, Debug, Default)]
+struct MergeCounts {
+    started: u64,
+    parts_linked: u64,
+    entries_linked: u64,
+}
+
+/// What [`Levels::stats`] reports.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LevelStats {
+    pub(crate) runs: usize,
+    pub(crate) parts: usize,
+    pub(crate) merges_in_progress: usize,
+    pub(crate) memory_bytes: usize,
+    pub(crate) merges_started: u64,
+    pub(crate) parts_linked: u64,
+    pub(crate) entries_linked: u64,
 }
 
 impl Levels {
@@ -205,7 +230,7 @@ impl Levels {
     /// The run is placed on the first level below the existing ones whose levelled size,
     /// `B * T^level`, holds it (with empty levels in between), so that the merges that later
     /// take it in have the debt the schedule expects.
-    pub(crate) fn push_last_level(&mut self, run: Arc<Run>, write_buffer_entries: u64) {
+    pub(crate) fn push_last_level(&mut self, run: Arc<SortedRun>, write_buffer_entries: u64) {
         let mut level = (self.levels.len() + 1).max(2);
         let fits = |level: usize| {
             SIZE_RATIO
@@ -230,7 +255,7 @@ impl Levels {
 
     /// Every run a lookup must consult, newest first: for a merge in progress, its inputs (read
     /// without waiting for merge work: [`SharedMerge::readable_runs`]).
-    pub(crate) fn runs_newest_first(&self, out: &mut Vec<Arc<Run>>) {
+    pub(crate) fn runs_newest_first(&self, out: &mut Vec<Arc<SortedRun>>) {
         for level in &self.levels {
             match &level.incoming {
                 Incoming::Single(run) => out.push(run.clone()),
@@ -288,7 +313,11 @@ impl Levels {
 
     /// Adds a flushed write buffer as the newest run of level 1. Returns the merge steps this
     /// performed (none under the incremental schedule unless a merge was late).
-    pub(crate) fn add_flushed_run(&mut self, ctx: &MergeContext<'_>, run: Arc<Run>) -> Result<u64> {
+    pub(crate) fn add_flushed_run(
+        &mut self,
+        ctx: &MergeContext<'_>,
+        run: Arc<SortedRun>,
+    ) -> Result<u64> {
         self.add_runs(ctx, 1, vec![run])
     }
 
@@ -296,7 +325,7 @@ impl Levels {
         &mut self,
         ctx: &MergeContext<'_>,
         level_number: usize,
-        incoming: Vec<Arc<Run>>,
+        incoming: Vec<Arc<SortedRun>>,
     ) -> Result<u64> {
         let idx = level_number - 1;
         let mut steps = 0;
@@ -308,6 +337,7 @@ impl Levels {
                 incoming,
                 ctx.last_level_kind(),
             )?;
+            self.count(&incoming);
             self.levels.push(Level {
                 incoming,
                 resident: Vec::new(),
@@ -324,7 +354,7 @@ impl Levels {
         let (done, s) = complete_incoming(&mut self.levels[idx].incoming)?;
         steps += s;
         let levelled = level_number > 1 && is_last;
-        let mut move_down: Option<Vec<Arc<Run>>> = None;
+        let mut move_down: Option<Vec<Arc<SortedRun>>> = None;
         let new_incoming_runs;
         let new_kind;
         if !levelled {
@@ -364,6 +394,7 @@ impl Levels {
         let levels = self.levels.len();
         let (new, s) = new_incoming(ctx, level_number, levels, new_incoming_runs, new_kind)?;
         steps += s;
+        self.count(&new);
         self.levels[idx].incoming = new;
         if let Some(bundle) = move_down {
             steps += self.add_runs(ctx, level_number + 1, bundle)?;
@@ -373,7 +404,7 @@ impl Levels {
 
     /// The structure of the levels, naming every run through `name` (which gives its index in
     /// the snapshot). A finished merge is recorded as its output.
-    pub(crate) fn shape(&self, name: &mut dyn FnMut(&Arc<Run>) -> usize) -> Vec<LevelShape> {
+    pub(crate) fn shape(&self, name: &mut dyn FnMut(&Arc<SortedRun>) -> usize) -> Vec<LevelShape> {
         let mut shapes = Vec::with_capacity(self.levels.len());
         for level in &self.levels {
             let incoming = match &level.incoming {
@@ -405,7 +436,7 @@ impl Levels {
     pub(crate) fn from_shape(
         ctx: &MergeContext<'_>,
         shapes: &[LevelShape],
-        runs: &[Arc<Run>],
+        runs: &[Arc<SortedRun>],
     ) -> Result<Levels> {
         let run = |i: usize| {
             runs.get(i).cloned().ok_or_else(|| {
@@ -459,6 +490,7 @@ impl Levels {
                         kind,
                         ctx.resolve.clone(),
                         ctx.disk_cache.caches_level(idx + 1),
+                        ctx.part_entries,
                     )?;
                     let debt = merge.debt();
                     let target =
@@ -481,7 +513,10 @@ impl Levels {
                 .collect::<Result<Vec<_>>>()?;
             levels.push(Level { incoming, resident });
         }
-        Ok(Levels { levels })
+        Ok(Levels {
+            levels,
+            counts: MergeCounts::default(),
+        })
     }
 
     /// The shared merge of the first level that has one in progress (for tests).
@@ -493,17 +528,34 @@ impl Levels {
         })
     }
 
-    /// Statistics: `(runs, merges in progress, memory held by filters and indexes)`.
-    pub(crate) fn stats(&self) -> (usize, usize, usize) {
+    /// Counts a new incoming merge and the parts it links.
+    fn count(&mut self, incoming: &Incoming) {
+        if let Incoming::Merging(m) = incoming {
+            let merge = lock(&m.merge);
+            self.counts.started += 1;
+            self.counts.parts_linked += merge.links_planned();
+            self.counts.entries_linked += merge.entries_linked();
+        }
+    }
+
+    /// Statistics of the runs a lookup consults and of the merges started.
+    pub(crate) fn stats(&self) -> LevelStats {
         let mut runs = Vec::new();
         self.runs_newest_first(&mut runs);
-        let merging = self
+        let merges_in_progress = self
             .levels
             .iter()
             .filter(|l| matches!(&l.incoming, Incoming::Merging(m) if !lock(&m.merge).is_done()))
             .count();
-        let memory = runs.iter().map(|r| r.memory_bytes()).sum();
-        (runs.len(), merging, memory)
+        LevelStats {
+            runs: runs.len(),
+            parts: runs.iter().map(|r| r.parts().len()).sum(),
+            merges_in_progress,
+            memory_bytes: runs.iter().map(|r| r.memory_bytes()).sum(),
+            merges_started: self.counts.started,
+            parts_linked: self.counts.parts_linked,
+            entries_linked: self.counts.entries_linked,
+        }
     }
 }
 
@@ -530,7 +582,7 @@ fn lock_for_work(merge: &SharedMerge) -> Result<MutexGuard<'_, MergingRun>> {
 }
 
 /// Finishes a level's incoming merge (if needed) and returns its run and the steps performed.
-fn complete_incoming(incoming: &mut Incoming) -> Result<(Option<Arc<Run>>, u64)> {
+fn complete_incoming(incoming: &mut Incoming) -> Result<(Option<Arc<SortedRun>>, u64)> {
     match incoming {
         Incoming::Single(run) => Ok((Some(run.clone()), 0)),
         Incoming::Empty => Ok((None, 0)),
@@ -549,7 +601,7 @@ fn new_incoming(
     ctx: &MergeContext<'_>,
     level_number: usize,
     levels: usize,
-    mut runs: Vec<Arc<Run>>,
+    mut runs: Vec<Arc<SortedRun>>,
     kind: MergeKind,
 ) -> Result<(Incoming, u64)> {
     if runs.len() == 1 {
@@ -565,6 +617,7 @@ fn new_incoming(
         kind,
         ctx.resolve.clone(),
         ctx.disk_cache.caches_level(level_number),
+        ctx.part_entries,
     )?;
     let mut merge = merge;
     let steps = match ctx.schedule {

@@ -12,7 +12,7 @@
 //!
 //! May call: `fs`, `io`, `pagelog` (its page log), `table` (creating tables), `cursor`
 //! (closing cursors), `inspect`
-//! (looking inside snapshots), `snapshot` (a session's snapshots), `durable` (its write-ahead
+//! (looking inside snapshots), `run` (run numbers), `snapshot` (a session's snapshots), `durable` (its write-ahead
 //! log and durable tables), `background` (its merge thread). Must never touch: run contents.
 //!
 //! A session opened read-only ([`SessionOptions::read_only`]) works through a file system that
@@ -35,9 +35,7 @@ use crate::snapshot::SnapshotOverrides;
 use crate::snapshot::{self};
 use crate::table::{Table, TableInner};
 
-/// Run numbers and table ids are unique per process: a new session wipes `active/`, so numbers
-/// need not be unique across processes.
-static RUN_NUMBERS: AtomicU64 = AtomicU64::new(0);
+/// Table ids are unique per process (as run numbers are, `run::next_run_number`).
 static TABLE_IDS: AtomicU64 = AtomicU64::new(0);
 
 const METADATA_MAGIC: &[u8; 8] = b"CRNSESSN";
@@ -252,7 +250,7 @@ impl SessionInner {
     /// A run number never used before in this process, so that a run kept alive past its
     /// session (by a cursor, say) can never share file names with a later session's runs.
     pub(crate) fn next_run_number(&self) -> u64 {
-        RUN_NUMBERS.fetch_add(1, Ordering::Relaxed)
+        crate::run::next_run_number()
     }
 
     /// A table id unique in this process (blob references name their table by it).

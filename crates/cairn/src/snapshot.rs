@@ -2,6 +2,7 @@
 //!
 //! Owns: the snapshot directory layout, the snapshot metadata format (`docs/format/snapshot.md`),
 //! name validation, and save / open / list / delete / export / import. May call: `fs`, `run`,
+//! `sorted` (a table's sorted runs and their parts),
 //! `schedule` (the level structure as [`LevelShape`]s), `write_buffer` and `page`
 //! (reading a saved write buffer back), `union` (a pending union's views), `session` (its
 //! directories, run numbers and file removals), `pagelog` (an authenticated table's segments
@@ -35,11 +36,15 @@ use crate::pagelog::{self, Manifest, Segments, TrieFiles};
 use crate::run::{run_file_path, Run, RunCursor, RunFile, RunParams, RunWriter};
 use crate::schedule::{IncomingShape, LevelShape, Levels, MergeContext};
 use crate::session::SessionInner;
+use crate::sorted::SortedRun;
 use crate::union::{TableView, UnionContents, UnionLevel};
 use crate::write_buffer::WriteBuffer;
 
 pub(crate) const MAGIC: &[u8; 8] = b"CRNSNAPM";
-pub(crate) const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 3;
+/// The version written when every sorted run is a single part: version 3 without its table of
+/// sorted runs, readable by builds that predate parts.
+pub(crate) const VERSION_SINGLE_PARTS: u32 = 2;
 /// Longest snapshot label, in bytes.
 pub const SNAPSHOT_LABEL_BYTES_MAX: usize = 4096;
 const LEVELS_MAX: u32 = 64;
@@ -162,6 +167,9 @@ pub(crate) struct SnapshotMeta {
     /// file of the run: it ties each run index to exactly the files saved under it, so runs
     /// swapped with each other, or a stale checksums file, are caught.
     pub(crate) run_sums: Vec<u32>,
+    /// The sorted runs: each a list of run indices (its parts, in key order). The levels and
+    /// unions name sorted runs by their index here; the write buffer names a run.
+    pub(crate) sorted: Vec<Vec<usize>>,
     pub(crate) write_buffer: Option<usize>,
     pub(crate) levels: Vec<LevelShape>,
     /// A union still in progress below the levels.
@@ -235,15 +243,44 @@ impl<'a> Reader<'a> {
 }
 
 impl SnapshotMeta {
+    /// The version [`SnapshotMeta::encode`] writes: 2 when every sorted run is one part.
+    pub(crate) fn version(&self) -> u32 {
+        if self.sorted.iter().all(|parts| parts.len() == 1) {
+            VERSION_SINGLE_PARTS
+        } else {
+            VERSION
+        }
+    }
+
     pub(crate) fn encode(&self) -> Vec<u8> {
+        let version = self.version();
         let mut w = Writer(Vec::new());
         w.0.extend_from_slice(MAGIC);
-        w.u32(VERSION);
+        w.u32(version);
         w.u32(self.label.len() as u32);
         w.0.extend_from_slice(self.label.as_bytes());
         encode_config(&mut w, &self.config, &self.resolve);
         w.u32(self.run_count as u32);
         self.run_sums.iter().for_each(|&crc| w.u32(crc));
+        // Version 2 names each sorted run by its one part; version 3 lists the sorted runs.
+        let sorted = |i: usize| -> usize {
+            if version == VERSION_SINGLE_PARTS {
+                self.sorted
+                    .get(i)
+                    .and_then(|p| p.first())
+                    .copied()
+                    .unwrap_or(i)
+            } else {
+                i
+            }
+        };
+        if version == VERSION {
+            w.u32(self.sorted.len() as u32);
+            for parts in &self.sorted {
+                w.u32(parts.len() as u32);
+                parts.iter().for_each(|&i| w.run(i));
+            }
+        }
         match self.write_buffer {
             Some(i) => {
                 w.u8(1);
@@ -256,7 +293,7 @@ impl SnapshotMeta {
             match &level.incoming {
                 IncomingShape::Single(i) => {
                     w.u8(0);
-                    w.run(*i);
+                    w.run(sorted(*i));
                 }
                 IncomingShape::Merging {
                     last_level,
@@ -269,17 +306,17 @@ impl SnapshotMeta {
                     w.u64(*nominal_debt);
                     w.u64(*nominal_credits);
                     w.u32(inputs.len() as u32);
-                    inputs.iter().for_each(|&i| w.run(i));
+                    inputs.iter().for_each(|&i| w.run(sorted(i)));
                 }
                 IncomingShape::Empty => w.u8(2),
             }
             w.u32(level.resident.len() as u32);
-            level.resident.iter().for_each(|&i| w.run(i));
+            level.resident.iter().for_each(|&i| w.run(sorted(i)));
         }
         match &self.union {
             Some(union) => {
                 w.u8(1);
-                encode_union(&mut w, union);
+                encode_union(&mut w, union, &sorted);
             }
             None => w.u8(0),
         }
@@ -323,7 +360,7 @@ impl SnapshotMeta {
         if crc32c::crc32c(body) != u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]) {
             return Err(bad("checksum mismatch"));
         }
-        if version != VERSION {
+        if version != VERSION && version != VERSION_SINGLE_PARTS {
             return Err(Error::UnsupportedVersion {
                 what: "snapshot metadata",
                 found: version,
@@ -338,6 +375,28 @@ impl SnapshotMeta {
         let (config, resolve) = decode_config(&mut r)?;
         let run_count = r.count(RUNS_MAX)?;
         let run_sums = (0..run_count).map(|_| r.u32()).collect::<Result<_>>()?;
+        let sorted: Vec<Vec<usize>> = if version == VERSION_SINGLE_PARTS {
+            (0..run_count).map(|i| vec![i]).collect()
+        } else {
+            let n = r.count(RUNS_MAX)?;
+            let mut sorted = Vec::with_capacity(n.min(1024));
+            for _ in 0..n {
+                let parts = r.count(RUNS_MAX)?;
+                if parts == 0 {
+                    return Err(bad("a sorted run without parts"));
+                }
+                sorted.push(
+                    (0..parts)
+                        .map(|_| r.run(run_count))
+                        .collect::<Result<_>>()?,
+                );
+            }
+            if sorted.iter().all(|parts: &Vec<usize>| parts.len() == 1) {
+                return Err(bad("version 3 without a sorted run of several parts"));
+            }
+            sorted
+        };
+        let sorted_count = sorted.len();
         let write_buffer = match r.u8()? {
             0 => None,
             1 => Some(r.run(run_count)?),
@@ -347,7 +406,7 @@ impl SnapshotMeta {
         let mut levels = Vec::with_capacity(level_count);
         for _ in 0..level_count {
             let incoming = match r.u8()? {
-                0 => IncomingShape::Single(r.run(run_count)?),
+                0 => IncomingShape::Single(r.run(sorted_count)?),
                 1 => {
                     let last_level = match r.u8()? {
                         0 => false,
@@ -357,7 +416,7 @@ impl SnapshotMeta {
                     let nominal_debt = r.u64()?;
                     let nominal_credits = r.u64()?;
                     let n = r.count(RUNS_MAX)?;
-                    let inputs = (0..n).map(|_| r.run(run_count)).collect::<Result<_>>()?;
+                    let inputs = (0..n).map(|_| r.run(sorted_count)).collect::<Result<_>>()?;
                     IncomingShape::Merging {
                         last_level,
                         nominal_debt,
@@ -369,12 +428,12 @@ impl SnapshotMeta {
                 _ => return Err(bad("bad incoming kind")),
             };
             let n = r.count(RUNS_MAX)?;
-            let resident = (0..n).map(|_| r.run(run_count)).collect::<Result<_>>()?;
+            let resident = (0..n).map(|_| r.run(sorted_count)).collect::<Result<_>>()?;
             levels.push(LevelShape { incoming, resident });
         }
         let union = match r.u8()? {
             0 => None,
-            1 => Some(decode_union(&mut r, run_count, 0)?),
+            1 => Some(decode_union(&mut r, run_count, sorted_count, 0)?),
             _ => return Err(bad("bad union flag")),
         };
         let mut resolve = resolve;
@@ -436,12 +495,13 @@ impl SnapshotMeta {
             resolve,
             run_count,
             run_sums,
+            sorted,
             write_buffer,
             levels,
             union,
             auth,
         };
-        meta.check_runs_used()?;
+        meta.check_runs_used(version)?;
         Ok(meta)
     }
 
@@ -450,9 +510,11 @@ impl SnapshotMeta {
     pub(crate) fn run_levels(&self) -> Vec<usize> {
         let mut levels = vec![1; self.run_count];
         for (idx, level) in self.levels.iter().enumerate() {
-            let mut set = |i: usize| {
-                if let Some(l) = levels.get_mut(i) {
-                    *l = idx + 1;
+            let mut set = |s: usize| {
+                for &i in self.sorted.get(s).map(Vec::as_slice).unwrap_or_default() {
+                    if let Some(l) = levels.get_mut(i) {
+                        *l = idx + 1;
+                    }
                 }
             };
             match &level.incoming {
@@ -465,11 +527,13 @@ impl SnapshotMeta {
         levels
     }
 
-    /// Every run is used: exactly once in the levels and write buffer; runs of a pending union's
-    /// inputs may be shared between inputs (a union of a table with its duplicate).
-    fn check_runs_used(&self) -> Result<()> {
+    /// Every run is used: exactly once in the levels (through the sorted runs) and write
+    /// buffer; runs of a pending union's inputs may be shared between inputs (a union of a table
+    /// with its duplicate). In version 3, every sorted run is named too.
+    fn check_runs_used(&self, version: u32) -> Result<()> {
         let mut seen = vec![false; self.run_count];
-        let mut mark = |i: usize, shared: bool| -> Result<()> {
+        let mut named = vec![false; self.sorted.len()];
+        let mut mark_run = |i: usize, shared: bool| -> Result<()> {
             match seen.get_mut(i) {
                 Some(s) if shared || !*s => {
                     *s = true;
@@ -482,8 +546,33 @@ impl SnapshotMeta {
             }
         };
         for i in self.write_buffer.iter() {
-            mark(*i, false)?;
+            mark_run(*i, false)?;
         }
+        let mut stack: Vec<&UnionShape> = self.union.iter().collect();
+        while let Some(union) = stack.pop() {
+            for view in &union.inputs {
+                if let Some(i) = view.buffer {
+                    mark_run(i, true)?;
+                }
+                stack.extend(view.union.as_deref());
+            }
+        }
+        let mut mark = |s: usize, shared: bool| -> Result<()> {
+            let Some(parts) = self.sorted.get(s) else {
+                return Err(Error::corrupt(
+                    "snapshot metadata",
+                    format!("sorted run {s} does not exist"),
+                ));
+            };
+            if named[s] && !shared {
+                return Err(Error::corrupt(
+                    "snapshot metadata",
+                    format!("sorted run {s} used twice"),
+                ));
+            }
+            named[s] = true;
+            parts.iter().try_for_each(|&i| mark_run(i, shared))
+        };
         for level in &self.levels {
             match &level.incoming {
                 IncomingShape::Single(i) => mark(*i, false)?,
@@ -497,13 +586,18 @@ impl SnapshotMeta {
         let mut stack: Vec<&UnionShape> = self.union.iter().collect();
         while let Some(union) = stack.pop() {
             for view in &union.inputs {
-                view.buffer.iter().try_for_each(|&i| mark(i, true))?;
                 view.runs.iter().try_for_each(|&i| mark(i, true))?;
                 stack.extend(view.union.as_deref());
             }
         }
         if seen.iter().any(|s| !s) {
             return Err(Error::corrupt("snapshot metadata", "a run is not used"));
+        }
+        if version == VERSION && named.iter().any(|n| !n) {
+            return Err(Error::corrupt(
+                "snapshot metadata",
+                "a sorted run is not used",
+            ));
         }
         Ok(())
     }
@@ -532,7 +626,7 @@ fn decode_auth(bytes: &[u8]) -> Result<(AuthConfig, AuthMeta)> {
     ))
 }
 
-fn encode_union(w: &mut Writer, union: &UnionShape) {
+fn encode_union(w: &mut Writer, union: &UnionShape, sorted: &dyn Fn(usize) -> usize) {
     w.u64(union.produced);
     w.u32(union.inputs.len() as u32);
     for view in &union.inputs {
@@ -544,18 +638,23 @@ fn encode_union(w: &mut Writer, union: &UnionShape) {
             None => w.u8(0),
         }
         w.u32(view.runs.len() as u32);
-        view.runs.iter().for_each(|&i| w.run(i));
+        view.runs.iter().for_each(|&i| w.run(sorted(i)));
         match &view.union {
             Some(nested) => {
                 w.u8(1);
-                encode_union(w, nested);
+                encode_union(w, nested, sorted);
             }
             None => w.u8(0),
         }
     }
 }
 
-fn decode_union(r: &mut Reader<'_>, run_count: usize, depth: usize) -> Result<UnionShape> {
+fn decode_union(
+    r: &mut Reader<'_>,
+    run_count: usize,
+    sorted_count: usize,
+    depth: usize,
+) -> Result<UnionShape> {
     let bad = |d: &str| Error::corrupt("snapshot metadata", d.to_string());
     if depth >= UNION_DEPTH_MAX {
         return Err(bad("unions nested too deeply"));
@@ -570,10 +669,15 @@ fn decode_union(r: &mut Reader<'_>, run_count: usize, depth: usize) -> Result<Un
             _ => return Err(bad("bad buffer flag")),
         };
         let k = r.count(RUNS_MAX)?;
-        let runs = (0..k).map(|_| r.run(run_count)).collect::<Result<_>>()?;
+        let runs = (0..k).map(|_| r.run(sorted_count)).collect::<Result<_>>()?;
         let union = match r.u8()? {
             0 => None,
-            1 => Some(Box::new(decode_union(r, run_count, depth + 1)?)),
+            1 => Some(Box::new(decode_union(
+                r,
+                run_count,
+                sorted_count,
+                depth + 1,
+            )?)),
             _ => return Err(bad("bad union flag")),
         };
         inputs.push(ViewShape {
@@ -677,6 +781,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<(TableConfig, ResolveTag)> {
             _ => Resolve::KeepNewest,
         },
         auth: None,
+        part_entries: None,
     };
     config
         .validate()
@@ -690,6 +795,9 @@ fn decode_config(r: &mut Reader<'_>) -> Result<(TableConfig, ResolveTag)> {
 pub(crate) struct SnapshotPlan {
     items: Vec<PlanItem>,
     linked: std::collections::HashMap<*const Run, usize>,
+    /// The sorted runs named so far: their parts' indices, in key order.
+    sorted: Vec<Vec<usize>>,
+    sorted_names: std::collections::HashMap<*const SortedRun, usize>,
 }
 
 enum PlanItem {
@@ -699,13 +807,26 @@ enum PlanItem {
 }
 
 impl SnapshotPlan {
-    /// The index of `run` (the same index every time it is named).
-    pub(crate) fn name(&mut self, run: &Arc<Run>) -> usize {
+    /// The index of part `run` (the same index every time it is named).
+    fn name_part(&mut self, run: &Arc<Run>) -> usize {
         let items = &mut self.items;
         *self.linked.entry(Arc::as_ptr(run)).or_insert_with(|| {
             items.push(PlanItem::Link(run.clone()));
             items.len() - 1
         })
+    }
+
+    /// The index of sorted run `run` (the same index every time it is named); its parts are
+    /// named too.
+    pub(crate) fn name(&mut self, run: &Arc<SortedRun>) -> usize {
+        if let Some(&i) = self.sorted_names.get(&Arc::as_ptr(run)) {
+            return i;
+        }
+        let parts = run.parts().iter().map(|p| self.name_part(p)).collect();
+        self.sorted.push(parts);
+        self.sorted_names
+            .insert(Arc::as_ptr(run), self.sorted.len() - 1);
+        self.sorted.len() - 1
     }
 
     /// The index of a write buffer to be written as a run (`None` if it is empty).
@@ -777,10 +898,10 @@ impl SnapshotContents {
             )));
         }
         let too_large = |what: String| Err(Error::TableTooLarge(what));
-        if self.plan.len() > RUNS_MAX as usize {
+        if self.plan.len() > RUNS_MAX as usize || self.plan.sorted.len() > RUNS_MAX as usize {
             return too_large(format!(
                 "a snapshot holds at most {RUNS_MAX} runs; this table has {}",
-                self.plan.len()
+                self.plan.len().max(self.plan.sorted.len())
             ));
         }
         if self.levels.len() > LEVELS_MAX as usize {
@@ -964,6 +1085,7 @@ fn write_files(
 ) -> Result<()> {
     contents.check_limits(label)?;
     let run_count = contents.plan.len();
+    let sorted = contents.plan.sorted;
     let mut run_sums = Vec::with_capacity(run_count);
     // The linked runs by index, to blame one whose fsync fails.
     let mut linked: Vec<Option<Arc<Run>>> = Vec::with_capacity(run_count);
@@ -994,6 +1116,7 @@ fn write_files(
         config: contents.config,
         run_count,
         run_sums,
+        sorted,
         write_buffer: contents.write_buffer,
         levels: contents.levels,
         union: contents.union,
@@ -1477,18 +1600,19 @@ fn restore_parts(
         Some(i) => write_buffer_from_run(&runs[i], &config.resolve)?,
         None => WriteBuffer::default(),
     };
+    let sorted = sorted_runs(&meta, &runs).map_err(|e| corrupted(dir.join("metadata"), e))?;
     let union = match &meta.union {
         Some(shape) => Some(Arc::new(
-            union_from_shape(session, &config, &params, shape, &runs)
+            union_from_shape(session, &config, &params, shape, &runs, &sorted)
                 .map_err(|e| corrupted(dir.join("metadata"), e))?,
         )),
         None => None,
     };
     let levels = with_merge_context(session, &config, &params, union.is_some(), |ctx| {
-        Levels::from_shape(ctx, &meta.levels, &runs)
+        Levels::from_shape(ctx, &meta.levels, &sorted)
     })
     .map_err(|e| corrupted(dir.join("metadata"), e))?;
-    drop(runs);
+    drop((runs, sorted));
     Ok(Restored {
         auth: meta.auth.clone(),
         config,
@@ -1584,6 +1708,26 @@ fn open_snapshot_runs(
     Ok(runs)
 }
 
+/// The sorted runs of a snapshot over its opened runs. A sorted run whose parts overlap or are
+/// out of key order is `Corrupt`. (Version 2's list names every run, the write buffer's too.)
+pub(crate) fn sorted_runs(meta: &SnapshotMeta, runs: &[Arc<Run>]) -> Result<Vec<Arc<SortedRun>>> {
+    meta.sorted
+        .iter()
+        .map(|parts| {
+            let parts = parts
+                .iter()
+                .map(|&i| {
+                    runs.get(i).cloned().ok_or_else(|| {
+                        Error::corrupt("snapshot metadata", format!("run {i} does not exist"))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            SortedRun::new(parts)?
+                .ok_or_else(|| Error::corrupt("snapshot metadata", "a sorted run without parts"))
+        })
+        .collect()
+}
+
 /// Rebuilds a pending union from a snapshot and replays the credits it had been paid, so its
 /// remaining debt is at most what it was when saved.
 fn union_from_shape(
@@ -1592,11 +1736,20 @@ fn union_from_shape(
     params: &RunParams,
     shape: &UnionShape,
     runs: &[Arc<Run>],
+    sorted: &[Arc<SortedRun>],
 ) -> Result<UnionLevel> {
     let run = |i: usize| {
         runs.get(i)
             .cloned()
             .ok_or_else(|| Error::corrupt("snapshot metadata", format!("run {i} does not exist")))
+    };
+    let sorted_run = |i: usize| {
+        sorted.get(i).cloned().ok_or_else(|| {
+            Error::corrupt(
+                "snapshot metadata",
+                format!("sorted run {i} does not exist"),
+            )
+        })
     };
     let mut views = Vec::with_capacity(shape.inputs.len());
     for input in &shape.inputs {
@@ -1606,14 +1759,14 @@ fn union_from_shape(
         };
         let union = match &input.union {
             Some(nested) => Some(Arc::new(union_from_shape(
-                session, config, params, nested, runs,
+                session, config, params, nested, runs, sorted,
             )?)),
             None => None,
         };
         let runs = input
             .runs
             .iter()
-            .map(|&i| run(i))
+            .map(|&i| sorted_run(i))
             .collect::<Result<Vec<_>>>()?;
         views.push(Arc::new(TableView {
             buffer,
@@ -1667,6 +1820,7 @@ pub(crate) fn with_merge_context<T>(
         union_below,
         read_only: session.read_only(),
         background: session.background(),
+        part_entries: config.part_entries,
     };
     f(&ctx)
 }
@@ -1686,6 +1840,7 @@ mod tests {
             resolve: ResolveTag::AddU64Le,
             run_count: 9,
             run_sums: (0..9).map(|i| 0x1111_1111 * i).collect(),
+            sorted: (0..9).map(|i| vec![i]).collect(),
             write_buffer: Some(5),
             levels: vec![
                 LevelShape {
@@ -1755,6 +1910,58 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    /// Version 3: sorted runs of several parts, named by the levels and the union.
+    fn sample_with_parts() -> SnapshotMeta {
+        let mut meta = sample();
+        // Runs 0 and 1 are the parts of sorted run 0; the others are single parts.
+        meta.sorted = vec![vec![0, 1], vec![2], vec![3], vec![4], vec![7], vec![8]];
+        meta.levels[0] = LevelShape {
+            incoming: IncomingShape::Single(0),
+            resident: vec![1],
+        };
+        meta.levels[1].incoming = IncomingShape::Merging {
+            last_level: true,
+            nominal_debt: 256,
+            nominal_credits: 17,
+            inputs: vec![2, 3],
+        };
+        let union = meta.union.as_mut().unwrap();
+        union.inputs[0].runs = vec![4, 2];
+        union.inputs[1].union.as_mut().unwrap().inputs[0].runs = vec![5];
+        meta
+    }
+
+    #[test]
+    fn metadata_with_parts_is_version_3_golden_and_total() {
+        let meta = sample_with_parts();
+        assert_eq!(meta.version(), 3);
+        let bytes = meta.encode();
+        let golden = crate::golden::check_golden("snapshot-metadata-v3-parts.bin", &bytes);
+        let back = SnapshotMeta::decode(&golden).unwrap();
+        assert_eq!(back.encode(), bytes);
+        assert_eq!(back.sorted, meta.sorted);
+        assert_eq!(back.levels, meta.levels);
+        assert_eq!(back.union, meta.union);
+        assert_eq!(back.run_levels()[..5], [1, 1, 1, 2, 2]);
+        for len in 0..bytes.len() {
+            assert!(SnapshotMeta::decode(&bytes[..len]).is_err());
+        }
+        for bit in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
+        }
+        // Every sorted run must be named, and a part used once.
+        let mut unused = sample_with_parts();
+        unused.sorted.push(vec![6]);
+        assert!(SnapshotMeta::decode(&unused.encode()).is_err());
+        let mut twice = sample_with_parts();
+        twice.sorted[1] = vec![1];
+        assert!(SnapshotMeta::decode(&twice.encode()).is_err());
+        // Version 2 is written whenever every sorted run is one part.
+        assert_eq!(sample().version(), 2);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Tables: the public key-value API over one write buffer and its levels.
 //!
 //! Owns: [`Table`], [`Update`], [`TableStats`], and the update path (validation, credits, flushes).
-//! May call: `write_buffer`, `schedule`, `lookup`, `run`, `entry`, `page` (operation codes),
+//! May call: `write_buffer`, `schedule`, `lookup`, `run`, `sorted` (writing runs in parts),
+//! `entry`, `page` (operation codes),
 //! `cursor` (streams), `union`, `snapshot`, `session` (its shared parts), `auth`, `trie` and
 //! `pagelog` (an authenticated table's Merkle trie and where its snapshot keeps it), `durable` (a durable table's writes go through the
 //! log). Must never
@@ -31,11 +32,12 @@ use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::lookup::{lookup_runs, results, BlobRef, BlobSource, LookupResult, Partial};
 use crate::page::{Op, KEY_SIZE_MAX, VALUE_SIZE_MAX};
-use crate::run::{Run, RunParams, RunWriter};
+use crate::run::RunParams;
 use crate::schedule::{merge_steps_per_update_max, Levels};
 use crate::session::SessionInner;
 use crate::snapshot::{self};
 use crate::snapshot::{with_merge_context, SnapshotOverrides};
+use crate::sorted::{PartWriter, SortedRun};
 use crate::trie::Change;
 use crate::union::{TableView, UnionLevel};
 use crate::write_buffer::{MemBlob, WriteBuffer};
@@ -70,6 +72,15 @@ pub struct TableStats {
     pub levels: usize,
     /// Runs a lookup consults.
     pub runs: usize,
+    /// Files (parts) those runs are made of: one per run unless merges linked parts of their
+    /// inputs or [`crate::TableConfig::part_entries`] cuts runs.
+    pub run_parts: usize,
+    /// Merges this handle started below level 1 (a duplicate starts at 0).
+    pub merges_started: u64,
+    /// Parts those merges linked whole instead of rewriting them (no data read or written).
+    pub parts_linked: u64,
+    /// Entries in the linked parts.
+    pub entries_linked: u64,
     /// Merges started but not finished.
     pub merges_in_progress: usize,
     /// Keys in the write buffer, and in a full one still being written out as a run.
@@ -144,8 +155,9 @@ pub(crate) struct TableInner {
 struct Flushing {
     /// The frozen buffer (an O(1) clone of the persistent map, shared with lookups' plans).
     buffer: WriteBuffer,
-    /// The run being written; created when the first chunk is due.
-    writer: Option<RunWriter>,
+    /// The run being written (in parts, under [`crate::TableConfig::part_entries`]); created
+    /// when the first chunk is due.
+    writer: Option<PartWriter>,
     /// The last key written, `None` before the first.
     written_up_to: Option<Vec<u8>>,
     /// Entries of `buffer` written so far.
@@ -178,7 +190,7 @@ const FLUSH_CHUNK: usize = 64;
 /// What a batched lookup needs from a table's state, taken under its read lock.
 struct LookupPlan {
     partial: Vec<Partial>,
-    runs: Vec<Arc<Run>>,
+    runs: Vec<Arc<SortedRun>>,
     epoch: u64,
     union: Option<Arc<UnionLevel>>,
 }
@@ -632,15 +644,16 @@ impl Table {
         Ok(())
     }
 
-    /// A writer for the run of a frozen buffer of `entries` entries (creates its files), for
-    /// level 1 of a table with `levels` levels.
-    fn flush_writer(&self, entries: usize, levels: usize) -> Result<RunWriter> {
+    /// A writer for the run of a frozen buffer of `entries` entries (its first file is created
+    /// with its first entry), for level 1 of a table with `levels` levels.
+    fn flush_writer(&self, entries: usize, levels: usize) -> PartWriter {
         let session = &self.inner.session;
-        RunWriter::new(
+        PartWriter::new(
             session.fs().clone(),
             &self.inner.params.for_level(1, levels),
             session.next_run_number(),
             entries as u64,
+            self.inner.config.part_entries,
             self.inner.config.disk_cache.caches_level(1),
         )
     }
@@ -664,7 +677,7 @@ impl Table {
             return Ok(0);
         }
         if flushing.writer.is_none() {
-            flushing.writer = Some(self.flush_writer(flushing.buffer.len(), levels)?);
+            flushing.writer = Some(self.flush_writer(flushing.buffer.len(), levels));
         }
         let Flushing {
             buffer,
@@ -1476,7 +1489,7 @@ impl Table {
     /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`].
     pub fn stats(&self) -> Result<TableStats> {
         let state = self.read()?;
-        let (runs, merges_in_progress, filter_and_index_bytes) = state.levels.stats();
+        let shape = state.levels.stats();
         let levels = state.levels.level_count();
         let bound = match self.inner.config.merge_schedule {
             MergeSchedule::Incremental => {
@@ -1486,11 +1499,15 @@ impl Table {
         };
         Ok(TableStats {
             levels,
-            runs,
-            merges_in_progress,
+            runs: shape.runs,
+            run_parts: shape.parts,
+            merges_started: shape.merges_started,
+            parts_linked: shape.parts_linked,
+            entries_linked: shape.entries_linked,
+            merges_in_progress: shape.merges_in_progress,
             write_buffer_entries: state.write_buffer.len()
                 + state.flushing.as_ref().map_or(0, |f| f.buffer.len()),
-            filter_and_index_bytes,
+            filter_and_index_bytes: shape.memory_bytes,
             merge_steps_total: state.merge_steps_total,
             merge_steps_max_per_update: state.merge_steps_max_per_update,
             merge_steps_last_update: state.merge_steps_last_update,

@@ -4,7 +4,7 @@
 //! union level), [`UnionLevel`] (the inputs of a union, the incremental union merge and its debt)
 //! and the union lookup path. May call: `cursor` (merged streams of each input), `kmerge`, `entry`,
 //! `page`, `fs`, `io` (lookups in the inputs),
-//! `lookup`, `run`, `write_buffer`.
+//! `lookup`, `run`, `sorted`, `write_buffer`.
 //! Must never touch: the live state of the input tables (views hold `Arc`s of immutable runs).
 //!
 //! Semantics: `union(t1, .., tn)` maps each key to the fold, left to right, of its values in the
@@ -31,7 +31,8 @@ use crate::io::BlockIo;
 use crate::kmerge::KMerge;
 use crate::lookup::{lookup_runs, BlobSource, Partial};
 use crate::page::Op;
-use crate::run::{Run, RunParams, RunWriter};
+use crate::run::{RunParams, RunWriter};
+use crate::sorted::SortedRun;
 use crate::write_buffer::WriteBuffer;
 
 /// A key's value and blob as a lookup in a view found it (`None`: absent).
@@ -41,7 +42,7 @@ type Found = Option<(Vec<u8>, Option<BlobSource>)>;
 #[derive(Debug)]
 pub(crate) struct TableView {
     pub(crate) buffer: WriteBuffer,
-    pub(crate) runs: Vec<Arc<Run>>,
+    pub(crate) runs: Vec<Arc<SortedRun>>,
     pub(crate) union: Option<Arc<UnionLevel>>,
     /// The table's epoch when the view was taken (blob references carry it).
     pub(crate) epoch: u64,
@@ -166,7 +167,7 @@ struct UnionState {
     produced: u64,
     merge: Option<(UnionStream, RunWriter)>,
     /// Set when finished: the union's single run (`None` if it is empty).
-    output: Option<Option<Arc<Run>>>,
+    output: Option<Option<Arc<SortedRun>>>,
     failed: bool,
 }
 
@@ -186,7 +187,7 @@ pub(crate) enum UnionContents {
     /// Still merging: its inputs.
     Pending(Vec<Arc<TableView>>),
     /// Finished: its single run, if it has any entries.
-    Done(Option<Arc<Run>>),
+    Done(Option<Arc<SortedRun>>),
 }
 
 impl UnionLevel {
@@ -254,7 +255,7 @@ impl UnionLevel {
 
     /// The union's run once it has finished (`Some(None)` if it is empty), without copying the
     /// inputs: cheap enough for every update to ask.
-    pub(crate) fn finished(&self) -> Option<Option<Arc<Run>>> {
+    pub(crate) fn finished(&self) -> Option<Option<Arc<SortedRun>>> {
         self.lock().output.clone()
     }
 
@@ -330,7 +331,7 @@ impl UnionLevel {
             };
             if stream.is_exhausted()? {
                 if let Some((_, writer)) = state.merge.take() {
-                    state.output = Some(writer.finish()?);
+                    state.output = Some(writer.finish()?.map(SortedRun::single));
                     state.inputs.clear();
                 }
                 return Ok(credits - spent);
@@ -357,7 +358,7 @@ impl UnionLevel {
         &self,
         from: Option<&[u8]>,
         resolve: &Resolve,
-        runs: &mut Vec<Arc<Run>>,
+        runs: &mut Vec<Arc<SortedRun>>,
     ) -> Result<Option<Box<dyn EntryStream>>> {
         match self.contents() {
             UnionContents::Pending(views) => {

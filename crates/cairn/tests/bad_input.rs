@@ -1562,7 +1562,7 @@ fn damaged_snapshots_are_refused_with_snapshot_corrupted() {
     fresh().save_snapshot("future", "").unwrap();
     let metadata = Path::new("/s/snapshots/future/metadata");
     let mut bytes = fs.file_bytes(metadata).unwrap();
-    bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&4u32.to_le_bytes());
     let body = bytes.len() - 4;
     let crc = crc32c(&bytes[..body]);
     bytes[body..].copy_from_slice(&crc.to_le_bytes());
@@ -1573,8 +1573,8 @@ fn damaged_snapshots_are_refused_with_snapshot_corrupted() {
                 source,
                 Error::UnsupportedVersion {
                     what: "snapshot metadata",
-                    found: 3,
-                    supported: 2
+                    found: 4,
+                    supported: 3
                 }
             )
     });

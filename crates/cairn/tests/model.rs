@@ -54,6 +54,9 @@ enum Op {
     Union(Vec<usize>),
     /// Pay 1/n of the current table's union debt.
     SupplyUnion(u8),
+    /// Insert this many fresh keys above every key so far, in one batch (block-ordered data:
+    /// runs that overlap nothing older, which merges link instead of rewriting).
+    Append(u8, Vec<u8>),
 }
 
 #[derive(Clone, Debug)]
@@ -90,9 +93,24 @@ struct Setup {
     /// `TableConfig::last_level_bloom`: the deepest level's runs without a filter, or with a
     /// tiny one, must answer exactly as filtered runs do.
     last_level_bloom: Option<BloomAlloc>,
+    /// `TableConfig::part_entries`: runs cut into parts of a few entries.
+    part_entries: Option<u64>,
 }
 
+/// Key ids from here on are appended keys ([`Op::Append`]): above every other key.
+const APPEND_BASE: u32 = 1 << 20;
+
 fn key_bytes(k: u16, long: bool) -> Vec<u8> {
+    key_id_bytes(u32::from(k), long)
+}
+
+fn key_id_bytes(k: u32, long: bool) -> Vec<u8> {
+    if let Some(n) = k.checked_sub(APPEND_BASE) {
+        // Above every short key and almost every long one.
+        let mut key = vec![0xff, 0xff];
+        key.extend_from_slice(&n.to_be_bytes());
+        return key;
+    }
     if long {
         // Uniform-looking 34-byte keys (like UTxO keys), derived from the small id.
         let mut key = Vec::with_capacity(34);
@@ -163,6 +181,8 @@ fn op_strategy(resolve: ResolveKind, keys: u16) -> impl Strategy<Value = Op> {
         1 => Just(Op::Restart),
         1 => prop::collection::vec(0usize..4, 1..4).prop_map(Op::Union),
         2 => (1u8..4).prop_map(Op::SupplyUnion),
+        3 => (1u8..24, prop::collection::vec(any::<u8>(), 0..8))
+            .prop_map(|(n, v)| Op::Append(n, v)),
     ]
 }
 
@@ -190,6 +210,7 @@ fn setup_strategy() -> impl Strategy<Value = Setup> {
             1 => Just(Some(BloomAlloc::None)),
             1 => Just(Some(BloomAlloc::BitsPerEntry(1.0)))
         ],
+        prop_oneof![2 => Just(None), 1 => (1u64..=8).prop_map(Some)],
     )
         .prop_map(
             |(
@@ -204,8 +225,10 @@ fn setup_strategy() -> impl Strategy<Value = Setup> {
                 auth,
                 background,
                 last_level_bloom,
+                part_entries,
             )| {
                 Setup {
+                    part_entries,
                     auth,
                     background,
                     last_level_bloom,
@@ -348,8 +371,11 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
             },
             ..cairn::AuthConfig::default()
         }),
+        part_entries: setup.part_entries,
     };
     let mut table = session.new_table(config.clone()).unwrap();
+    // Appended keys so far (ids APPEND_BASE..APPEND_BASE + appended).
+    let mut appended = 0u32;
     let mut model = Model::new();
     let mut updates = 0u64;
     // The other live tables (duplicates, opened snapshots): table, model, update count.
@@ -383,6 +409,21 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
             eprintln!("step {step}: {text} (others {})", others.len());
         }
         match op {
+            Op::Append(n, v) => {
+                let keys: Vec<Vec<u8>> = (0..u32::from(*n))
+                    .map(|i| key_id_bytes(APPEND_BASE + appended + i, setup.long_keys))
+                    .collect();
+                appended += u32::from(*n);
+                let batch: Vec<(&[u8], Update<'_>)> = keys
+                    .iter()
+                    .map(|k| (k.as_slice(), Update::Insert(v)))
+                    .collect();
+                table.updates(&batch).unwrap();
+                for k in keys {
+                    model_apply(&mut model, &resolve, k, &UpdateOp::Insert(v.clone()));
+                }
+                updates += u64::from(*n);
+            }
             Op::Insert(k, v) => {
                 table.insert(key(*k), v).unwrap();
                 model_apply(&mut model, &resolve, key(*k), &UpdateOp::Insert(v.clone()));
@@ -667,7 +708,10 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         }
     }
     // Finally every key must agree, and every state root.
-    let all: Vec<Vec<u8>> = (0..300).map(key).collect();
+    let all: Vec<Vec<u8>> = (0..300)
+        .map(|k| key_id_bytes(k, setup.long_keys))
+        .chain((0..appended).map(|i| key_id_bytes(APPEND_BASE + i, setup.long_keys)))
+        .collect();
     for (k, r) in all.iter().zip(table.lookups(&all).unwrap()) {
         check_result(&model, k, &r)?;
     }
@@ -680,7 +724,6 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         if trace {
             eprintln!("final check of other table {i}");
         }
-        let all: Vec<Vec<u8>> = (0..300).map(key).collect();
         for (k, r) in all.iter().zip(other.lookups(&all).unwrap()) {
             check_result(other_model, k, &r)?;
         }
@@ -690,7 +733,6 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
             eprintln!("final check of snapshot {name}");
         }
         let t = session.open_snapshot(name, "model", overrides()).unwrap();
-        let all: Vec<Vec<u8>> = (0..300).map(key).collect();
         for (k, r) in all.iter().zip(t.lookups(&all).unwrap()) {
             check_result(saved, k, &r)?;
         }

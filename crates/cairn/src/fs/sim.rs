@@ -277,6 +277,8 @@ struct State {
     crashed: bool,
     ops: u64,
     injected: Vec<InjectedFault>,
+    /// Bytes appended to files, by file name extension (`""` for none).
+    appended: HashMap<String, u64>,
 }
 
 impl Default for State {
@@ -293,6 +295,7 @@ impl Default for State {
             crashed: false,
             ops: 0,
             injected: Vec::new(),
+            appended: HashMap::new(),
         }
     }
 }
@@ -544,6 +547,16 @@ impl MemFs {
     /// Whether the power is off.
     pub fn is_crashed(&self) -> bool {
         self.lock_state().crashed
+    }
+
+    /// Bytes appended so far to files whose name ends in `.{extension}` (`""`: files without an
+    /// extension), including bytes of torn and short writes.
+    pub fn bytes_appended(&self, extension: &str) -> u64 {
+        self.lock_state()
+            .appended
+            .get(extension)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Primitives issued so far (including failed ones).
@@ -983,6 +996,11 @@ impl State {
 impl WritableFile for MemWritable {
     fn append(&mut self, bytes: &[u8]) -> Result<()> {
         let mode = begin(&self.state, FsOp::Append, &self.path, bytes.len())?;
+        {
+            let extension = self.path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            *state.appended.entry(extension.to_string()).or_insert(0) += bytes.len() as u64;
+        }
         let mut contents = write_contents(&self.inode);
         match mode {
             WriteMode::Whole => contents.data.extend_from_slice(bytes),
