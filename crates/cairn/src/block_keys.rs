@@ -22,10 +22,13 @@
 //! - **Do not prefix** state (accounts, storage slots, trie nodes): it is updated in place, in
 //!   random order; it belongs in its own table too.
 //!
-//! The group size trades write amplification against how finely a node can drop old data:
-//! one group is the smallest unit whose entries sort together. A group of 1 block is the
-//! finest; larger groups cost nothing on writes as long as a group's entries reach the table in
-//! block order.
+//! Write each block's entries (or each group's) as one batch in key order, one block after
+//! another: the table's updates then arrive in ascending key order, every run it writes lies
+//! above the older ones, and merges link runs instead of rewriting them. With groups of several
+//! blocks written block by block, the entries of one group's blocks interleave (their keys after
+//! the prefix are hashes): a run then overlaps the one before it where a group spans both, and
+//! [`crate::TableConfig::part_entries`] limits the rewrite to the parts there. A group of 1 block
+//! never interleaves.
 
 use crate::error::{Error, Result};
 

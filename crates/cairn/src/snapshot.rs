@@ -119,6 +119,8 @@ const EXTENSION_AUTH: u32 = 2;
 /// The extension that records `TableConfig::last_level_bloom` when it is set: the Bloom
 /// allocation's code and value, as the config's own `bloom` field encodes them (9 bytes).
 const EXTENSION_LAST_LEVEL_BLOOM: u32 = 3;
+/// Extension type: `TableConfig::part_entries` (u64), when set.
+const EXTENSION_PART_ENTRIES: u32 = 4;
 /// The directory of a snapshot holding an authenticated table's trie: its page log segments
 /// and their manifest.
 pub(crate) const TRIE_DIR: &str = "trie";
@@ -338,6 +340,9 @@ impl SnapshotMeta {
             bytes.extend_from_slice(&value.to_bits().to_le_bytes());
             extensions.push((EXTENSION_LAST_LEVEL_BLOOM, bytes));
         }
+        if let Some(part_entries) = self.config.part_entries {
+            extensions.push((EXTENSION_PART_ENTRIES, part_entries.to_le_bytes().to_vec()));
+        }
         w.u32(extensions.len() as u32);
         for (kind, bytes) in extensions {
             w.u32(kind);
@@ -467,6 +472,19 @@ impl SnapshotMeta {
                     *code,
                     f64::from_bits(u64::from_le_bytes(value)),
                 )?);
+                config
+                    .validate()
+                    .map_err(|e| bad(&format!("invalid config: {e}")))?;
+                continue;
+            }
+            if kind == EXTENSION_PART_ENTRIES {
+                if config.part_entries.is_some() {
+                    return Err(bad("two part-entries extensions"));
+                }
+                let value: [u8; 8] = bytes
+                    .try_into()
+                    .map_err(|_| bad("part-entries extension is not 8 bytes"))?;
+                config.part_entries = Some(u64::from_le_bytes(value));
                 config
                     .validate()
                     .map_err(|e| bad(&format!("invalid config: {e}")))?;
@@ -1915,6 +1933,7 @@ mod tests {
     /// Version 3: sorted runs of several parts, named by the levels and the union.
     fn sample_with_parts() -> SnapshotMeta {
         let mut meta = sample();
+        meta.config.part_entries = Some(5_000);
         // Runs 0 and 1 are the parts of sorted run 0; the others are single parts.
         meta.sorted = vec![vec![0, 1], vec![2], vec![3], vec![4], vec![7], vec![8]];
         meta.levels[0] = LevelShape {
@@ -1942,6 +1961,7 @@ mod tests {
         let back = SnapshotMeta::decode(&golden).unwrap();
         assert_eq!(back.encode(), bytes);
         assert_eq!(back.sorted, meta.sorted);
+        assert_eq!(back.config.part_entries, Some(5_000));
         assert_eq!(back.levels, meta.levels);
         assert_eq!(back.union, meta.union);
         assert_eq!(back.run_levels()[..5], [1, 1, 1, 2, 2]);

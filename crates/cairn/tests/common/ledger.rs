@@ -152,14 +152,18 @@ pub fn config_strategy() -> impl Strategy<Value = TableConfig> {
                 ..AuthConfig::default()
             })),
         ],
+        // A quarter of the cases cut runs into parts of a few entries (snapshots of several
+        // parts per run, merges that link some parts and rewrite others).
+        prop_oneof![3 => Just(None), 1 => (1u64..=3).prop_map(Some)],
     )
         .prop_map(
-            |(write_buffer_entries, index, merge_schedule, merge_batch_size, auth)| TableConfig {
+            |(write_buffer_entries, index, merge_schedule, merge_batch_size, auth, part_entries)| TableConfig {
                 write_buffer_entries,
                 index,
                 merge_schedule,
                 merge_batch_size,
                 auth,
+                part_entries,
                 resolve: Resolve::AddU64Le,
                 // A fixed allocation: sizing for a target FPR costs milliseconds per table.
                 bloom: BloomAlloc::BitsPerEntry(10.0),
