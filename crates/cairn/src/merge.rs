@@ -345,7 +345,7 @@ impl MergingRun {
         self.entries_linked
     }
 
-    /// The inputs, newest first.
+    /// The inputs, newest first (none once the merge has finished).
     pub(crate) fn inputs(&self) -> &[Arc<SortedRun>] {
         &self.inputs
     }
@@ -515,6 +515,9 @@ impl MergingRun {
             let output = writer.finish()?;
             self.inputs_merge = KMerge::new(Vec::new());
             self.output = Some(output);
+            // The inputs' files go as soon as no reader holds them: a finished merge, which
+            // stays in its level until the next run arrives, must not keep them alive.
+            self.inputs = Vec::new();
         }
         Ok(())
     }
@@ -536,5 +539,94 @@ impl MergeSource for SortedCursor {
 
     fn advance(&mut self) -> Result<()> {
         SortedCursor::advance(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bloom::BloomParams;
+    use crate::fs::MemFs;
+    use crate::index::IndexType;
+    use std::path::PathBuf;
+
+    fn params() -> RunParams {
+        RunParams {
+            dir: PathBuf::from("/r"),
+            removals: Arc::default(),
+            salt: 1,
+            bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
+            last_level_bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
+            bloom_above: Arc::new([]),
+            last_level_own: false,
+            index: IndexType::Ordinary,
+        }
+    }
+
+    fn run(fs: &Arc<dyn FileSystem>, number: u64, keys: &[u32]) -> Arc<SortedRun> {
+        let mut w = PartWriter::new(fs.clone(), &params(), number, keys.len() as u64, None, true);
+        for k in keys {
+            w.push(&k.to_be_bytes(), Op::Insert, b"v", None).unwrap();
+        }
+        w.finish().unwrap().unwrap()
+    }
+
+    /// Overlapping parts are merged, the others linked; a finished merge keeps no input alive
+    /// (a finished merge waits in its level for the next run, and its inputs' files must go).
+    #[test]
+    fn merges_link_what_overlaps_nothing_and_release_their_inputs() {
+        let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+        fs.create_dir_all(&params().dir).unwrap();
+        let newer = run(&fs, 1, &[10, 11, 12, 40, 41]);
+        let older = run(&fs, 2, &[1, 2, 3]);
+        let oldest = run(&fs, 3, &[12, 20, 30]);
+        let inputs = vec![newer.clone(), older.clone(), oldest.clone()];
+        let mut merge = MergingRun::new(
+            fs.clone(),
+            &params(),
+            4,
+            inputs,
+            MergeKind::MidLevel,
+            Resolve::KeepNewest,
+            true,
+            None,
+        )
+        .unwrap();
+        // `older` overlaps nothing: linked; `newer` and `oldest` share key 12: merged.
+        assert_eq!(merge.links_planned(), 1);
+        assert_eq!(merge.debt(), 8);
+        assert_eq!(merge.complete().unwrap(), 8);
+        let output = merge.output().cloned().flatten().unwrap();
+        assert_eq!(output.parts().len(), 2);
+        assert!(Arc::ptr_eq(&output.parts()[0], &older.parts()[0]));
+        assert_eq!(output.entries(), 3 + 7);
+        for input in [&newer, &older, &oldest] {
+            assert_eq!(
+                Arc::strong_count(input),
+                1,
+                "a finished merge holds an input"
+            );
+        }
+        // Disjoint inputs only: the merge is finished when it starts, with no steps.
+        let a = run(&fs, 5, &[100, 101]);
+        let b = run(&fs, 6, &[200]);
+        let merge = MergingRun::new(
+            fs.clone(),
+            &params(),
+            7,
+            vec![b, a],
+            MergeKind::LastLevel,
+            Resolve::KeepNewest,
+            true,
+            None,
+        )
+        .unwrap();
+        assert!(merge.is_done());
+        assert_eq!(
+            (merge.debt(), merge.steps_done(), merge.links_planned()),
+            (0, 0, 2)
+        );
+        let output = merge.output().cloned().flatten().unwrap();
+        assert_eq!(output.first_key(), 100u32.to_be_bytes());
     }
 }
