@@ -425,13 +425,14 @@ pub struct ChainArgs {
     /// in overflow pages.
     #[arg(long)]
     pub blobs: bool,
-    /// Cairn: bytes of each table's write buffer, MiB (turned into entries by the mean entry
-    /// size of the table's data).
-    #[arg(long, default_value_t = 32)]
-    pub cairn_write_buffer_mib: usize,
-    /// RocksDB: Geth's database cache, MiB: block cache of this size, memtables of a eighth.
-    #[arg(long, default_value_t = 256)]
-    pub rocksdb_cache_mib: usize,
+    /// Cairn: bytes of each table's write buffer, e.g. 32M (turned into entries by the mean
+    /// size of the table's entries plus 64 bytes of bookkeeping each).
+    #[arg(long, default_value = "32M", value_parser = crate::sys::cgroup::parse_size)]
+    pub cairn_write_buffer: u64,
+    /// RocksDB: Geth's database cache, e.g. 256M: a block cache of this size, memtables of an
+    /// eighth of it each, flushed beyond half of it.
+    #[arg(long, default_value = "256M", value_parser = crate::sys::cgroup::parse_size)]
+    pub rocksdb_cache: u64,
     /// Cairn: how long the settling after the load waits for the background merges.
     #[arg(long, default_value_t = 120)]
     pub settle_timeout_s: u64,

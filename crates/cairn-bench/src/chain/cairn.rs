@@ -11,10 +11,10 @@
 //!   the load ends with one per table), io_uring where it works.
 //! - Tables: `TableConfig::default()` (lazy levelling, size ratio 4, incremental merges,
 //!   Bloom FPR 1e-3, the ordinary index, every run read through the page cache) but the write
-//!   buffer, which gets `--write-buffer-mib` per table, turned into entries by the mean entry
-//!   size of the pairs the table holds (Cairn's write buffer counts entries, not bytes), so that
-//!   a table of 70 KB bodies and a table of 36-byte lookup entries both hold about the same
-//!   bytes in memory.
+//!   buffer, which gets `--cairn-write-buffer` bytes per table, turned into entries by the mean
+//!   size of the entries the table holds plus [`ENTRY_OVERHEAD_BYTES`] (Cairn's write buffer
+//!   counts entries, not bytes), so that a table of 70 KB bodies and a table of 36-byte lookup
+//!   entries both hold about the same memory.
 //! - Large values: bodies and receipts inline in overflow pages, or as blobs
 //!   (`Update::InsertWithBlob` with an empty value) with `--blobs`.
 //! - Settling: every table settled (`Table::settle`), then the background thread is given up to
@@ -34,6 +34,10 @@ use crate::failure::{Context, Failure};
 /// How often the settling checks whether merges are left.
 const SETTLE_POLL: Duration = Duration::from_millis(20);
 
+/// Memory a write-buffer entry takes besides its key and value: its 48-byte slot in a tree
+/// node and the allocator's header of its allocation (`write_buffer.rs`).
+pub const ENTRY_OVERHEAD_BYTES: f64 = 64.0;
+
 /// Fewest and most write-buffer entries a table gets.
 const WRITE_BUFFER_ENTRIES: std::ops::RangeInclusive<usize> = 64..=(1 << 22);
 
@@ -47,12 +51,13 @@ pub struct CairnStore {
     settings: String,
 }
 
-/// The configuration of a table whose entries average `mean_entry_bytes`, with a write buffer
-/// of `write_buffer_bytes`.
+/// The configuration of a table whose entries average `mean_entry_bytes` (key and value), with
+/// a write buffer of about `write_buffer_bytes`.
 pub fn table_config(write_buffer_bytes: usize, mean_entry_bytes: f64) -> TableConfig {
-    let entries = (write_buffer_bytes as f64 / mean_entry_bytes.max(1.0)) as usize;
+    let entries = (write_buffer_bytes as f64 / (mean_entry_bytes + ENTRY_OVERHEAD_BYTES)) as usize;
     TableConfig {
-        write_buffer_entries: entries.clamp(*WRITE_BUFFER_ENTRIES.start(), *WRITE_BUFFER_ENTRIES.end()),
+        write_buffer_entries: entries
+            .clamp(*WRITE_BUFFER_ENTRIES.start(), *WRITE_BUFFER_ENTRIES.end()),
         ..TableConfig::default()
     }
 }
@@ -91,11 +96,15 @@ impl CairnStore {
         let settings = format!(
             "Cairn: TableConfig::default() (lazy levelling, size ratio 4, incremental merges, \
              Bloom FPR 1e-3, ordinary index, page cache) per table, background merges, no log, \
-             io {:?}; bodies and receipts {}; write buffers of {} MiB per table: {}; the load \
+             io {:?}; bodies and receipts {}; write buffers of {} KiB per table: {}; the load \
              ends with a snapshot of each table",
             session.io_backend(),
-            if blobs { "as blobs" } else { "inline (overflow pages)" },
-            write_buffer_bytes >> 20,
+            if blobs {
+                "as blobs"
+            } else {
+                "inline (overflow pages)"
+            },
+            write_buffer_bytes >> 10,
             described.join(", ")
         );
         Ok(CairnStore {
@@ -112,7 +121,10 @@ impl CairnStore {
     fn merges_in_progress(&self) -> Result<usize, Failure> {
         let mut total = 0;
         for table in &self.tables {
-            total += table.stats().context(|| "table stats".into())?.merges_in_progress;
+            total += table
+                .stats()
+                .context(|| "table stats".into())?
+                .merges_in_progress;
         }
         Ok(total)
     }

@@ -148,9 +148,15 @@ mod tests {
         assert_eq!(table(CairnBlockOnetable, TxLookup), "blocks");
         assert_eq!(table(CairnBlockOnetable, Account), "state");
         assert_eq!(table(CairnHashed, Account), "all");
-        assert_eq!(CairnBlock.key(&keys, Header, 25, b"hx".to_vec()), keys.key(25, b"hx"));
+        assert_eq!(
+            CairnBlock.key(&keys, Header, 25, b"hx".to_vec()),
+            keys.key(25, b"hx")
+        );
         assert_eq!(CairnBlock.key(&keys, TxLookup, 25, b"lx".to_vec()), b"lx");
-        assert_eq!(CairnBlockOnetable.key(&keys, Storage, 25, b"ox".to_vec()), b"ox");
+        assert_eq!(
+            CairnBlockOnetable.key(&keys, Storage, 25, b"ox".to_vec()),
+            b"ox"
+        );
         assert_eq!(RocksdbHashed.key(&keys, Header, 25, b"hx".to_vec()), b"hx");
     }
 }

@@ -56,10 +56,10 @@ pub fn shape(args: &ChainArgs) -> stream::Shape {
     }
 }
 
-/// Runs `config` on `store` (opened in `dir`, empty) and returns its record.
+/// Runs `config` on `store` (opened in `dir`, empty), closes it, and returns the record.
 pub fn run(
     config: ChainConfig,
-    store: &dyn ChainStore,
+    store: Box<dyn ChainStore>,
     dir: &Path,
     args: &ChainArgs,
 ) -> Result<ChainRecord, Failure> {
@@ -67,7 +67,7 @@ pub fn run(
         config,
         stream: Stream::new(args.seed, shape(args)),
         keys: BlockKeys::new(args.group_blocks).context(|| "--group-blocks".to_string())?,
-        store,
+        store: &*store,
     };
     let io_start = IoCounters::now();
     let start = Instant::now();
@@ -81,7 +81,7 @@ pub fn run(
     if let Some(why) = &unsettled {
         eprintln!("{}: not settled: {why}", config.name());
     }
-    let space_bytes = dir_bytes(dir)?;
+    let space_bytes_open = dir_bytes(dir)?;
     let counters = store.counters()?;
     let write_bytes_load = IoCounters::since(io_load, io_start).map(|c| c.write_bytes);
     let write_bytes_total = IoCounters::since(io_total, io_start).map(|c| c.write_bytes);
@@ -92,6 +92,12 @@ pub fn run(
         user_bytes as f64 / 1e6
     );
     let reads = read_queries(&plan, args.queries, args.seed, args.check)?;
+    let settings = store.settings();
+    // Cairn keeps the files of runs that merges replaced until later operations release and
+    // remove them (in bounded steps), so the space while open still holds some of them; closed,
+    // the store holds only its data (Cairn: the snapshot the settling saved).
+    drop(store);
+    let space_bytes = dir_bytes(dir)?;
     Ok(ChainRecord {
         benchmark: CHAIN.to_string(),
         config: config.name().to_string(),
@@ -107,7 +113,7 @@ pub fn run(
         receipts_bytes: args.receipts_bytes,
         group_blocks: args.group_blocks,
         blobs: args.blobs && !config.is_rocksdb(),
-        settings: store.settings(),
+        settings,
         pairs,
         user_bytes,
         load_seconds,
@@ -118,6 +124,7 @@ pub fn run(
         write_bytes_total,
         write_amplification: write_bytes_total.map(|w| w as f64 / user_bytes.max(1) as f64),
         space_bytes,
+        space_bytes_open,
         counters,
         unsettled,
         reads,
@@ -153,7 +160,7 @@ fn load(plan: &Plan<'_>) -> Result<(u64, u64), Failure> {
         }
         plan.store.write_block(&batches)?;
         let done = block - blocks.start() + 1;
-        if done % step == 0 {
+        if done.is_multiple_of(step) {
             eprintln!(
                 "{}: {done} blocks, {:.0} blocks/s",
                 plan.config.name(),
@@ -182,7 +189,12 @@ fn read_queries(
         let (hash, header) = header_by_number(plan, block)?;
         times.push(micros(started));
         if check {
-            expect(&hash, &plan.stream.block_hash(block), "canonical hash", block)?;
+            expect(
+                &hash,
+                &plan.stream.block_hash(block),
+                "canonical hash",
+                block,
+            )?;
             expect(&header, &plan.stream.header_value(block), "header", block)?;
         }
     }
@@ -196,8 +208,18 @@ fn read_queries(
             let (number, hash, body) = tx_by_hash(plan, &plan.stream.tx_hash(block, tx))?;
             times.push(micros(started));
             if check {
-                expect(&number.to_be_bytes(), &block.to_be_bytes(), "tx lookup", block)?;
-                expect(&hash, &plan.stream.block_hash(block), "canonical hash", block)?;
+                expect(
+                    &number.to_be_bytes(),
+                    &block.to_be_bytes(),
+                    "tx lookup",
+                    block,
+                )?;
+                expect(
+                    &hash,
+                    &plan.stream.block_hash(block),
+                    "canonical hash",
+                    block,
+                )?;
                 expect(&body, &plan.stream.body_value(block), "body", block)?;
             }
         }
@@ -305,7 +327,10 @@ pub fn dir_bytes(dir: &Path) -> Result<u64, Failure> {
     dir_bytes_into(dir, &mut seen)
 }
 
-fn dir_bytes_into(dir: &Path, seen: &mut std::collections::HashSet<(u64, u64)>) -> Result<u64, Failure> {
+fn dir_bytes_into(
+    dir: &Path,
+    seen: &mut std::collections::HashSet<(u64, u64)>,
+) -> Result<u64, Failure> {
     use std::os::unix::fs::MetadataExt;
     let mut total = 0;
     let entries = std::fs::read_dir(dir).context(|| format!("listing {}", dir.display()))?;

@@ -81,7 +81,9 @@ pub fn run(args: &ChainArgs) -> Result<(), Failure> {
         }
     }
     if args.state_update_percent >= 100 {
-        return Err(Failure("--state-update-percent must be below 100".to_string()));
+        return Err(Failure(
+            "--state-update-percent must be below 100".to_string(),
+        ));
     }
     let started = std::time::Instant::now();
     let (records, failed) = crate::in_temp_dir(args.dir.as_deref(), args.keep, |parts| {
@@ -144,7 +146,7 @@ pub fn run(args: &ChainArgs) -> Result<(), Failure> {
 /// Runs `config` in this process, in `dir`.
 fn run_here(config: ChainConfig, dir: &Path, args: &ChainArgs) -> Result<ChainRecord, Failure> {
     let store = open_store(config, dir, args)?;
-    let record = driver::run(config, &*store, dir, args)?;
+    let record = driver::run(config, store, dir, args)?;
     eprintln!(
         "{}: {:.0} blocks/s, write amplification {}",
         config.name(),
@@ -210,10 +212,13 @@ fn open_store(
         return Ok(Box::new(rocks::RocksStore::open(
             dir,
             config.tables(),
-            args.rocksdb_cache_mib << 20,
+            args.rocksdb_cache as usize,
         )?));
         #[cfg(not(feature = "rocksdb"))]
-        return Err(Failure(format!("{} needs --features rocksdb", config.name())));
+        return Err(Failure(format!(
+            "{} needs --features rocksdb",
+            config.name()
+        )));
     }
     let stream = stream::Stream::new(args.seed, driver::shape(args));
     let tables: Vec<(&'static str, f64)> = config
@@ -225,7 +230,7 @@ fn open_store(
     Ok(Box::new(cairn::CairnStore::open(
         dir,
         &tables,
-        args.cairn_write_buffer_mib << 20,
+        args.cairn_write_buffer as usize,
         args.blobs,
         Duration::from_secs(args.settle_timeout_s),
         args.seed,
@@ -251,5 +256,78 @@ fn mean_entry_bytes(config: ChainConfig, stream: &stream::Stream, table: usize) 
         bytes / count
     } else {
         1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    /// `chain` with tiny sizes on every Cairn configuration, in this process, with `--check`:
+    /// every read matches the model, and the records and the report are written.
+    #[test]
+    fn small_chain_runs_with_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let argv = [
+            "cairn-bench",
+            "chain",
+            "--configs",
+            "cairn-hashed,cairn-block,cairn-block-onetable",
+            "--blocks",
+            "120",
+            "--txs-per-block",
+            "12",
+            "--state-writes-per-block",
+            "20",
+            "--body-bytes",
+            "3000",
+            "--receipts-bytes",
+            "5000",
+            "--group-blocks",
+            "4",
+            "--cairn-write-buffer",
+            "64K",
+            "--queries",
+            "300",
+            "--check",
+            "--in-process",
+            "--dir",
+            work.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let Command::Chain(mut args) = Cli::parse_from(argv).command else {
+            panic!("not the chain command");
+        };
+        super::run(&args).unwrap();
+        let report = std::fs::read_to_string(out.join("chain.md")).unwrap();
+        assert!(report.contains("| cairn-block-onetable |"), "{report}");
+        assert!(
+            report.contains("cairn-block against each configuration"),
+            "{report}"
+        );
+        for name in ["cairn-hashed", "cairn-block", "cairn-block-onetable"] {
+            let record: super::ChainRecord =
+                crate::record::read_json(&out.join(format!("chain-{name}.json"))).unwrap();
+            assert!(record.failure.is_none());
+            assert!(record.checked);
+            assert_eq!(record.pairs, 120 * (5 + 12 + 20));
+            assert_eq!(record.reads.len(), 3);
+            assert!(record.reads.iter().all(|r| r.count == 300));
+            assert!(record.space_bytes > 0);
+            assert!(record.counters.merge_steps.is_some());
+            let runs: u64 = record.counters.tables.iter().map(|t| t.runs).sum();
+            assert!(runs > 0, "{name}: the write buffers were flushed");
+        }
+        // Blobs for bodies and receipts read back the same.
+        args.blobs = true;
+        args.configs = vec![super::ChainConfig::CairnBlock];
+        args.out = None;
+        super::run(&args).unwrap();
     }
 }

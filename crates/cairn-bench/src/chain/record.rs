@@ -63,8 +63,12 @@ pub struct ChainRecord {
     pub write_bytes_total: Option<u64>,
     /// `write_bytes_total / user_bytes`.
     pub write_amplification: Option<f64>,
-    /// Bytes of the files in the store's directory once settled (allocated blocks).
+    /// Bytes of the files in the store's directory once the store is closed (allocated blocks,
+    /// a file with several links counted once).
     pub space_bytes: u64,
+    /// The same right after the settling, the store open (Cairn: with the files of runs that
+    /// merges replaced, which later operations release and remove in bounded steps).
+    pub space_bytes_open: u64,
     /// Merges and compactions, and the shape of each table.
     pub counters: EngineCounters,
     /// Why the settling stopped before all background work was done, if it did.

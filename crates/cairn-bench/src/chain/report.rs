@@ -19,7 +19,9 @@ pub fn write(dir: &Path) -> Result<PathBuf, Failure> {
     let mut records: Vec<ChainRecord> = Vec::new();
     let entries = std::fs::read_dir(dir).context(|| format!("listing {}", dir.display()))?;
     for entry in entries {
-        let path = entry.context(|| format!("listing {}", dir.display()))?.path();
+        let path = entry
+            .context(|| format!("listing {}", dir.display()))?
+            .path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if name.starts_with("chain-") && name.ends_with(".json") {
             let record: ChainRecord = crate::record::read_json(&path)?;
@@ -116,18 +118,26 @@ pub fn markdown(records: &[ChainRecord]) -> String {
     let _ = writeln!(
         out,
         "| configuration | blocks/s | user MB/s | load s | settle s | written GB | write amp. | \
-         merge steps | compactions | compaction written GB | space GB | runs/levels per table | \
+         merge steps | compactions | compaction written GB | space GB closed (open) | runs/levels per table | \
          header by number µs p50/p99/mean | tx by hash µs | latest state µs | cgroup peak MiB |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for r in records {
         if let Some(failure) = &r.failure {
-            let _ = writeln!(out, "| {} | failed: {} |", r.config, failure.replace('|', "/"));
+            let _ = writeln!(
+                out,
+                "| {} | failed: {} |",
+                r.config,
+                failure.replace('|', "/")
+            );
             continue;
         }
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {:.0} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} |",
             r.config,
             r.blocks_per_s,
             r.user_mb_per_s,
@@ -139,6 +149,7 @@ pub fn markdown(records: &[ChainRecord]) -> String {
             opt(r.counters.compactions, |c| c.to_string()),
             opt(r.counters.compaction_write_bytes, gb),
             gb(r.space_bytes),
+            gb(r.space_bytes_open),
             shapes(r),
             latency(r, "header-by-number"),
             latency(r, "tx-by-hash"),
@@ -194,12 +205,18 @@ fn ratios(out: &mut String, records: &[ChainRecord]) {
             other.config,
             ratio(Some(base.blocks_per_s), Some(other.blocks_per_s)),
             ratio(other.write_amplification, base.write_amplification),
-            ratio(Some(other.space_bytes as f64), Some(base.space_bytes as f64)),
+            ratio(
+                Some(other.space_bytes as f64),
+                Some(base.space_bytes as f64)
+            ),
             ratio(
                 mean_latency(other, "header-by-number"),
                 mean_latency(base, "header-by-number")
             ),
-            ratio(mean_latency(other, "tx-by-hash"), mean_latency(base, "tx-by-hash")),
+            ratio(
+                mean_latency(other, "tx-by-hash"),
+                mean_latency(base, "tx-by-hash")
+            ),
             ratio(
                 mean_latency(other, "state-latest"),
                 mean_latency(base, "state-latest")

@@ -65,7 +65,11 @@ pub struct RocksStore {
 impl RocksStore {
     /// Creates a database in `dir` with the column families `tables` (one table: the default
     /// column family).
-    pub fn open(dir: &Path, tables: &[&'static str], cache_bytes: usize) -> Result<RocksStore, Failure> {
+    pub fn open(
+        dir: &Path,
+        tables: &[&'static str],
+        cache_bytes: usize,
+    ) -> Result<RocksStore, Failure> {
         let memtable_bytes = cache_bytes / 2 / 4;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let cache = Cache::new_lru_cache(cache_bytes);
@@ -109,7 +113,7 @@ impl RocksStore {
              compression; WAL on, not synced, wal_bytes_per_sync {} KiB; one WriteBatch per \
              block; the load ends with a flush and wait_for_compact",
             memtable_bytes >> 20,
-            cache_bytes / 2 >> 20,
+            (cache_bytes / 2) >> 20,
             cache_bytes >> 20,
             TARGET_FILE_BYTES_BASE >> 20,
             LEVEL_BASE_BYTES >> 20,
@@ -183,7 +187,7 @@ impl ChainStore for RocksStore {
             for level in 0..LEVELS {
                 let files = self
                     .db
-                    .property_int_value_cf(family, format!("rocksdb.num-files-at-level{level}"))
+                    .property_int_value_cf(family, &format!("rocksdb.num-files-at-level{level}"))
                     .ok()
                     .flatten()
                     .unwrap_or(0);
@@ -194,7 +198,11 @@ impl ChainStore for RocksStore {
         }
         Ok(EngineCounters {
             merge_steps: None,
-            compactions: Some(self.options.get_histogram_data(Histogram::CompactionTime).count()),
+            compactions: Some(
+                self.options
+                    .get_histogram_data(Histogram::CompactionTime)
+                    .count(),
+            ),
             compaction_read_bytes: Some(self.options.get_ticker_count(Ticker::CompactReadBytes)),
             compaction_write_bytes: Some(self.options.get_ticker_count(Ticker::CompactWriteBytes)),
             flush_write_bytes: Some(self.options.get_ticker_count(Ticker::FlushWriteBytes)),

@@ -267,11 +267,23 @@ impl Stream {
     pub fn block_pairs(&self, block: u64, out: &mut Vec<Pair>) {
         let hash = self.block_hash(block);
         let mut push = |kind, key, value| out.push(Pair { kind, key, value });
-        push(Kind::Header, header_key(block, &hash), self.header_value(block));
+        push(
+            Kind::Header,
+            header_key(block, &hash),
+            self.header_value(block),
+        );
         push(Kind::Canonical, canonical_key(block), hash.to_vec());
-        push(Kind::Number, number_key(&hash), block.to_be_bytes().to_vec());
+        push(
+            Kind::Number,
+            number_key(&hash),
+            block.to_be_bytes().to_vec(),
+        );
         push(Kind::Body, body_key(block, &hash), self.body_value(block));
-        push(Kind::Receipts, receipts_key(block, &hash), self.receipts_value(block));
+        push(
+            Kind::Receipts,
+            receipts_key(block, &hash),
+            self.receipts_value(block),
+        );
         for tx in 0..self.shape.txs_per_block {
             let key = lookup_key(&self.tx_hash(block, tx));
             push(Kind::TxLookup, key, lookup_value(block));
@@ -454,7 +466,11 @@ mod tests {
                         _ => (b'r', 3_000),
                     };
                     assert_eq!((k[0], &k[1..9], &k[9..]), (prefix, &num[..], &hash[..]));
-                    assert!((mean / 2..mean / 2 + mean).contains(&v.len()), "{}", v.len());
+                    assert!(
+                        (mean / 2..mean / 2 + mean).contains(&v.len()),
+                        "{}",
+                        v.len()
+                    );
                 }
                 Kind::TxLookup => {
                     assert_eq!((k[0], k.len()), (b'l', 33));
@@ -494,7 +510,11 @@ mod tests {
                 latest.insert(pair.key, pair.value);
             }
         }
-        assert_eq!(latest.len() as u64, stream.state_keys_after(20), "every key distinct");
+        assert_eq!(
+            latest.len() as u64,
+            stream.state_keys_after(20),
+            "every key distinct"
+        );
         assert!(kinds[0] > 0 && kinds[1] > kinds[0], "{kinds:?}");
         let last = stream.last_writes();
         assert_eq!(last.len(), latest.len());
@@ -508,7 +528,13 @@ mod tests {
 
     #[test]
     fn mean_sizes_match_the_stream() {
-        let stream = Stream::new(5, Shape { blocks: 400, ..shape() });
+        let stream = Stream::new(
+            5,
+            Shape {
+                blocks: 400,
+                ..shape()
+            },
+        );
         let mut bytes = 0usize;
         let mut count = 0usize;
         for (_, pair) in all_pairs(&stream) {
@@ -518,7 +544,10 @@ mod tests {
         let means = stream.mean_sizes();
         let expected: f64 = means.iter().map(|(_, b, n)| b * n).sum::<f64>() * 400.0;
         let pairs: f64 = means.iter().map(|(_, _, n)| n).sum::<f64>() * 400.0;
-        assert!((bytes as f64 / expected - 1.0).abs() < 0.05, "{bytes} vs {expected}");
+        assert!(
+            (bytes as f64 / expected - 1.0).abs() < 0.05,
+            "{bytes} vs {expected}"
+        );
         assert_eq!(count as f64, pairs);
     }
 }
