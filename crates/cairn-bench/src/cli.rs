@@ -401,7 +401,7 @@ pub struct ChainArgs {
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
     /// Blocks in the stream.
-    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..1 << 32))]
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..1 << 32))]
     pub blocks: u64,
     /// Transactions per block (one tx lookup entry each).
     #[arg(long, default_value_t = 100)]
