@@ -210,3 +210,44 @@ impl ChainStore for RocksStore {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    /// Both RocksDB configurations on a tiny stream, in this process, every read checked.
+    #[test]
+    fn small_chain_runs_with_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = [
+            "cairn-bench",
+            "chain",
+            "--configs",
+            "rocksdb-hashed,rocksdb-block",
+            "--blocks",
+            "100",
+            "--txs-per-block",
+            "10",
+            "--state-writes-per-block",
+            "20",
+            "--body-bytes",
+            "3000",
+            "--receipts-bytes",
+            "2000",
+            "--rocksdb-cache",
+            "8M",
+            "--queries",
+            "200",
+            "--check",
+            "--in-process",
+            "--dir",
+            dir.path().to_str().unwrap(),
+        ];
+        let Command::Chain(args) = Cli::parse_from(argv).command else {
+            panic!("not the chain command");
+        };
+        crate::chain::run(&args).unwrap();
+    }
+}
