@@ -433,6 +433,10 @@ pub struct ChainArgs {
     /// eighth of it each, flushed beyond half of it.
     #[arg(long, default_value = "256M", value_parser = crate::sys::cgroup::parse_size)]
     pub rocksdb_cache: u64,
+    /// RocksDB: write the WAL (not synced, as Geth does); false leaves it off, to compare the
+    /// trees alone (Cairn writes no log).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub rocksdb_wal: bool,
     /// Cairn: how long the settling after the load waits for the background merges.
     #[arg(long, default_value_t = 120)]
     pub settle_timeout_s: u64,

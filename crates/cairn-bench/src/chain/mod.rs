@@ -124,6 +124,11 @@ pub fn run(args: &ChainArgs) -> Result<(), Failure> {
         configs.len(),
         started.elapsed().as_secs_f64()
     );
+    let command = command_line();
+    let mut records = records;
+    for record in &mut records {
+        record.command = command.clone();
+    }
     println!("{}", report::markdown(&records));
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).context(|| format!("creating {}", out.display()))?;
@@ -141,6 +146,13 @@ pub fn run(args: &ChainArgs) -> Result<(), Failure> {
             failed.join("; ")
         )))
     }
+}
+
+/// This process's command line, as the user gave it.
+fn command_line() -> String {
+    let mut words = vec!["cairn-bench".to_string()];
+    words.extend(std::env::args().skip(1));
+    words.join(" ")
 }
 
 /// Runs `config` in this process, in `dir`.
@@ -213,6 +225,7 @@ fn open_store(
             dir,
             config.tables(),
             args.rocksdb_cache as usize,
+            args.rocksdb_wal,
         )?));
         #[cfg(not(feature = "rocksdb"))]
         return Err(Failure(format!(

@@ -24,6 +24,9 @@ pub struct ChainRecord {
     pub commit: Option<String>,
     /// The machine.
     pub machine: Option<Machine>,
+    /// The command line of the invocation.
+    #[serde(default)]
+    pub command: String,
     /// The stream's seed.
     pub seed: u64,
     /// Blocks loaded.

@@ -105,14 +105,15 @@ pub fn markdown(records: &[ChainRecord]) -> String {
         );
         let _ = writeln!(
             out,
-            "Commit {}, {}; {} cores, {}.\n",
+            "Commit {}, {}; {} cores, {}. Command: `{}`.\n",
             r.commit.as_deref().unwrap_or("unknown"),
             r.date,
             r.machine.as_ref().map_or(0, |m| m.cores),
             r.machine
                 .as_ref()
                 .and_then(|m| m.cpu.clone())
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            r.command
         );
     }
     let _ = writeln!(
