@@ -171,7 +171,7 @@ fn load(plan: &Plan<'_>) -> Result<(u64, u64), Failure> {
     Ok((count, user_bytes))
 }
 
-/// The three queries, `queries` of each, timed one by one.
+/// The three queries, `queries` of each, timed one by one (the engine lookups only).
 fn read_queries(
     plan: &Plan<'_>,
     queries: u64,
@@ -179,78 +179,102 @@ fn read_queries(
     check: bool,
 ) -> Result<Vec<ReadRecord>, Failure> {
     let mut rng = SplitMix64::new(seed ^ 0x7265_6164_7321);
-    let model = (check && plan.stream.shape().state_writes_per_block > 0)
-        .then(|| plan.stream.last_writes());
-    let mut out = Vec::new();
-    let mut times = Vec::new();
+    let mut out = vec![header_queries(plan, queries, &mut rng, check)?];
+    if plan.stream.shape().txs_per_block > 0 {
+        out.push(tx_queries(plan, queries, &mut rng, check)?);
+    }
+    if plan.stream.shape().state_writes_per_block > 0 {
+        out.push(state_queries(plan, queries, &mut rng, check)?);
+    }
+    Ok(out)
+}
+
+/// Headers of random blocks by number.
+fn header_queries(
+    plan: &Plan<'_>,
+    queries: u64,
+    rng: &mut SplitMix64,
+    check: bool,
+) -> Result<ReadRecord, Failure> {
+    let mut times = Vec::with_capacity(queries as usize);
     for _ in 0..queries {
-        let block = random_block(plan, &mut rng);
+        let block = random_block(plan, rng);
         let started = Instant::now();
         let (hash, header) = header_by_number(plan, block)?;
         times.push(micros(started));
         if check {
-            expect(
-                &hash,
-                &plan.stream.block_hash(block),
-                "canonical hash",
-                block,
-            )?;
+            let want_hash = plan.stream.block_hash(block);
+            expect(&hash, &want_hash, "canonical hash", block)?;
             expect(&header, &plan.stream.header_value(block), "header", block)?;
         }
     }
-    out.push(summary("header-by-number", 2, &times));
-    times.clear();
-    if plan.stream.shape().txs_per_block > 0 {
-        for _ in 0..queries {
-            let block = random_block(plan, &mut rng);
-            let tx = rng.below(plan.stream.shape().txs_per_block);
-            let started = Instant::now();
-            let (number, hash, body) = tx_by_hash(plan, &plan.stream.tx_hash(block, tx))?;
-            times.push(micros(started));
-            if check {
-                expect(
-                    &number.to_be_bytes(),
-                    &block.to_be_bytes(),
-                    "tx lookup",
-                    block,
-                )?;
-                expect(
-                    &hash,
-                    &plan.stream.block_hash(block),
-                    "canonical hash",
-                    block,
-                )?;
-                expect(&body, &plan.stream.body_value(block), "body", block)?;
-            }
+    Ok(summary("header-by-number", 2, &times))
+}
+
+/// Random transactions by hash: lookup entry, canonical hash, body.
+fn tx_queries(
+    plan: &Plan<'_>,
+    queries: u64,
+    rng: &mut SplitMix64,
+    check: bool,
+) -> Result<ReadRecord, Failure> {
+    let mut times = Vec::with_capacity(queries as usize);
+    for _ in 0..queries {
+        let block = random_block(plan, rng);
+        let tx_hash = plan
+            .stream
+            .tx_hash(block, rng.below(plan.stream.shape().txs_per_block));
+        let started = Instant::now();
+        let (number, hash, body) = tx_by_hash(plan, &tx_hash)?;
+        times.push(micros(started));
+        if check {
+            let want_hash = plan.stream.block_hash(block);
+            expect(
+                &number.to_be_bytes(),
+                &block.to_be_bytes(),
+                "tx lookup",
+                block,
+            )?;
+            expect(&hash, &want_hash, "canonical hash", block)?;
+            expect(&body, &plan.stream.body_value(block), "body", block)?;
         }
-        out.push(summary("tx-by-hash", 3, &times));
-        times.clear();
     }
+    Ok(summary("tx-by-hash", 3, &times))
+}
+
+/// The latest values of random state keys; with `check`, compared with the last write of each
+/// ([`Stream::last_writes`]).
+fn state_queries(
+    plan: &Plan<'_>,
+    queries: u64,
+    rng: &mut SplitMix64,
+    check: bool,
+) -> Result<ReadRecord, Failure> {
+    let model = check.then(|| plan.stream.last_writes());
     let state_keys = plan.stream.state_keys_after(*plan.stream.blocks().end());
-    if state_keys > 0 {
-        for _ in 0..queries {
-            let number = rng.below(state_keys);
-            let key = plan.stream.state_key(number);
-            let kind = if plan.stream.is_account(number) {
-                Kind::Account
-            } else {
-                Kind::Storage
-            };
-            let started = Instant::now();
-            let value = plan.get(kind, 0, key)?;
-            times.push(micros(started));
-            let value = value.ok_or_else(|| Failure(format!("state key {number} is missing")))?;
-            if let Some(last) = &model {
-                let packed = last[number as usize];
-                let want = plan
-                    .stream
-                    .state_value(number, packed >> 32, packed & 0xffff_ffff);
-                expect(&value, &want, "state value", packed >> 32)?;
-            }
+    let mut times = Vec::with_capacity(queries as usize);
+    for _ in 0..queries {
+        let number = rng.below(state_keys);
+        let key = plan.stream.state_key(number);
+        let kind = if plan.stream.is_account(number) {
+            Kind::Account
+        } else {
+            Kind::Storage
+        };
+        let started = Instant::now();
+        let value = plan.get(kind, 0, key)?;
+        times.push(micros(started));
+        let value = value.ok_or_else(|| Failure(format!("state key {number} is missing")))?;
+        if let Some(last) = &model {
+            let (block, index) = (
+                last[number as usize] >> 32,
+                last[number as usize] & 0xffff_ffff,
+            );
+            let want = plan.stream.state_value(number, block, index);
+            expect(&value, &want, "state value", block)?;
         }
-        out.push(summary("state-latest", 1, &times));
     }
-    Ok(out)
+    Ok(summary("state-latest", 1, &times))
 }
 
 fn random_block(plan: &Plan<'_>, rng: &mut SplitMix64) -> u64 {

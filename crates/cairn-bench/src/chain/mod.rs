@@ -64,60 +64,10 @@ pub fn run(args: &ChainArgs) -> Result<(), Failure> {
     if let Some(name) = &args.child_config {
         return run_child(name, args);
     }
-    let configs: Vec<ChainConfig> = if args.configs.is_empty() {
-        ChainConfig::ALL
-            .into_iter()
-            .filter(|c| c.available())
-            .collect()
-    } else {
-        args.configs.clone()
-    };
-    for config in &configs {
-        if !config.available() {
-            return Err(Failure(format!(
-                "{} is not built in: build cairn-bench with --features rocksdb",
-                config.name()
-            )));
-        }
-    }
-    if args.state_update_percent >= 100 {
-        return Err(Failure(
-            "--state-update-percent must be below 100".to_string(),
-        ));
-    }
+    let configs = chosen_configs(args)?;
     let started = std::time::Instant::now();
-    let (records, failed) = crate::in_temp_dir(args.dir.as_deref(), args.keep, |parts| {
-        let mut records = Vec::new();
-        let mut failed = Vec::new();
-        for &config in &configs {
-            let work = parts.join(config.name());
-            std::fs::create_dir_all(&work).context(|| format!("creating {}", work.display()))?;
-            let result = if args.in_process {
-                run_here(config, &work, args)
-            } else {
-                run_in_child(config, parts, &work, args)
-            };
-            if !args.keep {
-                std::fs::remove_dir_all(&work)
-                    .context(|| format!("removing {}", work.display()))?;
-            }
-            match result {
-                Ok(record) => records.push(record),
-                Err(e) => {
-                    eprintln!("{}: {e}", config.name());
-                    failed.push(format!("{}: {e}", config.name()));
-                    records.push(ChainRecord {
-                        benchmark: CHAIN.to_string(),
-                        config: config.name().to_string(),
-                        date: sys::now_rfc3339(),
-                        commit: sys::git_commit(),
-                        failure: Some(e.0),
-                        ..ChainRecord::default()
-                    });
-                }
-            }
-        }
-        Ok((records, failed))
+    let (mut records, failed) = crate::in_temp_dir(args.dir.as_deref(), args.keep, |parts| {
+        run_configs(parts, &configs, args)
     })?;
     eprintln!(
         "chain: {} configurations in {:.1} s",
@@ -125,7 +75,6 @@ pub fn run(args: &ChainArgs) -> Result<(), Failure> {
         started.elapsed().as_secs_f64()
     );
     let command = command_line();
-    let mut records = records;
     for record in &mut records {
         record.command = command.clone();
     }
@@ -146,6 +95,71 @@ pub fn run(args: &ChainArgs) -> Result<(), Failure> {
             failed.join("; ")
         )))
     }
+}
+
+/// `--configs`, or every configuration built in; an error for one that is not built in or for
+/// a shape the stream refuses.
+fn chosen_configs(args: &ChainArgs) -> Result<Vec<ChainConfig>, Failure> {
+    let configs: Vec<ChainConfig> = if args.configs.is_empty() {
+        ChainConfig::ALL
+            .into_iter()
+            .filter(|c| c.available())
+            .collect()
+    } else {
+        args.configs.clone()
+    };
+    if let Some(missing) = configs.iter().find(|c| !c.available()) {
+        return Err(Failure(format!(
+            "{} is not built in: build cairn-bench with --features rocksdb",
+            missing.name()
+        )));
+    }
+    if args.state_update_percent >= 100 {
+        return Err(Failure(
+            "--state-update-percent must be below 100".to_string(),
+        ));
+    }
+    Ok(configs)
+}
+
+/// Runs each configuration in turn, each in `parts/<config>` (removed afterwards unless
+/// `--keep`, so that two stores never hold the disk at once). A configuration that fails gets a
+/// record saying how, and the others still run.
+fn run_configs(
+    parts: &Path,
+    configs: &[ChainConfig],
+    args: &ChainArgs,
+) -> Result<(Vec<ChainRecord>, Vec<String>), Failure> {
+    let mut records = Vec::new();
+    let mut failed = Vec::new();
+    for &config in configs {
+        let work = parts.join(config.name());
+        std::fs::create_dir_all(&work).context(|| format!("creating {}", work.display()))?;
+        let result = if args.in_process {
+            run_here(config, &work, args)
+        } else {
+            run_in_child(config, parts, &work, args)
+        };
+        if !args.keep {
+            std::fs::remove_dir_all(&work).context(|| format!("removing {}", work.display()))?;
+        }
+        match result {
+            Ok(record) => records.push(record),
+            Err(e) => {
+                eprintln!("{}: {e}", config.name());
+                failed.push(format!("{}: {e}", config.name()));
+                records.push(ChainRecord {
+                    benchmark: CHAIN.to_string(),
+                    config: config.name().to_string(),
+                    date: sys::now_rfc3339(),
+                    commit: sys::git_commit(),
+                    failure: Some(e.0),
+                    ..ChainRecord::default()
+                });
+            }
+        }
+    }
+    Ok((records, failed))
 }
 
 /// This process's command line, as the user gave it.
