@@ -93,8 +93,8 @@ pub fn run(
     );
     let reads = read_queries(&plan, args.queries, args.seed, args.check)?;
     let settings = store.settings();
-    // Cairn keeps the files of runs that merges replaced until later operations release and
-    // remove them (in bounded steps), so the space while open still holds some of them; closed,
+    // Cairn keeps the files of runs that merges replaced on disk while the store is open (later
+    // updates did not free them in a probe), so the space while open holds them too; closed,
     // the store holds only its data (Cairn: the snapshot the settling saved).
     drop(store);
     let space_bytes = dir_bytes(dir)?;
