@@ -70,7 +70,7 @@ pub struct ChainRecord {
     /// a file with several links counted once).
     pub space_bytes: u64,
     /// The same right after the settling, the store open (Cairn: with the files of runs that
-    /// merges replaced, which stay until the store closes).
+    /// merges replaced, which a few later updates did not free and closing does).
     pub space_bytes_open: u64,
     /// Merges and compactions, and the shape of each table.
     pub counters: EngineCounters,
