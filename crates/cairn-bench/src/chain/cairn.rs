@@ -219,6 +219,7 @@ pub fn counters(
             levels: stats.levels as u64,
             runs: stats.runs as u64,
             merges_in_progress: stats.merges_in_progress as u64,
+            merge_steps_by_updates: Some(stats.merge_steps_total),
         });
     }
     Ok(out)

@@ -121,6 +121,11 @@ pub struct TableShape {
     pub runs: u64,
     /// Merges started but not finished (Cairn; RocksDB: 0).
     pub merges_in_progress: u64,
+    /// Cairn: merge steps the table's updates performed (`TableStats::merge_steps_total`; the
+    /// background thread's steps are the session's, counted only in
+    /// [`EngineCounters::merge_steps`]).
+    #[serde(default)]
+    pub merge_steps_by_updates: Option<u64>,
 }
 
 /// The latency of one kind of query.
