@@ -1,10 +1,12 @@
-//! The command line: `cairn-bench utxo quick|setup|run|suite`, `union`, `upsert` and `report`.
+//! The command line: `cairn-bench utxo quick|setup|run|suite`, `union`, `upsert`, `chain` and
+//! `report`.
 //!
 //! Owns: the clap definitions. Must never touch: an engine (the Cairn adapter turns `--io` and
 //! `--disk-cache` into Cairn's settings).
 
 use std::path::PathBuf;
 
+use crate::chain::config::ChainConfig;
 use crate::engines::EngineKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -46,6 +48,12 @@ pub enum Command {
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
     Report(ReportArgs),
+    /// A synthetic Ethereum sync (Geth's key layout) written block by block into Cairn and
+    /// RocksDB, with hashed and with block-ordered keys: blocks/s, write amplification,
+    /// merges or compactions, space, then read latencies (issue 15).
+    Chain(ChainArgs),
+    /// Turn a directory of `chain` records (`chain-*.json`) into `chain.md`.
+    ChainReport(ReportArgs),
 }
 
 /// Options of `report`.
@@ -370,6 +378,90 @@ pub struct WalArgs {
     /// (`SessionOptions::background_merges`), as RocksDB and fjall compact in the background.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub background_merges: bool,
+}
+
+/// Options of `chain`.
+#[derive(Clone, Debug, Args)]
+pub struct ChainArgs {
+    /// Configurations, comma-separated, run one after the other: cairn-hashed, cairn-block,
+    /// cairn-block-onetable; rocksdb-hashed, rocksdb-block (`--features rocksdb`). Default:
+    /// every one built in.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub configs: Vec<ChainConfig>,
+    /// Parent of the temporary benchmark directory (default: the system's temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Directory for the records (`chain-<config>.json`) and the report (`chain.md`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Keep the benchmark directory instead of removing it at exit.
+    #[arg(long)]
+    pub keep: bool,
+    /// Seed of the stream and of the queries.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// Blocks in the stream.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..1 << 32))]
+    pub blocks: u64,
+    /// Transactions per block (one tx lookup entry each).
+    #[arg(long, default_value_t = 100)]
+    pub txs_per_block: u64,
+    /// State writes per block (accounts and storage slots, random 32-byte hashed keys).
+    #[arg(long, default_value_t = 200)]
+    pub state_writes_per_block: u64,
+    /// Percent of the state writes that update a key written earlier (0..99).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..100))]
+    pub state_update_percent: u64,
+    /// Mean bytes of a block body (each body ±50 %).
+    #[arg(long, default_value_t = 40_000)]
+    pub body_bytes: usize,
+    /// Mean bytes of a block's receipts (±50 %).
+    #[arg(long, default_value_t = 30_000)]
+    pub receipts_bytes: usize,
+    /// Blocks per group of the block prefix (`cairn::BlockKeys::new`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub group_blocks: u64,
+    /// Cairn: store bodies and receipts as blobs (`Update::InsertWithBlob`) rather than inline
+    /// in overflow pages.
+    #[arg(long)]
+    pub blobs: bool,
+    /// Cairn: bytes of each table's write buffer, e.g. 32M (turned into entries by the mean
+    /// size of the table's entries plus 64 bytes of bookkeeping each).
+    #[arg(long, default_value = "32M", value_parser = crate::sys::cgroup::parse_size)]
+    pub cairn_write_buffer: u64,
+    /// RocksDB: Geth's database cache, e.g. 256M: a block cache of this size, memtables of an
+    /// eighth of it each, flushed beyond half of it.
+    #[arg(long, default_value = "256M", value_parser = crate::sys::cgroup::parse_size)]
+    pub rocksdb_cache: u64,
+    /// RocksDB: write the WAL (not synced, as Geth does); false leaves it off, to compare the
+    /// trees alone (Cairn writes no log).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub rocksdb_wal: bool,
+    /// Cairn: how long the settling after the load waits for the background merges.
+    #[arg(long, default_value_t = 120)]
+    pub settle_timeout_s: u64,
+    /// Queries of each kind after the load.
+    #[arg(long, default_value_t = 5_000)]
+    pub queries: u64,
+    /// Compare every read with the value recomputed from the seed.
+    #[arg(long)]
+    pub check: bool,
+    /// Memory limit of each configuration's cgroup (page cache included).
+    #[arg(long, default_value = "1G", value_parser = crate::sys::cgroup::parse_size)]
+    pub memory_limit: u64,
+    /// Run every configuration in this process, one after the other (no child processes, no
+    /// cgroups; the write counters are then deltas of this process's).
+    #[arg(long)]
+    pub in_process: bool,
+    /// (Internal) the one configuration a child process runs.
+    #[arg(long, hide = true)]
+    pub child_config: Option<String>,
+    /// (Internal) where a child process writes its record.
+    #[arg(long, hide = true)]
+    pub child_json: Option<PathBuf>,
+    /// (Internal) the directory a child process works in.
+    #[arg(long, hide = true)]
+    pub child_dir: Option<PathBuf>,
 }
 
 /// Options of `trie`.

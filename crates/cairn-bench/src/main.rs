@@ -13,6 +13,8 @@
 //! - `upsert`: lsm-tree's upsert benchmark ([`upsert`]).
 //! - `union`: lsm-tree's table-union benchmark ([`union`]).
 //! - `trie`: an authenticated table's proof sizes and commit costs ([`trie`]).
+//! - `chain`, `chain-report`: a synthetic Ethereum sync with hashed and block-ordered keys, on
+//!   Cairn and RocksDB ([`chain`]).
 //!
 //! The parts, each a directory or a file:
 //!
@@ -29,6 +31,7 @@
 //!   medians).
 
 mod auth;
+mod chain;
 mod cli;
 mod engines;
 mod failure;
@@ -74,6 +77,10 @@ fn main() -> ExitCode {
         }),
         Command::Wal(args) => wal::run(&args),
         Command::Report(args) => report::run(&args),
+        Command::Chain(args) => chain::run(&args),
+        Command::ChainReport(args) => chain::report::write(&args.dir).map(|path| {
+            println!("{}", path.display());
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
