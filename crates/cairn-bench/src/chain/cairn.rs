@@ -15,6 +15,8 @@
 //!   size of the entries the table holds plus [`ENTRY_OVERHEAD_BYTES`] (Cairn's write buffer
 //!   counts entries, not bytes), so that a table of 70 KB bodies and a table of 36-byte lookup
 //!   entries both hold about the same memory.
+//! - Each block's entries of a table are written as one batch in key order (as `BlockKeys`
+//!   asks; with hashed keys the order makes no difference).
 //! - Large values: bodies and receipts inline in overflow pages, or as blobs
 //!   (`Update::InsertWithBlob` with an empty value) with `--blobs`.
 //! - Settling: every table settled (`Table::settle`), then the background thread is given up to
@@ -140,6 +142,10 @@ impl ChainStore for CairnStore {
             if puts.is_empty() {
                 continue;
             }
+            // In key order, as `BlockKeys` asks: with block-ordered keys the table's updates
+            // then ascend, and its merges link runs instead of rewriting them.
+            let mut puts: Vec<&Put> = puts.iter().collect();
+            puts.sort_unstable_by(|a, b| a.key.cmp(&b.key));
             let batch: Vec<(&[u8], Update<'_>)> = puts
                 .iter()
                 .map(|p| {
@@ -214,12 +220,18 @@ pub fn counters(
     for (table, name) in tables.iter().zip(names) {
         let stats = table.stats().context(|| format!("stats of table {name}"))?;
         *out.merge_steps.get_or_insert(0) += stats.merge_steps_total;
+        *out.merges.get_or_insert(0) += stats.merges_started;
+        *out.parts_linked.get_or_insert(0) += stats.parts_linked;
         out.tables.push(TableShape {
             name: name.to_string(),
             levels: stats.levels as u64,
             runs: stats.runs as u64,
             merges_in_progress: stats.merges_in_progress as u64,
             merge_steps_by_updates: Some(stats.merge_steps_total),
+            run_parts: Some(stats.run_parts as u64),
+            merges_started: Some(stats.merges_started),
+            parts_linked: Some(stats.parts_linked),
+            entries_linked: Some(stats.entries_linked),
         });
     }
     Ok(out)

@@ -98,6 +98,13 @@ pub struct EngineCounters {
     /// Cairn: merge steps (input entries consumed by merges) over every table, by updates and
     /// the background thread.
     pub merge_steps: Option<u64>,
+    /// Cairn: merges started over every table (`TableStats::merges_started`), those that only
+    /// linked parts included.
+    #[serde(default)]
+    pub merges: Option<u64>,
+    /// Cairn: parts those merges linked instead of rewriting (`TableStats::parts_linked`).
+    #[serde(default)]
+    pub parts_linked: Option<u64>,
     /// RocksDB: compactions run (the count of the `rocksdb.compaction.times.micros` histogram).
     pub compactions: Option<u64>,
     /// RocksDB: bytes compactions read (`rocksdb.compact.read.bytes`).
@@ -126,6 +133,16 @@ pub struct TableShape {
     /// [`EngineCounters::merge_steps`]).
     #[serde(default)]
     pub merge_steps_by_updates: Option<u64>,
+    /// Cairn: files (parts) the runs are made of (`TableStats::run_parts`).
+    #[serde(default)]
+    pub run_parts: Option<u64>,
+    /// Cairn: merges the table started and the parts and entries they linked.
+    #[serde(default)]
+    pub merges_started: Option<u64>,
+    #[serde(default)]
+    pub parts_linked: Option<u64>,
+    #[serde(default)]
+    pub entries_linked: Option<u64>,
 }
 
 /// The latency of one kind of query.

@@ -74,7 +74,12 @@ fn shapes(record: &ChainRecord) -> String {
         .counters
         .tables
         .iter()
-        .map(|t| format!("{}: {}/{}", t.name, t.runs, t.levels))
+        .map(|t| match t.run_parts {
+            Some(parts) if parts != t.runs => {
+                format!("{}: {} ({} parts)/{}", t.name, t.runs, parts, t.levels)
+            }
+            _ => format!("{}: {}/{}", t.name, t.runs, t.levels),
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -119,7 +124,7 @@ pub fn markdown(records: &[ChainRecord]) -> String {
     let _ = writeln!(
         out,
         "| configuration | blocks/s | user MB/s | load s | settle s | written GB | write amp. | \
-         merge steps | compactions | compaction written GB | space GB closed (open) | runs/levels per table | \
+         merge steps | merges (parts linked) / compactions | compaction written GB | space GB closed (open) | runs/levels per table | \
          header by number µs p50/p99/mean | tx by hash µs | latest state µs | cgroup peak MiB |"
     );
     let _ = writeln!(
@@ -147,7 +152,10 @@ pub fn markdown(records: &[ChainRecord]) -> String {
             opt(r.write_bytes_total, gb),
             opt(r.write_amplification, |w| format!("{w:.2}")),
             opt(r.counters.merge_steps, |m| m.to_string()),
-            opt(r.counters.compactions, |c| c.to_string()),
+            match (r.counters.merges, r.counters.compactions) {
+                (Some(m), _) => format!("{m} ({})", r.counters.parts_linked.unwrap_or(0)),
+                (None, c) => opt(c, |c| c.to_string()),
+            },
             opt(r.counters.compaction_write_bytes, gb),
             gb(r.space_bytes),
             gb(r.space_bytes_open),

@@ -214,6 +214,8 @@ impl ChainStore for RocksStore {
         }
         Ok(EngineCounters {
             merge_steps: None,
+            merges: None,
+            parts_linked: None,
             compactions: Some(
                 self.options
                     .get_histogram_data(Histogram::CompactionTime)
