@@ -560,6 +560,7 @@ mod tests {
             bloom_above: Arc::new([]),
             last_level_own: false,
             index: IndexType::Ordinary,
+            written: Arc::default(),
         }
     }
 

@@ -184,6 +184,9 @@ pub(crate) struct RunParams {
     /// that `bloom` is for the level above it.
     pub(crate) last_level_own: bool,
     pub(crate) index: IndexType,
+    /// Bytes of the run files written with these parameters (the table's, shared with its
+    /// duplicates): every writer adds its files' sizes when it finishes.
+    pub(crate) written: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl RunParams {
@@ -203,6 +206,7 @@ impl RunParams {
             bloom_above: config.bloom_above_params()?.into(),
             last_level_own: config.last_level_bloom.is_some(),
             index: config.index,
+            written: Arc::default(),
         })
     }
 
@@ -285,6 +289,8 @@ pub(crate) struct RunWriter {
     last_key: Vec<u8>,
     /// The first key pushed (empty before the first).
     first_key: Vec<u8>,
+    /// Where the run's bytes are counted when it is finished ([`RunParams::written`]).
+    written: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl RunWriter {
@@ -324,6 +330,7 @@ impl RunWriter {
             entries: 0,
             last_key: Vec::new(),
             first_key: Vec::new(),
+            written: params.written.clone(),
         })
     }
 
@@ -435,8 +442,13 @@ impl RunWriter {
         };
         let mut sums_file =
             FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Checksums))?;
-        sums_file.write(&checksums.encode())?;
+        let sums_bytes = checksums.encode();
+        sums_file.write(&sums_bytes)?;
         sums_file.finish(false)?;
+        let bytes =
+            checksums.files.iter().map(|(size, _)| size).sum::<u64>() + sums_bytes.len() as u64;
+        self.written
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
         let removals = self.unfinished.removals.clone();
         let bounds = KeyBounds {
             first: std::mem::take(&mut self.first_key).into(),
@@ -1060,6 +1072,7 @@ mod tests {
             bloom_above: Arc::new([]),
             last_level_own: false,
             index,
+            written: Arc::default(),
         }
     }
 

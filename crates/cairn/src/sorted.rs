@@ -358,6 +358,7 @@ mod tests {
             bloom_above: Arc::new([]),
             last_level_own: false,
             index: IndexType::Compact,
+            written: Arc::default(),
         }
     }
 

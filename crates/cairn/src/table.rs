@@ -81,6 +81,10 @@ pub struct TableStats {
     pub parts_linked: u64,
     /// Entries in the linked parts.
     pub entries_linked: u64,
+    /// Bytes of run files this table (with its duplicates, which share the count) has written:
+    /// flushes, merges and the write buffers its snapshots saved. With the bytes of the updates
+    /// it was given, its write amplification.
+    pub bytes_written: u64,
     /// Merges started but not finished.
     pub merges_in_progress: usize,
     /// Keys in the write buffer, and in a full one still being written out as a run.
@@ -1504,6 +1508,11 @@ impl Table {
             merges_started: shape.merges_started,
             parts_linked: shape.parts_linked,
             entries_linked: shape.entries_linked,
+            bytes_written: self
+                .inner
+                .params
+                .written
+                .load(std::sync::atomic::Ordering::Relaxed),
             merges_in_progress: shape.merges_in_progress,
             write_buffer_entries: state.write_buffer.len()
                 + state.flushing.as_ref().map_or(0, |f| f.buffer.len()),

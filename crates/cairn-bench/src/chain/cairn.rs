@@ -232,6 +232,8 @@ pub fn counters(
             merges_started: Some(stats.merges_started),
             parts_linked: Some(stats.parts_linked),
             entries_linked: Some(stats.entries_linked),
+            bytes_written: Some(stats.bytes_written),
+            user_bytes: None,
         });
     }
     Ok(out)

@@ -71,7 +71,7 @@ pub fn run(
     };
     let io_start = IoCounters::now();
     let start = Instant::now();
-    let (pairs, user_bytes) = load(&plan)?;
+    let (pairs, user_bytes, table_bytes) = load(&plan)?;
     let load_seconds = start.elapsed().as_secs_f64();
     let io_load = IoCounters::now();
     let settle_start = Instant::now();
@@ -82,7 +82,10 @@ pub fn run(
         eprintln!("{}: not settled: {why}", config.name());
     }
     let space_bytes_open = dir_bytes(dir)?;
-    let counters = store.counters()?;
+    let mut counters = store.counters()?;
+    for (table, bytes) in counters.tables.iter_mut().zip(&table_bytes) {
+        table.user_bytes = Some(*bytes);
+    }
     let write_bytes_load = IoCounters::since(io_load, io_start).map(|c| c.write_bytes);
     let write_bytes_total = IoCounters::since(io_total, io_start).map(|c| c.write_bytes);
     eprintln!(
@@ -133,8 +136,9 @@ pub fn run(
     })
 }
 
-/// Writes every block, one batch per table; returns the pairs and the user bytes written.
-fn load(plan: &Plan<'_>) -> Result<(u64, u64), Failure> {
+/// Writes every block, one batch per table; returns the pairs, the user bytes written and the
+/// user bytes of each table.
+fn load(plan: &Plan<'_>) -> Result<(u64, u64, Vec<u64>), Failure> {
     let tables = plan.config.tables().len();
     let blocks = plan.stream.blocks();
     let step = (plan.stream.shape().blocks / PROGRESS_PARTS).max(1);
@@ -142,6 +146,7 @@ fn load(plan: &Plan<'_>) -> Result<(u64, u64), Failure> {
     let mut pairs: Vec<Pair> = Vec::new();
     let mut batches: Vec<Vec<Put>> = (0..tables).map(|_| Vec::new()).collect();
     let (mut count, mut user_bytes) = (0u64, 0u64);
+    let mut table_bytes = vec![0u64; tables];
     for block in blocks.clone() {
         pairs.clear();
         plan.stream.block_pairs(block, &mut pairs);
@@ -152,6 +157,8 @@ fn load(plan: &Plan<'_>) -> Result<(u64, u64), Failure> {
             count += 1;
             user_bytes += (pair.key.len() + pair.value.len()) as u64;
             let large = matches!(pair.kind, Kind::Body | Kind::Receipts);
+            table_bytes[plan.config.table_of(pair.kind)] +=
+                (pair.key.len() + pair.value.len()) as u64;
             batches[plan.config.table_of(pair.kind)].push(Put {
                 key: plan.config.key(&plan.keys, pair.kind, block, pair.key),
                 value: pair.value,
@@ -168,7 +175,7 @@ fn load(plan: &Plan<'_>) -> Result<(u64, u64), Failure> {
             );
         }
     }
-    Ok((count, user_bytes))
+    Ok((count, user_bytes, table_bytes))
 }
 
 /// The three queries, `queries` of each, timed one by one (the engine lookups only).

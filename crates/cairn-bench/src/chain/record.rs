@@ -143,6 +143,13 @@ pub struct TableShape {
     pub parts_linked: Option<u64>,
     #[serde(default)]
     pub entries_linked: Option<u64>,
+    /// The user bytes (Geth's keys and values) written into this table.
+    #[serde(default)]
+    pub user_bytes: Option<u64>,
+    /// Cairn: bytes of run files the table wrote (`TableStats::bytes_written`: flushes, merges,
+    /// the snapshot's write buffer); with `user_bytes`, the table's own write amplification.
+    #[serde(default)]
+    pub bytes_written: Option<u64>,
 }
 
 /// The latency of one kind of query.

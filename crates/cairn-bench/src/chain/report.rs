@@ -84,6 +84,26 @@ fn shapes(record: &ChainRecord) -> String {
         .join(", ")
 }
 
+/// Each Cairn table's write amplification: the run bytes it wrote over its user bytes.
+fn table_amplification(record: &ChainRecord) -> String {
+    let parts: Vec<String> = record
+        .counters
+        .tables
+        .iter()
+        .filter_map(|t| match (t.bytes_written, t.user_bytes) {
+            (Some(written), Some(user)) if user > 0 => {
+                Some(format!("{} {:.2}", t.name, written as f64 / user as f64))
+            }
+            _ => None,
+        })
+        .collect();
+    if parts.is_empty() {
+        "n/a".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// The report of `records`.
 pub fn markdown(records: &[ChainRecord]) -> String {
     let mut out = String::new();
@@ -123,13 +143,13 @@ pub fn markdown(records: &[ChainRecord]) -> String {
     }
     let _ = writeln!(
         out,
-        "| configuration | blocks/s | user MB/s | load s | settle s | written GB | write amp. | \
+        "| configuration | blocks/s | user MB/s | load s | settle s | written GB | write amp. | write amp. per table | \
          merge steps | merges (parts linked) / compactions | compaction written GB | space GB closed (open) | runs/levels per table | \
          header by number µs p50/p99/mean | tx by hash µs | latest state µs | cgroup peak MiB |"
     );
     let _ = writeln!(
         out,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for r in records {
         if let Some(failure) = &r.failure {
@@ -143,7 +163,7 @@ pub fn markdown(records: &[ChainRecord]) -> String {
         }
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} |",
+            "| {} | {:.0} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} |",
             r.config,
             r.blocks_per_s,
             r.user_mb_per_s,
@@ -151,6 +171,7 @@ pub fn markdown(records: &[ChainRecord]) -> String {
             r.settle_seconds,
             opt(r.write_bytes_total, gb),
             opt(r.write_amplification, |w| format!("{w:.2}")),
+            table_amplification(r),
             opt(r.counters.merge_steps, |m| m.to_string()),
             match (r.counters.merges, r.counters.compactions) {
                 (Some(m), _) => format!("{m} ({})", r.counters.parts_linked.unwrap_or(0)),
