@@ -95,6 +95,8 @@ pub fn hostile_snapshot(input: &[u8]) -> HostileOutcome {
             IndexType::Ordinary
         },
         auth: (byte(0) & 2 != 0).then(AuthConfig::default),
+        // Runs cut into parts of 3 entries: snapshots of several parts per run (version 3).
+        part_entries: (byte(0) & 4 != 0).then_some(3),
         ..TableConfig::default()
     };
     {

@@ -96,9 +96,10 @@ pub fn run(
     );
     let reads = read_queries(&plan, args.queries, args.seed, args.check)?;
     let settings = store.settings();
-    // Cairn keeps the files of runs that merges replaced on disk while the store is open (later
-    // updates did not free them in a probe), so the space while open holds them too; closed,
-    // the store holds only its data (Cairn: the snapshot the settling saved).
+    // Cairn removes the files of runs that merges replaced in steps paced by its writes, so
+    // those of the last merges are still there while the store is open (later updates or the
+    // close remove them): the space while open holds them too; closed, the store holds only
+    // its data (Cairn: the snapshot the settling saved).
     drop(store);
     let space_bytes = dir_bytes(dir)?;
     Ok(ChainRecord {
