@@ -2,8 +2,9 @@
 //! performs the steps of merges in progress ahead of the credits updates pay for them, on
 //! another core, so that an update usually finds its share of merge work already done.
 //!
-//! Owns: [`Background`] (the thread, the list of merges it may work on, memory to free). May call: `merge`
-//! (stepping a [`SharedMerge`]). Must never touch: the level structure or the credit accounting
+//! Owns: [`Background`] (the thread, the lists of merges and flushes it may work on, memory to
+//! free). May call: `merge` (stepping a [`SharedMerge`]), `flush` (writing a chunk of a
+//! [`SharedFlush`]). Must never touch: the level structure or the credit accounting
 //! (that is `schedule`'s job), tables, files directly.
 //!
 //! How it fits the schedule: `schedule` registers every merge it starts. An update still pays
@@ -17,6 +18,11 @@
 //! a lookup collecting runs, a snapshot) waits for it, and holds it for one chunk of at most
 //! [`CHUNK_STEPS`] steps (plus, when the chunk ends the merge, writing the output's filter and
 //! index). That is the longest a foreground user waits for the background.
+//!
+//! Flushes: a full write buffer frozen by an update is written out as a level-1 run by the
+//! updates that follow, a few entries each (`table`); registered here, its entries are written
+//! ahead of them, a chunk at a time, before any merge work. The updates then find their share
+//! written and only add the finished run to level 1.
 //!
 //! It also frees memory that updates hand over (a flushed write buffer: one allocation per
 //! entry), before each chunk.
@@ -35,6 +41,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::flush::SharedFlush;
 use crate::merge::SharedMerge;
 
 /// Steps the background thread performs under one acquisition of a merge's lock.
@@ -66,6 +73,8 @@ struct Shared {
 struct Queue {
     /// Merges that may have work left (weak: a merge released by its tables is dropped).
     merges: Vec<Weak<SharedMerge>>,
+    /// Flushes that may have entries left to write (weak, as merges).
+    flushes: Vec<Weak<SharedFlush>>,
     /// Memory handed over to be freed here rather than on an update's path (a flushed write
     /// buffer: tens of thousands of allocations).
     garbage: Vec<Box<dyn Send>>,
@@ -76,6 +85,7 @@ impl std::fmt::Debug for Queue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Queue")
             .field("merges", &self.merges.len())
+            .field("flushes", &self.flushes.len())
             .field("garbage", &self.garbage.len())
             .field("stop", &self.stop)
             .finish()
@@ -113,6 +123,18 @@ impl Background {
         self.shared.wake.notify_one();
     }
 
+    /// Hands a newly frozen write buffer's flush to the thread, which writes it ahead of the
+    /// updates that pay for it (before any merge work: level 1 needs it first).
+    pub(crate) fn register_flush(&self, flush: &Arc<SharedFlush>) {
+        let mut queue = lock(&self.shared.queue);
+        if queue.stop {
+            return;
+        }
+        queue.flushes.retain(|w| w.strong_count() > 0);
+        queue.flushes.push(Arc::downgrade(flush));
+        self.shared.wake.notify_one();
+    }
+
     /// Waits until the thread has dropped the merges it holds (it holds them only while it
     /// picks and works on one chunk). A table that is closing calls it after releasing its
     /// runs, so that the files of a merge the thread was working on are released (to the
@@ -144,6 +166,7 @@ impl Background {
             let mut queue = lock(&self.shared.queue);
             queue.stop = true;
             queue.merges.clear();
+            queue.flushes.clear();
             let garbage = std::mem::take(&mut queue.garbage);
             self.shared.wake.notify_all();
             drop(queue);
@@ -167,28 +190,49 @@ impl Drop for Background {
 /// waits for, performs one chunk of it, and repeats; sleeps while no merge has work left.
 fn run(shared: &Shared) {
     loop {
-        let (weak, garbage) = {
+        let (weak, flushes, garbage) = {
             let mut queue = lock(&shared.queue);
             loop {
                 if queue.stop {
                     return;
                 }
                 queue.merges.retain(|w| w.strong_count() > 0);
-                if !queue.merges.is_empty() || !queue.garbage.is_empty() {
+                queue
+                    .flushes
+                    .retain(|w| w.upgrade().is_some_and(|f| f.needs_work()));
+                if !queue.merges.is_empty()
+                    || !queue.flushes.is_empty()
+                    || !queue.garbage.is_empty()
+                {
                     break;
                 }
                 queue = shared.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
             }
-            (queue.merges.clone(), std::mem::take(&mut queue.garbage))
+            (
+                queue.merges.clone(),
+                queue.flushes.clone(),
+                std::mem::take(&mut queue.garbage),
+            )
         };
         drop(garbage);
-        if weak.is_empty() {
+        if weak.is_empty() && flushes.is_empty() {
             continue;
         }
-        if !work_once(shared, &weak) {
+        // A flush first; merge work when no flush had entries to write here.
+        let worked = flush_once(shared, &flushes) || (!weak.is_empty() && work_once(shared, &weak));
+        if !worked {
             std::thread::sleep(BUSY_PAUSE);
         }
     }
+}
+
+/// One chunk of the first flush with entries left that no foreground user holds or waits for.
+/// Returns whether it wrote anything.
+fn flush_once(shared: &Shared, weak: &[Weak<SharedFlush>]) -> bool {
+    let _working = lock(&shared.working);
+    weak.iter()
+        .filter_map(Weak::upgrade)
+        .any(|flush| flush.needs_work() && flush.background_chunk().is_some_and(|n| n > 0))
 }
 
 /// One pick and one chunk. Returns false when every merge with work left was held by the

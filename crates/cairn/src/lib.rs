@@ -36,6 +36,7 @@ mod cursor;
 mod durable;
 mod entry;
 mod error;
+mod flush;
 pub mod fs;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

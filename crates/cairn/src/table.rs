@@ -1,7 +1,8 @@
 //! Tables: the public key-value API over one write buffer and its levels.
 //!
 //! Owns: [`Table`], [`Update`], [`TableStats`], and the update path (validation, credits, flushes).
-//! May call: `write_buffer`, `schedule`, `lookup`, `run`, `sorted` (writing runs in parts),
+//! May call: `write_buffer`, `flush` (a frozen write buffer's run), `schedule`, `lookup`, `run`,
+//! `sorted` (writing runs in parts),
 //! `entry`, `page` (operation codes),
 //! `cursor` (streams), `union`, `snapshot`, `session` (its shared parts), `auth`, `trie` and
 //! `pagelog` (an authenticated table's Merkle trie and where its snapshot keeps it), `durable` (a durable table's writes go through the
@@ -30,6 +31,7 @@ use crate::config::{MergeSchedule, Resolve, TableConfig};
 use crate::cursor::{Cursor, CursorEntry, KeyRange, StampedEntries};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
+use crate::flush::SharedFlush;
 use crate::lookup::{lookup_runs, results, BlobRef, BlobSource, LookupResult, Partial};
 use crate::page::{Op, KEY_SIZE_MAX, VALUE_SIZE_MAX};
 use crate::run::RunParams;
@@ -145,48 +147,31 @@ pub(crate) struct TableInner {
 /// A full write buffer on its way to level 1.
 ///
 /// When the write buffer fills, it is frozen here and a fresh one takes the updates. Every
-/// update then writes [`FLUSH_ENTRIES_PER_UPDATE`] of its entries into the run being built (in
-/// chunks of [`FLUSH_CHUNK`]), so the `B` entries of a flush are spread over the next `B / 4`
-/// updates instead of landing on the one update that filled the buffer; the last of them
-/// finishes the run and adds it to level 1, before the new buffer can fill. Lookups read it
-/// after the write buffer. Operations that hand the table's structure elsewhere (cursors,
-/// unions, snapshots) first finish it ([`Table::settle_flush`]): at most `B` entries, the cost
-/// every flush had before it was spread. A duplicate does not: it shares the frozen buffer and
-/// starts its own flush of it from the beginning, with no run file until its own updates (or a
-/// settle) pay for a chunk, so a duplicate taken only to read (a pipelined lookup's view) costs
-/// no I/O; one that is updated writes its own copy of the run, at most `B` entries.
+/// update then pays for [`FLUSH_ENTRIES_PER_UPDATE`] of its entries and writes those that are
+/// not written yet into the run being built (in chunks of [`FLUSH_CHUNK`]), so the `B` entries of
+/// a flush are spread over the next `B / 4` updates instead of landing on the one update that
+/// filled the buffer; the update that pays for the last of them finishes the run (if it is not
+/// finished yet) and adds it to level 1, before the new buffer can fill. In a session with
+/// background merges the flush is shared with the background thread ([`SharedFlush`]), which
+/// writes ahead of the updates, so that they usually find their share written. Lookups read the
+/// frozen buffer after the write buffer. Operations that hand the table's structure elsewhere
+/// (cursors, unions, snapshots) first finish it ([`Table::settle_flush`]): at most `B` entries,
+/// the cost every flush had before it was spread. A duplicate shares the flush (the run is
+/// written once) and pays for it with credits of its own.
 #[derive(Debug)]
 struct Flushing {
     /// The frozen buffer (an O(1) clone of the persistent map, shared with lookups' plans).
     buffer: WriteBuffer,
-    /// The run being written (in parts, under [`crate::TableConfig::part_entries`]); created
-    /// when the first chunk is due.
-    writer: Option<PartWriter>,
-    /// The last key written, `None` before the first.
-    written_up_to: Option<Vec<u8>>,
-    /// Entries of `buffer` written so far.
-    written: usize,
-    /// Entries updates have paid for but not yet written (written in chunks).
-    credits: usize,
+    /// The run being written, shared with duplicates and the background thread.
+    shared: Arc<SharedFlush>,
+    /// Entries of `buffer` this handle's updates have paid for (at most its length).
+    paid: usize,
 }
 
 /// Entries of a frozen buffer each update writes: 4, so that a flush of `B` entries is done
 /// after `B / 4` updates, a quarter of the way to the next one, and at most `B + B / 4`
 /// entries are held in memory (the frozen buffer and the new one) instead of `B + B / 2`.
 const FLUSH_ENTRIES_PER_UPDATE: usize = 4;
-
-impl Flushing {
-    /// A flush of `buffer` with nothing written yet.
-    fn unstarted(buffer: WriteBuffer) -> Flushing {
-        Flushing {
-            buffer,
-            writer: None,
-            written_up_to: None,
-            written: 0,
-            credits: 0,
-        }
-    }
-}
 
 /// Entries written at once from a frozen buffer (one O(log B) seek into the map per chunk).
 const FLUSH_CHUNK: usize = 64;
@@ -325,7 +310,11 @@ impl Table {
             let state = self.read()?;
             (
                 state.write_buffer.clone(),
-                state.flushing.as_ref().map(|f| f.buffer.clone()),
+                state.flushing.as_ref().map(|f| Flushing {
+                    buffer: f.buffer.clone(),
+                    shared: f.shared.clone(),
+                    paid: f.paid,
+                }),
                 state.dirty.clone(),
                 state.levels.clone(),
                 state.union.clone(),
@@ -341,10 +330,10 @@ impl Table {
             union,
             auth,
         )?;
-        if let Some(buffer) = frozen {
+        if let Some(flushing) = frozen {
             // Nobody else has the new table yet: the lock is free.
             let mut state = copy.inner.state.write().unwrap_or_else(|p| p.into_inner());
-            state.flushing = Some(Flushing::unstarted(buffer));
+            state.flushing = Some(flushing);
         }
         Ok(copy)
     }
@@ -640,11 +629,22 @@ impl Table {
         Ok(())
     }
 
-    /// Freezes the full write buffer as [`Flushing`] and gives the table a fresh one. O(1)
-    /// memory work; the run's files are created when its first chunk is written.
+    /// Freezes the full write buffer as [`Flushing`] and gives the table a fresh one, handing
+    /// the flush to the background thread if the session has one. O(1) memory work; the run's
+    /// first file is created with its first entry.
     fn start_flush(&self, state: &mut TableState) -> Result<()> {
         debug_assert!(state.flushing.is_none());
-        state.flushing = Some(Flushing::unstarted(std::mem::take(&mut state.write_buffer)));
+        let buffer = std::mem::take(&mut state.write_buffer);
+        let writer = self.flush_writer(buffer.len(), state.levels.level_count());
+        let shared = Arc::new(SharedFlush::new(buffer.clone(), writer));
+        if let Some(background) = self.inner.session.background() {
+            background.register_flush(&shared);
+        }
+        state.flushing = Some(Flushing {
+            buffer,
+            shared,
+            paid: 0,
+        });
         Ok(())
     }
 
@@ -662,61 +662,36 @@ impl Table {
         )
     }
 
-    /// Pays `entries` more entries of the frozen buffer (if there is one), writes them once a
-    /// chunk's worth is due (all that remain for `usize::MAX`), and when all are written
-    /// finishes the run and adds it to level 1. Returns the merge steps adding it performed.
+    /// Pays for `entries` more entries of the frozen buffer (if there is one) and writes those
+    /// not written yet once a chunk's worth is due (all that remain for `usize::MAX`); once all
+    /// are paid for, finishes the run (if nobody has) and adds it to level 1. Returns the merge
+    /// steps adding it performed.
     fn advance_flush(
         &self,
         state: &mut TableState,
         ctx: &crate::schedule::MergeContext<'_>,
         entries: usize,
     ) -> Result<u64> {
-        let levels = state.levels.level_count();
         let Some(flushing) = state.flushing.as_mut() else {
             return Ok(0);
         };
-        let remaining = flushing.buffer.len() - flushing.written;
-        flushing.credits = flushing.credits.saturating_add(entries).min(remaining);
-        if flushing.credits < FLUSH_CHUNK.min(remaining) {
+        let len = flushing.shared.len();
+        flushing.paid = flushing.paid.saturating_add(entries).min(len);
+        let written = flushing.shared.written();
+        if flushing.paid < len && flushing.paid.saturating_sub(written) < FLUSH_CHUNK {
             return Ok(0);
         }
-        if flushing.writer.is_none() {
-            flushing.writer = Some(self.flush_writer(flushing.buffer.len(), levels));
-        }
-        let Flushing {
-            buffer,
-            writer: Some(writer),
-            written_up_to,
-            written,
-            credits,
-        } = flushing
-        else {
+        let output = flushing.shared.write_up_to(flushing.paid)?;
+        if flushing.paid < len {
             return Ok(0);
+        }
+        let Some(run) = output else {
+            return Err(Error::TableBroken(
+                "a flush wrote every entry but has no run".into(),
+            ));
         };
-        let from = match written_up_to {
-            Some(key) => Bound::Excluded(key.as_slice()),
-            None => Bound::Unbounded,
-        };
-        let mut last = None;
-        for entry in buffer.iter_from(from).take(*credits) {
-            let blob = entry.blob().map(|blob| &blob[..]);
-            writer.push(entry.key(), entry.op(), entry.value(), blob)?;
-            last = Some(entry.key());
-        }
-        *written += *credits;
-        *credits = 0;
-        if let Some(key) = last {
-            *written_up_to = Some(key.to_vec());
-        }
-        if *written < buffer.len() {
-            return Ok(0);
-        }
         let Some(flushing) = state.flushing.take() else {
             return Ok(0);
-        };
-        let run = match flushing.writer {
-            Some(writer) => writer.finish()?,
-            None => None,
         };
         match self.inner.session.background() {
             // Freeing B entries (an allocation each) is the background thread's work.
