@@ -545,23 +545,11 @@ impl MergeSource for SortedCursor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bloom::BloomParams;
     use crate::fs::MemFs;
     use crate::index::IndexType;
-    use std::path::PathBuf;
 
     fn params() -> RunParams {
-        RunParams {
-            dir: PathBuf::from("/r"),
-            removals: Arc::default(),
-            salt: 1,
-            bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
-            last_level_bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
-            bloom_above: Arc::new([]),
-            last_level_own: false,
-            index: IndexType::Ordinary,
-            written: Arc::default(),
-        }
+        RunParams::for_tests(IndexType::Ordinary)
     }
 
     fn run(fs: &Arc<dyn FileSystem>, number: u64, keys: &[u32]) -> Arc<SortedRun> {

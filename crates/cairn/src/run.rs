@@ -735,6 +735,24 @@ impl Run {
     }
 }
 
+#[cfg(test)]
+impl RunParams {
+    /// Parameters for unit tests: runs in `/r`, salt 42, 10-bit filters.
+    pub(crate) fn for_tests(index: IndexType) -> RunParams {
+        RunParams {
+            dir: PathBuf::from("/r"),
+            removals: Arc::default(),
+            salt: 42,
+            bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
+            last_level_bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
+            bloom_above: Arc::new([]),
+            last_level_own: false,
+            index,
+            written: Arc::default(),
+        }
+    }
+}
+
 /// Reads the blob at `span` of a blob file.
 pub(crate) fn read_blob(file: &dyn ReadableFile, span: BlobSpan) -> Result<Vec<u8>> {
     // A corrupt reference must not make us allocate gigabytes before the read fails.
@@ -1063,17 +1081,7 @@ mod tests {
     use crate::fs::MemFs;
 
     fn params(index: IndexType) -> RunParams {
-        RunParams {
-            dir: PathBuf::from("/r"),
-            removals: Arc::default(),
-            salt: 42,
-            bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
-            last_level_bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
-            bloom_above: Arc::new([]),
-            last_level_own: false,
-            index,
-            written: Arc::default(),
-        }
+        RunParams::for_tests(index)
     }
 
     fn write_run(fs: &Arc<dyn FileSystem>, p: &RunParams, n: u32) -> Arc<Run> {

@@ -1930,6 +1930,18 @@ mod tests {
         }
     }
 
+    /// Every truncation and every flipped bit of `bytes` (valid metadata) is refused.
+    fn assert_every_damage_refused(bytes: &[u8]) {
+        for len in 0..bytes.len() {
+            assert!(SnapshotMeta::decode(&bytes[..len]).is_err());
+        }
+        for bit in 0..bytes.len() * 8 {
+            let mut b = bytes.to_vec();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
+        }
+    }
+
     /// Version 3: sorted runs of several parts, named by the levels and the union.
     fn sample_with_parts() -> SnapshotMeta {
         let mut meta = sample();
@@ -1965,14 +1977,7 @@ mod tests {
         assert_eq!(back.levels, meta.levels);
         assert_eq!(back.union, meta.union);
         assert_eq!(back.run_levels()[..5], [1, 1, 1, 2, 2]);
-        for len in 0..bytes.len() {
-            assert!(SnapshotMeta::decode(&bytes[..len]).is_err());
-        }
-        for bit in 0..bytes.len() * 8 {
-            let mut b = bytes.clone();
-            b[bit / 8] ^= 1 << (bit % 8);
-            assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
-        }
+        assert_every_damage_refused(&bytes);
         // Every sorted run must be named, and a part used once.
         let mut unused = sample_with_parts();
         unused.sorted.push(vec![6]);
@@ -1994,14 +1999,7 @@ mod tests {
         assert_eq!(back.levels, meta.levels);
         assert_eq!(back.union, meta.union);
         assert_eq!(back.label, "utxo-v1");
-        for len in 0..bytes.len() {
-            assert!(SnapshotMeta::decode(&bytes[..len]).is_err());
-        }
-        for bit in 0..bytes.len() * 8 {
-            let mut b = bytes.clone();
-            b[bit / 8] ^= 1 << (bit % 8);
-            assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
-        }
+        assert_every_damage_refused(&bytes);
     }
 
     #[test]

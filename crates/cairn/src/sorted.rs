@@ -343,23 +343,11 @@ impl PartWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bloom::BloomParams;
     use crate::fs::MemFs;
     use crate::index::IndexType;
-    use std::path::PathBuf;
 
     fn params() -> RunParams {
-        RunParams {
-            dir: PathBuf::from("/r"),
-            removals: Arc::default(),
-            salt: 42,
-            bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
-            last_level_bloom: BloomParams::for_bits_per_entry(10.0).unwrap(),
-            bloom_above: Arc::new([]),
-            last_level_own: false,
-            index: IndexType::Compact,
-            written: Arc::default(),
-        }
+        RunParams::for_tests(IndexType::Compact)
     }
 
     fn key(i: u32) -> Vec<u8> {
