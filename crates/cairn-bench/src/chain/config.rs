@@ -3,7 +3,7 @@
 //!
 //! Owns: [`ChainConfig`] and its layout ([`ChainConfig::tables`], [`ChainConfig::table_of`],
 //! [`ChainConfig::key`]). Must never touch: an engine (the stores in [`super::cairn`] and
-//! [`super::rocks`] only see table indexes and finished keys).
+//! `super::rocks` only see table indexes and finished keys).
 //!
 //! | configuration | tables | prefixed |
 //! |---|---|---|

@@ -8,7 +8,7 @@
 //!
 //! - [`stream`]: the stream (Geth's key layout, sizes, everything a function of the seed).
 //! - [`config`]: the configurations and their table layouts.
-//! - [`cairn`] and [`rocks`] (`--features rocksdb`): the stores and their settings.
+//! - [`cairn`] and `rocks` (`--features rocksdb`): the stores and their settings.
 //! - [`driver`]: one configuration's load, settling, measurements and reads.
 //! - [`record`] and [`report`]: the JSON record and the Markdown report.
 //!

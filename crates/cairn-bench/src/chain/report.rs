@@ -1,7 +1,7 @@
 //! The Markdown report of `chain` records: every metric per configuration, then the ratios of
 //! `cairn-block` to each other configuration, then each configuration's settings.
 //!
-//! Owns: [`markdown`] and [`write`] (`chain.md` from the `chain-*.json` records of a
+//! Owns: [`markdown`] and [`write()`] (`chain.md` from the `chain-*.json` records of a
 //! directory). Must never touch: measuring.
 
 use std::fmt::Write as _;
