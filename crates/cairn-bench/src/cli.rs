@@ -425,8 +425,9 @@ pub struct ChainArgs {
     /// in overflow pages.
     #[arg(long)]
     pub blobs: bool,
-    /// Cairn: bytes of each table's write buffer, e.g. 32M (turned into entries by the mean
-    /// size of the table's entries plus 64 bytes of bookkeeping each).
+    /// Cairn: the most bytes a table's write buffer holds, e.g. 32M (turned into entries by the
+    /// mean size of the table's entries plus 64 bytes of bookkeeping each; a table never gets
+    /// more than the default 20,000 entries).
     #[arg(long, default_value = "32M", value_parser = crate::sys::cgroup::parse_size)]
     pub cairn_write_buffer: u64,
     /// RocksDB: Geth's database cache, e.g. 256M: a block cache of this size, memtables of an
