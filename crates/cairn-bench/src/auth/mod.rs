@@ -550,19 +550,7 @@ fn children_in(
         let part = parts.join(format!("{}.json", engine.name()));
         let work = parts.join(engine.name());
         std::fs::create_dir_all(&work).context(|| format!("creating {}", work.display()))?;
-        let mut argv: Vec<String> = std::env::args().skip(1).collect();
-        argv.extend([
-            "--child-engine".to_string(),
-            engine.name().to_string(),
-            "--child-json".to_string(),
-            part.display().to_string(),
-            "--child-dir".to_string(),
-            work.display().to_string(),
-        ]);
-        if !sys::proc::drop_page_cache() {
-            eprintln!("cairn-bench: could not drop the page cache (needs root)");
-        }
-        let child = cgroup::run_child(&argv, limit);
+        let child = cgroup::rerun_as_child("--child-engine", engine.name(), &part, &work, limit);
         if !keep {
             std::fs::remove_dir_all(&work).context(|| format!("removing {}", work.display()))?;
         }

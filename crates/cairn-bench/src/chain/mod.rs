@@ -194,19 +194,13 @@ fn run_in_child(
     args: &ChainArgs,
 ) -> Result<ChainRecord, Failure> {
     let part = parts.join(format!("{}.json", config.name()));
-    let mut argv: Vec<String> = std::env::args().skip(1).collect();
-    argv.extend([
-        "--child-config".to_string(),
-        config.name().to_string(),
-        "--child-json".to_string(),
-        part.display().to_string(),
-        "--child-dir".to_string(),
-        work.display().to_string(),
-    ]);
-    if !sys::proc::drop_page_cache() {
-        eprintln!("cairn-bench: could not drop the page cache (needs root)");
-    }
-    let memory = cgroup::run_child(&argv, args.memory_limit)?;
+    let memory = cgroup::rerun_as_child(
+        "--child-config",
+        config.name(),
+        &part,
+        work,
+        args.memory_limit,
+    )?;
     let mut record: ChainRecord = crate::record::read_json(&part)?;
     record.memory_limit_bytes = memory.limit_bytes;
     record.cgroup_peak_bytes = memory.peak_bytes;

@@ -294,6 +294,32 @@ pub struct ChildMemory {
     pub unlimited_reason: Option<String>,
 }
 
+/// Runs this command again as the child that does one part of it: its own arguments followed
+/// by `{flag} {name} --child-json {json} --child-dir {dir}`, in a fresh memory cgroup limited to
+/// `limit` bytes ([`run_child`]), the page cache written back and dropped first (a line on
+/// stderr when that is not allowed).
+pub fn rerun_as_child(
+    flag: &str,
+    name: &str,
+    json: &std::path::Path,
+    dir: &std::path::Path,
+    limit: u64,
+) -> Result<ChildMemory, Failure> {
+    let mut argv: Vec<String> = std::env::args().skip(1).collect();
+    argv.extend([
+        flag.to_string(),
+        name.to_string(),
+        "--child-json".to_string(),
+        json.display().to_string(),
+        "--child-dir".to_string(),
+        dir.display().to_string(),
+    ]);
+    if !super::proc::drop_page_cache() {
+        eprintln!("cairn-bench: could not drop the page cache (needs root)");
+    }
+    run_child(&argv, limit)
+}
+
 /// Runs this binary again with `args` in a fresh memory cgroup limited to `limit` bytes and
 /// waits for it. When no limit can be set the child runs unlimited, and a line on stderr and
 /// the result say why. A child that fails is an error.
