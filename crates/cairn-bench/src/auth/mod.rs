@@ -461,6 +461,16 @@ pub fn run(args: &AuthArgs) -> Result<(), Failure> {
     } else {
         args.engines.clone()
     };
+    // A commit of k changes updates or deletes 3k/4 distinct present keys.
+    let largest = args.commit_keys.iter().copied().max().unwrap_or(0);
+    if largest.saturating_mul(3) / 4 > args.keys {
+        return Err(Failure(format!(
+            "--keys {} is too few for commits of {largest} keys: a commit changes or deletes \
+             three quarters of its keys among those present (at least {} needed)",
+            args.keys,
+            largest.saturating_mul(3) / 4
+        )));
+    }
     for engine in &engines {
         if !engine.available() {
             return Err(Failure(format!(
