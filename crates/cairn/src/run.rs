@@ -862,15 +862,30 @@ impl Drop for Run {
 /// Pages a cursor reads from the file at once.
 const CURSOR_CHUNK_PAGES: u64 = 16;
 
+/// Pages a cursor keeps requested ahead of the chunk it reads (256 KiB), through
+/// [`ReadableFile::prefetch`]: when less than half of that is left ahead, it asks for the pages
+/// up to a whole window ahead, so the device gets requests of 128 to 256 KiB.
+///
+/// The file is opened without the kernel's own read-ahead (`POSIX_FADV_RANDOM`), whose window
+/// is the device's setting: 8 MiB on the machine the benchmarks run on, read in 4 MiB
+/// requests, each of which held up every lookup read queued behind it for milliseconds (a
+/// merge's input reads were the periodic slow lookup batches at 100M entries; see
+/// `docs/benchmarks/README.md`, "Read-ahead"). A merge reads about 2 KB of input per update at
+/// 100M entries, so a quarter MiB ahead keeps it from waiting on the disk.
+const CURSOR_AHEAD_PAGES: u64 = 64;
+
 /// Reads a run's entries in key order, a chunk of pages at a time (for merges).
 ///
 /// Memory: one chunk of `CURSOR_CHUNK_PAGES` pages (64 KiB), more only for a span of overflow
-/// pages longer than that. One `read` per chunk.
+/// pages longer than that; at most [`CURSOR_AHEAD_PAGES`] more pages in the page cache, read
+/// ahead. One `read` per chunk, one read-ahead request per 32 to 64 pages.
 #[derive(Debug)]
 pub(crate) struct RunCursor {
     run: Arc<Run>,
     file: Arc<dyn ReadableFile>,
     page_count: u64,
+    /// Pages before this one have been read or asked for ahead of time.
+    ahead_to: u64,
     /// Pages `chunk_first .. chunk_first + chunk.len() / PAGE_BYTES` are in `chunk`.
     chunk: Vec<u8>,
     chunk_first: u64,
@@ -930,13 +945,17 @@ impl RunCursor {
     fn at_page(run: Arc<Run>, start_page: u64) -> Result<RunCursor> {
         let file = run.fs.open(
             &run_file_path(&run.dir, run.number, RunFile::KeyOps),
-            ReadOptions::default(),
+            ReadOptions {
+                direct: false,
+                random: true,
+            },
         )?;
         let page_count = run.index.page_count();
         let mut cursor = RunCursor {
             run,
             file,
             page_count,
+            ahead_to: 0,
             chunk: Vec::new(),
             chunk_first: 0,
             span_first: 0,
@@ -978,11 +997,27 @@ impl RunCursor {
         let want = pages.max(CURSOR_CHUNK_PAGES).min(self.page_count - first);
         let bytes = usize::try_from(want * PAGE_BYTES as u64)
             .map_err(|_| Error::corrupt("run", "span too large"))?;
+        self.read_ahead(first + want);
         self.chunk.resize(bytes, 0);
         self.file
             .read_exact_at(&mut self.chunk, first * PAGE_BYTES as u64)?;
         self.chunk_first = first;
         Ok(())
+    }
+
+    /// Asks for the pages up to [`CURSOR_AHEAD_PAGES`] past `end` (where the chunk being read
+    /// ends) once fewer than half of them are asked for already.
+    fn read_ahead(&mut self, end: u64) {
+        let from = self.ahead_to.max(end);
+        if from - end >= CURSOR_AHEAD_PAGES / 2 {
+            return;
+        }
+        let to = end.saturating_add(CURSOR_AHEAD_PAGES).min(self.page_count);
+        if to > from {
+            let page = PAGE_BYTES as u64;
+            self.file.prefetch(from * page, (to - from) * page);
+        }
+        self.ahead_to = to;
     }
 
     fn load_span(&mut self, first: u64) -> Result<()> {

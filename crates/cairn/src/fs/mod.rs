@@ -255,6 +255,15 @@ pub trait ReadableFile: Send + Sync + Debug {
     /// The operating-system descriptor, when there is one (the io_uring backend needs it).
     #[cfg(unix)]
     fn raw_fd(&self) -> Option<std::os::fd::RawFd>;
+    /// Asks for `len` bytes from `offset` to be read into the page cache in the background
+    /// (Linux `POSIX_FADV_WILLNEED`: the kernel issues the reads and returns without waiting for
+    /// them), so that a later [`read_exact_at`](ReadableFile::read_exact_at) of them finds them
+    /// there. A hint only: it changes no data, and a refused hint costs speed, never
+    /// correctness, so it reports nothing. Does nothing for a file opened with `O_DIRECT` or
+    /// without a page cache.
+    fn prefetch(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
 }
 
 /// An exclusive lock held on a file; released on drop.
@@ -831,6 +840,32 @@ impl ReadableFile for RealReadable {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         use std::os::fd::AsRawFd;
         Some(self.file.as_raw_fd())
+    }
+
+    fn prefetch(&self, offset: u64, len: u64) {
+        #[cfg(target_os = "linux")]
+        if !self.direct {
+            use std::os::fd::AsRawFd;
+            let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len))
+            else {
+                return;
+            };
+            // SAFETY: the descriptor is valid for the lifetime of `self.file`; fadvise only takes
+            // a hint and touches no memory of this process.
+            let rc = unsafe {
+                libc::posix_fadvise(
+                    self.file.as_raw_fd(),
+                    offset,
+                    len,
+                    libc::POSIX_FADV_WILLNEED,
+                )
+            };
+            if rc != 0 {
+                log::debug!("fadvise(WILLNEED) on {}: errno {rc}", self.path.display());
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (offset, len);
     }
 }
 
