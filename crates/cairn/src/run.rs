@@ -874,6 +874,18 @@ const CURSOR_CHUNK_PAGES: u64 = 16;
 /// 100M entries, so a quarter MiB ahead keeps it from waiting on the disk.
 const CURSOR_AHEAD_PAGES: u64 = 64;
 
+/// The pages `from .. to` a cursor asks for ahead of a chunk ending at page `end`, when pages
+/// before `ahead_to` are asked for already and the file has `page_count` pages: none while at
+/// least half of [`CURSOR_AHEAD_PAGES`] lie ahead, else up to a whole window past `end`.
+fn ahead_request(ahead_to: u64, end: u64, page_count: u64) -> Option<(u64, u64)> {
+    let from = ahead_to.max(end);
+    if from - end >= CURSOR_AHEAD_PAGES / 2 {
+        return None;
+    }
+    let to = end.saturating_add(CURSOR_AHEAD_PAGES).min(page_count);
+    (to > from).then_some((from, to))
+}
+
 /// Reads a run's entries in key order, a chunk of pages at a time (for merges).
 ///
 /// Memory: one chunk of `CURSOR_CHUNK_PAGES` pages (64 KiB), more only for a span of overflow
@@ -1008,16 +1020,11 @@ impl RunCursor {
     /// Asks for the pages up to [`CURSOR_AHEAD_PAGES`] past `end` (where the chunk being read
     /// ends) once fewer than half of them are asked for already.
     fn read_ahead(&mut self, end: u64) {
-        let from = self.ahead_to.max(end);
-        if from - end >= CURSOR_AHEAD_PAGES / 2 {
-            return;
-        }
-        let to = end.saturating_add(CURSOR_AHEAD_PAGES).min(self.page_count);
-        if to > from {
+        if let Some((from, to)) = ahead_request(self.ahead_to, end, self.page_count) {
             let page = PAGE_BYTES as u64;
             self.file.prefetch(from * page, (to - from) * page);
+            self.ahead_to = to;
         }
-        self.ahead_to = to;
     }
 
     fn load_span(&mut self, first: u64) -> Result<()> {
@@ -1114,6 +1121,32 @@ impl RunCursor {
 mod tests {
     use super::*;
     use crate::fs::MemFs;
+
+    /// A cursor reading chunk after chunk asks for every page ahead exactly once, in requests of
+    /// half a window to a window (only the file's end cuts one shorter), and always has at least
+    /// half a window asked for ahead of the chunk it reads, unless the file ends sooner.
+    #[test]
+    fn read_ahead_requests_are_bounded_contiguous_and_ahead() {
+        for page_count in [1, 15, 16, 17, 64, 100, 1_000, 4_099] {
+            for chunk in [1, 16, 40, 100] {
+                let (mut ahead_to, mut asked, mut first) = (0u64, 0u64, 0u64);
+                while first < page_count {
+                    let end = (first + chunk).min(page_count);
+                    if let Some((from, to)) = ahead_request(ahead_to, end, page_count) {
+                        assert_eq!(from, ahead_to.max(end), "a gap or an overlap");
+                        assert!(to - from <= CURSOR_AHEAD_PAGES);
+                        assert!(to - from >= CURSOR_AHEAD_PAGES / 2 || to == page_count);
+                        asked += to - from;
+                        ahead_to = to;
+                    }
+                    let ahead = ahead_to.max(end);
+                    assert!(ahead >= (end + CURSOR_AHEAD_PAGES / 2).min(page_count));
+                    first = end;
+                }
+                assert!(asked <= page_count);
+            }
+        }
+    }
 
     fn params(index: IndexType) -> RunParams {
         RunParams::for_tests(index)
