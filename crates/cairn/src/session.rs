@@ -211,6 +211,16 @@ impl SessionInner {
         self.removals.remove_step(&*self.fs)
     }
 
+    /// [`SessionInner::remove_released`] for a read: a step only once reads have come
+    /// [`DeferredRemovals::READS_PER_STEP`] times in a row with no other operation's step
+    /// ([`DeferredRemovals::remove_step_for_read`]).
+    pub(crate) fn remove_released_for_read(&self) -> Result<()> {
+        if !self.is_open() {
+            return Ok(());
+        }
+        self.removals.remove_step_for_read(&*self.fs)
+    }
+
     pub(crate) fn salt(&self) -> u64 {
         self.salt
     }

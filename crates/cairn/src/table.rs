@@ -374,8 +374,9 @@ impl Table {
         self.lock_auth()?.ok_or(Error::NotAuthenticated)
     }
 
-    /// The table's state for reading, after the session's queued file removals (which fail the
-    /// operation before it starts if they fail).
+    /// The table's state for reading, after a step of the session's queued file removals if
+    /// reads are to take one (`SessionInner::remove_released_for_read`; a failed
+    /// step fails the operation before it starts).
     ///
     /// A poisoned lock (a resolve function panicked during an update, which may have left the
     /// write buffer or a merge half done) is never read through: the table is broken.
@@ -393,7 +394,7 @@ impl Table {
             }
         };
         state.check_usable()?;
-        self.inner.session.remove_released()?;
+        self.inner.session.remove_released_for_read()?;
         Ok(state)
     }
 

@@ -14,7 +14,7 @@
 
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
@@ -418,7 +418,13 @@ impl FileWriter {
 /// A run is released in `Drop`, which cannot report an error, so it only queues its files here.
 /// The session's operations remove them in bounded steps ([`DeferredRemovals::remove_step`]) at
 /// their start, and if a removal fails that operation fails before doing anything else (so it
-/// can simply be retried): no error is swallowed, and the failed file stays queued. Files still
+/// can simply be retried): no error is swallowed, and the failed file stays queued. Reads
+/// (lookups, cursors) take a step only when no other operation has for
+/// [`DeferredRemovals::READS_PER_STEP`] reads ([`DeferredRemovals::remove_step_for_read`]): while
+/// updates go on they pay for the removals their merges caused, and a lookup never waits for a
+/// `truncate` (measured at 100M entries, lookups that took steps were most of the pipelined
+/// run's slow batches: `docs/benchmarks/README.md`, "Read-ahead"); in a phase of reads only the
+/// reads still empty the queue. Files still
 /// queued when the session closes are removed then ([`DeferredRemovals::remove_all`]), or, if
 /// that fails, when the directory is next opened (opening empties `active/`).
 ///
@@ -442,10 +448,16 @@ pub(crate) struct DeferredRemovals {
     pending: AtomicBool,
     /// Bytes appended by the session's writers since the last step (see [`FileWriter::credit`]).
     written: AtomicU64,
+    /// Reads that came since the last step an operation other than a read took.
+    reads_since_step: AtomicU32,
     paths: Mutex<Vec<PathBuf>>,
 }
 
 impl DeferredRemovals {
+    /// Reads in a row, with no other operation's step among them, after which reads take steps
+    /// too.
+    pub(crate) const READS_PER_STEP: u32 = 32;
+
     /// Bytes a removal step frees besides its credit (4 MiB: at 16 MiB per operation the
     /// measured lookup stall was back; see the type's doc).
     pub(crate) const STEP_BYTES: u64 = 4 << 20;
@@ -484,6 +496,29 @@ impl DeferredRemovals {
         if !self.pending.load(Ordering::Acquire) {
             return Ok(());
         }
+        self.reads_since_step.store(0, Ordering::Relaxed);
+        self.step(fs)
+    }
+
+    /// A read's step: nothing until [`DeferredRemovals::READS_PER_STEP`] reads have come since
+    /// another operation's step, then the same step as [`DeferredRemovals::remove_step`].
+    pub(crate) fn remove_step_for_read(&self, fs: &dyn FileSystem) -> Result<()> {
+        if !self.pending.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let reads = self
+            .reads_since_step
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_add(1))
+            })
+            .unwrap_or(u32::MAX);
+        if reads < Self::READS_PER_STEP {
+            return Ok(());
+        }
+        self.step(fs)
+    }
+
+    fn step(&self, fs: &dyn FileSystem) -> Result<()> {
         let credit = self.written.swap(0, Ordering::Relaxed);
         self.remove_within(
             fs,
@@ -994,6 +1029,45 @@ mod tests {
             "a step plus twice 2 steps' writes"
         );
         w.finish(false).unwrap();
+    }
+
+    /// Reads leave the removals to the other operations while those take steps: a read steps
+    /// only after `READS_PER_STEP` reads in a row with no other step, and then every read does
+    /// until another operation steps again.
+    #[test]
+    fn reads_take_removal_steps_only_when_nothing_else_does() {
+        let fs = MemFs::new();
+        let dir = Path::new("/d");
+        fs.create_dir_all(dir).unwrap();
+        let step = DeferredRemovals::STEP_BYTES;
+        let big = dir.join("big");
+        file_of(&fs, &big, 20 * step as usize);
+        let removals = DeferredRemovals::default();
+        removals.defer([big.clone()]);
+        let len = || fs.file_space(&big).unwrap().len;
+        for steps in 0..3 {
+            for _ in 0..DeferredRemovals::READS_PER_STEP {
+                removals.remove_step_for_read(&fs).unwrap();
+            }
+            assert_eq!(
+                len(),
+                (20 - steps) * step,
+                "reads while others step remove nothing"
+            );
+            removals.remove_step(&fs).unwrap();
+        }
+        assert_eq!(len(), 17 * step);
+        for _ in 0..DeferredRemovals::READS_PER_STEP + 2 {
+            removals.remove_step_for_read(&fs).unwrap();
+        }
+        assert_eq!(
+            len(),
+            15 * step,
+            "reads alone step once they are the only ones"
+        );
+        removals.remove_step(&fs).unwrap();
+        removals.remove_step_for_read(&fs).unwrap();
+        assert_eq!(len(), 14 * step, "another operation's step hands it back");
     }
 
     /// A failed cut or removal fails the step and leaves the file queued; the next step
