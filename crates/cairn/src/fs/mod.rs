@@ -439,10 +439,12 @@ impl FileWriter {
 /// once it fits. A file that another name still links to (a snapshot's hard link) frees nothing
 /// when removed, so it costs only its removal; it is never cut.
 ///
-/// Cost per operation: an atomic load when the queue is empty; otherwise one `stat` and one
-/// `remove_file` or `truncate` per file it reaches, freeing at most the step's budget. The backlog
-/// is bounded: each step frees at least `STEP_BYTES` while any file waits, and at least twice
-/// what was written since the last one.
+/// Cost per operation: an atomic load when the queue is empty, plus an atomic increment for a
+/// read that leaves the step to others; otherwise one `stat` and one `remove_file` or
+/// `truncate` per file it reaches, freeing at most the step's budget. The backlog is bounded:
+/// each step frees at least `STEP_BYTES` while any file waits, and at least twice what was
+/// written since the last one; every operation but a read takes a step, and reads do once 32
+/// of them pass without one.
 #[derive(Debug, Default)]
 pub(crate) struct DeferredRemovals {
     pending: AtomicBool,
