@@ -12,7 +12,8 @@
 //! - CPU: one xxh3 hash per key (~20 ns for 34 bytes); `r` filter probes per key, each touching one
 //!   64-byte cache line, prefetched one key ahead; one index search (a binary search over the
 //!   in-memory fence pointers) per filter hit; one in-place binary search (~6 key comparisons)
-//!   per page read.
+//!   per page read, done for most pages while the wave's other reads are in flight (about
+//!   1 us a page, a quarter of a millisecond a batch that no longer follows the last read).
 //! - I/O: one page span per filter hit: about `n * (1 + r * fpr)` reads for present keys,
 //!   submitted in waves of up to [`WAVE_PAGES_MAX`] pages (io_uring), so the device works at the
 //!   ring's full queue depth (256) for all but the tail of each wave. A batch of 256 keys is one
@@ -22,8 +23,9 @@
 //!   read is issued the moment the newer page completes, within the same wave.
 //! - Memory: pages O(wave), state O(n). One aligned arena of at most [`WAVE_PAGES_MAX`] pages
 //!   (16 MiB) at a time, reused by every wave of the call (only a single span larger than that,
-//!   a value of more than 16 MiB, makes it larger: exactly that span); 72 bytes of bookkeeping
-//!   per read of a wave (request, candidate, slot: at most 288 KiB); the caller's `partial` vector of `n`
+//!   a value of more than 16 MiB, makes it larger: exactly that span); 128 bytes of bookkeeping
+//!   per read of a wave (request, candidate, slot, what its page said: at most 512 KiB) plus
+//!   the values pages searched early found, until the wave is resolved; the caller's `partial` vector of `n`
 //!   entries ([`PARTIAL_BYTES_MAX`] bytes each, plus the values found, which are returned) and
 //!   4 bytes per key for the next run it consults (a `u32`). No
 //!   other allocation grows with `n`. Arenas of up to 4 MiB go back to a pool in the session's
@@ -158,11 +160,30 @@ fn settles(page: &[u8], key: &[u8]) -> Result<bool> {
     })
 }
 
+/// What a read's page said about its key, found while the rest of the wave was still in flight
+/// ([`ReadPlan::read_done`]).
+enum Early {
+    /// Not searched yet (or the page is damaged: [`resolve_wave`] searches it again and reports
+    /// the damage).
+    NotYet,
+    /// The page does not hold the key.
+    Absent,
+    /// The page's entry for the key.
+    Found(Op, Vec<u8>, Option<BlobSpan>),
+}
+
+/// Most bytes one [`Early`] takes besides its value (checked at compile time).
+const EARLY_BYTES_MAX: usize = 56;
+
+const _: () = assert!(std::mem::size_of::<Early>() <= EARLY_BYTES_MAX);
+
 /// The reads of one wave and which key and run each belongs to, in the same order: candidates
 /// of one key are consecutive and newest first, and keys are in batch order.
 struct Wave {
     candidates: Vec<Candidate>,
     requests: Vec<ReadRequest>,
+    /// What each read found, if its page was searched while others were in flight.
+    early: Vec<Early>,
     /// Pages of all `requests`.
     pages: usize,
 }
@@ -175,6 +196,7 @@ impl Wave {
         Wave {
             candidates: Vec::with_capacity(reads),
             requests: Vec::with_capacity(reads),
+            early: Vec::with_capacity(reads),
             pages: 0,
         }
     }
@@ -182,6 +204,7 @@ impl Wave {
     fn clear(&mut self) {
         self.candidates.clear();
         self.requests.clear();
+        self.early.clear();
         self.pages = 0;
     }
 }
@@ -195,7 +218,8 @@ impl Wave {
 /// Reads are issued in waves of at most [`WAVE_PAGES_MAX`] pages, each read into the same arena
 /// (from the pool of `io`, returned at the end), so the call's memory beyond `partial` and the
 /// values it returns is at most `WAVE_PAGES_MAX * 4 KiB` (16 MiB) of pages, or one span when a
-/// single span is larger, plus 72 bytes per read of a wave: O(wave), whatever `keys.len()`.
+/// single span is larger, plus 128 bytes per read of a wave and the values its pages searched
+/// early found: O(wave), whatever `keys.len()`.
 /// A key whose entry became final in one wave is not read again in the next.
 pub(crate) fn lookup_runs<K: AsRef<[u8]>>(
     io: &BlockIo,
@@ -232,7 +256,10 @@ pub(crate) fn lookup_runs<K: AsRef<[u8]>>(
 /// A wave is planned while it is read ([`WavePlan`]): [`PLAN_CHUNK_KEYS`] keys at a time, the
 /// first chunk's reads submitted before the next chunk is planned, so the filter probes and
 /// index searches of a batch (about 1.4 us per key at 100M entries, 14% of a lookup-only batch)
-/// overlap the device's work instead of preceding it.
+/// overlap the device's work instead of preceding it. Likewise the pages: while reads are in
+/// flight and nothing is left to plan, each completed page is searched for its key as it comes
+/// ([`ReadPlan::read_done`], [`Early`]), so that resolving the wave after its last read only
+/// combines what was found.
 fn read_waves<K: AsRef<[u8]>>(
     io: &BlockIo,
     salt: u64,
@@ -271,7 +298,7 @@ fn read_waves<K: AsRef<[u8]>>(
                 break; // every key of the sweep was ruled out by its filters
             }
             debug_assert!(wave.pages <= WAVE_PAGES_MAX || wave.requests.len() == 1);
-            resolve_wave(keys, partial, runs, resolve, &wave, batch)?;
+            resolve_wave(keys, partial, runs, resolve, &mut wave, batch)?;
             wave.clear();
         }
     }
@@ -365,6 +392,28 @@ impl<K: AsRef<[u8]>> ReadPlan for WavePlan<'_, K> {
         let rest = self.keys.len().saturating_sub(next) as f64 * per_key * 1.25;
         (self.wave.pages as f64 + rest).min(WAVE_PAGES_MAX as f64) as usize
     }
+
+    fn read_done(&mut self, i: usize, page: &[u8]) {
+        let (Some(candidate), Some(early)) =
+            (self.wave.candidates.get(i), self.wave.early.get_mut(i))
+        else {
+            return;
+        };
+        let Some(key) = self.keys.get(candidate.key) else {
+            return;
+        };
+        *early = search_early(page, key.as_ref()).unwrap_or(Early::NotYet);
+    }
+}
+
+/// Searches `page` for `key`, keeping what it finds ([`Early`]).
+fn search_early(page: &[u8], key: &[u8]) -> Result<Early> {
+    let view = PageView::new(page)?;
+    let Some(slot) = view.search(key)? else {
+        return Ok(Early::Absent);
+    };
+    let e = view.entry(slot)?;
+    Ok(Early::Found(e.op, e.value.to_vec(), e.blob))
 }
 
 /// Where [`plan_wave`] stopped.
@@ -438,6 +487,7 @@ fn plan_wave<K: AsRef<[u8]>>(
                 part: part as u32,
                 after: after.map_or(NO_READ, |a| a as u32),
             });
+            wave.early.push(Early::NotYet);
             wave.requests.push(ReadRequest {
                 file: run.keyops().clone(),
                 offset: span.first * PAGE_BYTES as u64,
@@ -470,38 +520,43 @@ fn next_pending(partial: &[Partial], next_run: &[u32], runs: u32, from: usize) -
     Some(from + offset)
 }
 
-/// Searches every page of the wave and combines what it finds into `partial`, newest first.
+/// Combines what every page of the wave holds for its key into `partial`, newest first: the
+/// pages searched while the wave was in flight by what they found ([`Early`]), the others by
+/// searching them now.
 fn resolve_wave<K: AsRef<[u8]>>(
     keys: &[K],
     partial: &mut [Partial],
     runs: &[Arc<SortedRun>],
     resolve: &Resolve,
-    wave: &Wave,
+    wave: &mut Wave,
     pages: &ReadBatch,
 ) -> Result<()> {
-    for (c, candidate) in wave.candidates.iter().enumerate() {
+    for (c, (candidate, early)) in wave.candidates.iter().zip(&mut wave.early).enumerate() {
         let i = candidate.key;
         if pages.skipped(c) || partial[i].as_ref().is_some_and(Entry::is_final) {
             continue;
         }
-        let view = PageView::new(pages.get(c))?;
-        let Some(slot) = view.search(keys[i].as_ref())? else {
-            continue;
+        let (op, value, blob) = match std::mem::replace(early, Early::NotYet) {
+            Early::Absent => continue,
+            Early::Found(op, value, blob) => (op, value, blob),
+            Early::NotYet => match search_early(pages.get(c), keys[i].as_ref())? {
+                Early::Found(op, value, blob) => (op, value, blob),
+                Early::Absent | Early::NotYet => continue,
+            },
         };
-        let e = view.entry(slot)?;
         partial[i] = Some(match partial[i].take() {
-            None => match e.op {
+            None => match op {
                 Op::Insert => {
-                    let blob = e.blob.map(|span| {
+                    let blob = blob.map(|span| {
                         let part = &runs[candidate.run as usize].parts()[candidate.part as usize];
                         BlobSource::File(part.blobs().clone(), span)
                     });
-                    Entry::Insert(e.value.to_vec(), blob)
+                    Entry::Insert(value, blob)
                 }
-                Op::Upsert => Entry::Upsert(e.value.to_vec()),
+                Op::Upsert => Entry::Upsert(value),
                 Op::Delete => Entry::Delete,
             },
-            Some(newer) => newer.combine_older(e.op, e.value, resolve),
+            Some(newer) => newer.combine_older(op, &value, resolve),
         });
     }
     Ok(())
