@@ -197,6 +197,10 @@ pub struct RunRecord {
     pub fio_qd32_iops: Option<f64>,
     /// `ops_per_sec / fio_qd32_iops`.
     pub ops_per_qd32_iops: Option<f64>,
+    /// CPU seconds (user and system, every thread) the process used during the timed batches:
+    /// what a run costs the machine whatever the disk's speed that day.
+    #[serde(default)]
+    pub cpu_seconds: Option<f64>,
     /// Added by the parent when the run had a cgroup of its own (`--memory-limit`, `utxo
     /// suite`); absent otherwise.
     #[serde(flatten)]
@@ -506,6 +510,7 @@ mod tests {
             fio_qd1_iops: None,
             fio_qd32_iops: None,
             ops_per_qd32_iops: None,
+            cpu_seconds: Some(1.25),
             own_cgroup: None,
         }
     }

@@ -108,6 +108,13 @@ pub fn run(r: &RunRecord) -> String {
         ("p99.9 batch ms", f1(r.p999_batch_ms)),
         ("max batch ms", f1(r.max_batch_ms)),
         ("peak RSS MiB", rss_mib(r.peak_rss_bytes)),
+        (
+            "CPU us per op",
+            opt(r.cpu_seconds.map(|s| {
+                let ops = r.ops_per_sec * r.seconds;
+                format!("{:.2}", s * 1e6 / ops.max(1.0))
+            })),
+        ),
         ("bytes read", opt(r.bytes_read)),
         ("bytes written", opt(r.bytes_written)),
         ("memory limit", opt(r.memory_limit_bytes)),

@@ -61,6 +61,33 @@ impl IoCounters {
     }
 }
 
+/// CPU seconds the process has used so far, user and system, over all its threads (`utime` and
+/// `stime` of `/proc/self/stat`, in clock ticks of usually 10 ms).
+pub fn cpu_seconds() -> Option<f64> {
+    parse_cpu_seconds(&read("/proc/self/stat")?, clock_ticks_per_second())
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: `sysconf` only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as f64
+    } else {
+        100.0
+    }
+}
+
+/// `utime + stime` of a `/proc/PID/stat` line, in seconds. The command name (field 2) may hold
+/// spaces and parentheses, so the fields are counted from its closing parenthesis.
+fn parse_cpu_seconds(stat: &str, ticks_per_second: f64) -> Option<f64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    // After the name: state (3), ppid (4), ... utime (14), stime (15).
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / ticks_per_second)
+}
+
 /// Writes dirty pages back and drops the page cache (`/proc/sys/vm/drop_caches`; needs root).
 /// Returns whether it worked.
 pub fn drop_page_cache() -> bool {
@@ -100,6 +127,14 @@ fn parse_io(text: &str) -> Option<IoCounters> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_seconds_are_utime_plus_stime_after_the_name() {
+        let stat = "4242 (cb (x) y) S 1 4242 4242 0 -1 4194304 100 0 0 0 250 130 0 0 20 0 3 0";
+        assert_eq!(parse_cpu_seconds(stat, 100.0), Some(3.8));
+        assert_eq!(parse_cpu_seconds("4242 (cb) S 1", 100.0), None);
+        assert!(cpu_seconds().is_some_and(|s| s >= 0.0));
+    }
 
     #[test]
     fn parses_kib_fields_and_io_counters() {

@@ -49,7 +49,7 @@ use crate::report::terminal;
 use crate::stats::percentiles;
 use crate::sys::cgroup;
 use crate::sys::fio;
-use crate::sys::proc::{peak_rss_bytes, IoCounters};
+use crate::sys::proc::{cpu_seconds, peak_rss_bytes, IoCounters};
 use crate::utxo::driver::{Driver, PhaseTiming, BATCH_SIZE};
 use crate::utxo::setup::{engine_dir, engine_options, read_state, table_dir};
 
@@ -136,6 +136,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         eprintln!("background work at the start of the timed batches: {work}");
     }
     let io_before = IoCounters::now();
+    let cpu_before = cpu_seconds();
     let timing = match args.mode {
         RunMode::Serial => driver.serial("serial", args.batches, true)?,
         RunMode::LookupOnly => driver.serial("lookup-only", args.batches, false)?,
@@ -146,6 +147,9 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         write_batch_log(path, &timing)?;
     }
     let io = IoCounters::since(IoCounters::now(), io_before);
+    let cpu = cpu_seconds()
+        .zip(cpu_before)
+        .map(|(now, before)| (now - before).max(0.0));
     let ops_per_batch = match args.mode {
         RunMode::LookupOnly => BATCH_SIZE,
         _ => 3 * BATCH_SIZE,
@@ -176,6 +180,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         fio_qd1_iops: fio.and_then(|f| f.qd1_iops),
         fio_qd32_iops: fio.map(|f| f.qd32_iops),
         ops_per_qd32_iops: fio.map(|f| ops_per_sec / f.qd32_iops),
+        cpu_seconds: cpu,
         own_cgroup: None,
     };
     drop(driver);
