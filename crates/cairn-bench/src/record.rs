@@ -271,6 +271,10 @@ pub struct SuiteRecord {
     /// The modes, in order.
     #[serde(default)]
     pub modes: Vec<String>,
+    /// The file system holding the tables, with its mount options (`discard` makes every file
+    /// removal cost the device a TRIM); absent in records made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_mount: Option<String>,
 }
 
 /// The machine a suite ran on.

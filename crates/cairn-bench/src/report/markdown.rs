@@ -250,11 +250,26 @@ fn suite_provenance(suite: &SuiteRecord, suites: usize) -> String {
                 )
             })
             .unwrap_or_default(),
+    ];
+    if let Some(mount) = &suite.data_mount {
+        let discard = mount.split(['(', ',', ')']).any(|o| o == "discard");
+        lines.push(format!(
+            "- Tables on: {}{}.",
+            md_cell(mount),
+            if discard {
+                " (online discard: every file removal costs the device a TRIM, and reads wait \
+                 behind it)"
+            } else {
+                ""
+            }
+        ));
+    }
+    lines.extend([
         String::new(),
         "The command:".to_string(),
         String::new(),
         format!("{fence}sh\n{}\n{fence}", suite.command),
-    ];
+    ]);
     if suites > 1 {
         lines.push(String::new());
         lines.push(format!(

@@ -399,6 +399,7 @@ mod tests {
         no_cache["memory_limit_bytes"] = Value::Null;
         no_cache["commit"] = Value::Null;
         no_cache["machine"] = json!({"cpu": null, "cores": 2, "mem_total_bytes": null});
+        no_cache["data_mount"] = json!("ext4 on / (rw,relatime,discard)");
         put(dir.path(), "suite.json", &no_cache);
         write_report(dir.path()).unwrap();
         let md = read(dir.path(), "README.md");
@@ -414,6 +415,10 @@ mod tests {
         let machine = "- Machine: unknown, 2 cores, unknown GiB memory, kernel unknown.";
         assert!(md.contains(machine), "{md}");
         assert!(md.contains("- Commit: `unknown`."));
+        assert!(
+            md.contains("- Tables on: ext4 on / (rw,relatime,discard) (online discard:"),
+            "{md}"
+        );
         check_svg(&read(dir.path(), "memory.svg"));
     }
 

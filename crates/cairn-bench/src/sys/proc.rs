@@ -88,6 +88,36 @@ fn parse_cpu_seconds(stat: &str, ticks_per_second: f64) -> Option<f64> {
     Some((utime + stime) as f64 / ticks_per_second)
 }
 
+/// The file system that holds `path`: its type, mount point and options, from the
+/// `/proc/self/mounts` entry with the longest mount point that is a prefix of `path`
+/// (canonicalised), e.g. `ext4 on / (rw,relatime,discard)`. Options such as `discard` change
+/// what removing a file costs the device, so a benchmark records them.
+pub fn mount_of(path: &std::path::Path) -> Option<String> {
+    let path = path.canonicalize().ok()?;
+    mount_for(&read("/proc/self/mounts")?, &path)
+}
+
+/// See [`mount_of`]; `mounts` is the text of `/proc/self/mounts`.
+fn mount_for(mounts: &str, path: &std::path::Path) -> Option<String> {
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_device, point, kind, options) = (
+                fields.next()?,
+                fields.next()?,
+                fields.next()?,
+                fields.next()?,
+            );
+            // Spaces and other bytes in mount points are escaped as octal (`\040`).
+            let point = point.replace("\\040", " ");
+            path.starts_with(&point)
+                .then(|| (point.len(), format!("{kind} on {point} ({options})")))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, text)| text)
+}
+
 /// Writes dirty pages back and drops the page cache (`/proc/sys/vm/drop_caches`; needs root).
 /// Returns whether it worked.
 pub fn drop_page_cache() -> bool {
@@ -127,6 +157,29 @@ fn parse_io(text: &str) -> Option<IoCounters> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mount_of_a_path_is_the_longest_prefix() {
+        let mounts = "/dev/vda / ext4 rw,relatime,discard 0 0\n\
+                      tmpfs /dev/shm tmpfs rw,nosuid 0 0\n\
+                      /dev/vdb /work/data xfs rw,noatime 0 0\n";
+        let at = |p: &str| mount_for(mounts, std::path::Path::new(p));
+        assert_eq!(
+            at("/work/bench/100m").as_deref(),
+            Some("ext4 on / (rw,relatime,discard)")
+        );
+        assert_eq!(
+            at("/work/data/t").as_deref(),
+            Some("xfs on /work/data (rw,noatime)")
+        );
+        // A mount point that is a prefix of the name but not of the path's components.
+        assert_eq!(
+            at("/work/database").as_deref(),
+            Some("ext4 on / (rw,relatime,discard)")
+        );
+        assert_eq!(mount_for("", std::path::Path::new("/x")), None);
+        assert!(mount_of(std::path::Path::new("/")).is_some());
+    }
 
     #[test]
     fn cpu_seconds_are_utime_plus_stime_after_the_name() {

@@ -60,6 +60,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
         fio_qd32_iops_end: None,
         engines: engines.iter().map(|e| e.name().to_string()).collect(),
         modes: modes.iter().map(|m| m.name().to_string()).collect(),
+        data_mount: sys::proc::mount_of(&args.db),
     };
     if let Some(script) = &args.runs.fio_baseline {
         let baseline = fio::measure(script, &args.db)?;
