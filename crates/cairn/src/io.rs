@@ -722,8 +722,9 @@ mod uring {
     }
 
     /// Completed reads handed to [`ReadPlan::read_done`] between two looks at the completion
-    /// queue (about 1 us each for a lookup's page), so that a read released by a completion
-    /// waits at most that long to be submitted.
+    /// queue (about 1 us each for a lookup's page of small values; a lookup copies the value it
+    /// finds, so longer for large ones), so that a read released by a completion waits at most
+    /// that long to be submitted.
     const READY_PER_TURN: usize = 8;
 
     /// Where planning stands during [`read`]: whether the plan may have more, the arena bytes
@@ -906,7 +907,8 @@ mod uring {
                 break;
             }
             if f.failure.is_none() && !f.ready.is_empty() {
-                // Nothing to plan and reads in flight: hand a few completed pages to the plan
+                // Nothing can be planned now (the plan is done or the ring is full) and reads
+                // are in flight: hand a few completed pages to the plan
                 // instead of waiting, sending any released reads to the device first and
                 // taking the completions that came meanwhile after.
                 if !ring.submission().is_empty() {

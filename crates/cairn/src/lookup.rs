@@ -257,9 +257,11 @@ pub(crate) fn lookup_runs<K: AsRef<[u8]>>(
 /// first chunk's reads submitted before the next chunk is planned, so the filter probes and
 /// index searches of a batch (about 1.4 us per key at 100M entries, 14% of a lookup-only batch)
 /// overlap the device's work instead of preceding it. Likewise the pages: while reads are in
-/// flight and nothing is left to plan, each completed page is searched for its key as it comes
-/// ([`ReadPlan::read_done`], [`Early`]), so that resolving the wave after its last read only
-/// combines what was found.
+/// flight and nothing can be planned now, completed pages are searched for their key a few at a
+/// time ([`ReadPlan::read_done`], [`Early`]), so that resolving the wave after its last read
+/// mostly combines what was found (pages still waiting then are searched by [`resolve_wave`]).
+/// A page whose key a newer page of the same wave settles may be searched (and its value
+/// copied) for nothing: at most one value per read of the wave.
 fn read_waves<K: AsRef<[u8]>>(
     io: &BlockIo,
     salt: u64,
