@@ -823,13 +823,8 @@ mod uring {
                 // Let the device start on what is submitted, take what has completed, then plan
                 // the next part while the reads are in flight.
                 if f.in_flight > 0 {
-                    if let Err(e) = ring.submit() {
-                        if !e
-                            .raw_os_error()
-                            .is_some_and(|errno| is_transient(errno) || errno == libc::EBUSY)
-                        {
-                            return Outcome::Broken(enter_error(plan.requests(), e));
-                        }
+                    if let Err(e) = submit_queued(ring, plan.requests()) {
+                        return Outcome::Broken(e);
                     }
                     complete(ring, plan, slots, base, &mut f);
                 }
@@ -908,17 +903,12 @@ mod uring {
             }
             if f.failure.is_none() && !f.ready.is_empty() {
                 // Nothing can be planned now (the plan is done or the ring is full) and reads
-                // are in flight: hand a few completed pages to the plan
-                // instead of waiting, sending any released reads to the device first and
-                // taking the completions that came meanwhile after.
+                // are in flight: hand a few completed pages to the plan instead of waiting,
+                // sending any released reads to the device first and taking the completions
+                // that came meanwhile after.
                 if !ring.submission().is_empty() {
-                    if let Err(e) = ring.submit() {
-                        if !e
-                            .raw_os_error()
-                            .is_some_and(|errno| is_transient(errno) || errno == libc::EBUSY)
-                        {
-                            return Outcome::Broken(enter_error(plan.requests(), e));
-                        }
+                    if let Err(e) = submit_queued(ring, plan.requests()) {
+                        return Outcome::Broken(e);
                     }
                 }
                 let from = f.ready.len().saturating_sub(READY_PER_TURN);
@@ -956,6 +946,22 @@ mod uring {
         match f.failure {
             None => Outcome::Ok,
             Some(e) => Outcome::Failed(e),
+        }
+    }
+
+    /// Sends the entries pushed so far to the kernel without waiting. A transient refusal
+    /// (`EAGAIN`, `EINTR`, `EBUSY`) leaves them queued for the next `io_uring_enter`; any other
+    /// failure is returned.
+    fn submit_queued(ring: &mut IoUring, requests: &[ReadRequest]) -> Result<()> {
+        match ring.submit() {
+            Err(e)
+                if !e
+                    .raw_os_error()
+                    .is_some_and(|errno| is_transient(errno) || errno == libc::EBUSY) =>
+            {
+                Err(enter_error(requests, e))
+            }
+            _ => Ok(()),
         }
     }
 
