@@ -256,13 +256,31 @@ struct UnfinishedFiles {
 impl Drop for UnfinishedFiles {
     fn drop(&mut self) {
         if self.armed {
-            // Removed by the session's next operation (see `DeferredRemovals`).
-            self.removals.defer(
-                RunFile::ALL
-                    .into_iter()
-                    .map(|file| run_file_path(&self.dir, self.number, file)),
-            );
+            // Removed (or kept for reuse) by the session's next operation (see
+            // `DeferredRemovals`): no one but the writer ever had them open.
+            defer_run_files(&self.removals, &self.dir, self.number, true);
         }
+    }
+}
+
+/// Queues the files of run `number` for removal; `recyclable`: all but its blob file may be
+/// kept for reuse (see [`DeferredRemovals`]). The blob file never is: a blob reference handed
+/// to a user reads it through its own descriptor, after the run is gone.
+fn defer_run_files(removals: &DeferredRemovals, dir: &Path, number: u64, recyclable: bool) {
+    let path = |file| run_file_path(dir, number, file);
+    if recyclable {
+        removals.defer([path(RunFile::Blobs)]);
+        removals.defer_recyclable(
+            [
+                RunFile::KeyOps,
+                RunFile::Filter,
+                RunFile::Index,
+                RunFile::Checksums,
+            ]
+            .map(path),
+        );
+    } else {
+        removals.defer(RunFile::ALL.map(path));
     }
 }
 
@@ -309,9 +327,13 @@ impl RunWriter {
             number,
             armed: false,
         };
-        let keyops =
-            FileWriter::create(&*fs, &run_file_path(&params.dir, number, RunFile::KeyOps))?
-                .credit(&params.removals);
+        let keyops = FileWriter::create_reusing(
+            &*fs,
+            &run_file_path(&params.dir, number, RunFile::KeyOps),
+            &params.removals,
+            params.removals.keyops_hint(entries_max, PAGE_BYTES as u64),
+        )?
+        .credit(&params.removals);
         unfinished.armed = true;
         let blobs = FileWriter::create(&*fs, &run_file_path(&params.dir, number, RunFile::Blobs))?
             .credit(&params.removals);
@@ -429,20 +451,21 @@ impl RunWriter {
             return Ok(None);
         }
         let credit = &self.unfinished.removals;
-        let mut filter_file =
-            FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Filter))?.credit(credit);
+        credit.note_run(keyops.0, entries);
+        let create = |file: RunFile, len: usize| {
+            FileWriter::create_reusing(&*fs, &run_file_path(&dir, number, file), credit, len as u64)
+        };
+        let mut filter_file = create(RunFile::Filter, filter.encoded_len())?.credit(credit);
         filter.write_to(&mut |chunk| filter_file.write(chunk))?;
         let filter_sum = filter_file.finish(false)?;
-        let mut index_file =
-            FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Index))?.credit(credit);
+        let mut index_file = create(RunFile::Index, index.encoded_len())?.credit(credit);
         index.write_to(&mut |chunk| index_file.write(chunk))?;
         let index_sum = index_file.finish(false)?;
         let checksums = RunChecksums {
             files: [keyops, blobs, filter_sum, index_sum],
         };
-        let mut sums_file =
-            FileWriter::create(&*fs, &run_file_path(&dir, number, RunFile::Checksums))?;
         let sums_bytes = checksums.encode();
+        let mut sums_file = create(RunFile::Checksums, sums_bytes.len())?;
         sums_file.write(&sums_bytes)?;
         sums_file.finish(false)?;
         let bytes =
@@ -455,6 +478,7 @@ impl RunWriter {
             last: std::mem::take(&mut self.last_key).into(),
         };
         let run = Run::from_parts(
+            true,
             fs,
             removals,
             dir,
@@ -499,6 +523,10 @@ pub(crate) struct Run {
     bounds: KeyBounds,
     /// When set, dropping the run leaves its files in place (a run written into a snapshot).
     keep_files: std::sync::atomic::AtomicBool,
+    /// Whether its files may be kept for reuse once it is dropped: set for a run this session
+    /// wrote, cleared once a file of it is linked elsewhere ([`Run::share_files`]). A run
+    /// opened from existing files never is.
+    recyclable: std::sync::atomic::AtomicBool,
     /// Set when an fsync of one of its files failed: the kernel may have dropped the dirty pages,
     /// and a later fsync would report success without making them durable, so snapshots copy
     /// this run instead of linking it.
@@ -508,6 +536,7 @@ pub(crate) struct Run {
 impl Run {
     #[allow(clippy::too_many_arguments)]
     fn from_parts(
+        recyclable: bool,
         fs: Arc<dyn FileSystem>,
         removals: Arc<DeferredRemovals>,
         dir: PathBuf,
@@ -542,6 +571,7 @@ impl Run {
             checksums,
             bounds,
             keep_files: std::sync::atomic::AtomicBool::new(false),
+            recyclable: std::sync::atomic::AtomicBool::new(recyclable),
             sync_failed: std::sync::atomic::AtomicBool::new(false),
         }))
     }
@@ -579,6 +609,14 @@ impl Run {
     /// The encoding of the run's checksums file.
     pub(crate) fn checksums_bytes(&self) -> Vec<u8> {
         self.checksums.encode()
+    }
+
+    /// Its files are about to get another name (a snapshot's hard link), which a reader may
+    /// open: dropping the run must then remove them, never keep them for reuse (written over,
+    /// they would change under that reader).
+    pub(crate) fn share_files(&self) {
+        self.recyclable
+            .store(false, std::sync::atomic::Ordering::Release);
     }
 
     /// Leaves the run's files in place when it is dropped.
@@ -662,6 +700,7 @@ impl Run {
         }
         let bounds = read_key_bounds(&*fs, &run_file_path(dir, number, RunFile::KeyOps), &index)?;
         Run::from_parts(
+            false,
             fs,
             params.removals.clone(),
             dir.to_path_buf(),
@@ -853,9 +892,10 @@ impl Drop for Run {
             return;
         }
         // Errors cannot be returned from drop: the files are queued, and the session's next
-        // operation removes them and reports any failure (see `DeferredRemovals`).
-        self.removals
-            .defer(RunFile::ALL.into_iter().map(|file| self.file_path(file)));
+        // operation removes them (or keeps them for reuse) and reports any failure (see
+        // `DeferredRemovals`).
+        let recyclable = self.recyclable.load(std::sync::atomic::Ordering::Acquire);
+        defer_run_files(&self.removals, &self.dir, self.number, recyclable);
     }
 }
 
@@ -1172,6 +1212,82 @@ mod tests {
             .unwrap();
         }
         w.finish().unwrap().unwrap()
+    }
+
+    /// A run of `n` entries numbered `number`, whose values depend on `tag`.
+    fn write_tagged(
+        fs: &Arc<dyn FileSystem>,
+        p: &RunParams,
+        number: u64,
+        n: u32,
+        tag: &str,
+    ) -> Arc<Run> {
+        let mut w = RunWriter::new(fs.clone(), p, number, n as u64, true).unwrap();
+        for i in 0..n {
+            let key = format!("key-{i:08}");
+            w.push(
+                key.as_bytes(),
+                Op::Insert,
+                format!("{tag}{i}").as_bytes(),
+                None,
+            )
+            .unwrap();
+        }
+        w.finish().unwrap().unwrap()
+    }
+
+    /// A dropped run's files (all but its blob file) are kept and written over by the next
+    /// run of about their size, which reads back exactly (every checksum checked on opening);
+    /// a run whose files were shared with a snapshot is never kept, and the linked names keep
+    /// their bytes.
+    #[test]
+    fn released_runs_are_written_over_unless_shared() {
+        let mem = MemFs::new();
+        let fs: Arc<dyn FileSystem> = Arc::new(mem.clone());
+        let p = RunParams {
+            removals: Arc::new(DeferredRemovals::with_recycling(1 << 30)),
+            ..params(IndexType::Compact)
+        };
+        fs.create_dir_all(&p.dir).unwrap();
+        drop(write_tagged(&fs, &p, 1, 3000, "old"));
+        p.removals.remove_step(&*fs).unwrap();
+        assert!(p.removals.recycled_bytes() > 0);
+        // Four files renamed into the pool; the blob file removed.
+        let pooled = |mem: &MemFs| {
+            let names = mem.list_dir(&p.dir).unwrap();
+            names.iter().filter(|n| n.ends_with(".free")).count()
+        };
+        assert_eq!(pooled(&mem), 4);
+        assert_eq!(mem.list_dir(&p.dir).unwrap().len(), 4);
+        let new = write_tagged(&fs, &p, 2, 2900, "new");
+        assert_eq!(pooled(&mem), 0, "every pooled file reused");
+        assert_eq!(p.removals.recycled_bytes(), 0);
+        let reopened = Run::open(fs.clone(), &p, 2, true).unwrap();
+        let mut cursor = RunCursor::new(reopened).unwrap();
+        let mut i = 0;
+        while let Some(e) = cursor.peek().unwrap() {
+            assert_eq!(e.value, format!("new{i}").as_bytes());
+            i += 1;
+            cursor.advance().unwrap();
+        }
+        assert_eq!(i, 2900);
+
+        // Shared with a snapshot: removed, never reused.
+        new.share_files();
+        let link = PathBuf::from("/r/link.keyops");
+        let before = mem
+            .file_bytes(&run_file_path(&p.dir, 2, RunFile::KeyOps))
+            .unwrap();
+        fs.hard_link(&run_file_path(&p.dir, 2, RunFile::KeyOps), &link)
+            .unwrap();
+        drop(new);
+        p.removals.remove_all(&*fs).unwrap();
+        assert_eq!(p.removals.recycled_bytes(), 0);
+        drop(write_tagged(&fs, &p, 3, 2900, "other"));
+        assert_eq!(mem.file_bytes(&link).unwrap(), before);
+        assert!(!mem
+            .exists(&run_file_path(&p.dir, 2, RunFile::KeyOps))
+            .unwrap());
     }
 
     #[test]

@@ -112,6 +112,19 @@ pub struct SessionOptions {
     /// (updates then do all merge work themselves, deterministically). Ignored by a read-only
     /// session.
     pub background_merges: bool,
+    /// The most bytes of released run files the session keeps to write new runs over, instead
+    /// of freeing their blocks and allocating new ones. On a file system that trims what is
+    /// freed (ext4 mounted with `discard`, common on SSDs and virtual disks), every freed
+    /// range becomes a TRIM request that reads wait behind; written over, the space is never
+    /// trimmed. Costs that much disk space at most, on top of the live runs; the files are
+    /// removed when the session's last open table closes, or the session does. 0 frees every released file. Default
+    /// [`SessionOptions::RECYCLE_BYTES_DEFAULT`]. Ignored by a read-only session.
+    pub recycle_bytes: u64,
+}
+
+impl SessionOptions {
+    /// The default of [`SessionOptions::recycle_bytes`]: 1 GiB.
+    pub const RECYCLE_BYTES_DEFAULT: u64 = 1 << 30;
 }
 
 impl Default for SessionOptions {
@@ -122,6 +135,7 @@ impl Default for SessionOptions {
             read_only: false,
             log: None,
             background_merges: false,
+            recycle_bytes: SessionOptions::RECYCLE_BYTES_DEFAULT,
         }
     }
 }
@@ -188,6 +202,26 @@ impl SessionInner {
         if self.is_open() {
             let _ = self.removals.remove_step(&*self.fs);
         }
+    }
+
+    /// After a table closed: a removal step, or, once no table of the session is open any more,
+    /// the removal of every queued file and of the files kept for reuse (nothing will write
+    /// over them soon; a session holding no table holds no run files). Errors are left for
+    /// later operations, as for [`SessionInner::try_remove_released`].
+    pub(crate) fn table_closed(&self) {
+        if !self.is_open() {
+            return;
+        }
+        // Upgraded under the registry's lock, looked at (and dropped: a drop may close a
+        // table, which comes back here) after it.
+        let tables: Vec<Arc<TableInner>> = (self.lock_state().tables.iter())
+            .filter_map(Weak::upgrade)
+            .collect();
+        let _ = if tables.iter().any(|t| t.is_open()) {
+            self.removals.remove_step(&*self.fs)
+        } else {
+            self.removals.remove_all(&*self.fs)
+        };
     }
 
     /// The queue of files that released runs left for removal.
@@ -506,7 +540,8 @@ impl Session {
             salt
         };
         let io = BlockIo::new(options.io_backend)?.with_direct_io(fs.probe_direct_io(&active_dir));
-        let session = Session::with_parts(fs, dir, salt, io, Some(lock));
+        let removals = Arc::new(DeferredRemovals::with_recycling(options.recycle_bytes));
+        let session = Session::with_parts(fs, dir, salt, io, Some(lock), removals);
         if options.background_merges {
             let background = Background::start(&session.inner.dir)?;
             let _ = session.inner.background.set(background);
@@ -554,7 +589,7 @@ impl Session {
         let fs: Arc<dyn FileSystem> = Arc::new(ReadOnlyFs(fs));
         let io = BlockIo::new(options.io_backend)?
             .with_direct_io(fs.probe_direct_io(&dir.join("active")));
-        Ok(Session::with_parts(fs, dir, salt, io, None))
+        Ok(Session::with_parts(fs, dir, salt, io, None, Arc::default()))
     }
 
     /// A session over `dir`, open, with no table yet: read-only exactly when it holds no lock.
@@ -564,8 +599,8 @@ impl Session {
         salt: u64,
         io: BlockIo,
         lock: Option<Box<dyn FileLock>>,
+        removals: Arc<DeferredRemovals>,
     ) -> Session {
-        let removals: Arc<DeferredRemovals> = Arc::default();
         Session {
             durable_tables: Arc::default(),
             inner: Arc::new(SessionInner {

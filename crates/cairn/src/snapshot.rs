@@ -1113,6 +1113,7 @@ fn write_files(
                 if run.sync_failed() {
                     copy_run(&**fs, &run, tmp, i as u64)?;
                 } else {
+                    run.share_files();
                     for file in RunFile::ALL {
                         fs.hard_link(&run.file_path(file), &run_file_path(tmp, i as u64, file))?;
                     }

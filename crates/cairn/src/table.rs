@@ -230,7 +230,12 @@ impl TableInner {
         if let Some(background) = self.session.background() {
             background.wait_released();
         }
-        self.session.try_remove_released();
+        self.session.table_closed();
+    }
+
+    /// Whether the table is open (not closed explicitly or by its session).
+    pub(crate) fn is_open(&self) -> bool {
+        self.state.read().unwrap_or_else(|p| p.into_inner()).open
     }
 }
 

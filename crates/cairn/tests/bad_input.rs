@@ -1734,11 +1734,12 @@ fn an_io_fault_at_any_step_reaches_the_caller_and_spares_saved_snapshots() {
         let (step, err) = match result {
             Err(failure) => failure,
             Ok(()) => {
-                // Only the removal of a released run's files (its `stat`, cut or removal), from
-                // a `Drop` or a table's close (which cannot report it), may fail without an
-                // error: the file stays queued for the next operation, which retries it (and
-                // reports a failure again), and a new session empties `active/` anyway.
-                let removal = [FsOp::Stat, FsOp::Truncate, FsOp::RemoveFile];
+                // Only the removal of a released run's files (its `stat`, cut or removal, or
+                // the rename that keeps it for reuse), from a `Drop` or a table's close (which
+                // cannot report it), may fail without an error: the file stays queued for the
+                // next operation, which retries it (and reports a failure again), and a new
+                // session empties `active/` anyway.
+                let removal = [FsOp::Stat, FsOp::Truncate, FsOp::RemoveFile, FsOp::Rename];
                 assert!(
                     injected
                         .iter()

@@ -90,6 +90,10 @@ struct Setup {
     /// The session runs merges on its background thread too
     /// (`SessionOptions::background_merges`), racing the operations.
     background: bool,
+    /// The session keeps released run files to write new runs over
+    /// (`SessionOptions::recycle_bytes` at its default; else 0): a reused file must never
+    /// show its old bytes to a reader.
+    recycle: bool,
     /// `TableConfig::last_level_bloom`: the deepest level's runs without a filter, or with a
     /// tiny one, must answer exactly as filtered runs do.
     last_level_bloom: Option<BloomAlloc>,
@@ -204,7 +208,7 @@ fn setup_strategy() -> impl Strategy<Value = Setup> {
         any::<bool>(),
         any::<bool>(),
         prop::bool::weighted(0.5),
-        prop::bool::weighted(0.3),
+        (prop::bool::weighted(0.3), prop::bool::weighted(0.8)),
         prop_oneof![
             2 => Just(None),
             1 => Just(Some(BloomAlloc::None)),
@@ -223,7 +227,7 @@ fn setup_strategy() -> impl Strategy<Value = Setup> {
                 direct,
                 long_keys,
                 auth,
-                background,
+                (background, recycle),
                 last_level_bloom,
                 part_entries,
             )| {
@@ -231,6 +235,7 @@ fn setup_strategy() -> impl Strategy<Value = Setup> {
                     part_entries,
                     auth,
                     background,
+                    recycle,
                     last_level_bloom,
                     write_buffer,
                     index,
@@ -344,6 +349,11 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                 read_only: false,
                 log: None,
                 background_merges: setup.background,
+                recycle_bytes: if setup.recycle {
+                    SessionOptions::RECYCLE_BYTES_DEFAULT
+                } else {
+                    0
+                },
             },
         )
         .unwrap()

@@ -3,8 +3,10 @@
 //! Owns: the [`FileSystem`], [`WritableFile`], [`ReadableFile`] and [`FileLock`] traits, the real
 //! implementation [`RealFs`] (POSIX, with `O_DIRECT` and `flock`), [`DirectIo`] (whether `O_DIRECT`
 //! works in a directory, found by [`FileSystem::probe_direct_io`]), the simulated file system
-//! `sim::MemFs` (feature `sim`, which the engine's own tests turn on), and `FileWriter`, the
-//! buffered append-only writer that computes a file's CRC32C while writing.
+//! `sim::MemFs` (feature `sim`, which the engine's own tests turn on), `FileWriter`, the
+//! buffered append-only writer that computes a file's CRC32C while writing, and
+//! `DeferredRemovals`, the session's queue of released files, removed in bounded steps or kept
+//! in a pool for new files to be written over.
 //!
 //! May call: the standard library, `libc` and `log` (a refused `O_DIRECT`, once per session). Must never touch: engine structures (runs, tables).
 //!
@@ -136,6 +138,16 @@ pub trait FileSystem: Send + Sync + Debug + 'static {
     fn sync_file(&self, path: &Path) -> Result<()>;
     /// Creates a new file for appending; fails if it already exists.
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Renames the existing file `old` to `path` (which must not exist) and opens it for
+    /// writing from its start over its old bytes, so that the blocks it has are written over
+    /// rather than freed and allocated again. The writer must end with
+    /// [`WritableFile::end_at_written`], which cuts the old bytes past what it wrote. If this
+    /// fails, `old` is either still at its name or gone, never both nor half written. The
+    /// default removes `old` and creates `path`.
+    fn reuse(&self, old: &Path, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.remove_file(old)?;
+        self.create(path)
+    }
     /// Opens an existing file for positional reads.
     fn open(&self, path: &Path, options: ReadOptions) -> Result<Arc<dyn ReadableFile>>;
     /// Takes an exclusive lock on `path` (created if missing). Returns `Ok(None)` when another
@@ -201,6 +213,9 @@ impl FileSystem for ReadOnlyFs {
     fn create(&self, _: &Path) -> Result<Box<dyn WritableFile>> {
         Err(Error::ReadOnly("creating a file"))
     }
+    fn reuse(&self, _: &Path, _: &Path) -> Result<Box<dyn WritableFile>> {
+        Err(Error::ReadOnly("reusing a file"))
+    }
     fn open(&self, path: &Path, options: ReadOptions) -> Result<Arc<dyn ReadableFile>> {
         self.0.open(path, options)
     }
@@ -236,6 +251,12 @@ pub trait WritableFile: Send + Sync + Debug {
     /// call it every MiB they append, so the device sees a steady stream of
     /// writes instead of the kernel's bursts, which stall reads. The default does nothing.
     fn start_writeback(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Makes the file end where this writer's appends end, cutting any older bytes past them
+    /// (a file opened by [`FileSystem::reuse`]). The default does nothing: a created file ends
+    /// there already.
+    fn end_at_written(&mut self) -> Result<()> {
         Ok(())
     }
     /// The file's path.
@@ -332,6 +353,8 @@ pub(crate) struct FileWriter {
     writeback_from: u64,
     /// The removal queue that each flushed buffer earns budget in (see [`FileWriter::credit`]).
     credit: Option<Arc<DeferredRemovals>>,
+    /// The file was an old one written over ([`FileWriter::create_reusing`]): finishing cuts it.
+    reused: bool,
 }
 
 impl FileWriter {
@@ -344,15 +367,41 @@ impl FileWriter {
 
     /// Creates `path` and wraps it.
     pub fn create(fs: &dyn FileSystem, path: &Path) -> Result<FileWriter> {
-        Ok(FileWriter {
-            file: fs.create(path)?,
+        Ok(Self::wrap(fs.create(path)?, false))
+    }
+
+    /// Creates `path` from a file `removals` kept for reuse, the one best suited to about
+    /// `hint` bytes ([`DeferredRemovals::take_recycled`], [`FileSystem::reuse`]), or as a new
+    /// file when none is. If reusing fails, the old file goes back to the removal queue.
+    pub(crate) fn create_reusing(
+        fs: &dyn FileSystem,
+        path: &Path,
+        removals: &DeferredRemovals,
+        hint: u64,
+    ) -> Result<FileWriter> {
+        let Some(old) = removals.take_recycled(hint) else {
+            return Self::create(fs, path);
+        };
+        match fs.reuse(&old, path) {
+            Ok(file) => Ok(Self::wrap(file, true)),
+            Err(e) => {
+                removals.defer([old]);
+                Err(e)
+            }
+        }
+    }
+
+    fn wrap(file: Box<dyn WritableFile>, reused: bool) -> FileWriter {
+        FileWriter {
+            file,
             buffer: Vec::with_capacity(Self::BUFFER_BYTES_DEFAULT),
             buffer_bytes: Self::BUFFER_BYTES_DEFAULT,
             crc: 0,
             written_bytes: 0,
             writeback_from: 0,
             credit: None,
-        })
+            reused,
+        }
     }
 
     /// Counts every byte this writer appends towards the removal budget of `removals` (see
@@ -406,6 +455,9 @@ impl FileWriter {
     /// Flushes the buffer, optionally fsyncs, and returns `(size_bytes, crc32c)`.
     pub fn finish(mut self, sync: bool) -> Result<(u64, u32)> {
         self.flush_buffer()?;
+        if self.reused {
+            self.file.end_at_written()?;
+        }
         if sync {
             self.file.sync()?;
         }
@@ -441,10 +493,24 @@ impl FileWriter {
 ///
 /// Cost per operation: an atomic load when the queue is empty, plus an atomic increment for a
 /// read that leaves the step to others; otherwise one `stat` and one `remove_file` or
-/// `truncate` per file it reaches, freeing at most the step's budget. The backlog is bounded:
+/// `truncate` per file it reaches, freeing at most the step's budget, and one `stat` and one
+/// `rename` per file it keeps for reuse (pooling frees nothing, so it is not counted against
+/// the budget; the pool's size bounds it). The backlog is bounded:
 /// each step frees at least `STEP_BYTES` while any file waits, and at least twice what was
 /// written since the last one; every operation but a read takes a step, and reads do once 32
 /// of them pass without one.
+///
+/// **Recycling.** Better still is not to free the blocks at all. Files queued with
+/// [`DeferredRemovals::defer_recyclable`] (run files that only this session ever opened: never
+/// linked into a snapshot, never handed out) are renamed `<n>.free` and kept in a pool of at
+/// most `recycle_bytes` bytes ([`crate::SessionOptions::recycle_bytes`]) instead of being
+/// removed; a writer of a new run file takes the pooled file whose size is nearest its own
+/// ([`DeferredRemovals::take_recycled`]), renames it and writes over its blocks
+/// ([`FileSystem::reuse`]), then cuts it to what it wrote. In a table of steady size, the runs a
+/// level frees and the runs it later writes have about the same sizes, so most of the space is
+/// written over and never trimmed. Pooled files are removed by [`DeferredRemovals::remove_all`]
+/// (when the session's last open table closes, or the session does; after a crash, opening
+/// empties `active/`); files beyond the pool's size are removed in the steps above.
 #[derive(Debug, Default)]
 pub(crate) struct DeferredRemovals {
     pending: AtomicBool,
@@ -452,7 +518,28 @@ pub(crate) struct DeferredRemovals {
     written: AtomicU64,
     /// Reads that came since the last step an operation other than a read took.
     reads_since_step: AtomicU32,
-    paths: Mutex<Vec<PathBuf>>,
+    queue: Mutex<Queue>,
+    /// The most bytes of files kept for reuse; 0 recycles nothing.
+    recycle_bytes: u64,
+    /// Key/ops bytes and entries of the runs written so far, for the size hints of new ones.
+    run_bytes: AtomicU64,
+    run_entries: AtomicU64,
+    /// Files pooled so far: the next pooled file's name.
+    pooled: AtomicU64,
+}
+
+/// The extension of a file kept for reuse (`<n>.free`, beside the file it was).
+pub(crate) const RECYCLED_EXTENSION: &str = "free";
+
+/// What waits in [`DeferredRemovals`]: files to remove and files kept for reuse.
+#[derive(Debug, Default)]
+struct Queue {
+    /// Files to remove (or to pool, when marked recyclable), removed newest first.
+    paths: Vec<(PathBuf, bool)>,
+    /// Files kept for reuse, with their sizes.
+    pool: Vec<(PathBuf, u64)>,
+    /// The sum of the pooled sizes.
+    pool_bytes: u64,
 }
 
 impl DeferredRemovals {
@@ -467,15 +554,87 @@ impl DeferredRemovals {
     /// A step does not cut a file by less than this; it leaves it to the next step instead.
     const CUT_MIN_BYTES: u64 = 64 << 10;
 
+    /// A queue that keeps up to `recycle_bytes` bytes of recyclable files for reuse (see the
+    /// type's doc); [`DeferredRemovals::default`] recycles nothing.
+    pub(crate) fn with_recycling(recycle_bytes: u64) -> DeferredRemovals {
+        DeferredRemovals {
+            recycle_bytes,
+            ..DeferredRemovals::default()
+        }
+    }
+
     /// Queues files for removal (no I/O).
     pub(crate) fn defer(&self, paths: impl IntoIterator<Item = PathBuf>) {
-        let mut queue = self.paths.lock().unwrap_or_else(|p| p.into_inner());
-        if queue.is_empty() {
+        self.enqueue(paths.into_iter().map(|path| (path, false)));
+    }
+
+    /// Queues files for removal that may be kept for reuse instead (no I/O). Only for files no
+    /// one else can have open or linked: a reused file is written over in place.
+    pub(crate) fn defer_recyclable(&self, paths: impl IntoIterator<Item = PathBuf>) {
+        let recycle = self.recycle_bytes > 0;
+        self.enqueue(paths.into_iter().map(|path| (path, recycle)));
+    }
+
+    fn enqueue(&self, paths: impl Iterator<Item = (PathBuf, bool)>) {
+        let mut queue = self.lock();
+        if queue.paths.is_empty() {
             // Writes made while nothing waited earn no credit for later removals.
             self.written.store(0, Ordering::Relaxed);
         }
-        queue.extend(paths);
-        self.pending.store(!queue.is_empty(), Ordering::Release);
+        queue.paths.extend(paths);
+        self.pending
+            .store(!queue.paths.is_empty(), Ordering::Release);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the pooled file best suited to a new file of about `hint` bytes, if any (no I/O):
+    /// the one nearest in size among those within a quarter of it, else the largest smaller
+    /// one (the writer grows it), never one much larger (cutting it would free, and trim, the
+    /// rest). Cost: one pass over the pool.
+    pub(crate) fn take_recycled(&self, hint: u64) -> Option<PathBuf> {
+        let mut queue = self.lock();
+        let near = |len: u64| len.abs_diff(hint) <= hint / 4;
+        let best = (queue.pool.iter().enumerate())
+            .filter(|(_, (_, len))| near(*len))
+            .min_by_key(|(_, (_, len))| len.abs_diff(hint))
+            .or_else(|| {
+                (queue.pool.iter().enumerate())
+                    .filter(|(_, (_, len))| *len < hint)
+                    .max_by_key(|(_, (_, len))| *len)
+            })
+            .map(|(i, _)| i)?;
+        let (path, len) = queue.pool.swap_remove(best);
+        queue.pool_bytes -= len;
+        Some(path)
+    }
+
+    /// Bytes kept for reuse.
+    #[cfg(test)]
+    pub(crate) fn recycled_bytes(&self) -> u64 {
+        self.lock().pool_bytes
+    }
+
+    /// Records a finished run's key/ops bytes and entries, for [`DeferredRemovals::keyops_hint`].
+    pub(crate) fn note_run(&self, keyops_bytes: u64, entries: u64) {
+        self.run_bytes.fetch_add(keyops_bytes, Ordering::Relaxed);
+        self.run_entries.fetch_add(entries, Ordering::Relaxed);
+    }
+
+    /// The expected key/ops bytes of a run of `entries` entries, from the runs written so far
+    /// (0 before the first), in whole pages of `page_bytes` (a key/ops file is made of pages).
+    pub(crate) fn keyops_hint(&self, entries: u64, page_bytes: u64) -> u64 {
+        let bytes = self.run_bytes.load(Ordering::Relaxed);
+        let counted = self.run_entries.load(Ordering::Relaxed);
+        if counted == 0 || entries == 0 {
+            return 0;
+        }
+        let expected = (bytes as u128 * entries as u128 / counted as u128).min(u64::MAX as u128);
+        (expected as u64)
+            .div_ceil(page_bytes)
+            .saturating_mul(page_bytes)
     }
 
     /// Counts `bytes` appended by one of the session's writers towards the next step's budget.
@@ -525,22 +684,38 @@ impl DeferredRemovals {
         self.remove_within(
             fs,
             Self::STEP_BYTES.saturating_add(credit.saturating_mul(2)),
+            true,
         )
     }
 
     /// Removes every queued file whatever its size (closing). Errors as for
     /// [`DeferredRemovals::remove_step`].
+    /// The files kept for reuse are removed too.
     pub(crate) fn remove_all(&self, fs: &dyn FileSystem) -> Result<()> {
+        {
+            let mut queue = self.lock();
+            let pooled: Vec<PathBuf> = queue.pool.drain(..).map(|(path, _)| path).collect();
+            queue.pool_bytes = 0;
+            if !pooled.is_empty() {
+                queue
+                    .paths
+                    .extend(pooled.into_iter().map(|path| (path, false)));
+                self.pending.store(true, Ordering::Release);
+            }
+        }
         if !self.pending.load(Ordering::Acquire) {
             return Ok(());
         }
-        self.remove_within(fs, u64::MAX)
+        self.remove_within(fs, u64::MAX, false)
     }
 
-    fn remove_within(&self, fs: &dyn FileSystem, mut budget: u64) -> Result<()> {
+    /// Removes queued files until `budget` bytes are freed; `pool`: recyclable files go to the
+    /// pool while it has room (they free nothing).
+    fn remove_within(&self, fs: &dyn FileSystem, mut budget: u64, pool: bool) -> Result<()> {
         let not_found = |e: &Error| matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
-        let mut queue = self.paths.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some(path) = queue.last() {
+        let mut queue = self.lock();
+        let queue = &mut *queue;
+        while let Some((path, recyclable)) = queue.paths.last() {
             let space = match fs.file_space(path) {
                 Ok(space) => Some(space),
                 Err(e) if not_found(&e) => None,
@@ -548,6 +723,22 @@ impl DeferredRemovals {
             };
             if let Some(space) = space {
                 let frees = space.links <= 1;
+                if pool
+                    && *recyclable
+                    && frees
+                    && space.len > 0
+                    && queue.pool_bytes.saturating_add(space.len) <= self.recycle_bytes
+                {
+                    // Kept for a new run to write over: nothing freed, nothing trimmed. Renamed,
+                    // so that no one mistakes it for the run file it was.
+                    let seq = self.pooled.fetch_add(1, Ordering::Relaxed);
+                    let pooled = path.with_file_name(format!("{seq}.{RECYCLED_EXTENSION}"));
+                    fs.rename(path, &pooled)?;
+                    queue.pool_bytes += space.len;
+                    queue.pool.push((pooled, space.len));
+                    queue.paths.pop();
+                    continue;
+                }
                 if frees && space.len > budget {
                     if budget >= Self::CUT_MIN_BYTES {
                         fs.truncate(path, space.len - budget)?;
@@ -563,7 +754,7 @@ impl DeferredRemovals {
                     budget -= space.len;
                 }
             }
-            queue.pop();
+            queue.paths.pop();
         }
         self.pending.store(false, Ordering::Release);
         Ok(())
@@ -588,6 +779,8 @@ impl RealFs {
 struct RealWritable {
     file: std::fs::File,
     path: PathBuf,
+    /// Bytes appended (the file's offset: appends start at 0).
+    written: u64,
 }
 
 #[derive(Debug)]
@@ -688,6 +881,28 @@ impl FileSystem for RealFs {
         Ok(Box::new(RealWritable {
             file,
             path: path.to_path_buf(),
+            written: 0,
+        }))
+    }
+
+    fn reuse(&self, old: &Path, path: &Path) -> Result<Box<dyn WritableFile>> {
+        // Opened before the rename, so that a failure leaves `old` where it was.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(old)
+            .map_err(|e| Error::io("open", old, e))?;
+        if std::fs::exists(path).map_err(|e| Error::io("stat", path, e))? {
+            return Err(Error::io(
+                "reuse",
+                path,
+                std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+            ));
+        }
+        std::fs::rename(old, path).map_err(|e| Error::io("rename", old, e))?;
+        Ok(Box::new(RealWritable {
+            file,
+            path: path.to_path_buf(),
+            written: 0,
         }))
     }
 
@@ -811,7 +1026,15 @@ impl WritableFile for RealWritable {
         use std::io::Write;
         self.file
             .write_all(bytes)
-            .map_err(|e| Error::io("write", &self.path, e))
+            .map_err(|e| Error::io("write", &self.path, e))?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn end_at_written(&mut self) -> Result<()> {
+        self.file
+            .set_len(self.written)
+            .map_err(|e| Error::io("truncate", &self.path, e))
     }
 
     fn sync(&mut self) -> Result<()> {
@@ -1093,6 +1316,133 @@ mod tests {
         removals.remove_all(&fs).unwrap();
         assert!(!fs.exists(&big).unwrap());
         assert!(!removals.is_pending());
+    }
+
+    /// Recyclable files within the pool's size are kept, not freed; a writer takes the one
+    /// nearest its size, writes over it and cuts it to what it wrote. Files beyond the pool's
+    /// size, files with another name and files not marked recyclable are removed as before;
+    /// closing removes the pool.
+    #[test]
+    fn recycled_files_are_written_over_not_freed() {
+        let fs = MemFs::new();
+        let dir = Path::new("/d");
+        fs.create_dir_all(dir).unwrap();
+        let kib = 1usize << 10;
+        let removals = DeferredRemovals::with_recycling(200 * kib as u64);
+        let (a, b, c, d, e) = (
+            dir.join("a"),
+            dir.join("b"),
+            dir.join("c"),
+            dir.join("d"),
+            dir.join("e"),
+        );
+        file_of(&fs, &a, 100 * kib);
+        file_of(&fs, &b, 40 * kib);
+        file_of(&fs, &c, 90 * kib); // beyond the pool's 200 KiB once a and b are in
+        file_of(&fs, &d, 10 * kib);
+        fs.hard_link(&d, &dir.join("d-link")).unwrap();
+        file_of(&fs, &e, 10 * kib);
+        removals.defer([e.clone()]);
+        removals.defer_recyclable([d.clone(), c.clone(), b.clone(), a.clone()]);
+        removals.remove_step(&fs).unwrap();
+        assert!(!removals.is_pending());
+        assert_eq!(removals.recycled_bytes(), 140 * kib as u64);
+        // Newest first: a became 0.free, b 1.free; c, d's name and e are gone.
+        assert_eq!(fs.list_dir(dir).unwrap(), ["0.free", "1.free", "d-link"]);
+
+        // Nothing near 1 KiB and nothing smaller: a new file.
+        assert_eq!(removals.take_recycled(kib as u64), None);
+        // 45 KiB: b is within a quarter; 1 MiB: a, the largest smaller one.
+        let mut w =
+            FileWriter::create_reusing(&fs, &dir.join("n1"), &removals, 45 * kib as u64).unwrap();
+        assert_eq!(fs.list_dir(dir).unwrap(), ["0.free", "d-link", "n1"]);
+        w.write(b"short").unwrap();
+        assert_eq!(w.finish(false).unwrap().0, 5);
+        assert_eq!(fs.file_bytes(&dir.join("n1")).unwrap(), b"short");
+        let mut w = FileWriter::create_reusing(&fs, &dir.join("n2"), &removals, 1 << 20).unwrap();
+        assert_eq!(fs.list_dir(dir).unwrap(), ["d-link", "n1", "n2"]);
+        let long = vec![7u8; 150 * kib];
+        w.write(&long).unwrap();
+        w.finish(false).unwrap();
+        assert_eq!(fs.file_bytes(&dir.join("n2")).unwrap(), long);
+        assert_eq!(removals.recycled_bytes(), 0);
+
+        // Closing removes what the pool holds.
+        file_of(&fs, &a, 100 * kib);
+        removals.defer_recyclable([a.clone()]);
+        removals.remove_step(&fs).unwrap();
+        assert!(fs.exists(&dir.join("2.free")).unwrap());
+        removals.remove_all(&fs).unwrap();
+        assert!(!fs.exists(&dir.join("2.free")).unwrap());
+        assert_eq!(removals.recycled_bytes(), 0);
+
+        // A queue without a pool removes recyclable files like any other.
+        let plain = DeferredRemovals::default();
+        file_of(&fs, &a, 100 * kib);
+        plain.defer_recyclable([a.clone()]);
+        plain.remove_step(&fs).unwrap();
+        assert!(!fs.exists(&a).unwrap());
+    }
+
+    /// A reuse that fails (the rename, here) leaves the pooled file at its name, queued for
+    /// removal, and the new name absent.
+    #[test]
+    fn failed_reuse_queues_the_old_file_for_removal() {
+        let fs = MemFs::new();
+        let dir = Path::new("/d");
+        fs.create_dir_all(dir).unwrap();
+        let removals = DeferredRemovals::with_recycling(1 << 20);
+        let old = dir.join("old");
+        file_of(&fs, &old, 4096);
+        removals.defer_recyclable([old.clone()]);
+        removals.remove_step(&fs).unwrap();
+        let pooled = dir.join("0.free");
+        assert!(fs.exists(&pooled).unwrap());
+        fs.fail_after(1); // the open passes, the rename fails
+        assert!(FileWriter::create_reusing(&fs, &dir.join("new"), &removals, 4096).is_err());
+        assert!(fs.exists(&pooled).unwrap() && !fs.exists(&dir.join("new")).unwrap());
+        assert!(removals.is_pending());
+        removals.remove_step(&fs).unwrap();
+        assert_eq!(fs.list_dir(dir).unwrap(), Vec::<String>::new());
+    }
+
+    /// The real file system's reuse renames the old file, writes over it from its start and
+    /// cuts it to what was written; onto an existing name it fails and changes nothing.
+    /// The key/ops size hint scales the bytes per entry seen so far and rounds up to whole
+    /// pages; nothing is guessed before the first run.
+    #[test]
+    fn keyops_hints_are_whole_pages_at_the_rate_seen() {
+        let removals = DeferredRemovals::default();
+        assert_eq!(removals.keyops_hint(1000, 4096), 0);
+        removals.note_run(8192, 100); // ~82 bytes an entry
+        assert_eq!(removals.keyops_hint(0, 4096), 0);
+        assert_eq!(removals.keyops_hint(1, 4096), 4096);
+        assert_eq!(removals.keyops_hint(100, 4096), 8192);
+        assert_eq!(removals.keyops_hint(101, 4096), 12288);
+    }
+
+    #[test]
+    fn real_fs_reuse_writes_over_and_cuts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fs = RealFs;
+        let (old, new, taken) = (
+            tmp.path().join("old"),
+            tmp.path().join("new"),
+            tmp.path().join("taken"),
+        );
+        std::fs::write(&old, vec![9u8; 100_000]).unwrap();
+        std::fs::write(&taken, b"x").unwrap();
+        assert!(fs.reuse(&old, &taken).is_err());
+        assert_eq!(std::fs::read(&old).unwrap().len(), 100_000);
+        assert_eq!(std::fs::read(&taken).unwrap(), b"x");
+        let mut file = fs.reuse(&old, &new).unwrap();
+        file.append(b"hello ").unwrap();
+        file.append(b"world").unwrap();
+        file.end_at_written().unwrap();
+        file.sync().unwrap();
+        drop(file);
+        assert!(!old.exists());
+        assert_eq!(std::fs::read(&new).unwrap(), b"hello world");
     }
 
     #[test]

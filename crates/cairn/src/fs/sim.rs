@@ -57,11 +57,11 @@ pub enum FsOp {
     RemoveFile,
     /// [`FileSystem::remove_dir_all`].
     RemoveDir,
-    /// [`FileSystem::rename`].
+    /// [`FileSystem::rename`], and the rename of [`FileSystem::reuse`].
     Rename,
     /// [`FileSystem::hard_link`].
     HardLink,
-    /// [`FileSystem::truncate`].
+    /// [`FileSystem::truncate`] and [`WritableFile::end_at_written`].
     Truncate,
     /// [`FileSystem::sync_dir`].
     SyncDir,
@@ -69,7 +69,7 @@ pub enum FsOp {
     SyncFile,
     /// [`FileSystem::create`].
     Create,
-    /// [`FileSystem::open`].
+    /// [`FileSystem::open`], and the opening of [`FileSystem::reuse`].
     Open,
     /// [`ReadableFile::read_exact_at`].
     Read,
@@ -671,6 +671,9 @@ struct MemWritable {
     state: Arc<Mutex<State>>,
     inode: Inode,
     path: PathBuf,
+    /// Where the next append writes: the end for a created file, over the old bytes of a
+    /// reused one.
+    pos: usize,
 }
 
 #[derive(Debug)]
@@ -915,6 +918,35 @@ impl FileSystem for MemFs {
             state: self.state.clone(),
             inode,
             path: path.to_path_buf(),
+            pos: 0,
+        }))
+    }
+
+    fn reuse(&self, old: &Path, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let mut state = self.lock_state();
+        state.begin(FsOp::Open, old, 0)?;
+        let inode = match state.node(old)? {
+            Some(Node::File(inode)) => inode,
+            _ => return Err(io_error("open", old, std::io::ErrorKind::NotFound)),
+        };
+        state.begin(FsOp::Rename, old, 0)?;
+        let (old_dir, old_name) = state.parent("rename", old)?;
+        let (id, name) = state.parent("rename", path)?;
+        if state.dir(id).entries.contains_key(&name) {
+            return Err(io_error("reuse", path, std::io::ErrorKind::AlreadyExists));
+        }
+        state.dir_mut(old_dir).entries.remove(&old_name);
+        state
+            .dir_mut(id)
+            .entries
+            .insert(name, Node::File(inode.clone()));
+        // Written over from here: nothing of it counts as durable until it is synced again.
+        write_contents(&inode).synced = 0;
+        Ok(Box::new(MemWritable {
+            state: self.state.clone(),
+            inode,
+            path: path.to_path_buf(),
+            pos: 0,
         }))
     }
 
@@ -1002,18 +1034,20 @@ impl WritableFile for MemWritable {
             *state.appended.entry(extension.to_string()).or_insert(0) += bytes.len() as u64;
         }
         let mut contents = write_contents(&self.inode);
+        let pos = &mut self.pos;
         match mode {
-            WriteMode::Whole => contents.data.extend_from_slice(bytes),
-            WriteMode::Short(n) => contents
-                .data
-                .extend_from_slice(&bytes[..n.min(bytes.len())]),
-            WriteMode::Junk => contents
-                .data
-                .extend(bytes.iter().enumerate().map(|(i, b)| !b ^ (i as u8))),
+            WriteMode::Whole => put(&mut contents.data, pos, bytes),
+            WriteMode::Short(n) => put(&mut contents.data, pos, &bytes[..n.min(bytes.len())]),
+            WriteMode::Junk => {
+                let junk: Vec<u8> = bytes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| !b ^ (i as u8))
+                    .collect();
+                put(&mut contents.data, pos, &junk)
+            }
             WriteMode::Torn(n) => {
-                contents
-                    .data
-                    .extend_from_slice(&bytes[..n.min(bytes.len())]);
+                put(&mut contents.data, pos, &bytes[..n.min(bytes.len())]);
                 return Err(Error::io(
                     "write",
                     &self.path,
@@ -1033,9 +1067,30 @@ impl WritableFile for MemWritable {
         Ok(())
     }
 
+    fn end_at_written(&mut self) -> Result<()> {
+        begin(&self.state, FsOp::Truncate, &self.path, 0)?;
+        let mut contents = write_contents(&self.inode);
+        contents.data.truncate(self.pos);
+        contents.synced = contents.synced.min(self.pos);
+        Ok(())
+    }
+
     fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Writes `bytes` into `data` at `*pos` (over what is there, then past its end), and moves
+/// `*pos` past them.
+fn put(data: &mut Vec<u8>, pos: &mut usize, bytes: &[u8]) {
+    if *pos > data.len() {
+        // Cut under the writer by another name: the gap reads as zeros, as on Linux.
+        data.resize(*pos, 0);
+    }
+    let over = data.len().saturating_sub(*pos).min(bytes.len());
+    data[*pos..*pos + over].copy_from_slice(&bytes[..over]);
+    data.extend_from_slice(&bytes[over..]);
+    *pos += bytes.len();
 }
 
 impl ReadableFile for MemReadable {
