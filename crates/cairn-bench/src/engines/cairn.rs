@@ -435,7 +435,8 @@ impl CairnEngine {
                 .map_err(|f| Failure(format!("{f} (run `utxo setup` first)")))?
         };
         let description = format!(
-            "compact index, {}{}, write buffer {}, merge batch {}, disk cache {}, I/O {}{}",
+            "compact index, {}{}, write buffer {}, merge batch {}, disk cache {}, I/O {}{}, \
+             released run files written over (up to {} MiB)",
             table.bloom_description(),
             if table.last_level_unfiltered() {
                 " (none on the deepest level)"
@@ -451,6 +452,7 @@ impl CairnEngine {
             } else {
                 ""
             },
+            SessionOptions::RECYCLE_BYTES_DEFAULT >> 20,
         );
         Ok(CairnEngine {
             table,
