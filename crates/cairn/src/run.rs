@@ -3,8 +3,9 @@
 //!
 //! Owns: [`RunWriter`] (builds a run from entries given in key order), [`Run`] (an open run: its
 //! filter and index in memory, its files open for reads), [`RunCursor`] (reads a run sequentially
-//! for merges) and the checksums file. A run's files are deleted when the last `Arc<Run>` is
-//! dropped.
+//! for merges) and the checksums file. A run's files are queued for removal when the last
+//! `Arc<Run>` is dropped, or, for a run this session wrote and never shared, for reuse by a new
+//! run (`fs::DeferredRemovals`).
 //!
 //! May call: `fs`, `page`, `bloom`, `index`. Must never touch: the levels, tables or sessions.
 //!
@@ -1245,7 +1246,10 @@ mod tests {
         let mem = MemFs::new();
         let fs: Arc<dyn FileSystem> = Arc::new(mem.clone());
         let p = RunParams {
-            removals: Arc::new(DeferredRemovals::with_recycling(1 << 30)),
+            removals: Arc::new(DeferredRemovals::with_recycling(
+                1 << 30,
+                PathBuf::from("/r"),
+            )),
             ..params(IndexType::Compact)
         };
         fs.create_dir_all(&p.dir).unwrap();

@@ -205,9 +205,11 @@ impl SessionInner {
     }
 
     /// After a table closed: a removal step, or, once no table of the session is open any more,
-    /// the removal of every queued file and of the files kept for reuse (nothing will write
-    /// over them soon; a session holding no table holds no run files). Errors are left for
-    /// later operations, as for [`SessionInner::try_remove_released`].
+    /// the removal of every queued file and of the files kept for reuse (no table will write
+    /// over them). That last removal is unbounded, like the session's close: up to
+    /// [`crate::SessionOptions::recycle_bytes`] plus the queue, freed (and, on a file system
+    /// with online discard, trimmed) at once. Errors are left for later operations, as for
+    /// [`SessionInner::try_remove_released`].
     pub(crate) fn table_closed(&self) {
         if !self.is_open() {
             return;
@@ -540,7 +542,10 @@ impl Session {
             salt
         };
         let io = BlockIo::new(options.io_backend)?.with_direct_io(fs.probe_direct_io(&active_dir));
-        let removals = Arc::new(DeferredRemovals::with_recycling(options.recycle_bytes));
+        let removals = Arc::new(DeferredRemovals::with_recycling(
+            options.recycle_bytes,
+            dir.join("active"),
+        ));
         let session = Session::with_parts(fs, dir, salt, io, Some(lock), removals);
         if options.background_merges {
             let background = Background::start(&session.inner.dir)?;

@@ -495,7 +495,8 @@ impl FileWriter {
 /// read that leaves the step to others; otherwise one `stat` and one `remove_file` or
 /// `truncate` per file it reaches, freeing at most the step's budget, and one `stat` and one
 /// `rename` per file it keeps for reuse (pooling frees nothing, so it is not counted against
-/// the budget; the pool's size bounds it). The backlog is bounded:
+/// the budget: a step pools every recyclable file it reaches while the pool has room, at most
+/// the four files of each run released since the last step). The backlog is bounded:
 /// each step frees at least `STEP_BYTES` while any file waits, and at least twice what was
 /// written since the last one; every operation but a read takes a step, and reads do once 32
 /// of them pass without one.
@@ -521,6 +522,10 @@ pub(crate) struct DeferredRemovals {
     queue: Mutex<Queue>,
     /// The most bytes of files kept for reuse; 0 recycles nothing.
     recycle_bytes: u64,
+    /// The only directory whose files are pooled (the session's `active/`): a file queued
+    /// from elsewhere (an unfinished run in a snapshot being written, whose directory is
+    /// removed as a whole) is removed, never pooled.
+    recycle_dir: PathBuf,
     /// Key/ops bytes and entries of the runs written so far, for the size hints of new ones.
     run_bytes: AtomicU64,
     run_entries: AtomicU64,
@@ -554,11 +559,12 @@ impl DeferredRemovals {
     /// A step does not cut a file by less than this; it leaves it to the next step instead.
     const CUT_MIN_BYTES: u64 = 64 << 10;
 
-    /// A queue that keeps up to `recycle_bytes` bytes of recyclable files for reuse (see the
-    /// type's doc); [`DeferredRemovals::default`] recycles nothing.
-    pub(crate) fn with_recycling(recycle_bytes: u64) -> DeferredRemovals {
+    /// A queue that keeps up to `recycle_bytes` bytes of recyclable files in directory `dir`
+    /// for reuse (see the type's doc); [`DeferredRemovals::default`] recycles nothing.
+    pub(crate) fn with_recycling(recycle_bytes: u64, dir: PathBuf) -> DeferredRemovals {
         DeferredRemovals {
             recycle_bytes,
+            recycle_dir: dir,
             ..DeferredRemovals::default()
         }
     }
@@ -725,6 +731,7 @@ impl DeferredRemovals {
                 let frees = space.links <= 1;
                 if pool
                     && *recyclable
+                    && path.parent() == Some(self.recycle_dir.as_path())
                     && frees
                     && space.len > 0
                     && queue.pool_bytes.saturating_add(space.len) <= self.recycle_bytes
@@ -1328,7 +1335,7 @@ mod tests {
         let dir = Path::new("/d");
         fs.create_dir_all(dir).unwrap();
         let kib = 1usize << 10;
-        let removals = DeferredRemovals::with_recycling(200 * kib as u64);
+        let removals = DeferredRemovals::with_recycling(200 * kib as u64, dir.to_path_buf());
         let (a, b, c, d, e) = (
             dir.join("a"),
             dir.join("b"),
@@ -1376,6 +1383,15 @@ mod tests {
         assert!(!fs.exists(&dir.join("2.free")).unwrap());
         assert_eq!(removals.recycled_bytes(), 0);
 
+        // A file outside the pool's directory is removed, not pooled.
+        fs.create_dir_all(Path::new("/elsewhere")).unwrap();
+        let outside = Path::new("/elsewhere/f");
+        file_of(&fs, outside, 10 * kib);
+        removals.defer_recyclable([outside.to_path_buf()]);
+        removals.remove_step(&fs).unwrap();
+        assert!(fs.list_dir(Path::new("/elsewhere")).unwrap().is_empty());
+        assert_eq!(removals.recycled_bytes(), 0);
+
         // A queue without a pool removes recyclable files like any other.
         let plain = DeferredRemovals::default();
         file_of(&fs, &a, 100 * kib);
@@ -1391,7 +1407,7 @@ mod tests {
         let fs = MemFs::new();
         let dir = Path::new("/d");
         fs.create_dir_all(dir).unwrap();
-        let removals = DeferredRemovals::with_recycling(1 << 20);
+        let removals = DeferredRemovals::with_recycling(1 << 20, dir.to_path_buf());
         let old = dir.join("old");
         file_of(&fs, &old, 4096);
         removals.defer_recyclable([old.clone()]);
@@ -1406,8 +1422,6 @@ mod tests {
         assert_eq!(fs.list_dir(dir).unwrap(), Vec::<String>::new());
     }
 
-    /// The real file system's reuse renames the old file, writes over it from its start and
-    /// cuts it to what was written; onto an existing name it fails and changes nothing.
     /// The key/ops size hint scales the bytes per entry seen so far and rounds up to whole
     /// pages; nothing is guessed before the first run.
     #[test]
@@ -1421,6 +1435,8 @@ mod tests {
         assert_eq!(removals.keyops_hint(101, 4096), 12288);
     }
 
+    /// The real file system's reuse renames the old file, writes over it from its start and
+    /// cuts it to what was written; onto an existing name it fails and changes nothing.
     #[test]
     fn real_fs_reuse_writes_over_and_cuts() {
         let tmp = tempfile::tempdir().unwrap();
