@@ -117,8 +117,9 @@ pub struct SessionOptions {
     /// freed (ext4 mounted with `discard`, common on SSDs and virtual disks), every freed
     /// range becomes a TRIM request that reads wait behind; written over, the space is never
     /// trimmed. Costs that much disk space at most, on top of the live runs; the files are
-    /// removed when the session's last open table closes, or the session does. 0 frees every released file. Default
-    /// [`SessionOptions::RECYCLE_BYTES_DEFAULT`]. Ignored by a read-only session.
+    /// removed when the session's last open table closes, or the session does. 0 frees every
+    /// released file. Default [`SessionOptions::RECYCLE_BYTES_DEFAULT`]. Ignored by a
+    /// read-only session.
     pub recycle_bytes: u64,
 }
 
