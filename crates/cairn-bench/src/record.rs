@@ -185,6 +185,11 @@ pub struct RunRecord {
     pub max_batch_ms: f64,
     /// Peak resident set of the process.
     pub peak_rss_bytes: Option<u64>,
+    /// Resident set of the process when the run began, before its engine opened: the
+    /// benchmark binary's own code and data (with the peer libraries it was built with), which
+    /// `peak_rss_bytes` includes.
+    #[serde(default)]
+    pub start_rss_bytes: Option<u64>,
     /// Bytes the process read from storage during the run (`/proc/self/io` `read_bytes`).
     pub bytes_read: Option<u64>,
     /// Bytes the process wrote to storage during the run.
@@ -508,6 +513,7 @@ mod tests {
             p999_batch_ms: 0.3,
             max_batch_ms: 0.4,
             peak_rss_bytes: Some(1 << 20),
+            start_rss_bytes: Some(1 << 19),
             bytes_read: None,
             bytes_written: Some(4096),
             memory_limit_bytes: None,

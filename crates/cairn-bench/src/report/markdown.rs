@@ -92,7 +92,31 @@ impl Report {
         lines.extend(self.rows.iter().map(|row| self.run_line(row)));
         lines.push(String::new());
         lines.push(TABLE_NOTES.to_string());
+        if let Some(note) = self.start_rss_note() {
+            lines.push(note);
+        }
         lines.join("\n")
+    }
+
+    /// What each run's process held before its engine opened, which every peak RSS includes:
+    /// the benchmark binary's own code and data, larger when peers are linked in.
+    fn start_rss_note(&self) -> Option<String> {
+        let starts: Vec<u64> = self
+            .rows
+            .iter()
+            .filter_map(|r| r.run.start_rss_bytes)
+            .collect();
+        let (low, high) = (*starts.iter().min()?, *starts.iter().max()?);
+        let range = if mib_text(low) == mib_text(high) {
+            mib_text(low)
+        } else {
+            format!("{} to {}", mib_text(low), mib_text(high))
+        };
+        Some(format!(
+            "Each run's process was resident in {range} MiB before its engine opened (the \
+             benchmark binary's code and data, with every peer library it was built with); \
+             every peak RSS above includes that.\n"
+        ))
     }
 
     /// One line of the main table.

@@ -332,6 +332,28 @@ mod tests {
     }
 
     #[test]
+    fn says_what_the_processes_held_before_their_engines_opened() {
+        let dir = full_dir();
+        let md = |dir: &Path| {
+            write_report(dir).unwrap();
+            read(dir, "README.md")
+        };
+        // Records without the field (older ones): no sentence.
+        assert!(!md(dir.path()).contains("before its engine opened"));
+        let mut with = run("cairn", "serial", 120000.0);
+        with["start_rss_bytes"] = json!(4_194_304);
+        put(dir.path(), "run-2.json", &with);
+        let mut peer = run("lmdb", "serial", 30000.0);
+        peer["start_rss_bytes"] = json!(13_631_488);
+        put(dir.path(), "run-1.json", &peer);
+        let text = md(dir.path());
+        assert!(
+            text.contains("resident in 4.0 to 13.0 MiB before its engine opened"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn writes_rows_ratios_and_charts() {
         let dir = full_dir();
         let path = write_report(dir.path()).unwrap();

@@ -108,6 +108,7 @@ pub fn run(r: &RunRecord) -> String {
         ("p99.9 batch ms", f1(r.p999_batch_ms)),
         ("max batch ms", f1(r.max_batch_ms)),
         ("peak RSS MiB", rss_mib(r.peak_rss_bytes)),
+        ("RSS at start MiB", rss_mib(r.start_rss_bytes)),
         (
             "CPU us per op",
             opt(r.cpu_seconds.map(|s| {

@@ -12,6 +12,11 @@ pub fn peak_rss_bytes() -> Option<u64> {
     kib_field(&read("/proc/self/status")?, "VmHWM:")
 }
 
+/// The process's resident set size now (`VmRSS` in `/proc/self/status`), in bytes.
+pub fn rss_bytes() -> Option<u64> {
+    kib_field(&read("/proc/self/status")?, "VmRSS:")
+}
+
 /// The machine's memory (`MemTotal` in `/proc/meminfo`), in bytes.
 pub fn mem_total_bytes() -> Option<u64> {
     kib_field(&read("/proc/meminfo")?, "MemTotal:")

@@ -49,7 +49,7 @@ use crate::report::terminal;
 use crate::stats::percentiles;
 use crate::sys::cgroup;
 use crate::sys::fio;
-use crate::sys::proc::{cpu_seconds, peak_rss_bytes, IoCounters};
+use crate::sys::proc::{cpu_seconds, peak_rss_bytes, rss_bytes, IoCounters};
 use crate::utxo::driver::{Driver, PhaseTiming, BATCH_SIZE};
 use crate::utxo::setup::{engine_dir, engine_options, read_state, table_dir};
 
@@ -97,6 +97,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             return run_limited(&argv, limit, args.json.as_deref());
         }
     }
+    let start_rss_bytes = rss_bytes();
     let dir = engine_dir(&args.db, args.engine.name());
     let setup = read_state(&dir)?;
     let fio = match &args.fio_baseline {
@@ -174,6 +175,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         p999_batch_ms: p.p999,
         max_batch_ms: p.max,
         peak_rss_bytes: peak_rss_bytes(),
+        start_rss_bytes,
         bytes_read: io.map(|io| io.read_bytes),
         bytes_written: io.map(|io| io.write_bytes),
         memory_limit_bytes: cgroup::Hierarchy::of_this_process().own_limit(),
