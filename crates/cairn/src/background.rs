@@ -64,9 +64,41 @@ struct Shared {
     wake: Condvar,
     /// Merge steps performed by the background thread.
     steps: AtomicU64,
-    /// Held by the thread while it holds strong references to merges (see
-    /// [`Background::wait_released`]).
-    working: Mutex<()>,
+    /// Whether the thread is inside a chunk (the only time it holds strong references to
+    /// merges and flushes), and how many chunks it has ended (see [`Background::wait_released`]).
+    working: Mutex<Working>,
+    /// Signalled at the end of every chunk.
+    chunk_ended: Condvar,
+}
+
+/// The thread's progress through its chunks, for [`Background::wait_released`].
+#[derive(Debug, Default)]
+struct Working {
+    /// Inside a chunk: strong references to merges or flushes may be held.
+    busy: bool,
+    /// Chunks ended so far.
+    ended: u64,
+}
+
+/// Marks the thread inside a chunk while it lives; ending it wakes every
+/// [`Background::wait_released`] waiting for that chunk.
+struct ChunkGuard<'a>(&'a Shared);
+
+impl<'a> ChunkGuard<'a> {
+    fn begin(shared: &'a Shared) -> ChunkGuard<'a> {
+        lock(&shared.working).busy = true;
+        ChunkGuard(shared)
+    }
+}
+
+impl Drop for ChunkGuard<'_> {
+    fn drop(&mut self) {
+        let mut working = lock(&self.0.working);
+        working.busy = false;
+        working.ended = working.ended.wrapping_add(1);
+        drop(working);
+        self.0.chunk_ended.notify_all();
+    }
 }
 
 #[derive(Default)]
@@ -135,12 +167,41 @@ impl Background {
         self.shared.wake.notify_one();
     }
 
-    /// Waits until the thread has dropped the merges it holds (it holds them only while it
-    /// picks and works on one chunk). A table that is closing calls it after releasing its
-    /// runs, so that the files of a merge the thread was working on are released (to the
-    /// session's deferred removals) before the table's close removes them.
+    /// Waits until the thread has dropped the merges it held when this was called (it holds
+    /// them only while it picks and works on one chunk). A table that is closing calls it after
+    /// releasing its runs, so that the files of a merge the thread was working on are released
+    /// (to the session's deferred removals) before the table's close removes them.
+    ///
+    /// Bound: the rest of the chunk in progress, if any (at most [`CHUNK_STEPS`] steps, plus
+    /// the output's filter and index when the chunk ends its merge), never the chunks after it:
+    /// a chunk that begins after the table released its references cannot reach the merges
+    /// only that table held (their last strong reference is gone, so the thread's weak ones
+    /// no longer upgrade). Waiting for the thread's lock instead, as before, could wait for
+    /// many chunks in a row while the thread had work queued (a lock is not handed over in
+    /// order), which stalled a pipelined lookup that dropped its duplicate table for up to
+    /// 380 ms at 100M.
     pub(crate) fn wait_released(&self) {
-        drop(lock(&self.shared.working));
+        if let Some(chunk) = self.chunk_in_progress() {
+            self.wait_chunk_end(chunk);
+        }
+    }
+
+    /// The number of the chunk the thread is in, if it is in one.
+    fn chunk_in_progress(&self) -> Option<u64> {
+        let working = lock(&self.shared.working);
+        working.busy.then_some(working.ended)
+    }
+
+    /// Waits until chunk number `chunk` has ended (at once if it has), whatever began since.
+    fn wait_chunk_end(&self, chunk: u64) {
+        let mut working = lock(&self.shared.working);
+        while working.busy && working.ended == chunk {
+            working = self
+                .shared
+                .chunk_ended
+                .wait(working)
+                .unwrap_or_else(|p| p.into_inner());
+        }
     }
 
     /// Frees `item` on the thread (at once, if the thread has stopped).
@@ -229,17 +290,17 @@ fn run(shared: &Shared) {
 /// One chunk of the first flush with entries left that no foreground user holds or waits for.
 /// Returns whether it wrote anything.
 fn flush_once(shared: &Shared, weak: &[Weak<SharedFlush>]) -> bool {
-    let _working = lock(&shared.working);
+    let _chunk = ChunkGuard::begin(shared);
     weak.iter()
         .filter_map(Weak::upgrade)
         .any(|flush| flush.needs_work() && flush.background_chunk().is_some_and(|n| n > 0))
 }
 
 /// One pick and one chunk. Returns false when every merge with work left was held by the
-/// foreground (the caller pauses). Strong references to merges exist only inside, while
-/// `working` is held.
+/// foreground (the caller pauses). Strong references to merges exist only inside, while the
+/// chunk's [`ChunkGuard`] lives.
 fn work_once(shared: &Shared, weak: &[Weak<SharedMerge>]) -> bool {
-    let _working = lock(&shared.working);
+    let _chunk = ChunkGuard::begin(shared);
     let candidates: Vec<Arc<SharedMerge>> = weak.iter().filter_map(Weak::upgrade).collect();
     let mut best: Option<(u64, &Arc<SharedMerge>)> = None;
     let mut finished: Vec<*const SharedMerge> = Vec::new();
@@ -281,6 +342,36 @@ fn work_once(shared: &Shared, weak: &[Weak<SharedMerge>]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A closing table waits for the chunk in progress only, not for one the thread began
+    /// after it (the old lock-based wait could be overtaken by any number of those).
+    #[test]
+    fn wait_released_waits_for_the_chunk_in_progress_only() {
+        let background = Background {
+            shared: Arc::new(Shared::default()),
+            thread: Mutex::new(None),
+        };
+        // Idle: nothing to wait for.
+        assert_eq!(background.chunk_in_progress(), None);
+        background.wait_released();
+        let first = ChunkGuard::begin(&background.shared);
+        let seen = background.chunk_in_progress();
+        assert_eq!(seen, Some(0));
+        drop(first);
+        let second = ChunkGuard::begin(&background.shared);
+        // The chunk seen has ended; the one in progress now is not waited for.
+        background.wait_chunk_end(0);
+        assert_eq!(background.chunk_in_progress(), Some(1));
+        // Waiting on another thread returns when the chunk in progress ends.
+        let waiter = std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| background.wait_released());
+            std::thread::sleep(Duration::from_millis(5));
+            drop(second);
+            waiter.join()
+        });
+        assert!(waiter.is_ok());
+        assert_eq!(background.chunk_in_progress(), None);
+    }
 
     #[test]
     fn stops_while_idle_and_twice() {
