@@ -255,6 +255,12 @@ pub struct SuiteArgs {
     /// side by side).
     #[arg(long)]
     pub remove_after: bool,
+    /// Cairn: the modes whose runs put merges on the session's background thread, comma-
+    /// separated (say `serial`, the mode that leaves the second core free; pipelined runs
+    /// already use both). Overrides `--background-merges` for the runs; the setup follows
+    /// `--background-merges`. Each run's settings name its choice.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub background_merges_modes: Option<Vec<RunMode>>,
     #[command(flatten)]
     pub engine_args: EngineArgs,
 }

@@ -86,12 +86,20 @@ fn suite_runs_every_mode_in_its_own_cgroup_and_writes_the_report() {
         "--write-buffer",
         "1000",
         "--cached",
+        "--background-merges-modes",
+        "serial",
     ]);
     let report = std::fs::read_to_string(out.join("README.md")).unwrap();
     for mode in ["serial", "pipelined", "lookup-only"] {
         assert!(report.contains(&format!("| cairn | {mode} |")), "{report}");
         let record = std::fs::read_to_string(out.join(format!("run-cairn-{mode}.json"))).unwrap();
         assert!(record.contains("\"mismatches\": 0"), "{record}");
+        // Background merges in the serial run only, as asked.
+        assert_eq!(
+            record.contains(", background merges"),
+            mode == "serial",
+            "{mode}: {record}"
+        );
         // The cgroup fields are present (null on a machine without a memory controller).
         assert!(record.contains("\"cgroup_peak_bytes\""), "{record}");
     }

@@ -47,6 +47,7 @@ pub fn run(args: &ScaleArgs) -> Result<(), Failure> {
             reuse_setup: false,
             keep_page_cache: false,
             remove_after: true,
+            background_merges_modes: None,
             engine_args: args.engine_args.clone(),
         };
         eprintln!("==== {entries} entries ====");

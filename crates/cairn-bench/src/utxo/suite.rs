@@ -156,8 +156,18 @@ fn run_argv(args: &SuiteArgs, engine: EngineKind, mode: RunMode, json: &Path) ->
     if args.runs.check {
         argv.push("--check".into());
     }
-    argv.extend(engine_argv(&args.engine_args));
+    argv.extend(engine_argv(&run_engine_args(args, mode)));
     argv
+}
+
+/// The engine options of a run in `mode`: the suite's, with background merges as
+/// `--background-merges-modes` chooses for the mode when given.
+fn run_engine_args(args: &SuiteArgs, mode: RunMode) -> EngineArgs {
+    let mut engine = args.engine_args.clone();
+    if let Some(modes) = &args.background_merges_modes {
+        engine.background_merges = modes.contains(&mode);
+    }
+    engine
 }
 
 fn engine_argv(args: &EngineArgs) -> Vec<String> {
