@@ -283,7 +283,7 @@ impl MergedEntries {
             sources.push(Source::Nested(Peeked::new(stream)?));
         }
         Ok(MergedEntries {
-            merge: KMerge::new(sources),
+            merge: KMerge::new(sources)?,
             resolve,
         })
     }

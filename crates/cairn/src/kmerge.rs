@@ -11,9 +11,12 @@
 //! May call: `entry` (the newest-first fold), `page` (operation codes). Must never touch: files,
 //! runs, tables or any I/O of its own (sources do their own reads).
 //!
-//! Costs: finding the next key peeks at every source once (k comparisons for k sources: k is at
-//! most T + 1 = 5 for a level merge, and about `4 * levels + 2` for a cursor, so a linear scan
-//! beats a heap here); folding a key peeks at and advances each source from the newest holder on.
+//! Costs: [`KMerge`] keeps, for every source, the first 8 bytes of its current key as a
+//! big-endian integer (refreshed when the source advances, which it does only through the
+//! merge). Finding the next key compares those integers (k for k sources: k is at most T + 1 = 5
+//! for a level merge, and about `4 * levels + 2` for a cursor, so a linear scan beats a heap
+//! here) and peeks at a source's key only where two integers tie (rare for hashed keys);
+//! folding a key peeks at and advances each source from the newest holder on.
 
 use crate::config::Resolve;
 use crate::entry::Entry;
@@ -61,15 +64,44 @@ pub(crate) struct Group {
 #[derive(Debug)]
 pub(crate) struct KMerge<S> {
     sources: Vec<S>,
+    /// Per source, [`key_prefix`] of its current key, `None` once it is exhausted. Kept equal to
+    /// what the source's head says: sources advance only through [`KMerge::advance`] and
+    /// [`KMerge::fold_group`].
+    prefixes: Vec<Option<u64>>,
     /// The key of the group being folded (copied out so that sources can advance).
     key: Vec<u8>,
 }
 
+/// The first 8 bytes of `key` as a big-endian integer, zero-padded. Order-preserving but not
+/// strictly: `a < b` implies `key_prefix(a) <= key_prefix(b)`, so keys with different prefixes
+/// compare as their prefixes do and only equal prefixes need the keys themselves.
+fn key_prefix(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
+}
+
+fn head_prefix<S: MergeSource>(source: &S) -> Result<Option<u64>> {
+    Ok(source.head()?.map(|head| key_prefix(head.key)))
+}
+
 impl<S: MergeSource> KMerge<S> {
-    /// A merge of `sources`, newest first.
-    pub(crate) fn new(sources: Vec<S>) -> KMerge<S> {
-        KMerge {
+    /// A merge of `sources`, newest first. Cost: one peek per source.
+    pub(crate) fn new(sources: Vec<S>) -> Result<KMerge<S>> {
+        let prefixes = sources.iter().map(head_prefix).collect::<Result<_>>()?;
+        Ok(KMerge {
             sources,
+            prefixes,
+            key: Vec::new(),
+        })
+    }
+
+    /// A merge of no sources.
+    pub(crate) fn empty() -> KMerge<S> {
+        KMerge {
+            sources: Vec::new(),
+            prefixes: Vec::new(),
             key: Vec::new(),
         }
     }
@@ -79,25 +111,50 @@ impl<S: MergeSource> KMerge<S> {
         &self.sources
     }
 
-    /// Source `i`, to read or advance it directly (a group with one holder needs no fold).
-    pub(crate) fn source_mut(&mut self, i: usize) -> &mut S {
-        &mut self.sources[i]
+    /// Whether every source is exhausted. Cost: O(k), no peek.
+    pub(crate) fn is_exhausted(&self) -> bool {
+        self.prefixes.iter().all(Option::is_none)
+    }
+
+    /// Moves source `i` past its current entry (a group with one holder needs no fold).
+    pub(crate) fn advance(&mut self, i: usize) -> Result<()> {
+        let source = &mut self.sources[i];
+        source.advance()?;
+        self.prefixes[i] = head_prefix(source)?;
+        Ok(())
     }
 
     /// The sources holding the smallest current key, or `None` when every source is exhausted.
-    /// Cost: one peek and at most one comparison per source.
+    /// Cost: one integer comparison per source, plus a key comparison (two peeks) per source
+    /// whose key prefix ties the smallest so far.
     pub(crate) fn peek_group(&self) -> Result<Option<Group>> {
-        let mut min: Option<(usize, &[u8])> = None;
+        let mut min: Option<(usize, u64)> = None;
         let mut holders = 0;
-        for (i, source) in self.sources.iter().enumerate() {
-            let Some(head) = source.head()? else {
+        for (i, prefix) in self.prefixes.iter().enumerate() {
+            let Some(prefix) = *prefix else {
                 continue;
             };
-            match min {
-                Some((_, current)) if head.key > current => {}
-                Some((_, current)) if head.key == current => holders += 1,
-                _ => {
-                    min = Some((i, head.key));
+            let Some((first, min_prefix)) = min else {
+                min = Some((i, prefix));
+                holders = 1;
+                continue;
+            };
+            let order = match prefix.cmp(&min_prefix) {
+                std::cmp::Ordering::Equal => {
+                    let (Some(current), Some(head)) =
+                        (self.sources[first].head()?, self.sources[i].head()?)
+                    else {
+                        unreachable!("a source with a key prefix has a head");
+                    };
+                    head.key.cmp(current.key)
+                }
+                order => order,
+            };
+            match order {
+                std::cmp::Ordering::Greater => {}
+                std::cmp::Ordering::Equal => holders += 1,
+                std::cmp::Ordering::Less => {
+                    min = Some((i, prefix));
                     holders = 1;
                 }
             }
@@ -132,6 +189,7 @@ impl<S: MergeSource> KMerge<S> {
             }
             acc = fold(acc, i, head);
             source.advance()?;
+            self.prefixes[i] = head_prefix(source)?;
             left -= 1;
         }
         Ok((&self.key, acc))
@@ -210,7 +268,8 @@ mod tests {
                 ("c", Op::Insert, 3),
                 ("d", Op::Upsert, 4),
             ]),
-        ]);
+        ])
+        .unwrap();
         let mut out = Vec::new();
         while let Some((key, entry, consumed)) = merge.next_combined(&add).unwrap() {
             out.push((String::from_utf8(key.to_vec()).unwrap(), entry, consumed));
@@ -228,13 +287,58 @@ mod tests {
         assert_eq!(merge.peek_group().unwrap(), None);
     }
 
+    /// Keys that share their first 8 bytes, or are shorter than 8 bytes, or are prefixes of one
+    /// another, are merged in key order: the integer prefixes only decide where they differ.
+    #[test]
+    fn merges_keys_with_tied_prefixes_in_order() {
+        let keys: [&[u8]; 8] = [
+            b"",
+            b"a",
+            b"a\0",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefghA",
+            b"abcdefghB",
+            b"abcdefgi",
+        ];
+        let mut sources = Vec::new();
+        // Every subset of the keys that every third source leaves out, so that groups vary.
+        for s in 0..4usize {
+            let entries = keys
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| (i + s) % 3 != 0)
+                .map(|(i, k)| (k.to_vec(), Op::Insert, (s * 100 + i).to_le_bytes().to_vec()))
+                .collect();
+            sources.push(VecSource { entries, next: 0 });
+        }
+        let mut merge = KMerge::new(sources).unwrap();
+        let mut out = Vec::new();
+        while let Some((key, entry, consumed)) = merge.next_combined(&Resolve::KeepNewest).unwrap()
+        {
+            // The newest holder wins: the smallest source index holding the key.
+            let i = keys.iter().position(|k| *k == key).unwrap();
+            let newest = (0..4usize).find(|s| (i + s) % 3 != 0).unwrap();
+            let holders = (0..4usize).filter(|s| (i + s) % 3 != 0).count() as u64;
+            assert_eq!(
+                entry,
+                Entry::Insert((newest * 100 + i).to_le_bytes().to_vec(), None)
+            );
+            assert_eq!(consumed, holders);
+            out.push(key.to_vec());
+        }
+        assert_eq!(out, keys.iter().map(|k| k.to_vec()).collect::<Vec<_>>());
+        assert!(merge.is_exhausted());
+    }
+
     #[test]
     fn groups_name_the_newest_holder() {
         let merge = KMerge::new(vec![
             source(&[("b", Op::Insert, 1)]),
             source(&[("a", Op::Insert, 1)]),
             source(&[("a", Op::Insert, 2)]),
-        ]);
+        ])
+        .unwrap();
         assert_eq!(
             merge.peek_group().unwrap(),
             Some(Group {

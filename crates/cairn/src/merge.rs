@@ -276,7 +276,7 @@ impl MergingRun {
             links_planned,
             entries_linked,
             pieces,
-            inputs_merge: KMerge::new(Vec::new()),
+            inputs_merge: KMerge::empty(),
             writer: Some(writer),
             debt,
             steps_done: 0,
@@ -303,7 +303,7 @@ impl MergingRun {
             debt: inputs.iter().map(|r| r.entries()).sum(),
             inputs,
             pieces: Vec::new(),
-            inputs_merge: KMerge::new(Vec::new()),
+            inputs_merge: KMerge::empty(),
             writer: None,
             steps_done: 0,
             parts_linked: 0,
@@ -389,12 +389,7 @@ impl MergingRun {
             if self.is_done() {
                 return Ok(done);
             }
-            if self
-                .inputs_merge
-                .sources()
-                .iter()
-                .all(SortedCursor::is_done)
-            {
+            if self.inputs_merge.is_exhausted() {
                 // The current piece (if any) is merged: link or start the next ones.
                 if !self.next_piece()? {
                     self.finish()?;
@@ -423,7 +418,7 @@ impl MergingRun {
             Piece::Link(part) => {
                 writer.link(part)?;
                 self.parts_linked += 1;
-                self.inputs_merge = KMerge::new(Vec::new());
+                self.inputs_merge = KMerge::empty();
             }
             Piece::Merge { sources, entries } => {
                 writer.expect(entries);
@@ -433,7 +428,7 @@ impl MergingRun {
                         SortedCursor::over_parts(self.inputs[input].clone(), parts)
                     })
                     .collect::<Result<Vec<_>>>()?;
-                self.inputs_merge = KMerge::new(cursors);
+                self.inputs_merge = KMerge::new(cursors)?;
             }
         }
         Ok(true)
@@ -455,7 +450,7 @@ impl MergingRun {
             .expect("an unfinished merge has a writer");
         if group.holders == 1 {
             // The common case: copy the entry straight from the input page.
-            let cursor = self.inputs_merge.source_mut(group.first);
+            let cursor = &self.inputs_merge.sources()[group.first];
             if let Some(e) = cursor.peek()? {
                 let keep = match (self.kind, e.op) {
                     (MergeKind::LastLevel, Op::Delete) => None,
@@ -470,7 +465,7 @@ impl MergingRun {
                     writer.push(e.key, op, e.value, blob.as_deref())?;
                 }
             }
-            cursor.advance()?;
+            self.inputs_merge.advance(group.first)?;
             self.steps_done += 1;
             return Ok(1);
         }
@@ -513,7 +508,7 @@ impl MergingRun {
                 ));
             }
             let output = writer.finish()?;
-            self.inputs_merge = KMerge::new(Vec::new());
+            self.inputs_merge = KMerge::empty();
             self.output = Some(output);
             // The inputs' files go as soon as no reader holds them: a finished merge, which
             // stays in its level until the next run arrives, must not keep them alive.

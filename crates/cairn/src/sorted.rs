@@ -185,6 +185,7 @@ impl SortedCursor {
     }
 
     /// Whether every entry has been read.
+    #[cfg(test)]
     pub(crate) fn is_done(&self) -> bool {
         self.cursor.is_none()
     }

@@ -121,7 +121,7 @@ impl UnionStream {
             .map(|v| Peeked::new(v.stream(from, resolve)?))
             .collect::<Result<Vec<_>>>()?;
         Ok(UnionStream {
-            merge: KMerge::new(inputs),
+            merge: KMerge::new(inputs)?,
             resolve: resolve.clone(),
         })
     }
