@@ -930,8 +930,9 @@ fn ahead_request(ahead_to: u64, end: u64, page_count: u64) -> Option<(u64, u64)>
 /// Reads a run's entries in key order, a chunk of pages at a time (for merges).
 ///
 /// Memory: one chunk of `CURSOR_CHUNK_PAGES` pages (64 KiB), more only for a span of overflow
-/// pages longer than that; at most [`CURSOR_AHEAD_PAGES`] more pages in the page cache, read
-/// ahead. One `read` per chunk, one read-ahead request per 32 to 64 pages.
+/// pages longer than that, plus the current span's decoded entry positions (a few words per entry
+/// of the span); at most [`CURSOR_AHEAD_PAGES`] more pages in the page cache, read ahead. One
+/// `read` per chunk, one read-ahead request per 32 to 64 pages; one header parse per span.
 #[derive(Debug)]
 pub(crate) struct RunCursor {
     run: Arc<Run>,
@@ -948,8 +949,10 @@ pub(crate) struct RunCursor {
     span_entries: usize,
     /// The current entry within the span.
     entry: usize,
-    /// The current entry, decoded once when the cursor reaches it (merges peek at every
-    /// input's entry once per output entry).
+    /// The span's entries, decoded together when the cursor reaches the span (one header
+    /// parse per span; merges peek at an input's entry more than once per output entry).
+    decoded: Vec<Decoded>,
+    /// The current entry, `decoded[entry]`.
     current: Option<Decoded>,
     done: bool,
 }
@@ -1015,6 +1018,7 @@ impl RunCursor {
             span_pages: 0,
             span_entries: 0,
             entry: 0,
+            decoded: Vec::new(),
             current: None,
             done: false,
         };
@@ -1081,19 +1085,22 @@ impl RunCursor {
         self.span_first = first;
         self.span_pages = pages;
         self.entry = 0;
-        self.span_entries = self.span()?.len();
-        self.decode()
+        self.decode_span()?;
+        self.span_entries = self.decoded.len();
+        self.current = self.decoded.first().copied();
+        Ok(())
     }
 
-    /// Decodes the current entry into `current`.
-    fn decode(&mut self) -> Result<()> {
-        if self.done {
-            self.current = None;
-            return Ok(());
-        }
-        let decoded = {
-            let span = self.span()?;
-            let e = span.entry(self.entry)?;
+    /// Decodes every entry of the current span into `decoded`. Cost: one header parse and
+    /// O(entries) work, no I/O.
+    fn decode_span(&mut self) -> Result<()> {
+        self.decoded.clear();
+        let start = ((self.span_first - self.chunk_first) as usize) * PAGE_BYTES;
+        let end = start + (self.span_pages as usize) * PAGE_BYTES;
+        let chunk = &self.chunk;
+        let span = PageView::new(&chunk[start..end])?;
+        for i in 0..span.len() {
+            let e = span.entry(i)?;
             // A page may hold a key a little longer than the engine writes; a merge copying it
             // would fail an assertion of the page builder.
             if e.key.len() > page::KEY_SIZE_MAX {
@@ -1102,21 +1109,14 @@ impl RunCursor {
                     format!("{}-byte key in {}", e.key.len(), self.file.path().display()),
                 ));
             }
-            Decoded {
-                key: offsets_in(&self.chunk, e.key),
+            self.decoded.push(Decoded {
+                key: offsets_in(chunk, e.key),
                 op: e.op,
-                value: offsets_in(&self.chunk, e.value),
+                value: offsets_in(chunk, e.value),
                 blob: e.blob,
-            }
-        };
-        self.current = Some(decoded);
+            });
+        }
         Ok(())
-    }
-
-    fn span(&self) -> Result<PageView<'_>> {
-        let start = ((self.span_first - self.chunk_first) as usize) * PAGE_BYTES;
-        let end = start + (self.span_pages as usize) * PAGE_BYTES;
-        PageView::new(&self.chunk[start..end])
     }
 
     /// Whether every entry has been read.
@@ -1153,7 +1153,8 @@ impl RunCursor {
         if self.entry >= self.span_entries {
             self.load_span(self.span_first + self.span_pages)
         } else {
-            self.decode()
+            self.current = self.decoded.get(self.entry).copied();
+            Ok(())
         }
     }
 }
