@@ -21,6 +21,9 @@
 //!   `k` loads from that line, with an early exit on the first clear bit; for batched lookups
 //!   call [`BloomFilter::prefetch`] for every hash first, then [`BloomFilter::contains_hash`],
 //!   so the cache misses of the batch overlap;
+//! - building: [`BloomBuilder`] prefetches a key's block when the key arrives and sets its bits
+//!   16 keys later, so the cache misses of a filter larger than the cache overlap the merge work
+//!   between keys;
 //! - memory: `bits_per_entry / 8` bytes per entry (10 bits per entry: 1.25 bytes, so 200 MB for
 //!   160 M keys), rounded up to whole 64-byte blocks; no syscalls.
 
@@ -309,7 +312,15 @@ pub struct BloomBuilder {
     /// Built from [`BloomParams::NONE`]: keys are counted, not hashed, and the one block is
     /// filled at the end.
     pass_all: bool,
+    /// The hashes of the last [`INSERT_DELAY`] keys (slot `i % INSERT_DELAY` holds the `i`-th),
+    /// whose blocks are prefetched but not yet set: a key's bits are set when the key
+    /// [`INSERT_DELAY`] places after it arrives (or at [`BloomBuilder::finish`]), so that the
+    /// cache miss of a block in a large filter overlaps the work of the keys in between.
+    delayed: [u64; INSERT_DELAY],
 }
+
+/// How many keys a [`BloomBuilder`] inserts late, each after prefetching its block.
+const INSERT_DELAY: usize = 16;
 
 impl BloomBuilder {
     /// A builder for a filter of `max(1, ceil(entries_max * bits_per_entry / 512))` blocks
@@ -329,6 +340,7 @@ impl BloomBuilder {
             salt,
             entries: 0,
             pass_all: params.is_none(),
+            delayed: [0; INSERT_DELAY],
         }
     }
 
@@ -346,12 +358,27 @@ impl BloomBuilder {
 
     /// Adds a key by its hash ([`key_hash`] with this builder's salt). Inserting more keys than
     /// `entries_max` is allowed; the false-positive rate then rises above the prediction.
+    ///
+    /// Cost: a prefetch of the key's block, and the bits of the key [`INSERT_DELAY`] places
+    /// earlier set (its block prefetched that long ago): `k` multiply-adds and one cache line.
     #[inline]
     pub fn insert_hash(&mut self, hash: u64) {
         if self.pass_all {
             self.entries = self.entries.saturating_add(1);
             return;
         }
+        let slot = (self.entries % INSERT_DELAY as u64) as usize;
+        if self.entries >= INSERT_DELAY as u64 {
+            self.set_bits(self.delayed[slot]);
+        }
+        self.delayed[slot] = hash;
+        self.prefetch_block(hash);
+        self.entries = self.entries.saturating_add(1);
+    }
+
+    /// Sets the bits of `hash` in its block.
+    #[inline(always)]
+    fn set_bits(&mut self, hash: u64) {
         let index = block_of(hash, self.blocks.len() as u64) as usize;
         let block = &mut self.blocks[index];
         let mut state = bit_seed(hash);
@@ -360,14 +387,34 @@ impl BloomBuilder {
             state = next;
             block.0[bit >> 6] |= 1 << (bit & 63);
         }
-        self.entries = self.entries.saturating_add(1);
     }
 
-    /// The filter built so far.
+    /// Asks the CPU to bring `hash`'s block into the cache.
+    #[inline(always)]
+    fn prefetch_block(&self, hash: u64) {
+        let block: *const Block = &self.blocks[block_of(hash, self.blocks.len() as u64) as usize];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetching has no architectural effect (it cannot fault), and `block` points
+        // into `self.blocks` anyway.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                block.cast::<i8>(),
+            );
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = block;
+    }
+
+    /// The filter built so far (the keys still delayed are set first).
     pub fn finish(mut self) -> BloomFilter {
         if self.pass_all {
             for block in &mut self.blocks {
                 block.0 = [u64::MAX; BLOCK_BITS / 64];
+            }
+        } else {
+            let delayed = self.entries.min(INSERT_DELAY as u64) as usize;
+            for slot in 0..delayed {
+                self.set_bits(self.delayed[slot]);
             }
         }
         BloomFilter {
@@ -649,6 +696,33 @@ mod tests {
             builder.insert_hash(key_hash(salt, &test_key(n)));
         }
         builder.finish()
+    }
+
+    /// Setting a key's bits [`INSERT_DELAY`] keys late (and the last ones at `finish`) builds
+    /// exactly the blocks that setting them at once would, for counts around the delay.
+    #[test]
+    fn delayed_inserts_build_the_same_blocks() {
+        let salt = 7;
+        let params = BloomParams::for_bits_per_entry(10.0).unwrap();
+        for n in [0u64, 1, 15, 16, 17, 31, 32, 33, 1_000] {
+            let mut builder = BloomBuilder::new(params, n, salt);
+            let mut want = vec![Block::default(); builder.blocks.len()];
+            for i in 0..n {
+                let hash = key_hash(salt, &test_key(i));
+                builder.insert_hash(hash);
+                let index = block_of(hash, want.len() as u64) as usize;
+                let block = &mut want[index];
+                let mut state = bit_seed(hash);
+                for _ in 0..params.hashes {
+                    let (next, bit) = bit_step(state);
+                    state = next;
+                    block.0[bit >> 6] |= 1 << (bit & 63);
+                }
+            }
+            let filter = builder.finish();
+            assert_eq!(filter.entries(), n);
+            assert!(filter.blocks == want, "{n} keys");
+        }
     }
 
     /// `BloomParams::NONE` builds one block that answers "maybe" for every key, however many
