@@ -20,7 +20,7 @@
 
 use crate::config::Resolve;
 use crate::entry::Entry;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::page::Op;
 
 /// A source's current entry, borrowed from the source.
@@ -80,6 +80,12 @@ fn key_prefix(key: &[u8]) -> u64 {
     let n = key.len().min(8);
     bytes[..n].copy_from_slice(&key[..n]);
     u64::from_be_bytes(bytes)
+}
+
+/// The error of a merge used again after one of its sources failed to advance (its recorded key
+/// prefix then no longer matches the source).
+fn stale_source() -> Error {
+    Error::TableBroken("a merge was used again after one of its sources failed".into())
 }
 
 fn head_prefix<S: MergeSource>(source: &S) -> Result<Option<u64>> {
@@ -144,7 +150,9 @@ impl<S: MergeSource> KMerge<S> {
                     let (Some(current), Some(head)) =
                         (self.sources[first].head()?, self.sources[i].head()?)
                     else {
-                        unreachable!("a source with a key prefix has a head");
+                        // Only a source whose advance failed half way gets here: a merge that
+                        // failed is not used again, but if it were, this is no place to panic.
+                        return Err(stale_source());
                     };
                     head.key.cmp(current.key)
                 }
@@ -216,7 +224,9 @@ impl<S: MergeSource> KMerge<S> {
                     Some(newer) => newer.combine_older(head.op, head.value, resolve),
                 })
             })?;
-        let combined = combined.expect("a group has at least one holder");
+        let Some(combined) = combined else {
+            return Err(stale_source());
+        };
         Ok(Some((key, combined, group.holders as u64)))
     }
 }

@@ -16,9 +16,9 @@
 //! writer), `entry`, `page` (operation codes), `fs`. Must never touch: the level structure or the
 //! credit accounting (that is `schedule`'s job), tables or sessions.
 //!
-//! Costs: a step compares the current keys of the k inputs (k <= T + 1 = 5), so a step is a few
-//! key comparisons plus one entry copied into the output page; reads and writes are sequential in
-//! 64 KiB chunks. One call to [`MergingRun::steps`] overshoots the requested count by at most
+//! Costs: a step compares the current keys of the k inputs (k <= T + 1 = 5) by their first 8
+//! bytes (`kmerge`), so a step is a few integer comparisons plus one entry copied into the output
+//! page and one filter insert; reads and writes are sequential in 64 KiB chunks. One call to [`MergingRun::steps`] overshoots the requested count by at most
 //! k - 1 steps (the last output key may consume one entry from every input).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

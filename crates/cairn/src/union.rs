@@ -150,7 +150,11 @@ impl EntryStream for UnionStream {
                 })
             },
         )?;
-        let (value, blob) = combined.expect("a group has at least one holder");
+        let Some((value, blob)) = combined else {
+            return Err(Error::TableBroken(
+                "a union was used again after one of its inputs failed".into(),
+            ));
+        };
         Ok(Some(RawEntry {
             key: key.to_vec(),
             value,
