@@ -296,6 +296,22 @@ fn bit_step(state: u64) -> (u64, usize) {
     (next, (next >> 55) as usize)
 }
 
+/// Hints the CPU to bring `block` into the cache (x86_64 `prefetcht0`; a no-op on other
+/// targets).
+#[inline(always)]
+fn prefetch_block(block: &Block) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching has no architectural effect (it cannot fault), and `block` is a valid
+    // reference anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            (block as *const Block).cast::<i8>(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = block;
+}
+
 /// The block a hash maps to among `block_count` (1 ..= [`BLOCK_COUNT_MAX`]) blocks.
 #[inline(always)]
 fn block_of(hash: u64, block_count: u64) -> u64 {
@@ -392,17 +408,7 @@ impl BloomBuilder {
     /// Asks the CPU to bring `hash`'s block into the cache.
     #[inline(always)]
     fn prefetch_block(&self, hash: u64) {
-        let block: *const Block = &self.blocks[block_of(hash, self.blocks.len() as u64) as usize];
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetching has no architectural effect (it cannot fault), and `block` points
-        // into `self.blocks` anyway.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                block.cast::<i8>(),
-            );
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = block;
+        prefetch_block(&self.blocks[block_of(hash, self.blocks.len() as u64) as usize]);
     }
 
     /// The filter built so far (the keys still delayed are set first).
@@ -482,17 +488,7 @@ impl BloomFilter {
     /// other targets). Call it for every hash of a batch before probing any of them.
     #[inline]
     pub fn prefetch(&self, hash: u64) {
-        let block: *const Block = &self.blocks[self.block_index(hash) as usize];
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetching has no architectural effect (it cannot fault), and `block` points
-        // into `self.blocks` anyway.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                block.cast::<i8>(),
-            );
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = block;
+        prefetch_block(&self.blocks[self.block_index(hash) as usize]);
     }
 
     /// The salt the keys were hashed with.
