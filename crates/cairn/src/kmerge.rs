@@ -312,7 +312,7 @@ mod tests {
             b"abcdefgi",
         ];
         let mut sources = Vec::new();
-        // Every subset of the keys that every third source leaves out, so that groups vary.
+        // Source s holds the keys i with (i + s) % 3 != 0: every key has two or three holders.
         for s in 0..4usize {
             let entries = keys
                 .iter()

@@ -946,14 +946,11 @@ pub(crate) struct RunCursor {
     /// The current span: its first page and page count.
     span_first: u64,
     span_pages: u64,
-    span_entries: usize,
     /// The current entry within the span.
     entry: usize,
     /// The span's entries, decoded together when the cursor reaches the span (one header
     /// parse per span; merges peek at an input's entry more than once per output entry).
     decoded: Vec<Decoded>,
-    /// The current entry, `decoded[entry]`.
-    current: Option<Decoded>,
     done: bool,
 }
 
@@ -1016,10 +1013,8 @@ impl RunCursor {
             chunk_first: 0,
             span_first: 0,
             span_pages: 0,
-            span_entries: 0,
             entry: 0,
             decoded: Vec::new(),
-            current: None,
             done: false,
         };
         cursor.load_span(start_page)?;
@@ -1075,7 +1070,6 @@ impl RunCursor {
     fn load_span(&mut self, first: u64) -> Result<()> {
         if first >= self.page_count {
             self.done = true;
-            self.current = None;
             return Ok(());
         }
         self.ensure_pages(first, 1)?;
@@ -1085,10 +1079,7 @@ impl RunCursor {
         self.span_first = first;
         self.span_pages = pages;
         self.entry = 0;
-        self.decode_span()?;
-        self.span_entries = self.decoded.len();
-        self.current = self.decoded.first().copied();
-        Ok(())
+        self.decode_span()
     }
 
     /// Decodes every entry of the current span into `decoded`. Cost: one header parse and
@@ -1126,9 +1117,9 @@ impl RunCursor {
 
     /// The current entry, or `None` at the end of the run.
     ///
-    /// Cost: O(1); the entry was decoded when the cursor reached it.
+    /// Cost: O(1); the entry was decoded when the cursor reached its span.
     pub(crate) fn peek(&self) -> Result<Option<EntryRef<'_>>> {
-        let Some(d) = self.current else {
+        let Some(&d) = self.decoded.get(self.entry).filter(|_| !self.done) else {
             return Ok(None);
         };
         let part = |(start, end): (usize, usize)| {
@@ -1150,10 +1141,9 @@ impl RunCursor {
             return Ok(());
         }
         self.entry += 1;
-        if self.entry >= self.span_entries {
+        if self.entry >= self.decoded.len() {
             self.load_span(self.span_first + self.span_pages)
         } else {
-            self.current = self.decoded.get(self.entry).copied();
             Ok(())
         }
     }
