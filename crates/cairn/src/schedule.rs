@@ -311,6 +311,32 @@ impl Levels {
         Ok(steps)
     }
 
+    /// Finishes every merge in progress, top level first, and counts each as fully paid by this
+    /// handle; returns the steps performed. No run moves between levels and no merge starts:
+    /// the levels keep their shape, each merge in progress replaced by its output. Cost: every
+    /// step left in those merges (at most the entries of their inputs, that is at most the
+    /// table), in the memory of one merge at a time.
+    pub(crate) fn complete_merges(&mut self) -> Result<u64> {
+        let mut steps = 0;
+        for level in &mut self.levels {
+            let Incoming::Merging(m) = &mut level.incoming else {
+                continue;
+            };
+            if m.merge.published_steps().is_none() {
+                // Finished already (here, through a duplicate or on the background thread).
+                m.nominal_credits = m.nominal_debt;
+                continue;
+            }
+            let mut merge = lock_for_work(&m.merge)?;
+            if !merge.is_done() {
+                steps += merge.complete()?;
+            }
+            m.merge.publish(&merge);
+            m.nominal_credits = m.nominal_debt;
+        }
+        Ok(steps)
+    }
+
     /// Adds a flushed write buffer as the newest run of level 1. Returns the merge steps this
     /// performed (none under the incremental schedule unless a merge was late).
     pub(crate) fn add_flushed_run(

@@ -749,6 +749,39 @@ impl Table {
         self.with_settled(|_| ())
     }
 
+    /// Brings the table to rest: settles a flush in progress (as [`Table::settle`]), then
+    /// finishes every merge in progress, so that [`TableStats::merges_in_progress`] is 0 and no
+    /// update pays for merges started before this call. Use it after a bulk load, before saving
+    /// the snapshot later sessions start from, or before a measurement that should not pay
+    /// for the load's merges. Returns the merge steps performed.
+    ///
+    /// The levels keep their shape (no run moves between levels and no merge starts), so the
+    /// schedule's bound on the merge steps of any single update still holds afterwards. Merges
+    /// are shared with duplicates, which see them finished too. An incremental union below the
+    /// levels is not touched (see [`Table::supply_union_credits`]).
+    ///
+    /// Cost: every step left in the merges in progress, that is at most every entry of the
+    /// table read and written once, in the memory of one merge at a time; it holds the table's
+    /// write lock throughout, so updates and lookups on this handle wait for it.
+    ///
+    /// Errors: [`Error::ReadOnly`], [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`]
+    /// (the table is then broken).
+    pub fn complete_merges(&self) -> Result<u64> {
+        self.inner.session.check_writable("completing merges")?;
+        let mut state = self.lock_write()?;
+        self.settle_flush(&mut state)?;
+        match state.levels.complete_merges() {
+            Ok(steps) => {
+                state.merge_steps_total += steps;
+                Ok(steps)
+            }
+            Err(e) => {
+                state.broken = Some(e.with_causes());
+                Err(e)
+            }
+        }
+    }
+
     /// Runs `f` on the table's state with no flush in progress (settling one first, under the
     /// write lock): for operations that hand the structure elsewhere.
     fn with_settled<T>(&self, f: impl FnOnce(&TableState) -> T) -> Result<T> {

@@ -54,6 +54,8 @@ enum Op {
     Union(Vec<usize>),
     /// Pay 1/n of the current table's union debt.
     SupplyUnion(u8),
+    /// Finish every merge in progress of the current table (`Table::complete_merges`).
+    CompleteMerges,
     /// Insert this many fresh keys above every key so far, in one batch (block-ordered data:
     /// runs that overlap nothing older, which merges link instead of rewriting).
     Append(u8, Vec<u8>),
@@ -185,6 +187,7 @@ fn op_strategy(resolve: ResolveKind, keys: u16) -> impl Strategy<Value = Op> {
         1 => Just(Op::Restart),
         1 => prop::collection::vec(0usize..4, 1..4).prop_map(Op::Union),
         2 => (1u8..4).prop_map(Op::SupplyUnion),
+        1 => Just(Op::CompleteMerges),
         3 => (1u8..24, prop::collection::vec(any::<u8>(), 0..8))
             .prop_map(|(n, v)| Op::Append(n, v)),
     ]
@@ -683,6 +686,11 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                 if leftover > 0 {
                     prop_assert_eq!(after, 0);
                 }
+            }
+            Op::CompleteMerges => {
+                table.complete_merges().unwrap();
+                let stats = table.stats().unwrap();
+                prop_assert_eq!(stats.merges_in_progress, 0);
             }
             Op::Restart => {
                 for (other, _, _) in others.drain(..) {

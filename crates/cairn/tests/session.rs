@@ -423,6 +423,7 @@ fn read_only_sessions_read_everything_and_change_nothing() {
             dup.delete("k"),
             t.save_snapshot("again", "ledger"),
             t.supply_union_credits(1).map(drop),
+            t.complete_merges().map(drop),
             Table::incremental_unions(&[&t, &dup]).map(drop),
             reader.new_table(TableConfig::default()).map(drop),
             reader.delete_snapshot(name),

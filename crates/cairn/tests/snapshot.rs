@@ -142,6 +142,42 @@ fn round_trip_with_merges_in_progress_and_after_restart() {
     assert!(active_files(&fs).is_empty());
 }
 
+/// `complete_merges` finishes the merges a load left in progress without changing what the
+/// table holds, and a snapshot saved afterwards opens with none in progress.
+#[test]
+fn completed_merges_are_saved_finished() {
+    let fs = MemFs::new();
+    let session = open_session(&fs);
+    let table = session.new_table(config()).unwrap();
+    let model = fill(&table, 3000);
+    let before = table.stats().unwrap();
+    assert!(before.merges_in_progress > 0, "{before:?}");
+    let duplicate = table.duplicate().unwrap();
+    let steps = table.complete_merges().unwrap();
+    assert!(steps > 0);
+    let after = table.stats().unwrap();
+    assert_eq!(after.merges_in_progress, 0, "{after:?}");
+    assert_eq!(after.levels, before.levels);
+    // A flush in progress was settled: only the write buffer's own entries remain in memory.
+    assert!(after.write_buffer_entries <= before.write_buffer_entries);
+    assert!(after.write_buffer_entries < 32);
+    // Nothing left to do: a second call performs no step.
+    assert_eq!(table.complete_merges().unwrap(), 0);
+    check(&table, &model, 3000);
+    // The merges are shared: the duplicate sees them finished and holds the same contents.
+    assert_eq!(duplicate.stats().unwrap().merges_in_progress, 0);
+    check(&duplicate, &model, 3000);
+    table.save_snapshot("done", "utxo").unwrap();
+    let restored = session
+        .open_snapshot("done", "utxo", SnapshotOverrides::default())
+        .unwrap();
+    assert_eq!(restored.stats().unwrap().merges_in_progress, 0);
+    check(&restored, &model, 3000);
+    // Updates go on as before.
+    restored.delete(key(2)).unwrap();
+    assert!(restored.lookup(key(2)).unwrap().value().is_none());
+}
+
 #[test]
 fn snapshot_errors_are_typed() {
     let fs = MemFs::new();

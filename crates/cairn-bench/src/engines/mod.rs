@@ -6,8 +6,10 @@
 //! documentation recommends for random point reads (stated by [`Engine::settings`]). Must never
 //! touch: the workload (which keys, which checks), which is the driver's.
 //!
-//! An engine instance owns one directory. `setup` builds the initial table there and makes it
-//! durable ([`Engine::finish_load`]: a snapshot for Cairn, a flush and sync for the others); `run`
+//! An engine instance owns one directory. `setup` builds the initial table there, settles it by
+//! the engine's own means and makes it durable ([`Engine::finish_load`]: merges completed and a
+//! snapshot for Cairn, a flush, sync and wait for compactions for RocksDB, a flush and sync for
+//! the others); `run`
 //! opens the same directory again ([`EngineKind::open`] with `create: false`).
 
 pub mod cairn;
@@ -78,7 +80,9 @@ pub trait Engine: Send + Sync {
         self.load(chunk)
     }
 
-    /// Ends the setup: the table must survive the process and be opened by `run`.
+    /// Ends the setup: the table is brought to rest by the engine's own means (no merge or
+    /// compaction of the load left for a run to pay) and must survive the process and be
+    /// opened by `run`.
     fn finish_load(&self) -> Result<(), Failure>;
 
     /// Background work the engine has pending or running now (flushes, compactions, merges),
