@@ -711,10 +711,11 @@ impl Table {
     }
 
     /// Finishes a flush in progress (see [`Flushing`]): at most `B` entries written and one run
-    /// added to level 1. An error breaks the table, as it would have broken the update.
-    fn settle_flush(&self, state: &mut TableState) -> Result<()> {
+    /// added to level 1. Returns the merge steps the run's arrival performed. An error breaks
+    /// the table, as it would have broken the update.
+    fn settle_flush(&self, state: &mut TableState) -> Result<u64> {
         if state.flushing.is_none() {
-            return Ok(());
+            return Ok(0);
         }
         let union_below = state.union.is_some();
         let outcome = with_merge_context(
@@ -727,7 +728,7 @@ impl Table {
         match outcome {
             Ok(steps) => {
                 state.merge_steps_total += steps;
-                Ok(())
+                Ok(steps)
             }
             Err(e) => {
                 state.broken = Some(e.with_causes());
@@ -753,27 +754,33 @@ impl Table {
     /// finishes every merge in progress, so that [`TableStats::merges_in_progress`] is 0 and no
     /// update pays for merges started before this call. Use it after a bulk load, before saving
     /// the snapshot later sessions start from, or before a measurement that should not pay
-    /// for the load's merges. Returns the merge steps performed.
+    /// for the load's merges. Returns the merge steps performed (the settled flush's included).
     ///
-    /// The levels keep their shape (no run moves between levels and no merge starts), so the
-    /// schedule's bound on the merge steps of any single update still holds afterwards. Merges
-    /// are shared with duplicates, which see them finished too. An incremental union below the
-    /// levels is not touched (see [`Table::supply_union_credits`]).
+    /// Apart from the settled flush's run arriving at level 1 (which, as at any flush, may move
+    /// full levels down and start merges, all finished here too), no run moves between levels
+    /// and no merge starts. The schedule's bound on the merge steps of any single update still
+    /// holds afterwards: every merge is finished, and the flushes after the settled one arrive
+    /// at their usual pace (one per `write_buffer_entries` updates), so every merge started
+    /// later has its usual number of updates to be paid by. Merges are shared with duplicates, which see them finished
+    /// too. An incremental union below the levels is not touched (see
+    /// [`Table::supply_union_credits`]).
     ///
-    /// Cost: every step left in the merges in progress, that is at most every entry of the
-    /// table read and written once, in the memory of one merge at a time; it holds the table's
-    /// write lock throughout, so updates and lookups on this handle wait for it.
+    /// Cost: every step left in the merges in progress, each level's entries read and written
+    /// at most once per level they pass through (the settled flush can make merges cascade), in
+    /// the memory of one merge at a time. It holds the table's write lock throughout, so
+    /// updates and lookups on this handle wait for it, and holds each merge's lock until that
+    /// merge is finished, so a duplicate's update that needs the same merge waits too.
     ///
     /// Errors: [`Error::ReadOnly`], [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`]
     /// (the table is then broken).
     pub fn complete_merges(&self) -> Result<u64> {
         self.inner.session.check_writable("completing merges")?;
         let mut state = self.lock_write()?;
-        self.settle_flush(&mut state)?;
+        let settled = self.settle_flush(&mut state)?;
         match state.levels.complete_merges() {
             Ok(steps) => {
                 state.merge_steps_total += steps;
-                Ok(steps)
+                Ok(settled + steps)
             }
             Err(e) => {
                 state.broken = Some(e.with_causes());

@@ -157,3 +157,9 @@ fn merge_steps_per_update_stay_within_the_bound_with_background_merges() {
 fn merge_steps_per_update_stay_within_the_bound_after_completing_merges() {
     run(32, 64, false, Some(9_973));
 }
+
+/// The same with the background thread racing both the updates and the completions.
+#[test]
+fn merge_steps_per_update_stay_within_the_bound_after_completing_merges_in_background() {
+    run(32, 64, true, Some(9_973));
+}

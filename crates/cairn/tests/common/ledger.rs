@@ -67,6 +67,8 @@ pub enum Op {
     Union,
     /// Pay 1/n of the current table's union debt.
     SupplyUnion(u8),
+    /// Finish every merge in progress of the current table.
+    CompleteMerges,
     Stats,
     /// Make another live table the current one.
     Select(u8),
@@ -120,6 +122,7 @@ pub fn op_strategy() -> impl Strategy<Value = Op> {
         1 => Just(Op::NewTable),
         1 => Just(Op::Union),
         2 => (1u8..4).prop_map(Op::SupplyUnion),
+        1 => Just(Op::CompleteMerges),
         1 => Just(Op::Stats),
         1 => any::<u8>().prop_map(Op::Select),
         2 => Just(Op::CloseOldest),
@@ -687,6 +690,13 @@ impl World {
                     leftover == 0 || after == 0,
                     "credits left over while in debt"
                 );
+                Ok(Ok(()))
+            }
+            Op::CompleteMerges => {
+                let (table, _) = self.current()?;
+                io!(table.complete_merges());
+                let stats = io!(table.stats());
+                prop_assert_eq!(stats.merges_in_progress, 0);
                 Ok(Ok(()))
             }
             Op::Stats => {
