@@ -526,7 +526,8 @@ pub(crate) struct DeferredRemovals {
     /// from elsewhere (an unfinished run in a snapshot being written, whose directory is
     /// removed as a whole) is removed, never pooled.
     recycle_dir: PathBuf,
-    /// Key/ops bytes and entries of the runs written so far, for the size hints of new ones.
+    /// Key/ops bytes and entries of the runs written so far, each older run weighing less
+    /// ([`DeferredRemovals::note_run`]), for the size hints of new ones.
     run_bytes: AtomicU64,
     run_entries: AtomicU64,
     /// Files pooled so far: the next pooled file's name.
@@ -597,20 +598,18 @@ impl DeferredRemovals {
     }
 
     /// Takes the pooled file best suited to a new file of about `hint` bytes, if any (no I/O):
-    /// the one nearest in size among those within a quarter of it, else the largest smaller
-    /// one (the writer grows it), never one much larger (cutting it would free, and trim, the
-    /// rest). Cost: one pass over the pool.
+    /// the largest no larger than `hint` (the writer grows it as it needs), never a larger one.
+    /// A file larger than what is written into it is cut at the end, and the cut frees, and on
+    /// a file system with online discard trims, the rest while the writer waits and reads queue
+    /// behind the trim: measured at 100M entries, key/ops files cut by 2.4 to 9.8 MB held a
+    /// merge's last chunk for 6 ms and stalled the lookups beside it as long
+    /// (`docs/benchmarks/README.md`, "Setup settled with completed merges"). Growing a file
+    /// frees nothing. Cost: one pass over the pool.
     pub(crate) fn take_recycled(&self, hint: u64) -> Option<PathBuf> {
         let mut queue = self.lock();
-        let near = |len: u64| len.abs_diff(hint) <= hint / 4;
         let best = (queue.pool.iter().enumerate())
-            .filter(|(_, (_, len))| near(*len))
-            .min_by_key(|(_, (_, len))| len.abs_diff(hint))
-            .or_else(|| {
-                (queue.pool.iter().enumerate())
-                    .filter(|(_, (_, len))| *len < hint)
-                    .max_by_key(|(_, (_, len))| *len)
-            })
+            .filter(|(_, (_, len))| *len <= hint)
+            .max_by_key(|(_, (_, len))| *len)
             .map(|(i, _)| i)?;
         let (path, len) = queue.pool.swap_remove(best);
         queue.pool_bytes -= len;
@@ -623,24 +622,36 @@ impl DeferredRemovals {
         self.lock().pool_bytes
     }
 
-    /// Records a finished run's key/ops bytes and entries, for [`DeferredRemovals::keyops_hint`].
+    /// Records a finished run's key/ops bytes and entries, for [`DeferredRemovals::keyops_hint`]:
+    /// each sum loses an eighth of what it held, then gains the run's, so the hint follows the
+    /// runs written lately (a table loaded with inserts and then updated with deletes too
+    /// writes smaller entries than its load did).
     pub(crate) fn note_run(&self, keyops_bytes: u64, entries: u64) {
-        self.run_bytes.fetch_add(keyops_bytes, Ordering::Relaxed);
-        self.run_entries.fetch_add(entries, Ordering::Relaxed);
+        let decay = |add: u64| move |sum: u64| Some((sum - sum / 8).saturating_add(add));
+        // Two separate updates: a hint read between them is off by one run, which is harmless.
+        let _ = (self.run_bytes).fetch_update(
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            decay(keyops_bytes),
+        );
+        let _ =
+            (self.run_entries).fetch_update(Ordering::Relaxed, Ordering::Relaxed, decay(entries));
     }
 
-    /// The expected key/ops bytes of a run of `entries` entries, from the runs written so far
-    /// (0 before the first), in whole pages of `page_bytes` (a key/ops file is made of pages).
+    /// The key/ops bytes a run of `entries` entries will hold at least, as far as one can
+    /// tell: the bytes per entry of the runs written lately ([`DeferredRemovals::note_run`];
+    /// 0 before the first), less 1/16 for the error of that estimate, in whole pages of
+    /// `page_bytes` rounded down (a key/ops file is made of pages). Low rather than high: a
+    /// pooled file no larger than this is grown, never cut ([`DeferredRemovals::take_recycled`]).
     pub(crate) fn keyops_hint(&self, entries: u64, page_bytes: u64) -> u64 {
         let bytes = self.run_bytes.load(Ordering::Relaxed);
         let counted = self.run_entries.load(Ordering::Relaxed);
-        if counted == 0 || entries == 0 {
+        if counted == 0 || entries == 0 || page_bytes == 0 {
             return 0;
         }
         let expected = (bytes as u128 * entries as u128 / counted as u128).min(u64::MAX as u128);
-        (expected as u64)
-            .div_ceil(page_bytes)
-            .saturating_mul(page_bytes)
+        let low = expected - expected / 16;
+        (low / page_bytes as u128 * page_bytes as u128) as u64
     }
 
     /// Counts `bytes` appended by one of the session's writers towards the next step's budget.
@@ -1325,8 +1336,8 @@ mod tests {
         assert!(!removals.is_pending());
     }
 
-    /// Recyclable files within the pool's size are kept, not freed; a writer takes the one
-    /// nearest its size, writes over it and cuts it to what it wrote. Files beyond the pool's
+    /// Recyclable files within the pool's size are kept, not freed; a writer takes the largest
+    /// no larger than its size hint, writes over it and cuts it to what it wrote. Files beyond the pool's
     /// size, files with another name and files not marked recyclable are removed as before;
     /// closing removes the pool.
     #[test]
@@ -1357,9 +1368,9 @@ mod tests {
         // Newest first: a became 0.free, b 1.free; c, d's name and e are gone.
         assert_eq!(fs.list_dir(dir).unwrap(), ["0.free", "1.free", "d-link"]);
 
-        // Nothing near 1 KiB and nothing smaller: a new file.
+        // Nothing as small as 1 KiB: a new file.
         assert_eq!(removals.take_recycled(kib as u64), None);
-        // 45 KiB: b is within a quarter; 1 MiB: a, the largest smaller one.
+        // 45 KiB: b, the largest no larger (never a, which would be cut); 1 MiB: a.
         let mut w =
             FileWriter::create_reusing(&fs, &dir.join("n1"), &removals, 45 * kib as u64).unwrap();
         assert_eq!(fs.list_dir(dir).unwrap(), ["0.free", "d-link", "n1"]);
@@ -1422,17 +1433,68 @@ mod tests {
         assert_eq!(fs.list_dir(dir).unwrap(), Vec::<String>::new());
     }
 
-    /// The key/ops size hint scales the bytes per entry seen so far and rounds up to whole
-    /// pages; nothing is guessed before the first run.
+    /// The key/ops size hint scales the bytes per entry seen so far, less 1/16, and rounds
+    /// down to whole pages; nothing is guessed before the first run.
     #[test]
     fn keyops_hints_are_whole_pages_at_the_rate_seen() {
         let removals = DeferredRemovals::default();
         assert_eq!(removals.keyops_hint(1000, 4096), 0);
         removals.note_run(8192, 100); // ~82 bytes an entry
         assert_eq!(removals.keyops_hint(0, 4096), 0);
-        assert_eq!(removals.keyops_hint(1, 4096), 4096);
-        assert_eq!(removals.keyops_hint(100, 4096), 8192);
-        assert_eq!(removals.keyops_hint(101, 4096), 12288);
+        assert_eq!(removals.keyops_hint(1, 4096), 0);
+        assert_eq!(removals.keyops_hint(53, 4096), 0); // 4342 bytes less 1/16
+        assert_eq!(removals.keyops_hint(54, 4096), 4096);
+        assert_eq!(removals.keyops_hint(100, 4096), 4096);
+        assert_eq!(removals.keyops_hint(110, 4096), 8192);
+        assert_eq!(removals.keyops_hint(1000, 0), 0);
+    }
+
+    /// The hint follows the runs written lately: after a long load at 100 bytes an entry, 60
+    /// runs a tenth of the size at 60 bytes bring it within 1% of the new rate, however long
+    /// the load.
+    #[test]
+    fn keyops_hints_follow_the_recent_rate() {
+        let removals = DeferredRemovals::default();
+        for _ in 0..1000 {
+            removals.note_run(100_000_000, 1_000_000);
+        }
+        // 100 MB less 1/16, in whole pages.
+        assert_eq!(removals.keyops_hint(1_000_000, 4096), 93_749_248);
+        for _ in 0..60 {
+            removals.note_run(6_000_000, 100_000);
+        }
+        let hint = removals.keyops_hint(1_000_000, 4096);
+        assert!(
+            hint.abs_diff(60_000_000 - 60_000_000 / 16) <= 600_000,
+            "hint {hint} after the rate fell to 60 bytes an entry"
+        );
+    }
+
+    /// A writer never takes a pooled file larger than its hint: cutting one back frees (and
+    /// trims) the rest while reads wait.
+    #[test]
+    fn recycling_never_takes_a_larger_file() {
+        let fs = MemFs::new();
+        let dir = Path::new("/d");
+        fs.create_dir_all(dir).unwrap();
+        let kib = 1u64 << 10;
+        let removals = DeferredRemovals::with_recycling(1 << 20, dir.to_path_buf());
+        let (a, b, c) = (dir.join("a"), dir.join("b"), dir.join("c"));
+        file_of(&fs, &a, 100 * kib as usize);
+        file_of(&fs, &b, 40 * kib as usize);
+        file_of(&fs, &c, 91 * kib as usize);
+        removals.defer_recyclable([a, b, c]);
+        removals.remove_step(&fs).unwrap();
+        assert_eq!(removals.recycled_bytes(), 231 * kib);
+        // 90 KiB: not c (91) nor a (100), the nearest ones, but b, the largest no larger.
+        assert!(removals.take_recycled(90 * kib).is_some());
+        assert_eq!(removals.recycled_bytes(), 191 * kib);
+        // 99 KiB: c; 39 KiB: nothing left that small.
+        assert!(removals.take_recycled(99 * kib).is_some());
+        assert_eq!(removals.recycled_bytes(), 100 * kib);
+        assert_eq!(removals.take_recycled(39 * kib), None);
+        assert_eq!(removals.take_recycled(100 * kib).map(|_| ()), Some(()));
+        assert_eq!(removals.recycled_bytes(), 0);
     }
 
     /// The real file system's reuse renames the old file, writes over it from its start and
