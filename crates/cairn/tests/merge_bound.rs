@@ -155,11 +155,11 @@ fn merge_steps_per_update_stay_within_the_bound_with_background_merges() {
 /// a shape from which no single update performs more than the bound either.
 #[test]
 fn merge_steps_per_update_stay_within_the_bound_after_completing_merges() {
-    run(32, 64, false, Some(9_973));
+    run(32, 64, false, Some(99_991));
 }
 
 /// The same with the background thread racing both the updates and the completions.
 #[test]
 fn merge_steps_per_update_stay_within_the_bound_after_completing_merges_in_background() {
-    run(32, 64, true, Some(9_973));
+    run(32, 64, true, Some(99_991));
 }
