@@ -9,26 +9,17 @@ use std::process::{Command, Output};
 use cairn::{AuthConfig, Session, SessionOptions, TableConfig, Update};
 use serde_json::Value;
 
-/// Runs the `cairn` command. A refusal because the session is locked is retried for up to a
-/// second before it is returned: a child that another test thread is spawning holds copies of
-/// this process's descriptors, the lock of a session this thread just dropped among them, until
-/// it execs, so under load a lock released a moment ago can still look held.
+/// Runs the `cairn` command. (A child that another test thread is spawning holds copies of
+/// this process's descriptors until it execs; the session lock is a record lock, which no child
+/// inherits, so a session this thread just dropped is free for the command at once.)
 fn cairn(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    let mut tries = 0;
-    loop {
-        let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
-            .args(args.iter().map(|a| a.as_ref()))
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!stderr.contains("panicked"), "{stderr}");
-        tries += 1;
-        if tries < 20 && stderr.contains("is locked by another session") {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            continue;
-        }
-        return output;
-    }
+    let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(args.iter().map(|a| a.as_ref()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    output
 }
 
 fn stdout(o: &Output) -> String {

@@ -504,14 +504,17 @@ impl FileWriter {
 /// **Recycling.** Better still is not to free the blocks at all. Files queued with
 /// [`DeferredRemovals::defer_recyclable`] (run files that only this session ever opened: never
 /// linked into a snapshot, never handed out) are renamed `<n>.free` and kept in a pool of at
-/// most `recycle_bytes` bytes ([`crate::SessionOptions::recycle_bytes`]) instead of being
-/// removed; a writer of a new run file takes the pooled file whose size is nearest its own
+/// most `recycle_bytes` bytes ([`crate::SessionOptions::recycle_bytes`]) and
+/// [`DeferredRemovals::POOL_FILES_MAX`] files instead of being removed; to make room for a new
+/// one, the oldest pooled files are removed (sizes no writer took lately). A writer of a new run
+/// file takes the largest pooled file no larger than its size hint
 /// ([`DeferredRemovals::take_recycled`]), renames it and writes over its blocks
-/// ([`FileSystem::reuse`]), then cuts it to what it wrote. In a table of steady size, the runs a
+/// ([`FileSystem::reuse`]), growing it as it needs. In a table of steady size, the runs a
 /// level frees and the runs it later writes have about the same sizes, so most of the space is
 /// written over and never trimmed. Pooled files are removed by [`DeferredRemovals::remove_all`]
 /// (when the session's last open table closes, or the session does; after a crash, opening
-/// empties `active/`); files beyond the pool's size are removed in the steps above.
+/// empties `active/`); files larger than the whole pool, and pooled files evicted to make room,
+/// are removed in the steps above.
 #[derive(Debug, Default)]
 pub(crate) struct DeferredRemovals {
     pending: AtomicBool,
@@ -542,7 +545,8 @@ pub(crate) const RECYCLED_EXTENSION: &str = "free";
 struct Queue {
     /// Files to remove (or to pool, when marked recyclable), removed newest first.
     paths: Vec<(PathBuf, bool)>,
-    /// Files kept for reuse, with their sizes.
+    /// Files kept for reuse, with their sizes, oldest first; at most
+    /// [`DeferredRemovals::POOL_FILES_MAX`].
     pool: Vec<(PathBuf, u64)>,
     /// The sum of the pooled sizes.
     pool_bytes: u64,
@@ -552,6 +556,11 @@ impl DeferredRemovals {
     /// Reads in a row, with no other operation's step among them, after which reads take steps
     /// too.
     pub(crate) const READS_PER_STEP: u32 = 32;
+
+    /// The most files kept for reuse. A writer's pick and an eviction pass over the pool, so
+    /// this bounds their cost; a table's released runs of useful sizes number far fewer (at
+    /// 100M entries the pool held tens of files).
+    pub(crate) const POOL_FILES_MAX: usize = 256;
 
     /// Bytes a removal step frees besides its credit (4 MiB: at 16 MiB per operation the
     /// measured lookup stall was back; see the type's doc).
@@ -611,7 +620,8 @@ impl DeferredRemovals {
             .filter(|(_, (_, len))| *len <= hint)
             .max_by_key(|(_, (_, len))| *len)
             .map(|(i, _)| i)?;
-        let (path, len) = queue.pool.swap_remove(best);
+        // `remove`, not `swap_remove`: the pool stays oldest first, for eviction.
+        let (path, len) = queue.pool.remove(best);
         queue.pool_bytes -= len;
         Some(path)
     }
@@ -732,7 +742,8 @@ impl DeferredRemovals {
         let not_found = |e: &Error| matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
         let mut queue = self.lock();
         let queue = &mut *queue;
-        while let Some((path, recyclable)) = queue.paths.last() {
+        while let Some((path, recyclable)) = queue.paths.last().cloned() {
+            let path = &path;
             let space = match fs.file_space(path) {
                 Ok(space) => Some(space),
                 Err(e) if not_found(&e) => None,
@@ -741,12 +752,23 @@ impl DeferredRemovals {
             if let Some(space) = space {
                 let frees = space.links <= 1;
                 if pool
-                    && *recyclable
+                    && recyclable
                     && path.parent() == Some(self.recycle_dir.as_path())
                     && frees
                     && space.len > 0
-                    && queue.pool_bytes.saturating_add(space.len) <= self.recycle_bytes
+                    && space.len <= self.recycle_bytes
                 {
+                    // Room first: the oldest pooled files go back to the queue, to be removed
+                    // after the rest. A file no writer took for that long is one whose size
+                    // the runs written lately do not need; kept, it would hold the pool's room
+                    // for ever (a writer never takes a file larger than its hint).
+                    while queue.pool.len() >= Self::POOL_FILES_MAX
+                        || queue.pool_bytes + space.len > self.recycle_bytes
+                    {
+                        let (old, len) = queue.pool.remove(0);
+                        queue.pool_bytes -= len;
+                        queue.paths.insert(0, (old, false));
+                    }
                     // Kept for a new run to write over: nothing freed, nothing trimmed. Renamed,
                     // so that no one mistakes it for the run file it was.
                     let seq = self.pooled.fetch_add(1, Ordering::Relaxed);
@@ -808,12 +830,52 @@ struct RealReadable {
     direct: bool,
 }
 
+/// A lock file held by this process: an `flock` lock on the file, plus the file's entry in
+/// [`HELD_LOCKS`].
 #[derive(Debug)]
 struct RealLock {
-    _file: std::fs::File,
+    /// `None` only inside `drop`.
+    file: Option<std::fs::File>,
+    /// The key in [`HELD_LOCKS`].
+    key: PathBuf,
 }
 
 impl FileLock for RealLock {}
+
+impl Drop for RealLock {
+    fn drop(&mut self) {
+        // The entry first, then the lock (the descriptor's close releases it): a session of
+        // this process that opens between the two waits the moment for the lock.
+        held_locks().remove(&self.key);
+        drop(self.file.take());
+    }
+}
+
+/// The lock files this process holds, by canonical path: a second holder in this process is
+/// refused at once, without [`LOCK_WAIT`]. (Only a shortcut: the `flock` lock itself is what
+/// excludes, between the sessions of one process as between processes.)
+static HELD_LOCKS: Mutex<std::collections::BTreeSet<PathBuf>> =
+    Mutex::new(std::collections::BTreeSet::new());
+
+fn held_locks() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<PathBuf>> {
+    // The set stays consistent under any panic (one insert or remove at a time).
+    HELD_LOCKS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How long [`RealFs::try_lock`] retries a lock that another process holds before it reports
+/// the lock as held.
+///
+/// Why wait at all: an `flock` lock belongs to the open file description, and a child process
+/// shares every description of its parent from `fork` until its `exec` closes the descriptors
+/// (`O_CLOEXEC`). So when any thread of this process spawns a program just as a session of
+/// this process closes, the child holds that session's lock for the moment it takes to exec
+/// (microseconds; milliseconds on a loaded machine), and opening the session again at that
+/// moment would find it "locked by another session" (seen in CI: tests spawning `git` beside
+/// a test that closes and reopens a session). Record locks (`fcntl`), which no child inherits,
+/// were tried and rejected: they are per process, so opening and closing the lock file
+/// anywhere in the process (a copy of the directory, say) silently drops the lock, a failure
+/// that lets two writers in rather than keeping one out.
+pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl FileSystem for RealFs {
     fn create_dir_all(&self, path: &Path) -> Result<()> {
@@ -985,6 +1047,26 @@ impl FileSystem for RealFs {
     }
 
     fn try_lock(&self, path: &Path) -> Result<Option<Box<dyn FileLock>>> {
+        // The key names the file however `path` reaches it (symbolic links, `..`): its
+        // directory's canonical path and its name.
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(Error::io(
+                "lock",
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"),
+            ));
+        };
+        let parent = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
+        let key = std::fs::canonicalize(parent)
+            .map_err(|e| Error::io("lock", path, e))?
+            .join(name);
+        if held_locks().contains(&key) {
+            return Ok(None);
+        }
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -992,11 +1074,26 @@ impl FileSystem for RealFs {
             .truncate(false)
             .open(path)
             .map_err(|e| Error::io("open_lock", path, e))?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(Box::new(RealLock { _file: file }))),
-            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-            Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let mut pause = std::time::Duration::from_millis(1);
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if std::time::Instant::now() >= deadline {
+                        return Ok(None);
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(25));
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", path, e)),
+            }
         }
+        held_locks().insert(key.clone());
+        Ok(Some(Box::new(RealLock {
+            file: Some(file),
+            key,
+        })))
     }
 }
 
@@ -1356,7 +1453,7 @@ mod tests {
         );
         file_of(&fs, &a, 100 * kib);
         file_of(&fs, &b, 40 * kib);
-        file_of(&fs, &c, 90 * kib); // beyond the pool's 200 KiB once a and b are in
+        file_of(&fs, &c, 90 * kib); // a, the oldest pooled, makes room for it
         file_of(&fs, &d, 10 * kib);
         fs.hard_link(&d, &dir.join("d-link")).unwrap();
         file_of(&fs, &e, 10 * kib);
@@ -1364,16 +1461,17 @@ mod tests {
         removals.defer_recyclable([d.clone(), c.clone(), b.clone(), a.clone()]);
         removals.remove_step(&fs).unwrap();
         assert!(!removals.is_pending());
-        assert_eq!(removals.recycled_bytes(), 140 * kib as u64);
-        // Newest first: a became 0.free, b 1.free; c, d's name and e are gone.
-        assert_eq!(fs.list_dir(dir).unwrap(), ["0.free", "1.free", "d-link"]);
+        assert_eq!(removals.recycled_bytes(), 130 * kib as u64);
+        // Newest first: a became 0.free, b 1.free, then c 2.free, for which 0.free was
+        // removed (100 + 40 + 90 KiB would not fit); d's name and e are gone.
+        assert_eq!(fs.list_dir(dir).unwrap(), ["1.free", "2.free", "d-link"]);
 
         // Nothing as small as 1 KiB: a new file.
         assert_eq!(removals.take_recycled(kib as u64), None);
-        // 45 KiB: b, the largest no larger (never a, which would be cut); 1 MiB: a.
+        // 45 KiB: b, the largest no larger (never c, which would be cut); 1 MiB: c.
         let mut w =
             FileWriter::create_reusing(&fs, &dir.join("n1"), &removals, 45 * kib as u64).unwrap();
-        assert_eq!(fs.list_dir(dir).unwrap(), ["0.free", "d-link", "n1"]);
+        assert_eq!(fs.list_dir(dir).unwrap(), ["2.free", "d-link", "n1"]);
         w.write(b"short").unwrap();
         assert_eq!(w.finish(false).unwrap().0, 5);
         assert_eq!(fs.file_bytes(&dir.join("n1")).unwrap(), b"short");
@@ -1389,9 +1487,9 @@ mod tests {
         file_of(&fs, &a, 100 * kib);
         removals.defer_recyclable([a.clone()]);
         removals.remove_step(&fs).unwrap();
-        assert!(fs.exists(&dir.join("2.free")).unwrap());
+        assert!(fs.exists(&dir.join("3.free")).unwrap());
         removals.remove_all(&fs).unwrap();
-        assert!(!fs.exists(&dir.join("2.free")).unwrap());
+        assert!(!fs.exists(&dir.join("3.free")).unwrap());
         assert_eq!(removals.recycled_bytes(), 0);
 
         // A file outside the pool's directory is removed, not pooled.
@@ -1409,6 +1507,39 @@ mod tests {
         plain.defer_recyclable([a.clone()]);
         plain.remove_step(&fs).unwrap();
         assert!(!fs.exists(&a).unwrap());
+    }
+
+    /// The pool keeps at most `POOL_FILES_MAX` files however small: each file pooled beyond
+    /// that removes the oldest, so files no writer takes (larger than every hint) leave in time
+    /// and a writer's pick stays a pass over a bounded list.
+    #[test]
+    fn the_pool_keeps_the_newest_files_within_its_count() {
+        let fs = MemFs::new();
+        let dir = Path::new("/d");
+        fs.create_dir_all(dir).unwrap();
+        let removals = DeferredRemovals::with_recycling(1 << 30, dir.to_path_buf());
+        let max = DeferredRemovals::POOL_FILES_MAX;
+        for i in 0..max + 10 {
+            let path = dir.join(format!("f{i}"));
+            file_of(&fs, &path, 100);
+            removals.defer_recyclable([path]);
+            removals.remove_step(&fs).unwrap();
+        }
+        assert!(!removals.is_pending());
+        assert_eq!(removals.recycled_bytes(), 100 * max as u64);
+        let mut names = fs.list_dir(dir).unwrap();
+        names.sort_by_key(|n| n.trim_end_matches(".free").parse::<usize>().unwrap());
+        let want: Vec<String> = (10..max + 10).map(|i| format!("{i}.free")).collect();
+        assert_eq!(names, want, "the ten oldest were removed");
+        // A pick takes one out of the middle; the order of the rest is kept for eviction.
+        let taken = removals.take_recycled(100).unwrap();
+        fs.remove_file(&taken).unwrap(); // as if written over under another name
+        let path = dir.join("g");
+        file_of(&fs, &path, 100);
+        removals.defer_recyclable([path]);
+        removals.remove_step(&fs).unwrap();
+        assert_eq!(fs.list_dir(dir).unwrap().len(), max);
+        assert_eq!(removals.recycled_bytes(), 100 * max as u64);
     }
 
     /// A reuse that fails (the rename, here) leaves the pooled file at its name, queued for
@@ -1527,6 +1658,67 @@ mod tests {
     fn real_fs_behaves() {
         let tmp = tempfile::tempdir().unwrap();
         exercise(&RealFs, tmp.path());
+    }
+
+    /// The lock of a real directory excludes other processes and is taken once per process
+    /// (also through another spelling of its path); a child forked while it was held keeps it
+    /// for as long as the child has the inherited descriptor, and a new holder waits for that
+    /// (within `LOCK_WAIT`) rather than being refused (as when a thread spawns a program just
+    /// as a session closes and reopens).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn real_locks_exclude_and_outwait_a_forked_child() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("d")).unwrap();
+        let path = tmp.path().join("d/lock");
+        let lock = RealFs.try_lock(&path).unwrap().expect("free");
+        let other_spelling = tmp.path().join("d/../d/lock");
+        let start = std::time::Instant::now();
+        assert!(RealFs.try_lock(&other_spelling).unwrap().is_none());
+        assert!(
+            start.elapsed() < LOCK_WAIT,
+            "a holder in this process is refused at once"
+        );
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        let mut pipe = [0i32; 2];
+        // SAFETY: `pipe` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+        // SAFETY: after the fork the child calls only async-signal-safe functions (open, flock,
+        // write, nanosleep, _exit) on memory prepared before it, and never returns.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: as above; every pointer is to memory the child's copy still holds.
+            unsafe {
+                let fd = libc::open(c_path.as_ptr(), libc::O_RDWR);
+                let refused = fd >= 0 && libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) == -1;
+                let byte = [u8::from(refused)];
+                libc::write(pipe[1], byte.as_ptr().cast(), 1);
+                let nap = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 100_000_000,
+                };
+                libc::nanosleep(&nap, std::ptr::null_mut());
+                libc::_exit(0);
+            }
+        }
+        assert!(pid > 0, "fork failed");
+        let mut byte = [0u8; 1];
+        // SAFETY: the read end is open and `byte` has room for one byte.
+        let n = unsafe { libc::read(pipe[0], byte.as_mut_ptr().cast(), 1) };
+        // The child still has the descriptor: the lock stays held until it exits.
+        drop(lock);
+        let again = RealFs.try_lock(&path);
+        // SAFETY: `pid` is our child; reaping it and closing the pipe touch nothing else.
+        unsafe {
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+            libc::close(pipe[0]);
+            libc::close(pipe[1]);
+        }
+        assert_eq!((n, byte[0]), (1, 1), "another process took the held lock");
+        assert!(
+            again.unwrap().is_some(),
+            "not taken once the forked child exited"
+        );
     }
 
     /// A writer of several MiB starts writeback along the way (`sync_file_range` on Linux)
