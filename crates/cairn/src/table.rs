@@ -299,11 +299,14 @@ impl Table {
     /// An independently writable copy of the table, made without disk I/O: it shares every run
     /// (files are reference-counted and deleted when the last user lets go) and every merge in
     /// progress (merge work paid through one handle is not done again through the other), and
-    /// shares the write buffer (a persistent map: O(1) to share; each handle's next update
-    /// copies only the O(log B) map nodes on its path). A write buffer being flushed is shared
-    /// too, and the copy writes its own run of it only if it is updated or settled (at most `B`
-    /// entries, spread over its updates; see `docs/design.md`, "Update path"). Cost: O(levels +
-    /// runs) reference counts and one removal step of released files.
+    /// shares the write buffer (persistent maps in two layers: O(1) to share; while both
+    /// handles live, each one's updates go to a layer of its own rather than copying shared
+    /// nodes). A write buffer being flushed is shared too, and the copy writes its own run of
+    /// it only if it is updated or settled (at most `B` entries, spread over its updates; see
+    /// `docs/design.md`, "Update path"). Cost: O(levels + runs) reference counts, one removal
+    /// step of released files, and, when no other copy shares the buffer's older layer, moving
+    /// the newer layer into it in place (the entries updated since the last duplicate: at most
+    /// `B`, O(log B) each).
     ///
     /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::SessionClosed`],
     /// [`Error::Io`] (removing released files).
@@ -311,6 +314,13 @@ impl Table {
         // The trie first (lock order), held while the contents are read: the copy's trie
         // version and its keys updated since then belong together.
         let auth = self.lock_auth()?;
+        // The write buffer's newer layer folded in first where nothing shares the older (in
+        // place, no I/O): updates made while the copy lives then go to a layer of their own
+        // instead of copying nodes the copy shares (`write_buffer::WriteBuffer`). A poisoned
+        // lock is left to `read` to report.
+        if let Ok(mut state) = self.inner.state.write() {
+            state.write_buffer.fold();
+        }
         let (write_buffer, frozen, dirty, levels, union) = {
             let state = self.read()?;
             (
