@@ -9,9 +9,9 @@ use std::process::{Command, Output};
 use cairn::{AuthConfig, Session, SessionOptions, TableConfig, Update};
 use serde_json::Value;
 
-/// Runs the `cairn` command. (A child that another test thread is spawning holds copies of
-/// this process's descriptors until it execs; the session lock is a record lock, which no child
-/// inherits, so a session this thread just dropped is free for the command at once.)
+/// Runs the `cairn` command. (A child that another test thread is spawning shares this
+/// process's descriptors until it execs, the lock of a session this thread just dropped among
+/// them; the command's own `Session::open` waits that moment out, see `fs::LOCK_WAIT`.)
 fn cairn(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args(args.iter().map(|a| a.as_ref()))

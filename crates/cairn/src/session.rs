@@ -449,9 +449,9 @@ impl Session {
     /// Errors: [`Error::SessionDirMissing`], [`Error::SessionLocked`] if another live session
     /// holds the directory (at once for a session of this process; after half a second of
     /// retries for another process, since a child that a thread of this process is spawning
-    /// holds a just-closed session's lock until it execs), [`Error::SessionCorrupted`] if a non-empty directory (any directory,
-    /// when read-only) is not a session, [`Error::UnsupportedVersion`] for a session written by
-    /// a newer build.
+    /// holds a just-closed session's lock until it execs), [`Error::SessionCorrupted`] if a
+    /// non-empty directory (any directory, when read-only) is not a session,
+    /// [`Error::UnsupportedVersion`] for a session written by a newer build.
     pub fn open_with(
         fs: Arc<dyn FileSystem>,
         dir: impl AsRef<Path>,
