@@ -422,12 +422,14 @@ impl MergingRun {
             }
             Piece::Merge { sources, entries } => {
                 writer.expect(entries);
-                let cursors = sources
-                    .into_iter()
-                    .map(|(input, parts)| {
-                        SortedCursor::over_parts(self.inputs[input].clone(), parts)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                // Opened together: each input's first read is asked for before any is waited
+                // on, so that the disk serves them side by side.
+                let cursors = SortedCursor::open_together(
+                    sources
+                        .into_iter()
+                        .map(|(input, parts)| (self.inputs[input].clone(), parts))
+                        .collect(),
+                )?;
                 self.inputs_merge = KMerge::new(cursors)?;
             }
         }
