@@ -102,6 +102,10 @@ pub struct ScaleArgs {
     /// Untimed batches before each measured run.
     #[arg(long, default_value_t = 500)]
     pub warmup_batches: u64,
+    /// Seconds to wait after each size's setup before its first run (as `utxo suite
+    /// --settle-after-setup-s`).
+    #[arg(long, default_value_t = 180)]
+    pub settle_after_setup_s: u64,
     #[command(flatten)]
     pub runs: RunsArgs,
     #[command(flatten)]
@@ -255,6 +259,14 @@ pub struct SuiteArgs {
     /// side by side).
     #[arg(long)]
     pub remove_after: bool,
+    /// Seconds to wait after an engine's setup, its writes flushed (`sync`), before its first
+    /// run, the same for every engine. A 100M setup writes about 70 GB and removes most of it
+    /// again; on the benchmark machine's virtual disk, reads in the minute after such a setup
+    /// stalled for 16-23 ms now and then (in 3 of 5 runs started within a minute of a setup,
+    /// in none of 21 started later: `docs/benchmarks/2026-11-27-serial-tail/`), which only
+    /// the first run of each engine would pay. Not waited when the setup is reused.
+    #[arg(long, default_value_t = 180)]
+    pub settle_after_setup_s: u64,
     /// Cairn: the modes whose runs put merges on the session's background thread, comma-
     /// separated (say `serial`, the mode that leaves the second core free; pipelined runs
     /// already use both). Overrides `--background-merges` for the runs; the setup follows

@@ -262,6 +262,10 @@ pub struct SuiteRecord {
     pub memory_unlimited_reason: Option<String>,
     /// Whether the page cache was dropped before every run (needs root).
     pub page_cache_dropped: bool,
+    /// Seconds waited after each engine's setup (its writes flushed) before its first run;
+    /// absent in records made before the wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle_after_setup_s: Option<u64>,
     /// The disk's 4 KiB random-read IOPS at queue depth 1.
     pub fio_qd1_iops: Option<f64>,
     /// The same at queue depth 32: the figure every ratio of the report divides by.

@@ -88,8 +88,14 @@ fn suite_runs_every_mode_in_its_own_cgroup_and_writes_the_report() {
         "--cached",
         "--background-merges-modes",
         "serial",
+        "--settle-after-setup-s",
+        "1",
     ]);
     let report = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(
+        report.contains("first run started 1 s after its setup"),
+        "{report}"
+    );
     for mode in ["serial", "pipelined", "lookup-only"] {
         assert!(report.contains(&format!("| cairn | {mode} |")), "{report}");
         let record = std::fs::read_to_string(out.join(format!("run-cairn-{mode}.json"))).unwrap();

@@ -260,7 +260,15 @@ fn suite_provenance(suite: &SuiteRecord, suites: usize) -> String {
         format!(
             "- Page cache: {}.",
             page_cache_text(suite.page_cache_dropped)
-        ),
+        ) + &suite
+            .settle_after_setup_s
+            .map(|s| {
+                format!(
+                    " Each engine's first run started {s} s after its setup, its writes flushed \
+                     (`--settle-after-setup-s`)."
+                )
+            })
+            .unwrap_or_default(),
         format!(
             "- fio 4 KiB random reads: {}.",
             fio_text(suite.fio_qd1_iops, suite.fio_qd32_iops)

@@ -47,6 +47,7 @@ pub fn run(args: &ScaleArgs) -> Result<(), Failure> {
             reuse_setup: false,
             keep_page_cache: false,
             remove_after: true,
+            settle_after_setup_s: args.settle_after_setup_s,
             background_merges_modes: None,
             engine_args: args.engine_args.clone(),
         };

@@ -55,6 +55,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
         cgroup: None,
         memory_unlimited_reason: None,
         page_cache_dropped: true,
+        settle_after_setup_s: Some(args.settle_after_setup_s),
         fio_qd1_iops: None,
         fio_qd32_iops: None,
         fio_qd32_iops_end: None,
@@ -67,7 +68,9 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
         (record.fio_qd1_iops, record.fio_qd32_iops) = (baseline.qd1_iops, Some(baseline.qd32_iops));
     }
     for &engine in &engines {
-        setup(args, engine)?;
+        if setup(args, engine)? && args.settle_after_setup_s > 0 {
+            settle_after_setup(args.settle_after_setup_s);
+        }
         for &mode in &modes {
             if args.keep_page_cache {
                 record.page_cache_dropped = false;
@@ -100,9 +103,19 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Flushes every file system's dirty pages (`sync`), then waits `seconds` (`--settle-after-setup-s`),
+/// so that an engine's first run does not meet the disk still busy with the setup's writes and
+/// removals.
+fn settle_after_setup(seconds: u64) {
+    let _ = std::process::Command::new("sync").status();
+    eprintln!("== settling {seconds} s after the setup ==");
+    std::thread::sleep(std::time::Duration::from_secs(seconds));
+}
+
 /// Builds `engine`'s table with a `utxo setup` child (no memory limit: the setup is not part of
 /// the measurement), or keeps an equal one with `--reuse-setup`; copies its record to `--out`.
-fn setup(args: &SuiteArgs, engine: EngineKind) -> Result<(), Failure> {
+/// Returns whether a setup ran (`false` when one was reused).
+fn setup(args: &SuiteArgs, engine: EngineKind) -> Result<bool, Failure> {
     let dir = args.db.join(engine.name());
     let out = args.out.join(format!("setup-{}.json", engine.name()));
     if args.reuse_setup && reusable_setup(&dir, args.entries, args.runs.seed) {
@@ -115,7 +128,7 @@ fn setup(args: &SuiteArgs, engine: EngineKind) -> Result<(), Failure> {
         if kept.exists() {
             std::fs::copy(&kept, &out).context(|| format!("copying {}", kept.display()))?;
         }
-        return Ok(());
+        return Ok(false);
     }
     eprintln!("== {} setup ==", engine.name());
     let mut argv = vec![
@@ -133,7 +146,8 @@ fn setup(args: &SuiteArgs, engine: EngineKind) -> Result<(), Failure> {
         path_arg(&out),
     ];
     argv.extend(engine_argv(&args.engine_args));
-    cgroup::run_self(&argv, None)
+    cgroup::run_self(&argv, None)?;
+    Ok(true)
 }
 
 fn run_argv(args: &SuiteArgs, engine: EngineKind, mode: RunMode, json: &Path) -> Vec<String> {
