@@ -133,13 +133,23 @@ impl SortedCursor {
         run: Arc<SortedRun>,
         parts: std::ops::Range<usize>,
     ) -> Result<SortedCursor> {
+        SortedCursor::opened(run, parts, None)
+    }
+
+    /// A cursor over parts `parts` of `run`; `file`, when given, is the first part's key/ops
+    /// file opened already ([`RunCursor::open_file`]).
+    fn opened(
+        run: Arc<SortedRun>,
+        parts: std::ops::Range<usize>,
+        file: Option<Arc<dyn crate::fs::ReadableFile>>,
+    ) -> Result<SortedCursor> {
         let mut cursor = SortedCursor {
             run,
             part: parts.start,
             end: parts.end,
             cursor: None,
         };
-        cursor.open_from(parts.start, None, None)?;
+        cursor.open_from(parts.start, None, file)?;
         Ok(cursor)
     }
 
@@ -167,16 +177,7 @@ impl SortedCursor {
         sources
             .into_iter()
             .zip(files)
-            .map(|((run, parts), file)| {
-                let mut cursor = SortedCursor {
-                    run,
-                    part: parts.start,
-                    end: parts.end,
-                    cursor: None,
-                };
-                cursor.open_from(parts.start, None, file)?;
-                Ok(cursor)
-            })
+            .map(|((run, parts), file)| SortedCursor::opened(run, parts, file))
             .collect()
     }
 
