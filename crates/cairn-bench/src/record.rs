@@ -262,8 +262,9 @@ pub struct SuiteRecord {
     pub memory_unlimited_reason: Option<String>,
     /// Whether the page cache was dropped before every run (needs root).
     pub page_cache_dropped: bool,
-    /// Seconds waited after each engine's setup (its writes flushed) before its first run;
-    /// absent in records made before the wait.
+    /// Seconds waited after each setup this invocation made (its writes flushed) before that
+    /// engine's first run; absent when no setup was waited for (every setup reused, a wait of
+    /// 0) and in records made before the wait.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settle_after_setup_s: Option<u64>,
     /// The disk's 4 KiB random-read IOPS at queue depth 1.

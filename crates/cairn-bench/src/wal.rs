@@ -210,8 +210,7 @@ fn fsync_rate(dir: &Path, seconds: f64, preallocated: bool) -> Result<f64, Failu
 /// Brings the disk to the same state before every measured run: everything written so far (the
 /// previous engine's files, their removal) is written back, then a pause.
 fn settle() {
-    let _ = std::process::Command::new("sync").status();
-    std::thread::sleep(Duration::from_millis(500));
+    crate::sys::proc::settle_disk(Duration::from_millis(500));
 }
 
 /// One measured configuration.

@@ -93,7 +93,7 @@ fn suite_runs_every_mode_in_its_own_cgroup_and_writes_the_report() {
     ]);
     let report = std::fs::read_to_string(out.join("README.md")).unwrap();
     assert!(
-        report.contains("first run started 1 s after its setup"),
+        report.contains("started 1 s after it, its writes flushed"),
         "{report}"
     );
     for mode in ["serial", "pipelined", "lookup-only"] {

@@ -264,8 +264,8 @@ fn suite_provenance(suite: &SuiteRecord, suites: usize) -> String {
             .settle_after_setup_s
             .map(|s| {
                 format!(
-                    " Each engine's first run started {s} s after its setup, its writes flushed \
-                     (`--settle-after-setup-s`)."
+                    " Each engine's first run after a setup made in this invocation started \
+                     {s} s after it, its writes flushed (`--settle-after-setup-s`)."
                 )
             })
             .unwrap_or_default(),

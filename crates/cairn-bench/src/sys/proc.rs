@@ -123,11 +123,22 @@ fn mount_for(mounts: &str, path: &std::path::Path) -> Option<String> {
         .map(|(_, text)| text)
 }
 
+/// Writes every file system's dirty pages back (`sync`); returns whether it worked.
+pub fn sync() -> bool {
+    Command::new("sync").status().is_ok_and(|s| s.success())
+}
+
+/// Writes dirty pages back ([`sync`]), then waits `pause`: the disk left to finish what earlier
+/// writes and removals gave it, before a measured run.
+pub fn settle_disk(pause: std::time::Duration) {
+    sync();
+    std::thread::sleep(pause);
+}
+
 /// Writes dirty pages back and drops the page cache (`/proc/sys/vm/drop_caches`; needs root).
 /// Returns whether it worked.
 pub fn drop_page_cache() -> bool {
-    let synced = Command::new("sync").status().is_ok_and(|s| s.success());
-    synced && std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
+    sync() && std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
 }
 
 fn read(path: &str) -> Option<String> {

@@ -55,7 +55,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
         cgroup: None,
         memory_unlimited_reason: None,
         page_cache_dropped: true,
-        settle_after_setup_s: Some(args.settle_after_setup_s),
+        settle_after_setup_s: None,
         fio_qd1_iops: None,
         fio_qd32_iops: None,
         fio_qd32_iops_end: None,
@@ -69,7 +69,12 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
     }
     for &engine in &engines {
         if setup(args, engine)? && args.settle_after_setup_s > 0 {
-            settle_after_setup(args.settle_after_setup_s);
+            eprintln!(
+                "== settling {} s after the setup ==",
+                args.settle_after_setup_s
+            );
+            sys::proc::settle_disk(std::time::Duration::from_secs(args.settle_after_setup_s));
+            record.settle_after_setup_s = Some(args.settle_after_setup_s);
         }
         for &mode in &modes {
             if args.keep_page_cache {
@@ -101,15 +106,6 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
     let report = crate::report::write_report(&args.out)?;
     eprintln!("report: {}", report.display());
     Ok(())
-}
-
-/// Flushes every file system's dirty pages (`sync`), then waits `seconds` (`--settle-after-setup-s`),
-/// so that an engine's first run does not meet the disk still busy with the setup's writes and
-/// removals.
-fn settle_after_setup(seconds: u64) {
-    let _ = std::process::Command::new("sync").status();
-    eprintln!("== settling {seconds} s after the setup ==");
-    std::thread::sleep(std::time::Duration::from_secs(seconds));
 }
 
 /// Builds `engine`'s table with a `utxo setup` child (no memory limit: the setup is not part of
