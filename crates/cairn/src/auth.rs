@@ -1,7 +1,7 @@
 //! Authenticated tables: a table's Merkle trie version, where its pages are read from and
 //! written to, and the commit, prefetch and proof operations over them.
 //!
-//! Owns: [`Auth`], [`Commit`], [`AuthStats`]. May call: `trie` (pages, commits,
+//! Owns: [`Auth`], [`Commit`], [`AuthStats`], [`CommitTime`]. May call: `trie` (pages, commits,
 //! proofs), `pagelog` (the session's page log: reads, appends, segments), `session` (its page
 //! log and block I/O), `io` (the block I/O engine's type), `snapshot` (the trie's record in snapshot metadata). Must never touch:
 //! the data table's state (`table` hands over the changed keys' new leaves) or files.
@@ -13,6 +13,7 @@
 //! snapshot needs them (`docs/design.md`, "Authenticated tables").
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cairn_proof::{Hash, Proof, Root};
 
@@ -79,6 +80,38 @@ pub struct AuthStats {
     pub deep_file_bytes: u64,
     /// See `deep_file_bytes`.
     pub deep_live_bytes: u64,
+    /// Bytes of page-log blocks read for this handle's commits, prefetches and proofs (the
+    /// whole blocks each page's record lies in; cleaning's reads are apart).
+    pub page_bytes_read: u64,
+    /// Bytes of page-log segments cleaning read: its scans, and the stored parents of the live
+    /// deep pages it moved.
+    pub clean_bytes_read: u64,
+    /// Where this handle's commits and prefetches spent their time.
+    pub time: CommitTime,
+}
+
+/// Where an authenticated table's commits spend their time, summed over a handle's commits:
+/// wall-clock time on the committing thread, but for `page_reads`. For reports and profiles:
+/// it costs two clock reads per phase and commit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitTime {
+    /// Looking up the committed keys' values (the batched lookup [`crate::Table::commit`]
+    /// plans) and hashing their key paths, values and blobs.
+    pub values: Duration,
+    /// Reading the pages the changed paths pass through that no prefetch loaded, and rehashing
+    /// the paths, up to the new root.
+    pub update: Duration,
+    /// Of `update`: time in the page reads and their checks, summed over the threads that read
+    /// (a large commit reads on two at once, so this can exceed the part of `update` it is).
+    pub page_reads: Duration,
+    /// Encoding the changed pages below the retained levels and appending them to the page
+    /// log.
+    pub write: Duration,
+    /// Emptying old segments of the page log: scans, relocated pages' appends, and the reads
+    /// of their parents.
+    pub clean: Duration,
+    /// [`crate::Table::prefetch`]es: reading and checking pages ahead of the commits.
+    pub prefetch: Duration,
 }
 
 /// Dead bytes a version's segments of one stream may hold beyond the bound on their files
@@ -289,6 +322,11 @@ impl Auth {
     }
 
     /// Counts hashes computed outside this module (the leaves a table hashes for a commit).
+    /// Adds the time a commit spent on its keys' values ([`CommitTime::values`]).
+    pub(crate) fn count_values_time(&mut self, time: Duration) {
+        self.stats.time.values += time;
+    }
+
     pub(crate) fn count_hashes(&mut self, n: u64) {
         self.stats.hashes += n;
     }
@@ -331,13 +369,26 @@ impl Auth {
             return Ok(self.current());
         }
         let mut loaded = std::mem::replace(&mut self.prefetched, Loaded::new());
-        let (reads_before, hashes_before) = (loaded.reads, loaded.hashes);
+        let before = (
+            loaded.reads,
+            loaded.hashes,
+            loaded.read_bytes,
+            loaded.read_time,
+        );
+        let started = Instant::now();
         let written = trie::commit(&mut self.trie, &mut loaded, &store(&self.session), changes)?;
-        self.stats.pages_read += loaded.reads - reads_before;
-        self.stats.hashes += loaded.hashes - hashes_before;
+        let elapsed = started.elapsed();
+        self.stats.pages_read += loaded.reads - before.0;
+        self.stats.hashes += loaded.hashes - before.1;
+        self.stats.page_bytes_read += loaded.read_bytes - before.2;
+        self.stats.time.page_reads += loaded.read_time - before.3;
+        self.stats.time.write += loaded.write_time;
+        self.stats.time.update += elapsed.saturating_sub(loaded.write_time);
         self.stats.pages_written += written;
         self.stats.keys_committed += changes.len() as u64;
+        let started = Instant::now();
         self.clean(loaded.appended)?;
+        self.stats.time.clean += started.elapsed();
         Ok(self.current())
     }
 
@@ -407,7 +458,9 @@ impl Auth {
                     &mut |loc| segments.maybe_live(loc),
                 )?;
                 budget = budget.saturating_sub(next - from);
-                let moved = trie::relocate(&mut self.trie, &store(&self.session), records)?;
+                let (moved, parents_read) =
+                    trie::relocate(&mut self.trie, &store(&self.session), records)?;
+                self.stats.clean_bytes_read += (next - from) + parents_read;
                 self.stats.pages_written += moved;
                 self.stats.pages_moved += moved;
                 if next < segment.file_bytes() {
@@ -432,15 +485,22 @@ impl Auth {
 
     /// Loads the pages the key paths pass through, for the next commit (or proof).
     pub(crate) fn prefetch(&mut self, paths: &[Hash]) -> Result<()> {
-        let (reads, hashes) = (self.prefetched.reads, self.prefetched.hashes);
+        let (reads, hashes, bytes) = (
+            self.prefetched.reads,
+            self.prefetched.hashes,
+            self.prefetched.read_bytes,
+        );
+        let started = Instant::now();
         trie::load_paths_in_halves(
             &self.trie,
             &mut self.prefetched,
             &store(&self.session),
             paths,
         )?;
+        self.stats.time.prefetch += started.elapsed();
         self.stats.pages_read += self.prefetched.reads - reads;
         self.stats.hashes += self.prefetched.hashes - hashes;
+        self.stats.page_bytes_read += self.prefetched.read_bytes - bytes;
         Ok(())
     }
 
@@ -450,6 +510,7 @@ impl Auth {
         trie::load_paths(&self.trie, &mut loaded, &store(&self.session), paths)?;
         self.stats.pages_read += loaded.reads;
         self.stats.hashes += loaded.hashes;
+        self.stats.page_bytes_read += loaded.read_bytes;
         trie::prove(&self.trie, &loaded, paths)
     }
 
@@ -467,6 +528,7 @@ impl Auth {
         trie::load_top(&self.trie, &mut loaded, &store(&self.session), levels)?;
         self.stats.pages_read += loaded.reads;
         self.stats.hashes += loaded.hashes;
+        self.stats.page_bytes_read += loaded.read_bytes;
         trie::top_witness(&self.trie, &loaded, levels)
     }
 }
@@ -543,6 +605,25 @@ mod tests {
         }
         let stats = table.auth_stats().unwrap();
         assert!(stats.deep_segments_cleaned > 0, "{stats:?}");
+        // The accounts of bytes and time: every page read asks for at least its block, and
+        // each phase of these commits took some time.
+        assert!(stats.pages_read > 0, "{stats:?}");
+        assert!(
+            stats.page_bytes_read >= stats.pages_read * 4096,
+            "{stats:?}"
+        );
+        assert!(stats.clean_bytes_read > 0, "{stats:?}");
+        let t = stats.time;
+        for (phase, time) in [
+            ("values", t.values),
+            ("update", t.update),
+            ("page reads", t.page_reads),
+            ("write", t.write),
+            ("clean", t.clean),
+        ] {
+            assert!(time > Duration::ZERO, "{phase}: {stats:?}");
+        }
+        assert_eq!(t.prefetch, Duration::ZERO, "no prefetch was made");
         assert!(
             stats.segments_cleaned > stats.deep_segments_cleaned,
             "{stats:?}"

@@ -77,7 +77,7 @@ mod write_buffer;
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
-pub use auth::{AuthStats, Commit};
+pub use auth::{AuthStats, Commit, CommitTime};
 pub use block_keys::BlockKeys;
 /// Proof types and the verifier (the `cairn-proof` crate, re-exported).
 pub use cairn_proof;

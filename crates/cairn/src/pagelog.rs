@@ -1114,6 +1114,11 @@ pub(crate) fn record_bytes(loc: &PageLoc) -> u64 {
     loc.record_bytes()
 }
 
+/// The bytes reading the record at `loc` asks of its file: the whole blocks that hold it.
+pub(crate) fn read_bytes(loc: &PageLoc) -> u64 {
+    loc.span().1 as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1306,11 +1306,12 @@ impl Table {
     /// below the retained ones, for pages not prefetched ([`Table::prefetch`]); one append of
     /// the changed pages to the session's page log (one write per stream); and, while the
     /// version's segments of a stream hold more than their bound (`docs/design.md`,
-    /// "Reclamation"), a piece of the emptying of an old segment: a sequential read of four
-    /// times the bytes the commit appended to that stream (at least 1 MiB), the appends of the
-    /// pages still live in it, and for deep pages their parents' reads and appends. Updates and lookups of the table proceed
-    /// meanwhile (the commit works on the contents as of its start); commits, proofs and
-    /// duplicates of this table wait for it.
+    /// "Reclamation"), a piece of the emptying of an old segment: a sequential read of twice
+    /// the bytes the commit appended to that stream (at least 1 MiB), the appends of the pages
+    /// still live in it, and for deep pages their parents' reads and appends. Where the time
+    /// goes is counted in [`Table::auth_stats`] ([`crate::CommitTime`]). Updates and lookups
+    /// of the table proceed meanwhile (the commit works on the contents as of its start);
+    /// commits, proofs and duplicates of this table wait for it.
     ///
     /// Errors: [`Error::NotAuthenticated`], [`Error::TableClosed`], [`Error::TableBroken`],
     /// [`Error::Io`] and corruption of a trie page (the table is then broken: a later root could
@@ -1355,6 +1356,7 @@ impl Table {
 
     fn commit_keys(&self, auth: &mut Auth, keys: &[Vec<u8>], plan: LookupPlan) -> Result<Commit> {
         let kind = auth.trie.kind;
+        let started = std::time::Instant::now();
         let found = self.finish_lookups(keys, plan)?;
         let mut changes = Vec::with_capacity(keys.len());
         let mut hashes = 0u64;
@@ -1380,6 +1382,7 @@ impl Table {
         }
         changes.sort_unstable_by_key(|a| a.key_path);
         auth.count_hashes(hashes);
+        auth.count_values_time(started.elapsed());
         auth.commit(&changes)
     }
 

@@ -35,6 +35,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cairn_proof::hash::{bit, common_prefix_bits};
 use cairn_proof::{Hash, HashKind, Leaf, ProofNode, ProofWriter, ZERO};
@@ -627,6 +628,13 @@ pub(crate) struct Loaded {
     pub(crate) hashes: u64,
     /// Bytes of the records appended to each stream of the page log.
     pub(crate) appended: [u64; 2],
+    /// Bytes of the blocks those reads asked for.
+    pub(crate) read_bytes: u64,
+    /// Time spent in those reads, each page's check included (summed over threads where two
+    /// read at once).
+    pub(crate) read_time: Duration,
+    /// Time spent encoding and appending a commit's pages.
+    pub(crate) write_time: Duration,
 }
 
 impl Loaded {
@@ -637,6 +645,9 @@ impl Loaded {
             reads: 0,
             hashes: 0,
             appended: [0; 2],
+            read_bytes: 0,
+            read_time: Duration::ZERO,
+            write_time: Duration::ZERO,
         }
     }
 
@@ -665,6 +676,9 @@ impl Loaded {
             self.locs.extend(half.locs);
             self.reads += half.reads;
             self.hashes += half.hashes;
+            self.read_bytes += half.read_bytes;
+            self.read_time += half.read_time;
+            self.write_time += half.write_time;
             for s in 0..2 {
                 self.appended[s] += half.appended[s];
             }
@@ -786,9 +800,15 @@ fn read_missing(
     store: &dyn PageStore,
     missing: Vec<(PageId, Hash, PageLoc)>,
 ) -> Result<()> {
+    let started = Instant::now();
     let pages = read_checked(state.kind, &state.segments, store, &missing)?;
+    loaded.read_time += started.elapsed();
     loaded.reads += missing.len() as u64;
     loaded.hashes += missing.len() as u64;
+    loaded.read_bytes += missing
+        .iter()
+        .map(|(_, _, loc)| pagelog::read_bytes(loc))
+        .sum::<u64>();
     for ((id, _, loc), page) in missing.into_iter().zip(pages) {
         loaded.pages.insert(id, page);
         loaded.locs.insert(id, loc);
@@ -1016,7 +1036,9 @@ pub(crate) fn commit(
         .filter(|id| id.level() >= state.retained_levels)
         .copied()
         .collect();
+    let started = Instant::now();
     write_pages(state, loaded, store, &stored)?;
+    loaded.write_time += started.elapsed();
     for id in dirty {
         if id.level() < state.retained_levels
             && state.retained.get(&id).is_some_and(|p| p.is_empty())
@@ -1188,12 +1210,12 @@ fn collect_cut(
 /// Cost: the ancestors of the live records not retained (at most one read per page level and
 /// record, shared between records below one page: none for pages one level below the
 /// retained ones), one append per live record and per ancestor, no hashing but one check per
-/// page read.
+/// page read. Returns the pages appended and the bytes of the ancestors' reads.
 pub(crate) fn relocate(
     state: &mut TrieState,
     store: &dyn PageStore,
     records: Vec<pagelog::Scanned>,
-) -> Result<u64> {
+) -> Result<(u64, u64)> {
     let mut loaded = Loaded::new();
     let mut candidates = Vec::new();
     for (loc, key, bytes) in records {
@@ -1255,7 +1277,7 @@ pub(crate) fn relocate(
     let mut dirty: Vec<PageId> = dirty.into_iter().collect();
     dirty.sort_by(deepest_first);
     write_pages(state, &mut loaded, store, &dirty)?;
-    Ok(dirty.len() as u64)
+    Ok((dirty.len() as u64, loaded.read_bytes))
 }
 
 /// Orders pages deepest level first (then by id), the order they are written in.

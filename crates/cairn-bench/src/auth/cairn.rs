@@ -16,7 +16,7 @@ use cairn::{
     Update,
 };
 
-use super::{AuthEngine, AuthProof, Change, KeyPath, Value};
+use super::{AuthEngine, AuthProof, Breakdown, Change, KeyPath, Value};
 use crate::cli::AuthHashArg;
 use crate::failure::{Context, Failure};
 
@@ -127,6 +127,21 @@ impl AuthEngine for CairnAuth {
             stats.pages_moved,
             stats.pages_written
         ))
+    }
+
+    fn breakdown(&self) -> Option<Breakdown> {
+        let stats = self.table.auth_stats().ok()?;
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        Some(Breakdown {
+            values_ms: ms(stats.time.values),
+            update_ms: ms(stats.time.update),
+            page_reads_ms: ms(stats.time.page_reads),
+            write_ms: ms(stats.time.write),
+            clean_ms: ms(stats.time.clean),
+            warm_up_ms: ms(stats.time.prefetch),
+            page_bytes_read: stats.page_bytes_read as f64,
+            clean_bytes_read: stats.clean_bytes_read as f64,
+        })
     }
 
     fn settings(&self) -> String {

@@ -115,6 +115,11 @@ pub trait AuthEngine {
     fn status(&self) -> Option<String> {
         None
     }
+    /// The engine's own account of where its commits' time went so far, summed from its start
+    /// (Cairn: `AuthStats::time` and its page-log reads), if it keeps one. By default none.
+    fn breakdown(&self) -> Option<Breakdown> {
+        None
+    }
     /// Whether the engine makes proofs (a plain table does not: its proof phase is skipped).
     fn proves(&self) -> bool {
         true
@@ -302,6 +307,95 @@ impl Workload {
     }
 }
 
+/// Where an engine's commits spent their time, by its own account (see
+/// [`AuthEngine::breakdown`]): sums from the engine's start, or the mean per commit in a
+/// [`CommitFigures`] (milliseconds, bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    /// Looking up the committed keys' values and hashing them.
+    pub values_ms: f64,
+    /// Reading the pages of the changed paths that no warm-up loaded, and rehashing the paths.
+    pub update_ms: f64,
+    /// Of `update_ms`: time in page reads and their checks, summed over the threads that read.
+    pub page_reads_ms: f64,
+    /// Encoding and appending the changed pages.
+    pub write_ms: f64,
+    /// Cleaning the page log (emptying old segments).
+    pub clean_ms: f64,
+    /// Warm-ups.
+    pub warm_up_ms: f64,
+    /// Bytes of trie pages read (warm-ups, commits, proofs; whole blocks).
+    pub page_bytes_read: f64,
+    /// Bytes cleaning read.
+    pub clean_bytes_read: f64,
+}
+
+impl Breakdown {
+    /// The figures in words, for reports.
+    pub fn describe(&self) -> String {
+        format!(
+            "warm-up {:.1}; values {:.1}; reads and rehash {:.1} (in page reads {:.1}, summed \
+             over threads); page writes {:.1}; cleaning {:.1}; KiB of pages read {:.0}, by \
+             cleaning {:.0}",
+            self.warm_up_ms,
+            self.values_ms,
+            self.update_ms,
+            self.page_reads_ms,
+            self.write_ms,
+            self.clean_ms,
+            self.page_bytes_read / 1024.0,
+            self.clean_bytes_read / 1024.0
+        )
+    }
+
+    /// `self − earlier`, field by field.
+    fn since(&self, earlier: &Breakdown) -> Breakdown {
+        Breakdown {
+            values_ms: self.values_ms - earlier.values_ms,
+            update_ms: self.update_ms - earlier.update_ms,
+            page_reads_ms: self.page_reads_ms - earlier.page_reads_ms,
+            write_ms: self.write_ms - earlier.write_ms,
+            clean_ms: self.clean_ms - earlier.clean_ms,
+            warm_up_ms: self.warm_up_ms - earlier.warm_up_ms,
+            page_bytes_read: self.page_bytes_read - earlier.page_bytes_read,
+            clean_bytes_read: self.clean_bytes_read - earlier.clean_bytes_read,
+        }
+    }
+
+    /// Every field times `factor`.
+    fn scaled(&self, factor: f64) -> Breakdown {
+        Breakdown {
+            values_ms: self.values_ms * factor,
+            update_ms: self.update_ms * factor,
+            page_reads_ms: self.page_reads_ms * factor,
+            write_ms: self.write_ms * factor,
+            clean_ms: self.clean_ms * factor,
+            warm_up_ms: self.warm_up_ms * factor,
+            page_bytes_read: self.page_bytes_read * factor,
+            clean_bytes_read: self.clean_bytes_read * factor,
+        }
+    }
+
+    /// The mean of `all`, field by field (`None` for none).
+    fn mean(all: &[Breakdown]) -> Option<Breakdown> {
+        if all.is_empty() {
+            return None;
+        }
+        let n = all.len() as f64;
+        let sum = |f: fn(&Breakdown) -> f64| all.iter().map(f).sum::<f64>() / n;
+        Some(Breakdown {
+            values_ms: sum(|b| b.values_ms),
+            update_ms: sum(|b| b.update_ms),
+            page_reads_ms: sum(|b| b.page_reads_ms),
+            write_ms: sum(|b| b.write_ms),
+            clean_ms: sum(|b| b.clean_ms),
+            warm_up_ms: sum(|b| b.warm_up_ms),
+            page_bytes_read: sum(|b| b.page_bytes_read),
+            clean_bytes_read: sum(|b| b.clean_bytes_read),
+        })
+    }
+}
+
 /// The figures of one commit size and warm-up mode.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct CommitFigures {
@@ -327,6 +421,10 @@ pub struct CommitFigures {
     pub bytes_written: f64,
     /// Mean bytes read per commit (warm-up included).
     pub bytes_read: f64,
+    /// Where the time went, by the engine's own account: means per commit (warm-up included).
+    /// Only engines that keep one (Cairn); absent in records made before 2026-11-27.
+    #[serde(default)]
+    pub breakdown: Option<Breakdown>,
 }
 
 /// The proof figures.
@@ -375,6 +473,10 @@ pub struct UtxoFigures {
     pub bytes_written: f64,
     /// See `bytes_written`.
     pub bytes_read: f64,
+    /// Where the batches' commits and warm-ups spent their time, by the engine's own account:
+    /// means per batch (see [`CommitFigures::breakdown`]).
+    #[serde(default)]
+    pub breakdown: Option<Breakdown>,
 }
 
 /// One engine's record.
@@ -677,6 +779,7 @@ fn bench_engine(
             let changes = workload.next_commit(k);
             let keys: Vec<KeyPath> = changes.iter().map(|(key, _)| *key).collect();
             let io_before = sys::proc::IoCounters::now();
+            let breakdown_before = engine.breakdown();
             let mut warm_up_s = 0.0;
             if with_warm_up {
                 let timer = Instant::now();
@@ -687,8 +790,12 @@ fn bench_engine(
             engine.commit(&changes)?;
             let commit_s = timer.elapsed().as_secs_f64();
             let io = sys::proc::IoCounters::since(sys::proc::IoCounters::now(), io_before);
+            let breakdown = engine
+                .breakdown()
+                .zip(breakdown_before)
+                .map(|(after, before)| after.since(&before));
             let samples = if with_warm_up { &mut warm } else { &mut plain };
-            samples.push(commit_s, warm_up_s, io);
+            samples.push(commit_s, warm_up_s, io, breakdown);
             eprintln!(
                 "{name} commit of {k}{}: {:.2} ms ({:.2} µs/key{})",
                 if with_warm_up { " after a warm-up" } else { "" },
@@ -833,6 +940,7 @@ fn bench_utxo(
     let mut batch_ms = Vec::with_capacity(batches as usize);
     let (mut written, mut read) = (0u64, 0u64);
     let io_before = sys::proc::IoCounters::now();
+    let breakdown_before = engine.breakdown();
     let started = Instant::now();
     let mut last_report = Instant::now();
     let mut seconds = 0.0;
@@ -882,6 +990,11 @@ fn bench_utxo(
         written = io.write_bytes;
         read = io.read_bytes;
     }
+    let breakdown = engine
+        .breakdown()
+        .zip(breakdown_before)
+        .map(|(after, before)| after.since(&before))
+        .map(|total| total.scaled(1.0 / batches.max(1) as f64));
     let p = percentiles(&batch_ms);
     Ok(UtxoFigures {
         batches,
@@ -892,6 +1005,7 @@ fn bench_utxo(
         max_ms: p.max,
         bytes_written: written as f64 / batches as f64,
         bytes_read: read as f64 / batches as f64,
+        breakdown,
     })
 }
 
@@ -906,10 +1020,18 @@ struct Samples {
     warm_up_s: Vec<f64>,
     written: Vec<f64>,
     read: Vec<f64>,
+    breakdowns: Vec<Breakdown>,
 }
 
 impl Samples {
-    fn push(&mut self, commit_s: f64, warm_up_s: f64, io: Option<sys::proc::IoCounters>) {
+    fn push(
+        &mut self,
+        commit_s: f64,
+        warm_up_s: f64,
+        io: Option<sys::proc::IoCounters>,
+        breakdown: Option<Breakdown>,
+    ) {
+        self.breakdowns.extend(breakdown);
         self.commit_s.push(commit_s);
         self.warm_up_s.push(warm_up_s);
         if let Some(io) = io {
@@ -941,6 +1063,7 @@ impl Samples {
             total_us_per_key: median(&total),
             bytes_written: mean(&self.written),
             bytes_read: mean(&self.read),
+            breakdown: Breakdown::mean(&self.breakdowns),
         }
     }
 }
@@ -991,6 +1114,16 @@ fn print_record(r: &AuthRecord) {
             c.bytes_read / 1024.0
         );
     }
+    for c in &r.commits {
+        if let Some(b) = &c.breakdown {
+            println!(
+                "commit of {}{}, by the engine's account, ms per commit: {}",
+                c.keys,
+                if c.warm_up { " after a warm-up" } else { "" },
+                b.describe()
+            );
+        }
+    }
     if let Some(p) = &r.proofs {
         println!(
             "proofs: inclusion mean {:.0} B (max {:.0}), exclusion mean {:.0} B (max {:.0}); {:.0} made/s, {:.0} verified/s; multiproof of {} keys {:.0} B ({:.0} B/key), made in {:.2} ms, verified in {:.2} ms",
@@ -1020,6 +1153,12 @@ fn print_record(r: &AuthRecord) {
             u.bytes_written / 1024.0,
             u.bytes_read / 1024.0
         );
+        if let Some(b) = &u.breakdown {
+            println!(
+                "UTxO, by the engine's account, ms per batch: {}",
+                b.describe()
+            );
+        }
     }
 }
 

@@ -314,6 +314,49 @@ fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
         }
     }
 
+    let utxo_breakdown = |r: &AuthRecord| r.utxo.as_ref().and_then(|u| u.breakdown);
+    if records
+        .iter()
+        .any(|r| r.commits.iter().any(|c| c.breakdown.is_some()) || utxo_breakdown(r).is_some())
+    {
+        let _ = writeln!(
+            md,
+            "\nWhere the commits' time went, by the engine's own account (means per commit, ms; \
+             page reads are summed over the threads that read, so they can exceed the reads and \
+             rehash they are part of; the UTxO row is per batch):\n\n| engine | keys | warm-up \
+             | warm-up ms | values | reads and rehash | in page reads | page writes | cleaning \
+             | KiB of pages read | KiB cleaning read |\n\
+             |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+        );
+        for r in records {
+            let rows = r
+                .commits
+                .iter()
+                .filter_map(|c| {
+                    let keys = thousands(c.keys as f64);
+                    Some((keys, if c.warm_up { "yes" } else { "no" }, c.breakdown?))
+                })
+                .chain(utxo_breakdown(r).map(|b| ("UTxO batch".to_string(), "yes", b)));
+            for (keys, warm_up, b) in rows {
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    r.engine,
+                    keys,
+                    warm_up,
+                    ms(b.warm_up_ms),
+                    ms(b.values_ms),
+                    ms(b.update_ms),
+                    ms(b.page_reads_ms),
+                    ms(b.write_ms),
+                    ms(b.clean_ms),
+                    thousands(b.page_bytes_read / 1024.0),
+                    thousands(b.clean_bytes_read / 1024.0)
+                );
+            }
+        }
+    }
+
     let _ = writeln!(
         md,
         "\n### Proofs\n\n| engine | inclusion B (mean / max) | exclusion B (mean / max) | made/s | \
