@@ -80,11 +80,12 @@ pub struct AuthStats {
     pub deep_file_bytes: u64,
     /// See `deep_file_bytes`.
     pub deep_live_bytes: u64,
-    /// Bytes of page-log blocks read for this handle's commits, prefetches and proofs (the
-    /// whole blocks each page's record lies in; cleaning's reads are apart).
+    /// Bytes this handle's commits, prefetches and proofs asked of the page log's files (the
+    /// whole blocks each page's record lies in, whether the page cache or the device served
+    /// them; cleaning's reads are apart).
     pub page_bytes_read: u64,
-    /// Bytes of page-log segments cleaning read: its scans, and the stored parents of the live
-    /// deep pages it moved.
+    /// Bytes of page-log segments cleaning asked for: its scans, and the stored parents of the
+    /// live deep pages it moved.
     pub clean_bytes_read: u64,
     /// Where this handle's commits and prefetches spent their time.
     pub time: CommitTime,

@@ -324,9 +324,10 @@ pub struct Breakdown {
     pub clean_ms: f64,
     /// Warm-ups.
     pub warm_up_ms: f64,
-    /// Bytes of trie pages read (warm-ups, commits, proofs; whole blocks).
+    /// Bytes of trie pages asked of the files (warm-ups, commits, proofs; whole blocks, from
+    /// the page cache or the device: `bytes_read` of the commit figures says what reached it).
     pub page_bytes_read: f64,
-    /// Bytes cleaning read.
+    /// Bytes cleaning asked of the files.
     pub clean_bytes_read: f64,
 }
 
