@@ -322,12 +322,12 @@ impl Auth {
         self.scan_buf = Vec::new();
     }
 
-    /// Counts hashes computed outside this module (the leaves a table hashes for a commit).
     /// Adds the time a commit spent on its keys' values ([`CommitTime::values`]).
     pub(crate) fn count_values_time(&mut self, time: Duration) {
         self.stats.time.values += time;
     }
 
+    /// Counts hashes computed outside this module (the leaves a table hashes for a commit).
     pub(crate) fn count_hashes(&mut self, n: u64) {
         self.stats.hashes += n;
     }
@@ -370,7 +370,8 @@ impl Auth {
             return Ok(self.current());
         }
         let mut loaded = std::mem::replace(&mut self.prefetched, Loaded::new());
-        let before = (
+        // What a prefetch already counted of `loaded` is not this commit's.
+        let (reads, hashes, read_bytes, read_time) = (
             loaded.reads,
             loaded.hashes,
             loaded.read_bytes,
@@ -379,10 +380,10 @@ impl Auth {
         let started = Instant::now();
         let written = trie::commit(&mut self.trie, &mut loaded, &store(&self.session), changes)?;
         let elapsed = started.elapsed();
-        self.stats.pages_read += loaded.reads - before.0;
-        self.stats.hashes += loaded.hashes - before.1;
-        self.stats.page_bytes_read += loaded.read_bytes - before.2;
-        self.stats.time.page_reads += loaded.read_time - before.3;
+        self.stats.pages_read += loaded.reads - reads;
+        self.stats.hashes += loaded.hashes - hashes;
+        self.stats.page_bytes_read += loaded.read_bytes - read_bytes;
+        self.stats.time.page_reads += loaded.read_time - read_time;
         self.stats.time.write += loaded.write_time;
         self.stats.time.update += elapsed.saturating_sub(loaded.write_time);
         self.stats.pages_written += written;

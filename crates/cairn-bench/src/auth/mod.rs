@@ -349,51 +349,36 @@ impl Breakdown {
         )
     }
 
+    /// `f` of each field of `self` and the same field of `other`.
+    fn zip_with(&self, other: &Breakdown, f: impl Fn(f64, f64) -> f64) -> Breakdown {
+        Breakdown {
+            values_ms: f(self.values_ms, other.values_ms),
+            update_ms: f(self.update_ms, other.update_ms),
+            page_reads_ms: f(self.page_reads_ms, other.page_reads_ms),
+            write_ms: f(self.write_ms, other.write_ms),
+            clean_ms: f(self.clean_ms, other.clean_ms),
+            warm_up_ms: f(self.warm_up_ms, other.warm_up_ms),
+            page_bytes_read: f(self.page_bytes_read, other.page_bytes_read),
+            clean_bytes_read: f(self.clean_bytes_read, other.clean_bytes_read),
+        }
+    }
+
     /// `self − earlier`, field by field.
     fn since(&self, earlier: &Breakdown) -> Breakdown {
-        Breakdown {
-            values_ms: self.values_ms - earlier.values_ms,
-            update_ms: self.update_ms - earlier.update_ms,
-            page_reads_ms: self.page_reads_ms - earlier.page_reads_ms,
-            write_ms: self.write_ms - earlier.write_ms,
-            clean_ms: self.clean_ms - earlier.clean_ms,
-            warm_up_ms: self.warm_up_ms - earlier.warm_up_ms,
-            page_bytes_read: self.page_bytes_read - earlier.page_bytes_read,
-            clean_bytes_read: self.clean_bytes_read - earlier.clean_bytes_read,
-        }
+        self.zip_with(earlier, |a, b| a - b)
     }
 
     /// Every field times `factor`.
     fn scaled(&self, factor: f64) -> Breakdown {
-        Breakdown {
-            values_ms: self.values_ms * factor,
-            update_ms: self.update_ms * factor,
-            page_reads_ms: self.page_reads_ms * factor,
-            write_ms: self.write_ms * factor,
-            clean_ms: self.clean_ms * factor,
-            warm_up_ms: self.warm_up_ms * factor,
-            page_bytes_read: self.page_bytes_read * factor,
-            clean_bytes_read: self.clean_bytes_read * factor,
-        }
+        self.zip_with(self, |a, _| a * factor)
     }
 
     /// The mean of `all`, field by field (`None` for none).
     fn mean(all: &[Breakdown]) -> Option<Breakdown> {
-        if all.is_empty() {
-            return None;
-        }
-        let n = all.len() as f64;
-        let sum = |f: fn(&Breakdown) -> f64| all.iter().map(f).sum::<f64>() / n;
-        Some(Breakdown {
-            values_ms: sum(|b| b.values_ms),
-            update_ms: sum(|b| b.update_ms),
-            page_reads_ms: sum(|b| b.page_reads_ms),
-            write_ms: sum(|b| b.write_ms),
-            clean_ms: sum(|b| b.clean_ms),
-            warm_up_ms: sum(|b| b.warm_up_ms),
-            page_bytes_read: sum(|b| b.page_bytes_read),
-            clean_bytes_read: sum(|b| b.clean_bytes_read),
-        })
+        let sum = all
+            .iter()
+            .fold(Breakdown::default(), |sum, b| sum.zip_with(b, |a, b| a + b));
+        (!all.is_empty()).then(|| sum.scaled(1.0 / all.len() as f64))
     }
 }
 

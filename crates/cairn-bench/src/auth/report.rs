@@ -324,9 +324,9 @@ fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
             "\nWhere the commits' time went, by the engine's own account (means per commit, ms; \
              page reads are summed over the threads that read, so they can exceed the reads and \
              rehash they are part of; bytes are those asked of the page log's files, served \
-             by the page cache or the device; the UTxO row is per batch):\n\n| engine | keys | warm-up \
-             | warm-up ms | values | reads and rehash | in page reads | page writes | cleaning \
-             | KiB of pages read | KiB cleaning read |\n\
+             by the page cache or the device; the UTxO row is per batch):\n\n| engine | keys \
+             | warm-up | warm-up ms | values | reads and rehash | in page reads | page writes \
+             | cleaning | KiB of pages read | KiB cleaning read |\n\
              |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|"
         );
         for r in records {
