@@ -67,6 +67,8 @@ pub struct CairnAuth {
     table: Table,
     /// The trie's hash function; `None`: a plain table.
     kind: Option<HashKind>,
+    /// Time spent in [`write_durably`] by commits (the breakdown's `log_ms`).
+    log_time: std::time::Duration,
 }
 
 impl CairnAuth {
@@ -94,6 +96,7 @@ impl CairnAuth {
             session,
             table,
             kind,
+            log_time: std::time::Duration::ZERO,
         })
     }
 }
@@ -141,6 +144,7 @@ impl AuthEngine for CairnAuth {
             warm_up_ms: ms(stats.time.prefetch),
             page_bytes_read: stats.page_bytes_read as f64,
             clean_bytes_read: stats.clean_bytes_read as f64,
+            log_ms: ms(self.log_time),
         })
     }
 
@@ -173,7 +177,9 @@ impl AuthEngine for CairnAuth {
     }
 
     fn commit(&mut self, changes: &[Change]) -> Result<[u8; 32], Failure> {
+        let started = std::time::Instant::now();
         write_durably(&self.session, &self.table, changes)?;
+        self.log_time += started.elapsed();
         if self.kind.is_none() {
             return Ok([0; 32]);
         }

@@ -324,10 +324,12 @@ fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
             "\nWhere the commits' time went, by the engine's own account (means per commit, ms; \
              page reads are summed over the threads that read, so they can exceed the reads and \
              rehash they are part of; bytes are those asked of the page log's files, served \
-             by the page cache or the device; the UTxO row is per batch):\n\n| engine | keys \
-             | warm-up | warm-up ms | values | reads and rehash | in page reads | page writes \
-             | cleaning | KiB of pages read | KiB cleaning read |\n\
-             |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+             by the page cache or the device; the log is the write-ahead log's write and fsync \
+             of the commit's updates, – where a record predates its count; the UTxO row is per \
+             batch):\n\n| engine | keys | warm-up | warm-up ms | log | values | reads and \
+             rehash | in page reads | page writes | cleaning | KiB of pages read | KiB \
+             cleaning read |\n\
+             |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
         );
         for r in records {
             let rows = r
@@ -341,11 +343,16 @@ fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
             for (keys, warm_up, b) in rows {
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     r.engine,
                     keys,
                     warm_up,
                     ms(b.warm_up_ms),
+                    if b.log_ms > 0.0 {
+                        ms(b.log_ms)
+                    } else {
+                        "–".to_string()
+                    },
                     ms(b.values_ms),
                     ms(b.update_ms),
                     ms(b.page_reads_ms),
