@@ -34,10 +34,14 @@ pub fn logged_session(dir: &Path) -> Result<Session, Failure> {
 }
 
 /// Writes `changes` to `table` as one logged write and fsyncs the log, so that they survive a
-/// crash when this returns. Nothing for no changes.
-pub fn write_durably(session: &Session, table: &Table, changes: &[Change]) -> Result<(), Failure> {
+/// crash when this returns; returns the time the fsync took. Nothing for no changes.
+pub fn write_durably(
+    session: &Session,
+    table: &Table,
+    changes: &[Change],
+) -> Result<std::time::Duration, Failure> {
     if changes.is_empty() {
-        return Ok(());
+        return Ok(std::time::Duration::ZERO);
     }
     let updates: Vec<(&[u8], Update<'_>)> = changes
         .iter()
@@ -49,7 +53,11 @@ pub fn write_durably(session: &Session, table: &Table, changes: &[Change]) -> Re
     session
         .write(&[(table, &updates[..])])
         .context(|| "writing a commit's updates".to_string())?;
-    session.sync_log().context(|| "syncing the log".to_string())
+    let started = std::time::Instant::now();
+    session
+        .sync_log()
+        .context(|| "syncing the log".to_string())?;
+    Ok(started.elapsed())
 }
 
 /// The values of `keys` in `table`, by one batched lookup (`None`: absent).
@@ -69,6 +77,8 @@ pub struct CairnAuth {
     kind: Option<HashKind>,
     /// Time spent in [`write_durably`] by commits (the breakdown's `log_ms`).
     log_time: std::time::Duration,
+    /// Of `log_time`, the log's fsyncs (the breakdown's `log_sync_ms`).
+    log_sync_time: std::time::Duration,
 }
 
 impl CairnAuth {
@@ -97,6 +107,7 @@ impl CairnAuth {
             table,
             kind,
             log_time: std::time::Duration::ZERO,
+            log_sync_time: std::time::Duration::ZERO,
         })
     }
 }
@@ -145,6 +156,7 @@ impl AuthEngine for CairnAuth {
             page_bytes_read: stats.page_bytes_read as f64,
             clean_bytes_read: stats.clean_bytes_read as f64,
             log_ms: ms(self.log_time),
+            log_sync_ms: ms(self.log_sync_time),
         })
     }
 
@@ -178,7 +190,7 @@ impl AuthEngine for CairnAuth {
 
     fn commit(&mut self, changes: &[Change]) -> Result<[u8; 32], Failure> {
         let started = std::time::Instant::now();
-        write_durably(&self.session, &self.table, changes)?;
+        self.log_sync_time += write_durably(&self.session, &self.table, changes)?;
         self.log_time += started.elapsed();
         if self.kind.is_none() {
             return Ok([0; 32]);

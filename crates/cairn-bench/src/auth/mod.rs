@@ -333,17 +333,21 @@ pub struct Breakdown {
     /// records made before it was counted).
     #[serde(default)]
     pub log_ms: f64,
+    /// Of `log_ms`, the log's fsync (0 in records made before it was counted).
+    #[serde(default)]
+    pub log_sync_ms: f64,
 }
 
 impl Breakdown {
     /// The figures in words, for reports.
     pub fn describe(&self) -> String {
         format!(
-            "warm-up {:.1}; log write and sync {:.1}; values {:.1}; reads and rehash {:.1} (in \
-             page reads {:.1}, summed over threads); page writes {:.1}; cleaning {:.1}; KiB of \
-             pages read {:.0}, by cleaning {:.0}",
+            "warm-up {:.1}; log write and sync {:.1} (in the sync {:.1}); values {:.1}; reads \
+             and rehash {:.1} (in page reads {:.1}, summed over threads); page writes {:.1}; \
+             cleaning {:.1}; KiB of pages read {:.0}, by cleaning {:.0}",
             self.warm_up_ms,
             self.log_ms,
+            self.log_sync_ms,
             self.values_ms,
             self.update_ms,
             self.page_reads_ms,
@@ -366,6 +370,7 @@ impl Breakdown {
             page_bytes_read: f(self.page_bytes_read, other.page_bytes_read),
             clean_bytes_read: f(self.clean_bytes_read, other.clean_bytes_read),
             log_ms: f(self.log_ms, other.log_ms),
+            log_sync_ms: f(self.log_sync_ms, other.log_sync_ms),
         }
     }
 

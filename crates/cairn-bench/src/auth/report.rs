@@ -324,11 +324,11 @@ fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
             "\nWhere the commits' time went, by the engine's own account (means per commit, ms; \
              page reads are summed over the threads that read, so they can exceed the reads and \
              rehash they are part of; bytes are those asked of the page log's files, served \
-             by the page cache or the device; the log is the write-ahead log's write and fsync \
-             of the commit's updates, – where a record predates its count; the UTxO row is per \
-             batch):\n\n| engine | keys | warm-up | warm-up ms | log | values | reads and \
-             rehash | in page reads | page writes | cleaning | KiB of pages read | KiB \
-             cleaning read |\n\
+             by the page cache or the device; the log is the write of the commit's updates \
+             to the table and its write-ahead log, and the log's fsync, – where a record \
+             predates its count; the UTxO row is per batch):\n\n| engine | keys | warm-up | \
+             warm-up ms | log (in its fsync) | values | reads and rehash | in page reads | page \
+             writes | cleaning | KiB of pages read | KiB cleaning read |\n\
              |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
         );
         for r in records {
@@ -349,7 +349,7 @@ fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
                     warm_up,
                     ms(b.warm_up_ms),
                     if b.log_ms > 0.0 {
-                        ms(b.log_ms)
+                        format!("{} ({})", ms(b.log_ms), ms(b.log_sync_ms))
                     } else {
                         "–".to_string()
                     },
