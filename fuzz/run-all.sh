@@ -18,7 +18,7 @@ declare -A seeds=(
   [page]="page-v1.bin" [bloom]="bloom-v1.bin" [index]="index-compact-v1.bin index-ordinary-v1.bin"
   [run_checksums]="run-checksums-v1.txt" [session_metadata]="session-metadata-v1.bin"
   [snapshot_metadata]="snapshot-metadata-v2.bin snapshot-metadata-v3-parts.bin" [operations]=""
-  [hostile_snapshot]="" [trie_pages]="trie-manifest-v1.bin trie-segment-v1.bin" [log]="log-segment-v1.bin log-catalog-v1.bin" [proof_verify]="$proof_golden/proof-v1-full.bin $proof_golden/proof-v1-compact.bin $proof_golden/proof-v1-blake3.bin"
+  [hostile_snapshot]="" [trie_pages]="trie-manifest-v1.bin trie-segment-v1-pages-v2.bin trie-segment-v1-pages-v3.bin" [log]="log-segment-v1.bin log-catalog-v1.bin" [proof_verify]="$proof_golden/proof-v1-full.bin $proof_golden/proof-v1-compact.bin $proof_golden/proof-v1-blake3.bin"
 )
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
 RUSTC_BOOTSTRAP=1 cargo fuzz build -s none || exit 1

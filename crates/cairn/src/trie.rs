@@ -49,8 +49,11 @@ pub(crate) const PAGE_DEPTH: usize = 6;
 pub(crate) const PAGE_SLOTS: usize = 126;
 /// Page levels in a trie of 256-bit key paths (the last one partly used).
 pub(crate) const PAGE_LEVELS: usize = 43;
-/// The version byte of an encoded page.
-const PAGE_FORMAT: u8 = 2;
+/// The version byte of an encoded page (`docs/format/trie.md`, "Pages"): 3 stores a leaf
+/// without its hash, and without its blob hash when it has no blob.
+const PAGE_FORMAT: u8 = 3;
+/// The previous page format, still read: every leaf with its hash and blob hash (128 bytes).
+const PAGE_FORMAT_V2: u8 = 2;
 /// Bytes of an encoded page's slot kinds (2 bits per slot).
 const KIND_BYTES: usize = 32;
 
@@ -250,6 +253,9 @@ pub(crate) struct Page {
 const KIND_EMPTY: u8 = 0;
 const KIND_INTERNAL: u8 = 1;
 const KIND_LEAF: u8 = 2;
+/// On disk only (page format 3): a leaf with a blob, which stores its blob hash. In memory
+/// every leaf is [`KIND_LEAF`].
+const KIND_LEAF_BLOB: u8 = 3;
 
 impl Page {
     pub(crate) fn empty() -> Page {
@@ -341,12 +347,14 @@ impl Page {
             + self.children.len() * std::mem::size_of::<(u8, PageLoc)>()
     }
 
-    /// The page's bytes in the page log: a version byte, 2 bits of kind per slot, then each
-    /// non-empty slot in order: an internal node's hash (32 bytes), or a leaf's hash, key path,
-    /// value hash and blob hash (128 bytes); then, for each internal node of the bottom row in
-    /// order, the pointer to the page below it (14 bytes). Errors if one has no pointer (a
-    /// commit that lost track of a page: the table is then broken, never written wrong).
-    /// Commits encode into one reused buffer ([`Page::encode_into`]).
+    /// The page's bytes in the page log (format 3): a version byte, 2 bits of kind per slot
+    /// (empty, internal, leaf, leaf with a blob), then each non-empty slot in order: an
+    /// internal node's hash (32 bytes), or a leaf's key path and value hash (64 bytes), and a
+    /// leaf with a blob's blob hash too (96 bytes); then, for each internal node of the bottom
+    /// row in order, the pointer to the page below it (14 bytes). A leaf's hash is not stored:
+    /// decoding computes it. Errors if a bottom-row node has no pointer (a commit that lost
+    /// track of a page: the table is then broken, never written wrong). Commits encode into
+    /// one reused buffer ([`Page::encode_into`]).
     #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn encode(&self) -> Result<Vec<u8>> {
         self.encode_with(|index| self.child(index))
@@ -368,25 +376,32 @@ impl Page {
     ) -> Result<()> {
         out.clear();
         out.push(PAGE_FORMAT);
+        // The kinds are written once the slots are (a leaf's kind says whether it has a blob).
+        out.extend_from_slice(&[0u8; KIND_BYTES]);
         let mut kinds = [0u8; KIND_BYTES];
-        for (i, &k) in self.kinds.iter().enumerate() {
-            kinds[i / 4] |= k << (2 * (i % 4));
-        }
-        out.extend_from_slice(&kinds);
         let mut leaves = self.leaves.iter();
         for (i, &k) in self.kinds.iter().enumerate() {
-            match k {
-                KIND_INTERNAL => out.extend_from_slice(&self.hashes[i]),
+            let code = match k {
+                KIND_INTERNAL => {
+                    out.extend_from_slice(&self.hashes[i]);
+                    KIND_INTERNAL
+                }
                 KIND_LEAF => {
                     let (_, leaf) = leaves.next().expect("a leaf per leaf slot");
-                    out.extend_from_slice(&self.hashes[i]);
                     out.extend_from_slice(&leaf.key_path);
                     out.extend_from_slice(&leaf.value_hash);
-                    out.extend_from_slice(&leaf.blob_hash);
+                    if leaf.blob_hash == ZERO {
+                        KIND_LEAF
+                    } else {
+                        out.extend_from_slice(&leaf.blob_hash);
+                        KIND_LEAF_BLOB
+                    }
                 }
-                _ => {}
-            }
+                _ => KIND_EMPTY,
+            };
+            kinds[i / 4] |= code << (2 * (i % 4));
         }
+        out[1..1 + KIND_BYTES].copy_from_slice(&kinds);
         for index in 0..64 {
             if self.kinds[PAGE_SLOTS - 64 + index] == KIND_INTERNAL {
                 let loc = child(index).ok_or_else(|| {
@@ -401,18 +416,24 @@ impl Page {
         Ok(())
     }
 
-    /// Decodes page `id` from the page log. Total: refuses a wrong version, a bad kind, a node
-    /// under a slot that is not internal, a leaf off its key path, a bad pointer, a short or
-    /// long buffer. Leaf hashes are not recomputed here (the record's checksum covers the
-    /// bytes, and the page's top is checked against its parent when it is read).
-    pub(crate) fn decode(id: &PageId, bytes: &[u8]) -> Result<Page> {
+    /// Decodes page `id` from the page log, in format 3 ([`Page::encode`]) or 2 (every leaf
+    /// with its hash and its blob hash, 128 bytes), computing each leaf's hash with `kind`
+    /// (one hash per leaf; in format 2 it must equal the stored one). Total: refuses a wrong
+    /// version, a bad kind, a node under a slot that is not internal, a leaf off its key path,
+    /// a format-3 leaf with a blob whose blob hash is zero (its encoding would not be the
+    /// only one), a bad pointer, a short or long buffer. Internal hashes are not checked here
+    /// (the record's checksum covers the bytes, and the page's top is checked against its
+    /// parent when it is read).
+    pub(crate) fn decode(kind: HashKind, id: &PageId, bytes: &[u8]) -> Result<Page> {
         let bad = |detail: &str| Error::corrupt("trie page", detail.to_string());
         if bytes.len() < 1 + KIND_BYTES {
             return Err(bad("shorter than its header"));
         }
-        if bytes[0] != PAGE_FORMAT {
-            return Err(bad("unknown page format version"));
-        }
+        let v2 = match bytes[0] {
+            PAGE_FORMAT => false,
+            PAGE_FORMAT_V2 => true,
+            _ => return Err(bad("unknown page format version")),
+        };
         let mut page = Page::empty();
         let mut at = 1 + KIND_BYTES;
         let take = |at: &mut usize| -> Result<Hash> {
@@ -425,31 +446,48 @@ impl Page {
             Ok(h)
         };
         for i in 0..PAGE_SLOTS {
-            let kind = (bytes[1 + i / 4] >> (2 * (i % 4))) & 3;
-            if kind != KIND_EMPTY && i >= 2 && page.kinds[(i - 2) / 2] != KIND_INTERNAL {
+            let code = (bytes[1 + i / 4] >> (2 * (i % 4))) & 3;
+            if code != KIND_EMPTY && i >= 2 && page.kinds[(i - 2) / 2] != KIND_INTERNAL {
                 return Err(bad("a node below a slot that is not internal"));
             }
-            match kind {
+            match code {
                 KIND_EMPTY => {}
                 KIND_INTERNAL => {
                     page.kinds[i] = KIND_INTERNAL;
                     page.hashes[i] = take(&mut at)?;
                 }
-                KIND_LEAF => {
-                    page.kinds[i] = KIND_LEAF;
-                    page.hashes[i] = take(&mut at)?;
+                _ => {
+                    if v2 && code == KIND_LEAF_BLOB {
+                        return Err(bad("unknown slot kind"));
+                    }
+                    let stored = if v2 { Some(take(&mut at)?) } else { None };
+                    let key_path = take(&mut at)?;
+                    let value_hash = take(&mut at)?;
+                    let blob_hash = if v2 || code == KIND_LEAF_BLOB {
+                        take(&mut at)?
+                    } else {
+                        ZERO
+                    };
+                    if !v2 && code == KIND_LEAF_BLOB && blob_hash == ZERO {
+                        return Err(bad("a leaf with a blob whose blob hash is zero"));
+                    }
                     let leaf = Leaf {
-                        key_path: take(&mut at)?,
-                        value_hash: take(&mut at)?,
-                        blob_hash: take(&mut at)?,
+                        key_path,
+                        value_hash,
+                        blob_hash,
                     };
                     let (depth, position) = slot_position(id, i);
                     if common_prefix_bits(&leaf.key_path, &position) < depth {
                         return Err(bad("a leaf off its key path"));
                     }
+                    let hash = leaf.hash(kind);
+                    if stored.is_some_and(|h| h != hash) {
+                        return Err(bad("a leaf that does not hash to its stored hash"));
+                    }
+                    page.kinds[i] = KIND_LEAF;
+                    page.hashes[i] = hash;
                     page.leaves.push((i as u8, leaf));
                 }
-                _ => return Err(bad("unknown slot kind")),
             }
         }
         if (bytes[KIND_BYTES] >> 4) != 0 {
@@ -784,7 +822,7 @@ fn read_checked(
                 ),
             ));
         }
-        let page = Page::decode(id, bytes)?;
+        let page = Page::decode(kind, id, bytes)?;
         check_top(kind, id, &page, parent)?;
         pages.push(page);
         Ok(())
@@ -1261,7 +1299,7 @@ pub(crate) fn relocate(
             }
         };
         if let std::collections::hash_map::Entry::Vacant(slot) = loaded.pages.entry(id) {
-            let page = Page::decode(&id, &bytes)?;
+            let page = Page::decode(state.kind, &id, &bytes)?;
             check_top(state.kind, &id, &page, &hash)?;
             slot.insert(page);
             loaded.locs.insert(id, loc);
@@ -1899,7 +1937,87 @@ mod tests {
         let top = save_retained(&state, &mut |k, p| own.push(k, p)).unwrap();
         assert!(top.is_some());
         let (bytes, _) = own.finish();
-        crate::golden::check_golden("trie-segment-v1.bin", &bytes);
+        crate::golden::check_golden("trie-segment-v1-pages-v3.bin", &bytes);
+    }
+
+    /// Pages of format 2 (every leaf with its hash and blob hash), as segments written before
+    /// format 3 hold them, still read: the golden segment of the same trie as
+    /// [`a_retained_segment_is_pinned`], from before format 3, decodes to the same pages
+    /// (pointers aside: the records sit elsewhere), and a format-2 leaf whose stored hash is
+    /// wrong is refused.
+    #[test]
+    fn pages_of_format_2_still_read() {
+        let kind = HashKind::Sha256;
+        let batch: Vec<(u16, Option<u8>)> = (0..24).map(|k| (k, Some((k % 5) as u8))).collect();
+        let (state, _store) = run(kind, 2, &[batch]);
+        let golden = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/testdata/golden/trie-segment-v1-pages-v2.bin"
+        ))
+        .unwrap();
+        let records = crate::pagelog::scan_bytes(&golden, 0x0123_4567_89ab_cdef).unwrap();
+        assert_eq!(records.len(), state.retained.len());
+        let mut leaves = 0;
+        for (_, key, bytes) in &records {
+            assert_eq!(bytes[0], PAGE_FORMAT_V2);
+            let id = PageId::from_key(key).unwrap();
+            let page = Page::decode(kind, &id, bytes).unwrap();
+            let retained = state.retained.get(&id).unwrap();
+            assert_eq!(page.kinds, retained.kinds);
+            assert_eq!(page.hashes, retained.hashes);
+            assert_eq!(page.leaves, retained.leaves);
+            leaves += page.leaves.len();
+            // Format 3 holds the same page in fewer bytes, and reads back the same.
+            let again = page.encode().unwrap();
+            assert_eq!(again[0], PAGE_FORMAT);
+            assert!(again.len() < bytes.len() || page.leaves.is_empty());
+            assert_eq!(Page::decode(kind, &id, &again).unwrap(), page);
+            // A wrong stored leaf hash: the first leaf's hash follows the kinds and the
+            // internal hashes of the slots before it.
+            if let Some(&(slot, _)) = page.leaves.first() {
+                let before = (0..slot as usize)
+                    .filter(|&i| page.kinds[i] == KIND_INTERNAL)
+                    .count();
+                let mut damaged = bytes.clone();
+                damaged[1 + KIND_BYTES + 32 * before] ^= 1;
+                assert!(Page::decode(kind, &id, &damaged).is_err());
+            }
+        }
+        assert_eq!(leaves, 24);
+    }
+
+    /// Format 3 stores a leaf's blob hash only when it has a blob, and refuses a "leaf with a
+    /// blob" whose blob hash is zero (two encodings of one page).
+    #[test]
+    fn leaves_with_and_without_blobs_encode_once() {
+        let kind = HashKind::Sha256;
+        let id = PageId::on_path(&ZERO, 1);
+        let leaf = |b: u8, blob: Hash| Leaf {
+            key_path: with_bit(&[b; 32], 6, false),
+            value_hash: [b; 32],
+            blob_hash: blob,
+        };
+        let mut page = Page::empty();
+        let (a, b) = (leaf(0x01, ZERO), leaf(0x03, [9; 32]));
+        // Slots 0 (bit 6 is 0) and 1 (bit 6 is 1): two leaves under the page's parent.
+        let b = Leaf {
+            key_path: with_bit(&b.key_path, 6, true),
+            ..b
+        };
+        assert!(page.set(0, Node::leaf(kind, a)));
+        assert!(page.set(1, Node::leaf(kind, b)));
+        let bytes = page.encode().unwrap();
+        assert_eq!(bytes.len(), 1 + KIND_BYTES + 64 + 96);
+        assert_eq!(bytes[1] & 0b1111, KIND_LEAF | (KIND_LEAF_BLOB << 2));
+        let decoded = Page::decode(kind, &id, &bytes).unwrap();
+        assert_eq!(decoded, page);
+        assert_eq!(decoded.hashes[0], a.hash(kind));
+        assert_eq!(decoded.hashes[1], b.hash(kind));
+        // Slot 1's blob hash set to zero, its kind still "with a blob": refused.
+        let mut zeroed = bytes.clone();
+        let at = 1 + KIND_BYTES + 64 + 64;
+        zeroed[at..at + 32].copy_from_slice(&ZERO);
+        assert!(Page::decode(kind, &id, &zeroed).is_err());
     }
 
     #[test]
@@ -1924,14 +2042,14 @@ mod tests {
         let records = PageLog::read(&store.io, &state.segments, &locs).unwrap();
         for ((id, _), (key, bytes)) in stored.iter().zip(&records) {
             assert_eq!(&id.key(), key);
-            let page = Page::decode(id, bytes).unwrap();
+            let page = Page::decode(kind, id, bytes).unwrap();
             assert_eq!(&page.encode().unwrap(), bytes);
             for cut in [0, 1, 32, bytes.len() - 1] {
-                assert!(Page::decode(id, &bytes[..cut]).is_err());
+                assert!(Page::decode(kind, id, &bytes[..cut]).is_err());
             }
             let mut longer = bytes.clone();
             longer.push(0);
-            assert!(Page::decode(id, &longer).is_err());
+            assert!(Page::decode(kind, id, &longer).is_err());
         }
         // The version reads back whole from its top page.
         let restored =
