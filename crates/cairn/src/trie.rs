@@ -416,7 +416,7 @@ impl Page {
         Ok(())
     }
 
-    /// Decodes page `id` from the page log, in format 3 ([`Page::encode`]) or 2 (every leaf
+    /// Decodes page `id` from the page log, in format 3 (`Page::encode`) or 2 (every leaf
     /// with its hash and its blob hash, 128 bytes), computing each leaf's hash with `kind`
     /// (one hash per leaf; in format 2 it must equal the stored one). Total: refuses a wrong
     /// version, a bad kind, a node under a slot that is not internal, a leaf off its key path,
