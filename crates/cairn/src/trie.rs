@@ -1992,18 +1992,15 @@ mod tests {
     fn leaves_with_and_without_blobs_encode_once() {
         let kind = HashKind::Sha256;
         let id = PageId::on_path(&ZERO, 1);
+        // Slots 0 and 1 (bit 6 of the path 0 and 1; bits 0 to 5 zero, the page's prefix): two
+        // leaves under the page's parent, the second with a blob.
         let leaf = |b: u8, blob: Hash| Leaf {
-            key_path: with_bit(&[b; 32], 6, false),
+            key_path: [b; 32],
             value_hash: [b; 32],
             blob_hash: blob,
         };
-        let mut page = Page::empty();
         let (a, b) = (leaf(0x01, ZERO), leaf(0x03, [9; 32]));
-        // Slots 0 (bit 6 is 0) and 1 (bit 6 is 1): two leaves under the page's parent.
-        let b = Leaf {
-            key_path: with_bit(&b.key_path, 6, true),
-            ..b
-        };
+        let mut page = Page::empty();
         assert!(page.set(0, Node::leaf(kind, a)));
         assert!(page.set(1, Node::leaf(kind, b)));
         let bytes = page.encode().unwrap();

@@ -9,6 +9,7 @@
 //! UTxO phase.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use cairn::cairn_proof::Claim;
 use cairn::{
@@ -39,9 +40,9 @@ pub fn write_durably(
     session: &Session,
     table: &Table,
     changes: &[Change],
-) -> Result<std::time::Duration, Failure> {
+) -> Result<Duration, Failure> {
     if changes.is_empty() {
-        return Ok(std::time::Duration::ZERO);
+        return Ok(Duration::ZERO);
     }
     let updates: Vec<(&[u8], Update<'_>)> = changes
         .iter()
@@ -53,7 +54,7 @@ pub fn write_durably(
     session
         .write(&[(table, &updates[..])])
         .context(|| "writing a commit's updates".to_string())?;
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     session
         .sync_log()
         .context(|| "syncing the log".to_string())?;
@@ -76,9 +77,9 @@ pub struct CairnAuth {
     /// The trie's hash function; `None`: a plain table.
     kind: Option<HashKind>,
     /// Time spent in [`write_durably`] by commits (the breakdown's `log_ms`).
-    log_time: std::time::Duration,
+    log_time: Duration,
     /// Of `log_time`, the log's fsyncs (the breakdown's `log_sync_ms`).
-    log_sync_time: std::time::Duration,
+    log_sync_time: Duration,
 }
 
 impl CairnAuth {
@@ -106,8 +107,8 @@ impl CairnAuth {
             session,
             table,
             kind,
-            log_time: std::time::Duration::ZERO,
-            log_sync_time: std::time::Duration::ZERO,
+            log_time: Duration::ZERO,
+            log_sync_time: Duration::ZERO,
         })
     }
 }
@@ -145,7 +146,7 @@ impl AuthEngine for CairnAuth {
 
     fn breakdown(&self) -> Option<Breakdown> {
         let stats = self.table.auth_stats().ok()?;
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
         Some(Breakdown {
             values_ms: ms(stats.time.values),
             update_ms: ms(stats.time.update),
@@ -189,7 +190,7 @@ impl AuthEngine for CairnAuth {
     }
 
     fn commit(&mut self, changes: &[Change]) -> Result<[u8; 32], Failure> {
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         self.log_sync_time += write_durably(&self.session, &self.table, changes)?;
         self.log_time += started.elapsed();
         if self.kind.is_none() {

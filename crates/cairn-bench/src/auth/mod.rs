@@ -329,8 +329,8 @@ pub struct Breakdown {
     pub page_bytes_read: f64,
     /// Bytes cleaning asked of the files.
     pub clean_bytes_read: f64,
-    /// Writing the commit's updates to the engine's write-ahead log and syncing it (0 in
-    /// records made before it was counted).
+    /// Writing the commit's updates to the table (its write buffer, flushes and merge steps)
+    /// and its write-ahead log, and syncing the log (0 in records made before it was counted).
     #[serde(default)]
     pub log_ms: f64,
     /// Of `log_ms`, the log's fsync (0 in records made before it was counted).
