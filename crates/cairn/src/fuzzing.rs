@@ -420,9 +420,14 @@ pub fn log_recovery(bytes: &[u8]) {
 /// The trie's storage decoders: `bytes` as a trie manifest, and as a page log segment (its id
 /// taken from its header) whose every record is decoded as the page its key names. Accepted
 /// manifests and pages of the current format must re-encode to the same bytes; pages of the
-/// older format 2 must re-encode to a page that reads back the same.
+/// older format 2 must re-encode to a page that reads back the same. An accepted segment
+/// scanned in pieces (as cleaning does; the piece length taken from the input) must give the
+/// same records as a whole scan.
 pub fn trie_pages(bytes: &[u8]) -> bool {
-    use crate::pagelog::{scan_bytes, Manifest};
+    use std::path::Path;
+
+    use crate::fs::{FileSystem, MemFs, ReadOptions};
+    use crate::pagelog::{scan_bytes, scan_range, Manifest, HEADER_BYTES};
     use crate::trie::{Page, PageId};
     use cairn_proof::HashKind;
     let mut accepted = false;
@@ -439,6 +444,24 @@ pub fn trie_pages(bytes: &[u8]) -> bool {
         .map_or(1, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
     if let Ok(records) = scan_bytes(bytes, id) {
         accepted = true;
+        let fs = MemFs::new();
+        let path = Path::new("/segment");
+        let mut writer = fs.create(path).expect("a file in memory");
+        writer.append(bytes).expect("a write in memory");
+        drop(writer);
+        let file = fs
+            .open(path, ReadOptions::default())
+            .expect("the file just written");
+        let step = 1 + u64::from(bytes.get(24).copied().unwrap_or(0)) * 97;
+        let (mut from, mut pieces, mut buf) = (HEADER_BYTES, Vec::new(), Vec::new());
+        while from < bytes.len() as u64 {
+            let (got, next) = scan_range(&*file, id, from, from + step, &mut buf, &mut |_| true)
+                .expect("pieces of an accepted segment scan");
+            assert!(next > from, "a scan piece moves on");
+            pieces.extend(got);
+            from = next;
+        }
+        assert_eq!(pieces, records, "pieces scan as the whole does");
         for (_, key, page) in records {
             if let Some(id) = PageId::from_key(&key) {
                 if let Ok(decoded) = Page::decode(HashKind::Sha256, &id, &page) {

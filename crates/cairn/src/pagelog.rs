@@ -604,12 +604,18 @@ pub(crate) fn scan_bytes(bytes: &[u8], id: u64) -> Result<Vec<Scanned>> {
     Ok(out)
 }
 
-/// The records of segment `id` starting at or after byte `from` (a block boundary after the
-/// header) and before `until` that `keep` accepts (it sees every record's pointer), in file
-/// order, and where the next block after them starts (the file's length at its end). Reads
-/// from `from` to the first block boundary after the last of them (at most `until − from`
-/// plus one record's bytes) into `buf` (grown as needed, never shrunk: reused, it costs no
+/// The records of segment `id` starting at or after byte `from` and before `until` that `keep`
+/// accepts (it sees every record's pointer), in file order, and where the scan stopped: the
+/// end of the last of them or of the padding after it, at or after `until` (the file's length
+/// at its end), where the next scan of the segment starts. `from` is the header's end or
+/// where an earlier scan stopped: where a record or padding starts. Reads the blocks from
+/// `from`'s to the one the last record ends in (at most `until − from` plus one record's bytes
+/// and two partial blocks) into `buf` (grown as needed, never shrunk: reused, it costs no
 /// allocation or zeroing); checks every record, kept or not: total, like [`scan_file`].
+///
+/// (Until 2026-11-27 a scan went on to the next block boundary, which records larger than a
+/// block, placed across boundaries, can put megabytes later: such a scan ran out of the bytes
+/// it had read and reported the segment corrupt.)
 pub(crate) fn scan_range(
     file: &dyn ReadableFile,
     id: u64,
@@ -620,28 +626,25 @@ pub(crate) fn scan_range(
 ) -> Result<(Vec<Scanned>, u64)> {
     let bad = |detail: String| Error::corrupt("page log segment", detail);
     let len = file.len_bytes()?;
-    if !len.is_multiple_of(HEADER_BYTES)
-        || from < HEADER_BYTES
-        || !from.is_multiple_of(HEADER_BYTES)
-    {
+    if !len.is_multiple_of(HEADER_BYTES) || from < HEADER_BYTES || from > len {
         return Err(bad(format!("a scan from {from} of a file of {len} bytes")));
     }
-    let from = from.min(len);
     let until = until.clamp(from, len);
+    let base = from / HEADER_BYTES * HEADER_BYTES;
     // Enough for every record starting before `until`, and the rest of its block.
     let record_max = (RECORD_HEADER_BYTES + RECORD_BODY_MAX) as u64;
     let end = (until + record_max).div_ceil(HEADER_BYTES) * HEADER_BYTES;
     let end = end.min(len);
-    let want = (end - from) as usize;
+    let want = (end - base) as usize;
     if buf.len() < want {
         buf.resize(want, 0);
     }
     let bytes = &mut buf[..want];
-    file.read_exact_at(bytes, from)?;
+    file.read_exact_at(bytes, base)?;
     let mut out = Vec::new();
     let next = scan_blocks(
         bytes,
-        from as usize,
+        base as usize,
         from as usize,
         until as usize,
         len as usize,
@@ -652,10 +655,10 @@ pub(crate) fn scan_range(
     Ok((out, next as u64))
 }
 
-/// Parses the records of segment `id` from file offset `at` on, until the first block
-/// boundary at or after `until`; `bytes` holds the file from offset `base` (block aligned)
-/// on, and the file is `file_len` bytes long. Checks every record and copies out those `keep`
-/// accepts. Returns where it stopped.
+/// Parses the records of segment `id` from file offset `at` (where a record or padding
+/// starts) on, until the first record or padding that ends at or after `until`; `bytes` holds
+/// the file from offset `base` (block aligned) on, and the file is `file_len` bytes long.
+/// Checks every record and copies out those `keep` accepts. Returns where it stopped.
 #[allow(clippy::too_many_arguments)]
 fn scan_blocks(
     bytes: &[u8],
@@ -669,7 +672,7 @@ fn scan_blocks(
 ) -> Result<usize> {
     let bad = |detail: String| Error::corrupt("page log segment", detail);
     let have = base + bytes.len();
-    while at < have && (at < until || !at.is_multiple_of(ALIGN_BYTES)) {
+    while at < have && at < until {
         let block_end = (at / ALIGN_BYTES + 1) * ALIGN_BYTES;
         if block_end > have {
             return Err(bad(format!("a scan stopped inside the block at {at}")));
@@ -1241,11 +1244,86 @@ mod tests {
                 let (got, next) =
                     PageLog::scan_range(segment, from, from + step, &mut buf, &mut |l| keep(l))
                         .unwrap();
-                assert!(next > from && next % HEADER_BYTES == 0, "{from} -> {next}");
+                assert!(next > from, "{from} -> {next}");
                 pieces.extend(got);
                 from = next;
             }
             assert_eq!(pieces, whole);
         }
+    }
+
+    /// Records a little larger than a block, placed across block boundaries, can go a whole
+    /// segment without ending on one. A scan of a piece stops where the record it is in ends,
+    /// not at the next boundary, which a 64 MiB segment of such records puts megabytes on:
+    /// a scan that went there ran out of what it had read and reported the segment corrupt.
+    #[test]
+    fn pieces_of_a_segment_of_records_across_boundaries_scan_alike() {
+        let id = 0x0123_4567_89ab_cdef;
+        let mut bytes = encode_header(id);
+        let mut locs = Vec::new();
+        // Records of 4,100 bytes and now and then a small one: each large one ends 4 bytes
+        // further into its last block, and none needs padding for 1,000 records or more.
+        for i in 0..1500 {
+            let len = if i % 97 == 5 {
+                300
+            } else {
+                4100 - RECORD_HEADER_BYTES - 2
+            };
+            let mut buffer = Vec::new();
+            let base = bytes.len() as u64;
+            locs.push(place_record(id, base, &mut buffer, &[i as u8], &page(i, len)).unwrap());
+            bytes.extend(buffer);
+        }
+        bytes.resize(bytes.len().div_ceil(ALIGN_BYTES) * ALIGN_BYTES, 0);
+        let longest_unaligned_run = locs
+            .iter()
+            .map(|l| (l.offset as u64 + l.record_bytes()).is_multiple_of(HEADER_BYTES))
+            .fold((0u64, 0u64), |(run, max), aligned| {
+                let run = if aligned { 0 } else { run + 1 };
+                (run, max.max(run))
+            })
+            .1;
+        assert!(
+            longest_unaligned_run * 4100 > 1 << 20,
+            "{longest_unaligned_run}"
+        );
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/a")).unwrap();
+        let path = Path::new("/a/segment");
+        let mut writer = fs.create(path).unwrap();
+        writer.append(&bytes).unwrap();
+        drop(writer);
+        let file = fs.open(path, ReadOptions::default()).unwrap();
+        let whole = scan_file(&*file, id).unwrap();
+        assert_eq!(
+            whole.iter().map(|r| r.0).collect::<Vec<_>>(),
+            locs,
+            "a whole scan finds every record"
+        );
+        let mut buf = Vec::new();
+        for step in [1u64, 4096, 70_000] {
+            let (mut from, mut pieces) = (HEADER_BYTES, Vec::new());
+            while from < bytes.len() as u64 {
+                let (got, next) =
+                    scan_range(&*file, id, from, from + step, &mut buf, &mut |_| true).unwrap();
+                assert!(
+                    next > from && next <= from + step + 4100 + 4096,
+                    "{from} -> {next}"
+                );
+                pieces.extend(got);
+                from = next;
+            }
+            assert_eq!(pieces, whole, "pieces of {step} bytes");
+        }
+        // A scan from inside a record finds damage, not records.
+        assert!(scan_range(
+            &*file,
+            id,
+            HEADER_BYTES + 100,
+            HEADER_BYTES + 200,
+            &mut buf,
+            &mut |_| true
+        )
+        .is_err());
     }
 }
