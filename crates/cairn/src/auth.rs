@@ -150,10 +150,12 @@ pub(crate) struct Auth {
     prefetched: Loaded,
     stats: AuthStats,
     /// Per stream: the segment being emptied of the version's pages, and where in it the next
-    /// commit goes on (an offset after the header, at a block boundary).
+    /// commit goes on (where the last piece stopped: the end of a record or of the padding
+    /// after it; the header's end at first).
     cleaning: [Option<(Arc<Segment>, u64)>; 2],
-    /// The buffer cleaning reads segments into, kept between commits (at most one piece and
-    /// a record: a fresh one each time cost a tenth of a commit in zeroing and page faults).
+    /// The buffer cleaning reads segments into, kept between commits (at most one piece, a
+    /// record and two partial blocks: a fresh one each time cost a tenth of a commit in zeroing
+    /// and page faults).
     scan_buf: Vec<u8>,
 }
 

@@ -608,9 +608,9 @@ pub(crate) fn scan_bytes(bytes: &[u8], id: u64) -> Result<Vec<Scanned>> {
 /// accepts (it sees every record's pointer), in file order, and where the scan stopped: the
 /// end of the last of them or of the padding after it, at or after `until` (the file's length
 /// at its end), where the next scan of the segment starts. `from` is the header's end or
-/// where an earlier scan stopped: where a record or padding starts. Reads the blocks from
-/// `from`'s to the one the last record ends in (at most `until − from` plus one record's bytes
-/// and two partial blocks) into `buf` (grown as needed, never shrunk: reused, it costs no
+/// where an earlier scan stopped: where a record or padding starts. Reads from the start of
+/// `from`'s block to the block boundary after `until` plus one record's largest bytes (the
+/// file's end at most) into `buf` (grown as needed, never shrunk: reused, it costs no
 /// allocation or zeroing); checks every record, kept or not: total, like [`scan_file`].
 ///
 /// (Until 2026-11-27 a scan went on to the next block boundary, which records larger than a
@@ -631,7 +631,7 @@ pub(crate) fn scan_range(
     }
     let until = until.clamp(from, len);
     let base = from / HEADER_BYTES * HEADER_BYTES;
-    // Enough for every record starting before `until`, and the rest of its block.
+    // Enough for every record starting before `until` (and any padding before it).
     let record_max = (RECORD_HEADER_BYTES + RECORD_BODY_MAX) as u64;
     let end = (until + record_max).div_ceil(HEADER_BYTES) * HEADER_BYTES;
     let end = end.min(len);
@@ -1229,8 +1229,8 @@ mod tests {
         records.sort_by_key(by_place);
         scanned.sort_by_key(by_place);
         assert_eq!(scanned, records);
-        // Scans of pieces of a segment, a block boundary to the next, find the same records
-        // (those the filter keeps), through one buffer reused from piece to piece.
+        // Scans of pieces of a segment, each from where the last stopped, find the same
+        // records (those the filter keeps), through one buffer reused from piece to piece.
         let mut buf = vec![0xA5u8; 7];
         let keep = |l: &PageLoc| (l.offset / 8) % 3 != 1;
         for (i, id) in ids.iter().enumerate() {
@@ -1262,7 +1262,8 @@ mod tests {
         let mut bytes = encode_header(id);
         let mut locs = Vec::new();
         // Records of 4,100 bytes and now and then a small one: each large one ends 4 bytes
-        // further into its last block, and none needs padding for 1,000 records or more.
+        // further into its last block than it started, so that hundreds in a row end on no
+        // block boundary (none of these 1,500 does).
         for i in 0..1500 {
             let len = if i % 97 == 5 {
                 300
