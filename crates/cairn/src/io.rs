@@ -1227,7 +1227,7 @@ impl fmt::Display for IoReport {
 /// of allocating and zeroing a new one on every call. Larger arenas (up to a lookup wave of
 /// 16 MiB, see `lookup`) serve their whole call and are freed when it ends, so the pool holds at
 /// most this much per caller that ever ran concurrently with others.
-const POOLED_ARENA_BYTES_MAX: usize = 4 << 20;
+pub(crate) const POOLED_ARENA_BYTES_MAX: usize = 4 << 20;
 
 /// The block I/O engine of a session. Send + Sync; many threads may call `read_batch`
 /// concurrently.

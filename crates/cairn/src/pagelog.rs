@@ -18,8 +18,9 @@
 //! are not mixed with the second (`docs/design.md`, "Reclamation").
 //!
 //! Bounds: an append buffers the commit's records in memory and writes them with one append per
-//! stream (two when it fills a segment); a read of `n` pages is one batched read of `n` spans
-//! of one or a few 4 KiB blocks each (each record spans the fewest blocks its length allows).
+//! stream (two when it fills a segment); a read of `n` pages is batched reads of `n` spans
+//! of one or a few 4 KiB blocks each (each record spans the fewest blocks its length allows),
+//! at most 4 MiB of them per batch, so that each reuses a pooled read arena.
 //! Memory per version and deep segment: a live map of one bit per 64 bytes (128 KiB for a
 //! 64 MiB segment).
 
@@ -30,8 +31,11 @@ use std::sync::{Arc, Mutex, Weak};
 
 use crate::error::{Error, Result};
 use crate::fs::{DeferredRemovals, FileSystem, ReadOptions, ReadableFile, WritableFile};
-use crate::io::{BlockIo, ReadRequest, ALIGN_BYTES};
+use crate::io::{BlockIo, ReadBatch, ReadRequest, ALIGN_BYTES};
 
+/// Most bytes of record spans read in one batch by [`PageLog::read_each`]: what the session's
+/// pool of read batches keeps an arena for, so that every batch reuses one.
+pub(crate) const READ_BATCH_BYTES: usize = crate::io::POOLED_ARENA_BYTES_MAX;
 /// The first bytes of every segment file.
 const MAGIC: [u8; 8] = *b"CAIRNPGL";
 /// The segment format version.
@@ -490,8 +494,9 @@ impl PageLog {
         Ok(segment)
     }
 
-    /// Reads the records at `locs` in one batch, each from its segment in `segments`, and
-    /// returns each one's key and page bytes. Errors: as [`PageLog::read_each`].
+    /// Reads the records at `locs`, each from its segment in `segments` (in batches, see
+    /// [`PageLog::read_each`]), and returns each one's key and page bytes. Errors: as
+    /// [`PageLog::read_each`].
     #[cfg(test)]
     pub(crate) fn read(
         io: &BlockIo,
@@ -506,10 +511,18 @@ impl PageLog {
         Ok(out)
     }
 
-    /// Reads the records at `locs` in one batch, each from its segment in `segments`, and
-    /// calls `visit` with each one's index in `locs`, key and page bytes, in order, where the
-    /// read left them (no copy). Errors: I/O, a pointer to a segment the version does not
-    /// reach, a record that does not match its pointer (corruption), and `visit`'s.
+    /// Reads the records at `locs`, each from its segment in `segments`, and calls `visit`
+    /// with each one's index in `locs`, key and page bytes, in order, where the read left them
+    /// (no copy). The reads go in batches of at most [`READ_BATCH_BYTES`] of spans (one
+    /// record at least), all through one read batch taken from the session's pool: a commit's
+    /// page level can be tens of MB of reads, and one batch for all of it would allocate a
+    /// fresh arena of that size, zero it and free it again for each level (8.5% of a
+    /// 10,000-key commit's CPU at 2^25 keys went to the page faults of that zeroing,
+    /// `docs/benchmarks/README.md`). Each batch still keeps the device's queue full (its reads
+    /// are submitted in waves of up to `io::QUEUE_DEPTH_MAX`). Memory: one arena of at most
+    /// [`READ_BATCH_BYTES`] (or one record's span). Errors: I/O, a pointer to a segment the
+    /// version does not reach, a record that does not match its pointer (corruption), and
+    /// `visit`'s.
     pub(crate) fn read_each(
         io: &BlockIo,
         segments: &Segments,
@@ -532,14 +545,32 @@ impl PageLog {
             });
         }
         let mut batch = io.take_batch();
-        let result = io.read_fixed_into(&requests, &mut batch).and_then(|()| {
-            for (i, loc) in locs.iter().enumerate() {
-                let skip = (loc.offset as u64 - loc.span().0) as usize;
-                let (key, page) = decode_record(&batch.get(i)[skip..], loc)?;
-                visit(i, key, page)?;
+        let mut read_from = |start: usize, batch: &mut ReadBatch| -> Result<usize> {
+            let mut end = start + 1;
+            let mut bytes = requests[start].len_bytes;
+            while end < requests.len() && bytes + requests[end].len_bytes <= READ_BATCH_BYTES {
+                bytes += requests[end].len_bytes;
+                end += 1;
             }
-            Ok(())
-        });
+            io.read_fixed_into(&requests[start..end], batch)?;
+            for (j, loc) in locs[start..end].iter().enumerate() {
+                let skip = (loc.offset as u64 - loc.span().0) as usize;
+                let (key, page) = decode_record(&batch.get(j)[skip..], loc)?;
+                visit(start + j, key, page)?;
+            }
+            Ok(end)
+        };
+        let mut start = 0;
+        let mut result = Ok(());
+        while start < locs.len() {
+            match read_from(start, &mut batch) {
+                Ok(end) => start = end,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
         io.recycle_batch(batch);
         result
     }
@@ -1250,6 +1281,70 @@ mod tests {
             }
             assert_eq!(pieces, whole);
         }
+    }
+
+    /// A read of more records than one batch holds goes in batches of at most
+    /// `READ_BATCH_BYTES` through one pooled arena: every record visited once, in order, with
+    /// its index, and the arena left in the pool is no larger than a batch (one record alone
+    /// may be larger). A record too corrupt to decode stops the read with its error.
+    #[test]
+    fn reads_larger_than_a_batch_go_in_pooled_batches() {
+        let (fs, log) = log();
+        let io = BlockIo::new(IoBackendKind::Pread).unwrap();
+        let mut segments = Segments::default();
+        let mut want = Vec::new();
+        let mut a = log.appender();
+        let mut spans = 0;
+        let mut i = 0;
+        while spans < 3 * READ_BATCH_BYTES {
+            let len = [100, 4000, 4100, 9000, 60000][i % 5];
+            let loc = a
+                .push(Stream::ALL[i % 2], &[i as u8], &page(i, len))
+                .unwrap();
+            spans += loc.span().1;
+            want.push((loc, page(i, len)));
+            i += 1;
+        }
+        let written = a.finish().unwrap();
+        for (loc, _) in &want {
+            let (segment, _) = written.iter().find(|(s, _)| s.id() == loc.segment).unwrap();
+            segments.add_bytes(segment, record_bytes(loc));
+        }
+        let locs: Vec<PageLoc> = want.iter().map(|w| w.0).collect();
+        let mut seen = 0;
+        PageLog::read_each(&io, &segments, &locs, &mut |j, key, page| {
+            assert_eq!(j, seen);
+            assert_eq!((key, page), (&[j as u8][..], &want[j].1[..]));
+            seen += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, locs.len());
+        let pooled = io.take_batch();
+        assert!(pooled.arena_bytes() > 0 && pooled.arena_bytes() <= READ_BATCH_BYTES);
+        io.recycle_batch(pooled);
+        // A damaged record in the third batch: the records before it are visited, then the
+        // read fails, and no record after it is.
+        let victim = locs
+            .iter()
+            .scan(0, |total, l| {
+                *total += l.span().1;
+                Some(*total)
+            })
+            .position(|total| total > 2 * READ_BATCH_BYTES + (READ_BATCH_BYTES / 2))
+            .unwrap();
+        let loc = locs[victim];
+        let path = segments.get(loc.segment).unwrap().file.path().to_path_buf();
+        let mut bytes = fs.file_bytes(&path).unwrap();
+        bytes[loc.offset as usize + RECORD_HEADER_BYTES] ^= 0x40;
+        assert!(fs.set_file_bytes(&path, bytes));
+        let mut visited = 0;
+        let result = PageLog::read_each(&io, &segments, &locs, &mut |_, _, _| {
+            visited += 1;
+            Ok(())
+        });
+        assert!(result.is_err());
+        assert_eq!(visited, victim, "the records before it, and none after");
     }
 
     /// Records a little larger than a block, placed across block boundaries, can go a whole

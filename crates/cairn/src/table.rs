@@ -1302,8 +1302,8 @@ impl Table {
     /// Cost, for `k` keys updated since the last commit in a table of `n` keys: one batched
     /// lookup of those keys (memory only for keys still in the write buffer; upserts are
     /// resolved by it), reading each blob among them once; 3 hashes per key (4 with a blob) plus
-    /// about `k·(log₂ n − log₂ k + 2)` node hashes; one batched page read per trie page level
-    /// below the retained ones, for pages not prefetched ([`Table::prefetch`]); one append of
+    /// about `k·(log₂ n − log₂ k + 2)` node hashes; one round of batched page reads (at most
+    /// 4 MiB per batch) per trie page level below the retained ones, for pages not prefetched ([`Table::prefetch`]); one append of
     /// the changed pages to the session's page log (one write per stream); and, while the
     /// version's segments of a stream hold more than their bound (`docs/design.md`,
     /// "Reclamation"), a piece of the emptying of an old segment: a sequential read of twice
@@ -1399,7 +1399,8 @@ impl Table {
     /// blob) or the empty subtree or other leaf where its path ends (exclusion); nodes shared by
     /// several paths are included once. Verify with [`cairn_proof::verify`].
     ///
-    /// Cost: one batched page read per trie page level below the retained ones; about
+    /// Cost: one round of batched page reads (at most 4 MiB per batch) per trie page level
+    /// below the retained ones; about
     /// `32·(log₂ n + 1.3)` bytes per key proved alone, less per key together.
     ///
     /// Errors: [`Error::NotAuthenticated`], [`Error::KeyTooLarge`], [`Error::TableClosed`],

@@ -21,9 +21,10 @@
 //!
 //! Bounds, for a commit of `k` changed keys into a trie of `n` leaves (random key paths): about
 //! `k·(log₂ n − log₂ k + 2)` node hashes; pages read: those on the changed paths below the
-//! retained levels not already loaded, in one batched read per page level (about
-//! `⌈(log₂ n + 1.3)/6⌉ − retained` rounds, two at 10⁸ keys with three retained levels); memory:
-//! the pages touched (at most `k` per page level) plus the retained levels.
+//! retained levels not already loaded, in one round of batched reads per page level (about
+//! `⌈(log₂ n + 1.3)/6⌉ − retained` rounds, two at 10⁸ keys with three retained levels; each
+//! round in batches of at most 4 MiB, `PageLog::read_each`); memory: the pages touched (at
+//! most `k` per page level) plus the retained levels.
 //!
 //! Threads: a commit of at least [`PARALLEL_MIN`] changes with some in each half of the key
 //! space (by the first bit), on a machine with two cores, does its work below the retained
