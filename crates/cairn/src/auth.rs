@@ -211,8 +211,8 @@ impl Auth {
 
     /// The trie of a table opened from a snapshot: its segments (adopted by the session's
     /// page log from the snapshot's `trie/`), its manifest and metadata. Reads the retained
-    /// levels back ([`TrieState::restore`]). Cost: one batched read per retained level (at
-    /// most 4,161 pages with the default budget), one hash per page.
+    /// levels back ([`TrieState::restore`]). Cost: one round of batched reads per retained
+    /// level (at most 4,161 pages with the default budget), one hash per page.
     pub(crate) fn restore(
         session: Arc<SessionInner>,
         config: &AuthConfig,

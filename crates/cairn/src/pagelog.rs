@@ -520,9 +520,10 @@ impl PageLog {
     /// 10,000-key commit's CPU at 2^25 keys went to the page faults of that zeroing,
     /// `docs/benchmarks/README.md`). Each batch still keeps the device's queue full (its reads
     /// are submitted in waves of up to `io::QUEUE_DEPTH_MAX`). Memory: one arena of at most
-    /// [`READ_BATCH_BYTES`] (or one record's span). Errors: I/O, a pointer to a segment the
-    /// version does not reach, a record that does not match its pointer (corruption), and
-    /// `visit`'s.
+    /// [`READ_BATCH_BYTES`] (a record's span is at most 72 KiB). Errors: I/O, a pointer to a
+    /// segment the version does not reach, a record that does not match its pointer
+    /// (corruption), and `visit`'s; an error in a batch comes after the records of the batches
+    /// before it were visited.
     pub(crate) fn read_each(
         io: &BlockIo,
         segments: &Segments,
@@ -1345,6 +1346,8 @@ mod tests {
         });
         assert!(result.is_err());
         assert_eq!(visited, victim, "the records before it, and none after");
+        let pooled = io.take_batch();
+        assert!(pooled.arena_bytes() > 0, "the batch went back to the pool");
     }
 
     /// Records a little larger than a block, placed across block boundaries, can go a whole

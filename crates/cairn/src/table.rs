@@ -1303,8 +1303,9 @@ impl Table {
     /// lookup of those keys (memory only for keys still in the write buffer; upserts are
     /// resolved by it), reading each blob among them once; 3 hashes per key (4 with a blob) plus
     /// about `k·(log₂ n − log₂ k + 2)` node hashes; one round of batched page reads (at most
-    /// 4 MiB per batch) per trie page level below the retained ones, for pages not prefetched ([`Table::prefetch`]); one append of
-    /// the changed pages to the session's page log (one write per stream); and, while the
+    /// 4 MiB per batch) per trie page level below the retained ones, for pages not prefetched
+    /// ([`Table::prefetch`]); one append of the changed pages to the session's page log (one
+    /// write per stream); and, while the
     /// version's segments of a stream hold more than their bound (`docs/design.md`,
     /// "Reclamation"), a piece of the emptying of an old segment: a sequential read of twice
     /// the bytes the commit appended to that stream (at least 1 MiB), the appends of the pages
@@ -1400,8 +1401,8 @@ impl Table {
     /// several paths are included once. Verify with [`cairn_proof::verify`].
     ///
     /// Cost: one round of batched page reads (at most 4 MiB per batch) per trie page level
-    /// below the retained ones; about
-    /// `32·(log₂ n + 1.3)` bytes per key proved alone, less per key together.
+    /// below the retained ones; about `32·(log₂ n + 1.3)` bytes per key proved alone, less per
+    /// key together.
     ///
     /// Errors: [`Error::NotAuthenticated`], [`Error::KeyTooLarge`], [`Error::TableClosed`],
     /// [`Error::TableBroken`], [`Error::Io`], corruption of a trie page.

@@ -567,8 +567,9 @@ impl TrieState {
 
     /// A trie version read back from a snapshot: its root node, the pointer to its top page
     /// (`None` when the root is not internal) and the segments it reaches. Reads the retained
-    /// levels, one batch per level, and checks that each page hangs below an internal node
-    /// that hashes its top (one hash per page): a lost, stale or stray page is corruption.
+    /// levels, one round of batched reads per level, and checks that each page hangs below an
+    /// internal node that hashes its top (one hash per page): a lost, stale or stray page is
+    /// corruption.
     /// The segment holding the top page (the snapshot's own, which [`save_retained`] wrote)
     /// is let go once read: the version holds those pages in memory.
     pub(crate) fn restore(
@@ -635,8 +636,9 @@ impl TrieState {
 
 /// Where pages below the retained levels are read from and written to.
 pub(crate) trait PageStore {
-    /// Reads the records at `locs`, in one batch, from the segments of `segments` (a
-    /// pointer into any other segment is corruption): each record's key and page bytes.
+    /// Reads the records at `locs`, in batches of at most 4 MiB, from the segments of
+    /// `segments` (a pointer into any other segment is corruption): each record's key and page
+    /// bytes.
     /// `visit` is called with each record's index in `locs`, key and page bytes, in order.
     fn read(
         &self,
@@ -725,8 +727,8 @@ impl Loaded {
     }
 }
 
-/// Loads every page the given key paths pass through into `loaded`: one batched store read per
-/// page level, each page checked against its parent node's hash (one hash per page). Each
+/// Loads every page the given key paths pass through into `loaded`: one round of batched store
+/// reads per page level, each page checked against its parent node's hash (one hash per page). Each
 /// path's walk resumes where the previous round stopped it (at the page just read).
 pub(crate) fn load_paths(
     state: &TrieState,
@@ -801,8 +803,8 @@ fn child_loc(state: &TrieState, loaded: &Loaded, id: &PageId) -> Result<PageLoc>
         })
 }
 
-/// Reads pages by pointer in one batch and checks each: the record names the page, and the
-/// page's top hashes to its parent node (one hash per page).
+/// Reads pages by pointer (in batches of at most 4 MiB) and checks each: the record names the
+/// page, and the page's top hashes to its parent node (one hash per page).
 fn read_checked(
     kind: HashKind,
     segments: &Segments,
@@ -831,7 +833,7 @@ fn read_checked(
     Ok(pages)
 }
 
-/// Reads pages (with their parent nodes' hashes and pointers) in one batch, checks each
+/// Reads pages (with their parent nodes' hashes and pointers) in batches, checks each
 /// against its parent and keeps it.
 fn read_missing(
     state: &TrieState,
@@ -855,7 +857,8 @@ fn read_missing(
     Ok(())
 }
 
-/// Loads every page holding a node above depth `levels`: one batched read per page level.
+/// Loads every page holding a node above depth `levels`: one round of batched reads per page
+/// level.
 /// Cost: O(2^levels) nodes visited; for witnesses of a few levels.
 pub(crate) fn load_top(
     state: &TrieState,
@@ -1264,7 +1267,7 @@ pub(crate) fn relocate(
             candidates.push((id, loc, bytes));
         }
     }
-    // Every ancestor below the retained levels, one batched read per page level.
+    // Every ancestor below the retained levels, one round of batched reads per page level.
     loop {
         let mut missing: Vec<(PageId, Hash, PageLoc)> = Vec::new();
         let mut seen: HashSet<PageId, PageIdHash> = HashSet::default();
