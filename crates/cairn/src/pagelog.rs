@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use crate::error::{Error, Result};
 use crate::fs::{DeferredRemovals, FileSystem, ReadOptions, ReadableFile, WritableFile};
-use crate::io::{BlockIo, ReadBatch, ReadRequest, ALIGN_BYTES};
+use crate::io::{BlockIo, ReadRequest, ALIGN_BYTES};
 
 /// Most bytes of record spans read in one batch by [`PageLog::read_each`]: what the session's
 /// pool of read batches keeps an arena for, so that every batch reuses one.
@@ -546,32 +546,26 @@ impl PageLog {
             });
         }
         let mut batch = io.take_batch();
-        let mut read_from = |start: usize, batch: &mut ReadBatch| -> Result<usize> {
-            let mut end = start + 1;
-            let mut bytes = requests[start].len_bytes;
-            while end < requests.len() && bytes + requests[end].len_bytes <= READ_BATCH_BYTES {
-                bytes += requests[end].len_bytes;
-                end += 1;
-            }
-            io.read_fixed_into(&requests[start..end], batch)?;
-            for (j, loc) in locs[start..end].iter().enumerate() {
-                let skip = (loc.offset as u64 - loc.span().0) as usize;
-                let (key, page) = decode_record(&batch.get(j)[skip..], loc)?;
-                visit(start + j, key, page)?;
-            }
-            Ok(end)
-        };
-        let mut start = 0;
-        let mut result = Ok(());
-        while start < locs.len() {
-            match read_from(start, &mut batch) {
-                Ok(end) => start = end,
-                Err(e) => {
-                    result = Err(e);
-                    break;
+        let mut read_all = || -> Result<()> {
+            let mut start = 0;
+            while start < locs.len() {
+                let mut end = start + 1;
+                let mut bytes = requests[start].len_bytes;
+                while end < requests.len() && bytes + requests[end].len_bytes <= READ_BATCH_BYTES {
+                    bytes += requests[end].len_bytes;
+                    end += 1;
                 }
+                io.read_fixed_into(&requests[start..end], &mut batch)?;
+                for (j, loc) in locs[start..end].iter().enumerate() {
+                    let skip = (loc.offset as u64 - loc.span().0) as usize;
+                    let (key, page) = decode_record(&batch.get(j)[skip..], loc)?;
+                    visit(start + j, key, page)?;
+                }
+                start = end;
             }
-        }
+            Ok(())
+        };
+        let result = read_all();
         io.recycle_batch(batch);
         result
     }
@@ -1286,8 +1280,9 @@ mod tests {
 
     /// A read of more records than one batch holds goes in batches of at most
     /// `READ_BATCH_BYTES` through one pooled arena: every record visited once, in order, with
-    /// its index, and the arena left in the pool is no larger than a batch (one record alone
-    /// may be larger). A record too corrupt to decode stops the read with its error.
+    /// its index, and the arena left in the pool is no larger than a batch. A record too
+    /// corrupt to decode stops the read with its error, and the batch still goes back to the
+    /// pool.
     #[test]
     fn reads_larger_than_a_batch_go_in_pooled_batches() {
         let (fs, log) = log();
