@@ -2,7 +2,7 @@
 //! written to, and the commit, prefetch and proof operations over them.
 //!
 //! Owns: [`Auth`], [`Commit`], [`AuthStats`], [`CommitTime`]. May call: `trie` (pages, commits,
-//! proofs), `pagelog` (the session's page log: reads, appends, segments), `session` (its page
+//! proofs), `pagelog` (the session's page log: reads, appends, segments), `session_core` (its page
 //! log and block I/O), `io` (the block I/O engine's type), `snapshot` (the trie's record in snapshot metadata). Must never touch:
 //! the data table's state (`table` hands over the changed keys' new leaves) or files.
 //!
@@ -24,7 +24,7 @@ use crate::pagelog::{
     self, Appender, Manifest, ManifestSegment, PageLoc, PageLog, Segment, SegmentBuilder, Segments,
     Stream, TrieFiles, VisitRecord,
 };
-use crate::session::SessionInner;
+use crate::session_core::SessionCore;
 use crate::snapshot::AuthMeta;
 use crate::trie::{self, Change, Loaded, Node, PageStore, TrieState};
 
@@ -146,7 +146,7 @@ const CLEAN_SCAN_MIN_BYTES: u64 = 16 << 10;
 /// for the next commit.
 pub(crate) struct Auth {
     pub(crate) trie: TrieState,
-    session: Arc<SessionInner>,
+    session: Arc<SessionCore>,
     prefetched: Loaded,
     stats: AuthStats,
     /// Per stream: the segment being emptied of the version's pages, and where in it the next
@@ -189,7 +189,7 @@ impl PageStore for Store<'_> {
     }
 }
 
-fn store(session: &SessionInner) -> Store<'_> {
+fn store(session: &SessionCore) -> Store<'_> {
     Store {
         io: session.io(),
         log: session.page_log(),
@@ -198,7 +198,7 @@ fn store(session: &SessionInner) -> Store<'_> {
 
 impl Auth {
     /// A new, empty trie whose pages go to `session`'s page log.
-    pub(crate) fn new(session: Arc<SessionInner>, config: &AuthConfig) -> Auth {
+    pub(crate) fn new(session: Arc<SessionCore>, config: &AuthConfig) -> Auth {
         Auth {
             trie: TrieState::new(config.hash, config.retained_levels()),
             session,
@@ -214,7 +214,7 @@ impl Auth {
     /// levels back ([`TrieState::restore`]). Cost: one round of batched reads per retained
     /// level (at most 4,161 pages with the default budget), one hash per page.
     pub(crate) fn restore(
-        session: Arc<SessionInner>,
+        session: Arc<SessionCore>,
         config: &AuthConfig,
         meta: &AuthMeta,
         manifest: &Manifest,
@@ -553,7 +553,7 @@ mod tests {
     /// Whether a table version's accounting is exact: its bytes in its segments are the
     /// records of the pages below the retained levels that it reaches.
     fn accounting_is_exact(table: &Table) -> bool {
-        let auth = table.auth_for_tests();
+        let auth = table.lsm().auth_for_tests();
         let stored = trie::stored_pages(&auth.trie, &store(&auth.session)).unwrap();
         let below: u64 = stored.iter().map(|(_, l)| pagelog::record_bytes(l)).sum();
         auth.trie.segments.live_bytes() == below

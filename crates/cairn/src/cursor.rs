@@ -6,7 +6,7 @@
 //! them (deletes hide older entries, upserts combine).
 //!
 //! May call: `kmerge`, `sorted` (sequential cursors over runs), `write_buffer`, `entry`, `page`, `lookup`
-//! (blob references), `session` (to keep the session alive and be closed with it). Must never
+//! (blob references), `session_core` (to keep the session alive and be closed with it). Must never
 //! touch: the table's live state, or the union level (a pending union is just another
 //! [`EntryStream`], supplied by the caller).
 //!
@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::kmerge::{Head, KMerge, MergeSource};
 use crate::lookup::{BlobRef, BlobSource};
 use crate::page::Op;
-use crate::session::SessionInner;
+use crate::session_core::{Member, SessionCore};
 use crate::sorted::{SortedCursor, SortedRun};
 use crate::write_buffer::{MemBlob, WriteBuffer};
 
@@ -371,7 +371,7 @@ impl StampedEntries {
 pub struct Cursor {
     inner: Arc<CursorInner>,
     /// Keeps the session (its directory lock and its I/O engine) alive while the cursor is.
-    _session: Arc<SessionInner>,
+    _session: Arc<SessionCore>,
     /// An entry read ahead by [`Cursor::peek`].
     peeked: Option<CursorEntry>,
     /// Set by an error: the cursor is finished.
@@ -401,8 +401,17 @@ impl CursorInner {
     }
 }
 
+impl Member for CursorInner {
+    fn close(&self) {
+        CursorInner::close(self);
+    }
+    fn is_open(&self) -> bool {
+        !self.is_closed()
+    }
+}
+
 impl Cursor {
-    pub(crate) fn new(entries: StampedEntries, session: Arc<SessionInner>) -> Cursor {
+    pub(crate) fn new(entries: StampedEntries, session: Arc<SessionCore>) -> Cursor {
         Cursor {
             inner: Arc::new(CursorInner {
                 state: Mutex::new(Some(entries)),
@@ -413,8 +422,10 @@ impl Cursor {
         }
     }
 
-    pub(crate) fn inner(&self) -> &Arc<CursorInner> {
-        &self.inner
+    /// The cursor's state, as its session registers it (to close it with the session).
+    pub(crate) fn member(&self) -> std::sync::Weak<dyn Member> {
+        let weak: std::sync::Weak<CursorInner> = Arc::downgrade(&self.inner);
+        weak
     }
 
     /// Reads the next entry (the peeked one first) from the shared state, which tells whether

@@ -3,9 +3,10 @@
 //!
 //! Owns: the log catalog (`docs/format/log.md`: which durable tables exist, their numbers and
 //! their checkpoints), the batch record payload, [`DurableTables`] (the session's registry),
-//! writes, recovery and checkpoints. May call: `wal`, `fs`, `table` (applying updates,
-//! saving and opening checkpoints), `snapshot` (checkpoint names), `session`. Must never
-//! touch: run contents.
+//! writes, recovery and checkpoints. May call: `wal`, `fs`, `lsm` (applying updates,
+//! saving and opening checkpoints), `snapshot` (checkpoint names), `session_core` (the
+//! session's parts; it closes the log with the session). Must never touch: run contents, or
+//! the public handles above it (the session front wraps what it returns).
 //!
 //! Layout: `<session>/log/catalog` and `<session>/log/<number>.seg`; each durable table's
 //! checkpoint is a snapshot named `ckpt.<table>.<checkpoint>` (not a valid user snapshot name:
@@ -23,9 +24,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::config::{Resolve, TableConfig};
 use crate::error::{Error, Result};
 use crate::fs::{read_all, write_atomic, FileSystem};
-use crate::session::SessionInner;
+use crate::lsm::{Lsm, Update};
+use crate::session_core::SessionCore;
 use crate::snapshot;
-use crate::table::{Table, Update};
 use crate::wal::{self, Durability, Log, LogOptions};
 
 const CATALOG_MAGIC: &[u8; 8] = b"CRNLOGCT";
@@ -285,7 +286,8 @@ pub(crate) fn decode_batch(payload: &[u8]) -> Result<Vec<Part>> {
 /// The durable tables of a session and its log.
 #[derive(Debug)]
 pub(crate) struct Durable {
-    pub(crate) log: Log,
+    /// Shared with the session core, which closes it when the session closes.
+    pub(crate) log: Arc<Log>,
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     /// Serialises appending a record with applying it, and checkpoints with writes.
@@ -301,20 +303,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// alive by the session's handles (not by its tables: a table refers to its session).
 #[derive(Debug, Default)]
 pub(crate) struct DurableTables {
-    tables: Mutex<BTreeMap<String, Table>>,
+    tables: Mutex<BTreeMap<String, Lsm>>,
 }
 
 impl DurableTables {
-    pub(crate) fn get(&self, name: &str) -> Option<Table> {
+    pub(crate) fn get(&self, name: &str) -> Option<Lsm> {
         lock(&self.tables).get(name).cloned()
     }
     pub(crate) fn names(&self) -> Vec<String> {
         lock(&self.tables).keys().cloned().collect()
     }
-    fn all(&self) -> Vec<Table> {
+    fn all(&self) -> Vec<Lsm> {
         lock(&self.tables).values().cloned().collect()
     }
-    fn insert(&self, name: String, table: Table) {
+    fn insert(&self, name: String, table: Lsm) {
         lock(&self.tables).insert(name, table);
     }
 }
@@ -324,7 +326,7 @@ impl DurableTables {
 /// after it, then starts the log. Cost: reads each checkpoint (as `open_snapshot`) and the log
 /// once; memory: one record at a time besides the tables.
 pub(crate) fn open(
-    session: &Arc<SessionInner>,
+    session: &Arc<SessionCore>,
     options: LogOptions,
 ) -> Result<(Durable, DurableTables)> {
     if options.segment_bytes < 512 {
@@ -352,10 +354,10 @@ pub(crate) fn open(
         catalog
     };
     let registry = DurableTables::default();
-    let mut by_id: BTreeMap<u32, (Table, u64)> = BTreeMap::new();
+    let mut by_id: BTreeMap<u32, (Lsm, u64)> = BTreeMap::new();
     for entry in &catalog.tables {
         let name = snapshot::checkpoint_name(entry.id, entry.checkpoint);
-        let table = Table::open_snapshot(
+        let table = Lsm::open_snapshot(
             session.clone(),
             &name,
             CHECKPOINT_LABEL,
@@ -402,14 +404,15 @@ pub(crate) fn open(
         &mut apply,
     )?;
     let next_seq_min = catalog.tables.iter().map(|t| t.seq + 1).max().unwrap_or(1);
-    let log = Log::open(
+    let log = Arc::new(Log::open(
         fs.clone(),
         &dir,
         catalog.log_id,
         options,
         &recovered,
         next_seq_min,
-    )?;
+    )?);
+    session.set_log(log.clone())?;
     Ok((
         Durable {
             log,
@@ -430,11 +433,11 @@ impl Durable {
     /// Creates durable table `name` (see [`crate::Session::create_durable_table`]).
     pub(crate) fn create(
         &self,
-        session: &Arc<SessionInner>,
+        session: &Arc<SessionCore>,
         registry: &DurableTables,
         name: &str,
         config: TableConfig,
-    ) -> Result<Table> {
+    ) -> Result<Lsm> {
         validate_name(name)?;
         if let Resolve::Custom(_) = config.resolve {
             return Err(Error::InvalidConfig(
@@ -450,7 +453,7 @@ impl Durable {
                 "durable table {name:?} exists already"
             )));
         }
-        let table = Table::new(session.clone(), config)?;
+        let table = Lsm::new(session.clone(), config)?;
         let id = catalog.next_id;
         let checkpoint = catalog
             .tables
@@ -477,11 +480,7 @@ impl Durable {
     /// Saves every durable table as a new checkpoint, records them in the catalog, then removes
     /// the old checkpoints and the log segments nobody needs (see
     /// [`crate::Session::checkpoint`]).
-    pub(crate) fn checkpoint(
-        &self,
-        session: &SessionInner,
-        registry: &DurableTables,
-    ) -> Result<()> {
+    pub(crate) fn checkpoint(&self, session: &SessionCore, registry: &DurableTables) -> Result<()> {
         let _order = lock(&self.order);
         // The log up to here is made durable first: its notices fire as usual.
         self.log.sync()?;
@@ -521,51 +520,53 @@ impl Durable {
 
 /// Saves `table` as checkpoint `name`, replacing what a crashed checkpoint or creation left under
 /// that name (no catalog names it).
-fn save_checkpoint(session: &SessionInner, table: &Table, name: &str) -> Result<()> {
+fn save_checkpoint(session: &SessionCore, table: &Lsm, name: &str) -> Result<()> {
     if snapshot::exists(session, name)? {
         snapshot::delete(session, name)?;
     }
     table.save_snapshot_as(name, CHECKPOINT_LABEL)
 }
 
-/// Writes a batch across durable tables as one log record (see [`crate::Session::write`]).
-pub(crate) fn write<K: AsRef<[u8]>>(
-    session: &Arc<SessionInner>,
-    parts: &[(&Table, &[(K, Update<'_>)])],
-) -> Result<Durability> {
-    let durable = session
-        .durable()
-        .ok_or_else(|| Error::NotDurable("the session was opened without a log".into()))?;
-    let mut ids = Vec::with_capacity(parts.len());
-    for (table, batch) in parts {
-        if !table.in_session(session) {
-            return Err(Error::InvalidConfig(
-                "every table of a batch must belong to the session it is written through".into(),
-            ));
+impl Durable {
+    /// Writes a batch across durable tables as one log record (see [`crate::Session::write`]).
+    pub(crate) fn write<K: AsRef<[u8]>>(
+        &self,
+        session: &Arc<SessionCore>,
+        parts: &[(&Lsm, &[(K, Update<'_>)])],
+    ) -> Result<Durability> {
+        let durable = self;
+        let mut ids = Vec::with_capacity(parts.len());
+        for (table, batch) in parts {
+            if !table.in_session(session) {
+                return Err(Error::InvalidConfig(
+                    "every table of a batch must belong to the session it is written through"
+                        .into(),
+                ));
+            }
+            let id = table.durable_id().ok_or_else(|| {
+                Error::NotDurable(
+                    "the table is not durable (create it with create_durable_table)".into(),
+                )
+            })?;
+            table.validate_batch(batch)?;
+            // A closed or broken table refuses before anything is logged.
+            table.check_usable()?;
+            ids.push(id);
         }
-        let id = table.durable_id().ok_or_else(|| {
-            Error::NotDurable(
-                "the table is not durable (create it with create_durable_table)".into(),
-            )
-        })?;
-        table.validate_batch(batch)?;
-        // A closed or broken table refuses before anything is logged.
-        table.check_usable()?;
-        ids.push(id);
+        let encoded: Vec<(u32, &[(K, Update<'_>)])> = ids
+            .iter()
+            .zip(parts)
+            .map(|(id, (_, b))| (*id, *b))
+            .collect();
+        let payload = encode_batch(&encoded);
+        let _order = lock(&durable.order);
+        let seq = durable.log.append(&payload)?;
+        for (table, batch) in parts {
+            // A failure here breaks that table; the record is logged, and recovery applies it.
+            table.apply_updates(batch)?;
+        }
+        Ok(durable.log.durability(seq))
     }
-    let encoded: Vec<(u32, &[(K, Update<'_>)])> = ids
-        .iter()
-        .zip(parts)
-        .map(|(id, (_, b))| (*id, *b))
-        .collect();
-    let payload = encode_batch(&encoded);
-    let _order = lock(&durable.order);
-    let seq = durable.log.append(&payload)?;
-    for (table, batch) in parts {
-        // A failure here breaks that table; the record is logged, and recovery applies it.
-        table.apply_updates(batch)?;
-    }
-    Ok(durable.log.durability(seq))
 }
 
 #[cfg(test)]

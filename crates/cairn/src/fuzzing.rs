@@ -16,13 +16,13 @@ pub fn run_checksums(bytes: &[u8]) -> bool {
 
 /// The session metadata decoder.
 pub fn session_metadata(bytes: &[u8]) -> bool {
-    crate::session::decode_metadata(bytes).is_ok()
+    crate::session_core::decode_metadata(bytes).is_ok()
 }
 
 /// The snapshot metadata decoder, on `bytes` as they are and on `bytes` framed as a metadata
 /// body (magic, version and a valid checksum added), so the fuzzer reaches the body parser.
 pub fn snapshot_metadata(bytes: &[u8]) -> bool {
-    use crate::snapshot::{MAGIC, VERSION};
+    use crate::snapshot::format::{MAGIC, VERSION};
     let mut framed = MAGIC.to_vec();
     framed.extend_from_slice(&VERSION.to_le_bytes());
     framed.extend_from_slice(bytes);

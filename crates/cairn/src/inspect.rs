@@ -9,11 +9,10 @@
 //! the entry count the index records, the metadata's run list and level shape; then the table
 //! read whole, and an authenticated table's state root recomputed from its contents.
 //!
-//! May call: `fs` (reads only), `session` (its directories and salt), `snapshot` (metadata,
+//! May call: `fs` (reads only), `session_core` (its directories and salt), `snapshot` (metadata,
 //! layout), `schedule` (level shapes), `run` (file names, the checksums file), `page`, `index`
 //! and `bloom` (decoders), `trie` (the recorded root node), `pagelog` (the trie's manifest and
-//! segments), `table` (opening a snapshot to read
-//! it whole), and `cairn_proof` (the root). Must never write: everything here works in a
+//! segments), `lsm` (opening a snapshot to read it whole), and `cairn_proof` (the root). Must never write: everything here works in a
 //! read-only session.
 
 use std::path::{Path, PathBuf};
@@ -26,13 +25,13 @@ use crate::config::IndexType;
 use crate::error::{Error, Result};
 use crate::fs::{read_all, FileSystem, ReadOptions, ReadableFile};
 use crate::index::Index;
+use crate::lsm::Lsm;
 use crate::page::{self, Op, PageView, PAGE_BYTES};
 use crate::pagelog::{self, Manifest};
 use crate::run::{run_file_path, RunChecksums, RunFile};
 use crate::schedule::IncomingShape;
-use crate::session::SessionInner;
+use crate::session_core::SessionCore;
 use crate::snapshot::{self, ResolveTag, SnapshotMeta, TRIE_DIR};
-use crate::table::Table;
 
 /// Where a run sits in a snapshot's table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,7 +233,7 @@ impl VerifyReport {
 }
 
 /// The snapshot's directory, or [`Error::SnapshotMissing`].
-fn snapshot_path(session: &SessionInner, name: &str) -> Result<PathBuf> {
+fn snapshot_path(session: &SessionCore, name: &str) -> Result<PathBuf> {
     snapshot::validate_name(name)?;
     let dir = snapshot::snapshot_dir(session.snapshots_dir(), name);
     if !session.fs().is_dir(&dir)? {
@@ -303,7 +302,7 @@ fn file_len(fs: &dyn FileSystem, path: &Path) -> Result<u64> {
 }
 
 /// See [`crate::Session::snapshot_info`].
-pub(crate) fn info(session: &SessionInner, name: &str) -> Result<SnapshotInfo> {
+pub(crate) fn info(session: &SessionCore, name: &str) -> Result<SnapshotInfo> {
     let fs = &**session.fs();
     let dir = snapshot_path(session, name)?;
     let meta = snapshot::read_meta(fs, &dir).map_err(|e| e.in_file(&dir.join("metadata")))?;
@@ -881,7 +880,7 @@ fn check_trie_dir(
 
 /// See [`crate::Session::verify_snapshot`].
 pub(crate) fn verify(
-    session: &Arc<SessionInner>,
+    session: &Arc<SessionCore>,
     name: &str,
     options: VerifyOptions,
     progress: &mut dyn FnMut(VerifyProgress),
@@ -925,7 +924,7 @@ pub(crate) fn verify(
         return Ok(report);
     }
     let blame = dir.join("metadata");
-    let table = match Table::open_snapshot(session.clone(), name, &meta.label, overrides) {
+    let table = match Lsm::open_snapshot(session.clone(), name, &meta.label, overrides) {
         Ok(table) => table,
         Err(e) => {
             report.problems.push(problem_of(e, &blame));
@@ -965,7 +964,7 @@ fn problem_of(e: Error, blame: &Path) -> Problem {
 }
 
 /// Reads every entry of the table; returns how many there are.
-fn read_whole(table: &Table, stored: u64, progress: &mut dyn FnMut(VerifyProgress)) -> Result<u64> {
+fn read_whole(table: &Lsm, stored: u64, progress: &mut dyn FnMut(VerifyProgress)) -> Result<u64> {
     let mut entries = 0u64;
     for entry in table.cursor()? {
         let entry = entry?;
@@ -990,7 +989,7 @@ fn read_whole(table: &Table, stored: u64, progress: &mut dyn FnMut(VerifyProgres
 /// leaves within `options.root_memory_bytes`; each pass hashes every key, and the whole leaf
 /// of the keys in its part. The parts' subtrees are then combined up the top d levels.
 fn check_root(
-    table: &Table,
+    table: &Lsm,
     kind: HashKind,
     entries: u64,
     options: VerifyOptions,
@@ -1062,7 +1061,7 @@ fn check_root(
         kind,
         hash: level[0].0,
     };
-    let recorded = table.root()?;
+    let recorded = table.commit()?.root;
     if computed != recorded {
         return Err(Error::corrupt(
             "state root",
@@ -1081,7 +1080,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// See [`crate::Session::snapshot_stats`].
-pub(crate) fn stats(session: &SessionInner, name: &str, sample: u64) -> Result<Vec<RunStats>> {
+pub(crate) fn stats(session: &SessionCore, name: &str, sample: u64) -> Result<Vec<RunStats>> {
     let fs = &**session.fs();
     let info = info(session, name)?;
     let dir = snapshot_path(session, name)?;

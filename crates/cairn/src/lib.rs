@@ -53,6 +53,7 @@ pub mod inspect;
 mod io;
 mod kmerge;
 mod lookup;
+mod lsm;
 mod merge;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -64,6 +65,7 @@ mod pagelog;
 mod run;
 mod schedule;
 mod session;
+mod session_core;
 mod snapshot;
 mod sorted;
 mod table;
@@ -90,8 +92,10 @@ pub use cursor::{Cursor, CursorEntry, KeyRange};
 pub use error::{Error, Result};
 pub use io::{DirectIo, IoBackendKind, IoReport};
 pub use lookup::{BlobRef, LookupResult};
+pub use lsm::{TableStats, Update, BLOB_SIZE_MAX};
 pub use page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
-pub use session::{Session, SessionOptions};
+pub use session::Session;
+pub use session_core::SessionOptions;
 pub use snapshot::{SnapshotOverrides, SNAPSHOT_LABEL_BYTES_MAX};
-pub use table::{Table, TableStats, Update, BLOB_SIZE_MAX};
+pub use table::Table;
 pub use wal::{Durability, LogOptions, LogStats, RecoveryMode, SyncPolicy, LOG_RECORD_BYTES_MAX};

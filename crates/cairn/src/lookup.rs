@@ -627,7 +627,7 @@ mod tests {
         let merge = loop {
             table.insert(&keys[inserted], [1]).unwrap();
             inserted += 1;
-            if let Some(merge) = table.merge_in_progress().filter(|_| inserted > 1_000) {
+            if let Some(merge) = table.lsm().merge_in_progress().filter(|_| inserted > 1_000) {
                 break merge;
             }
             assert!(inserted < keys.len(), "no merge in progress");

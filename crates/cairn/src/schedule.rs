@@ -39,8 +39,9 @@
 //!                                 each of up to T + 1 inputs
 //! ```
 //!
-//! which [`merge_steps_per_update_max`] computes. Level 1 never merges. Separately, the update
-//! that fills the write buffer writes it out (B entries). With [`MergeSchedule::OneShot`] a merge
+//! which [`merge_steps_per_update_max`] computes. Level 1 never merges. Separately, a full
+//! write buffer is written out as a run over the `B / 4` updates after it, 4 entries each
+//! (module `lsm`, `Flushing`). With [`MergeSchedule::OneShot`] a merge
 //! is done entirely when it starts, so an update may merge the whole table.
 
 use std::sync::{Arc, MutexGuard};

@@ -1,0 +1,120 @@
+//! Saving a table as a snapshot (an authenticated one with its trie) and opening a snapshot as
+//! a new table.
+
+use std::sync::Arc;
+
+use super::{Lsm, TableState};
+use crate::auth::Auth;
+use crate::error::Result;
+use crate::session_core::SessionCore;
+use crate::snapshot::{self, SnapshotOverrides};
+
+impl Lsm {
+    /// Saves the table as snapshot `name`, which is not checked (a checkpoint's internal name).
+    pub(crate) fn save_snapshot_as(&self, name: &str, label: &str) -> Result<()> {
+        self.inner.session.check_writable("saving a snapshot")?;
+        if let Some(mut auth) = self.lock_auth()? {
+            return self.save_authenticated(&mut auth, name, label);
+        }
+        // What is saved is planned first, without I/O: a closed or broken table writes nothing.
+        let contents = self.snapshot_contents()?;
+        snapshot::save_table(
+            &self.inner.session,
+            &self.inner.params,
+            name,
+            label,
+            contents,
+            None,
+        )
+    }
+
+    /// Saves an authenticated table: commits what changed (so the snapshot records the root of
+    /// exactly the contents it saves), writes the retained trie pages changed since the last
+    /// snapshot to the page log, and saves the table with the trie's segments in one snapshot.
+    fn save_authenticated(&self, auth: &mut Auth, name: &str, label: &str) -> Result<()> {
+        let (pending, mut contents) = {
+            let mut state = self.lock_write()?;
+            self.settle_flush(&mut state)?;
+            let pending = Self::take_dirty(&mut state, &self.inner.config.resolve);
+            (pending, self.plan_snapshot(&state))
+        };
+        self.commit_pending(auth, pending)?;
+        let (meta, files) = auth.snapshot_meta()?;
+        contents.auth = Some(meta);
+        snapshot::save_table(
+            &self.inner.session,
+            &self.inner.params,
+            name,
+            label,
+            contents,
+            Some(files),
+        )
+    }
+
+    /// The table's contents planned for a snapshot, at one instant.
+    fn snapshot_contents(&self) -> Result<snapshot::SnapshotContents> {
+        self.with_settled(|state| self.plan_snapshot(state))
+    }
+
+    /// The contents of `state` planned for a snapshot: O(runs) reference counts, no I/O.
+    fn plan_snapshot(&self, state: &TableState) -> snapshot::SnapshotContents {
+        snapshot::plan(
+            &self.inner.config,
+            &state.levels,
+            &state.write_buffer,
+            state.union.as_ref(),
+        )
+    }
+
+    /// Opens snapshot `name` as a new table of `session` (see [`crate::Session::open_snapshot`]).
+    pub(crate) fn open_snapshot(
+        session: Arc<SessionCore>,
+        name: &str,
+        label: &str,
+        overrides: SnapshotOverrides,
+    ) -> Result<Lsm> {
+        let restored = snapshot::restore(&session, name, label, overrides)?;
+        let auth = match (&restored.auth, &restored.config.auth) {
+            (Some(meta), Some(config)) => match Lsm::restore_auth(&session, name, meta, config) {
+                Ok(auth) => Some(auth),
+                Err(e) => {
+                    // Release the table's runs opened so far, and remove their links now.
+                    drop(restored);
+                    session.try_remove_released();
+                    return Err(e);
+                }
+            },
+            _ => None,
+        };
+        Lsm::with_contents(
+            session,
+            restored.config,
+            restored.params,
+            (restored.write_buffer, imbl::OrdSet::new()),
+            restored.levels,
+            restored.union,
+            auth,
+        )
+    }
+
+    /// The trie of authenticated snapshot `name`: its segments (from `trie/`) and its retained
+    /// pages, checked; corruption is reported as the snapshot's, naming `trie/`.
+    fn restore_auth(
+        session: &Arc<SessionCore>,
+        name: &str,
+        meta: &snapshot::AuthMeta,
+        config: &crate::config::AuthConfig,
+    ) -> Result<Auth> {
+        let (manifest, segments) = snapshot::restore_trie(session, name)?;
+        // The retained pages are all in the snapshot's own segment, the one of the top page.
+        let trie_dir = session.snapshots_dir().join(name).join(snapshot::TRIE_DIR);
+        let blame = manifest
+            .top
+            .and_then(|top| manifest.segments.iter().find(|s| s.id == top.segment))
+            .map_or(trie_dir.clone(), |s| {
+                trie_dir.join(crate::pagelog::segment_file_name(s.file_id))
+            });
+        Auth::restore(session.clone(), config, meta, &manifest, segments)
+            .map_err(snapshot::blame_in(name, &blame))
+    }
+}
