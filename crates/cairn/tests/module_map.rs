@@ -1,7 +1,8 @@
 //! The module map stays true: each engine module's header names, on its "May call:" line, exactly
-//! the engine modules its code uses (`crate::<module>` paths outside its unit tests), and the
-//! module table in `docs/design.md` says the same. `error` and `config` are the foundation every
-//! module may use; they are not listed.
+//! the engine modules its code uses (`crate::<module>` paths outside its unit tests, in any file
+//! of a directory module), and the module table in `docs/design.md` says the same. `error` and
+//! `config` are the foundation every module may use; they are not listed. The floors hold: no
+//! import circle among the engine's modules, and no source file of any crate over 1,500 lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -16,7 +17,11 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-/// Every engine module: its name and source file.
+/// Longest source file, in lines, in any crate's `src/` (unit tests included): a longer file
+/// usually holds two concepts.
+const SOURCE_LINES_MAX: usize = 1_500;
+
+/// Every engine module: its name and the file holding its header (`mod.rs` for a directory).
 fn modules() -> BTreeMap<String, PathBuf> {
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir(src()).unwrap() {
@@ -64,8 +69,42 @@ fn header_may_call(source: &str, known: &BTreeMap<String, PathBuf>) -> Option<BT
     Some(named(&rest[..end], known))
 }
 
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The engine modules that module `name` (header file `file`) uses outside unit tests: in its
+/// file, and for a directory module in every file of the directory but `tests.rs` files
+/// (unit tests kept apart).
+fn used_by_module(name: &str, file: &Path, known: &BTreeMap<String, PathBuf>) -> BTreeSet<String> {
+    let files = if file.ends_with("mod.rs") {
+        rust_files(file.parent().unwrap())
+    } else {
+        vec![file.to_path_buf()]
+    };
+    let mut out = BTreeSet::new();
+    for path in files {
+        if path.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        out.extend(used(&std::fs::read_to_string(&path).unwrap(), name, known));
+    }
+    out
+}
+
 /// The engine modules a source file uses outside its `#[cfg(test)] mod tests` and comments.
-fn used(source: &str, itself: &str, known: &BTreeMap<String, PathBuf>) -> BTreeSet<String> {
+fn used_all(source: &str, itself: &str, known: &BTreeMap<String, PathBuf>) -> BTreeSet<String> {
     let code = source.split("#[cfg(test)]\nmod tests").next().unwrap();
     let mut out = BTreeSet::new();
     for line in code.lines() {
@@ -95,6 +134,12 @@ fn used(source: &str, itself: &str, known: &BTreeMap<String, PathBuf>) -> BTreeS
         }
     }
     out.remove(itself);
+    out
+}
+
+/// [`used_all`] without the foundation, which every module may use unlisted.
+fn used(source: &str, itself: &str, known: &BTreeMap<String, PathBuf>) -> BTreeSet<String> {
+    let mut out = used_all(source, itself, known);
     for f in FOUNDATION {
         out.remove(f);
     }
@@ -107,7 +152,7 @@ fn every_header_names_exactly_the_modules_its_code_uses() {
     let mut problems = Vec::new();
     for (name, file) in &known {
         let source = std::fs::read_to_string(file).unwrap();
-        let used = used(&source, name, &known);
+        let used = used_by_module(name, file, &known);
         if FOUNDATION.contains(&name.as_str()) && used.is_empty() {
             continue;
         }
@@ -158,4 +203,152 @@ fn the_design_docs_module_table_agrees_with_the_headers() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The import graph of the engine's modules, `error` and `config` included: module -> the
+/// modules its code (outside unit tests) uses.
+fn import_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let mut known = modules();
+    // The foundation is part of the graph here: it must not import upwards either.
+    for f in FOUNDATION {
+        known
+            .entry(f.to_string())
+            .or_insert_with(|| src().join(format!("{f}.rs")));
+    }
+    let mut graph = BTreeMap::new();
+    for (name, file) in &known {
+        let mut uses = BTreeSet::new();
+        for path in if file.ends_with("mod.rs") {
+            rust_files(file.parent().unwrap())
+        } else {
+            vec![file.clone()]
+        } {
+            if path.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let source = std::fs::read_to_string(&path).unwrap();
+            uses.extend(used_all(&source, name, &known));
+        }
+        graph.insert(name.clone(), uses);
+    }
+    graph
+}
+
+/// A cycle in `graph`, if there is one: the modules along it, first repeated at the end.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    // Depth-first search; 0 unvisited, 1 on the current path, 2 done.
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        mark: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        mark.insert(node.to_string(), 1);
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            match mark.get(next.as_str()).copied().unwrap_or(0) {
+                1 => {
+                    let start = path.iter().position(|n| n == next).unwrap();
+                    let mut cycle = path[start..].to_vec();
+                    cycle.push(next.clone());
+                    return Some(cycle);
+                }
+                0 => {
+                    if let Some(cycle) = visit(next, graph, mark, path) {
+                        return Some(cycle);
+                    }
+                }
+                _ => {}
+            }
+        }
+        path.pop();
+        mark.insert(node.to_string(), 2);
+        None
+    }
+    let mut mark = BTreeMap::new();
+    for node in graph.keys() {
+        if mark.get(node.as_str()).copied().unwrap_or(0) == 0 {
+            if let Some(cycle) = visit(node, graph, &mut mark, &mut Vec::new()) {
+                return Some(cycle);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn no_import_circle_among_the_engines_modules() {
+    let graph = import_graph();
+    assert!(graph.contains_key("session_core") && graph.contains_key("lsm"));
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("import circle: {}", cycle.join(" -> "));
+    }
+}
+
+#[test]
+fn the_cycle_check_finds_a_circle() {
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a".to_string(), ["b".to_string()].into()),
+        ("b".to_string(), ["c".to_string()].into()),
+        ("c".to_string(), ["a".to_string()].into()),
+        ("d".to_string(), BTreeSet::new()),
+    ]
+    .into();
+    assert_eq!(find_cycle(&graph).unwrap(), ["a", "b", "c", "a"]);
+    let acyclic: BTreeMap<String, BTreeSet<String>> = [
+        ("a".to_string(), ["b".to_string(), "c".to_string()].into()),
+        ("b".to_string(), ["c".to_string()].into()),
+        ("c".to_string(), BTreeSet::new()),
+    ]
+    .into();
+    assert_eq!(find_cycle(&acyclic), None);
+}
+
+#[test]
+fn the_session_core_sits_below_the_front() {
+    let graph = import_graph();
+    let above = [
+        "table", "lsm", "snapshot", "durable", "inspect", "union", "session",
+    ];
+    let core = &graph["session_core"];
+    let bad: Vec<_> = above.iter().filter(|m| core.contains(**m)).collect();
+    assert!(bad.is_empty(), "session_core imports {bad:?}");
+    // Nothing imports the public front but the front itself and the crate root.
+    for (name, uses) in &graph {
+        if name != "session" {
+            assert!(
+                !uses.contains("session"),
+                "{name} imports the public session front"
+            );
+        }
+        if name != "session" && name != "table" {
+            assert!(
+                !uses.contains("table"),
+                "{name} imports the public table front"
+            );
+        }
+    }
+}
+
+#[test]
+fn no_source_file_is_over_the_line_limit() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut long = Vec::new();
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        for file in rust_files(&src) {
+            let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+            if lines > SOURCE_LINES_MAX {
+                long.push(format!("{} ({lines} lines)", file.display()));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "source files over {SOURCE_LINES_MAX} lines: {}",
+        long.join(", ")
+    );
 }
