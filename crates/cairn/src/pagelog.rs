@@ -11,7 +11,7 @@
 //! Why a log and not a table: a page rewritten by a commit is appended once, and the pages of
 //! the old version become dead bytes in their segments; a table rewrites every page again at
 //! every level its merges pass through (measured at 2^22 keys: 4.3 times fewer bytes written
-//! per 10,000-key commit, `docs/benchmarks/README.md`, "Page log").
+//! per 10,000-key commit, `docs/benchmarks/notes/2026-11-26-page-log.md`).
 //!
 //! Two streams: the log appends to two segments at a time ([`Stream`]): pages whose parent is
 //! retained in memory, and deeper pages, so that segments of the first kind, cheap to empty,
@@ -518,7 +518,7 @@ impl PageLog {
     /// page level can be tens of MB of reads, and one batch for all of it would allocate a
     /// fresh arena of that size, zero it and free it again for each level (8.5% of a
     /// 10,000-key commit's CPU at 2^25 keys went to the page faults of that zeroing,
-    /// `docs/benchmarks/README.md`). Each batch still keeps the device's queue full (its reads
+    /// `docs/benchmarks/notes/2026-11-28-pooled-page-reads.md`). Each batch still keeps the device's queue full (its reads
     /// are submitted in waves of up to `io::QUEUE_DEPTH_MAX`). Memory: one arena of at most
     /// [`READ_BATCH_BYTES`] (a record's span is at most 72 KiB). Errors: I/O, a pointer to a
     /// segment the version does not reach, a record that does not match its pointer

@@ -911,7 +911,7 @@ const CURSOR_CHUNK_PAGES: u64 = 16;
 /// is the device's setting: 8 MiB on the machine the benchmarks run on, read in 4 MiB
 /// requests, each of which held up every lookup read queued behind it for milliseconds (a
 /// merge's input reads were the periodic slow lookup batches at 100M entries; see
-/// `docs/benchmarks/README.md`, "Read-ahead"). A merge reads about 2 KB of input per update at
+/// `docs/benchmarks/notes/2026-11-26-read-ahead.md`). A merge reads about 2 KB of input per update at
 /// 100M entries, so a quarter MiB ahead keeps it from waiting on the disk.
 const CURSOR_AHEAD_PAGES: u64 = 64;
 

@@ -143,8 +143,7 @@ impl Borrow<[u8]> for BufEntry {
 /// batch with random keys touched nearly every leaf: at 100M entries in the UTxO benchmark's
 /// pipelined mode (a duplicate per batch, 512 updates each into a 20,000-entry buffer), each
 /// batch copied most of the buffer (an allocation and a copy per entry) and the reader freed
-/// it when it dropped its duplicate (`docs/benchmarks/README.md`, "Write buffers that a
-/// reader's duplicate does not make the updates copy"). Now an update goes into `base` in
+/// it when it dropped its duplicate (`docs/benchmarks/notes/2026-11-27-write-buffer-layers.md`). Now an update goes into `base` in
 /// place when no clone shares it (folding `recent` in first) and into `recent` otherwise; a
 /// duplicate folds ([`WriteBuffer::fold`]) before it clones, so a reader that drops its clone
 /// before the next one is taken leaves the updates in between a `recent` of their own.
