@@ -324,7 +324,7 @@ impl Table {
     /// paid with [`Table::supply_union_credits`], one output key per credit, while lookups, range
     /// lookups and cursors see the whole union at all times. Errors: [`Error::InvalidConfig`]
     /// for no tables, tables of different sessions, or tables with different resolve functions
-    /// (custom functions are the same when their names are, see [`Resolve`]).
+    /// (custom functions are the same when their names are, see [`crate::Resolve`]).
     ///
     /// When a key is in several inputs their values are combined and the result has no blob
     /// (as an upsert drops a blob), even with `KeepNewest`.
@@ -401,7 +401,7 @@ impl Table {
 
     /// A cursor over every entry whose key lies in `range`, in key order (see [`Table::cursor`]).
     /// Both bounds may be inclusive, exclusive or open: `a..b`, `a..=b`, `a..`, `..b`, `..`, or
-    /// a pair of [`Bound`]s such as `(Bound::Excluded(a), Bound::Unbounded)`, with `a` and `b`
+    /// a pair of [`std::ops::Bound`]s such as `(Bound::Excluded(a), Bound::Unbounded)`, with `a` and `b`
     /// anything `AsRef<[u8]>` (`&[u8]`, `Vec<u8>`, `&str`, ...). An empty range gives nothing.
     ///
     /// ```
@@ -417,7 +417,7 @@ impl Table {
     /// # Ok::<(), cairn::Error>(())
     /// ```
     ///
-    /// Errors: [`Error::KeyTooLarge`] when either bound is longer than [`KEY_SIZE_MAX`],
+    /// Errors: [`Error::KeyTooLarge`] when either bound is longer than [`crate::KEY_SIZE_MAX`],
     /// [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`].
     pub fn range(&self, range: impl KeyRange) -> Result<Cursor> {
         self.lsm.range(range)
