@@ -107,6 +107,7 @@ pub struct TableStats {
     pub updates: u64,
 }
 
+/// What a table's updates change, behind its reader-writer lock.
 #[derive(Debug)]
 struct TableState {
     open: bool,
@@ -130,6 +131,7 @@ struct TableState {
     dirty: imbl::OrdSet<Vec<u8>>,
 }
 
+/// A table's shared parts: what every handle (and the session's registry, weakly) points to.
 #[derive(Debug)]
 pub(crate) struct LsmInner {
     id: u64,
@@ -241,6 +243,7 @@ impl Member for LsmInner {
 }
 
 impl Lsm {
+    /// A new, empty table of `session` (see [`crate::Session::new_table`]).
     pub(crate) fn new(session: Arc<SessionCore>, config: TableConfig) -> Result<Lsm> {
         let params = RunParams::for_table(
             session.active_dir(),
@@ -263,6 +266,8 @@ impl Lsm {
         )
     }
 
+    /// A table of `session` with the given contents, registered with the session so that
+    /// closing it closes the table.
     fn with_contents(
         session: Arc<SessionCore>,
         config: TableConfig,
