@@ -61,8 +61,9 @@ use crate::error::{Error, Result};
 pub use crate::fs::DirectIo;
 use crate::fs::ReadableFile;
 
-/// Alignment of O_DIRECT buffers, offsets and lengths.
-pub const ALIGN_BYTES: usize = 4096;
+// The alignment of `O_DIRECT` buffers, offsets and lengths is the file system's rule
+// (`crate::fs::ALIGN_BYTES`); every buffer and read here follows it.
+pub(crate) use crate::fs::ALIGN_BYTES;
 
 /// Most reads in flight at once in the io_uring backend (ring size); larger batches are submitted
 /// in waves (the ring is topped up as reads complete, so at most this many are outstanding).

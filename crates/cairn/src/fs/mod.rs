@@ -27,6 +27,10 @@ pub mod sim;
 #[cfg(any(test, feature = "sim"))]
 pub use sim::{CrashReport, FaultKind, FaultPlan, FsOp, InjectedFault, MemFs, SplitMix64};
 
+/// Alignment of O_DIRECT buffers, offsets and lengths: the rule a file opened with
+/// [`ReadOptions::direct`] imposes on its reads.
+pub(crate) const ALIGN_BYTES: usize = 4096;
+
 /// How a file is opened for reading.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadOptions {
