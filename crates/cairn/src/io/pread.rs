@@ -6,7 +6,9 @@ use super::batch::Slot;
 use super::plan::{condition, ReadPlan};
 #[cfg(unix)]
 use super::progress::{chunk_len, is_transient, Next, Progress};
-use crate::error::{Error, Result};
+#[cfg(unix)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::fs::ReadableFile;
 
 /// Reads `buf.len()` bytes at `offset` of `file`, retrying short reads and `EINTR`.
