@@ -1097,7 +1097,7 @@ impl ReadableFile for MemReadable {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         begin(&self.state, FsOp::Read, &self.path, buf.len())?;
         // As Linux does for `O_DIRECT`: buffer, offset and length must be block aligned.
-        let align = crate::io::ALIGN_BYTES;
+        let align = super::ALIGN_BYTES;
         if self.direct
             && !(offset.is_multiple_of(align as u64)
                 && buf.len().is_multiple_of(align)
