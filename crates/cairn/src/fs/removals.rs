@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 /// [`DeferredRemovals::READS_PER_STEP`] reads ([`DeferredRemovals::remove_step_for_read`]): while
 /// updates go on they pay for the removals their merges caused, and a lookup never waits for a
 /// `truncate` (measured at 100M entries, lookups that took steps were most of the pipelined
-/// run's slow batches: `docs/benchmarks/README.md`, "Read-ahead"); in a phase of reads only the
+/// run's slow batches: `docs/benchmarks/notes/2026-11-26-read-ahead.md`); in a phase of reads only the
 /// reads still empty the queue. Files still
 /// queued when the session closes are removed then ([`DeferredRemovals::remove_all`]), or, if
 /// that fails, when the directory is next opened (opening empties `active/`).
@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 /// discard (ext4 `-o discard`, common on SSDs and virtual disks) sends the freed ranges to the
 /// device as TRIM, and reads queued behind it wait. Measured at 10M entries (serial UTxO run),
 /// removing a merge's inputs at once made the next batch's lookups take 12 to 22 ms instead of 3
-/// (`docs/benchmarks/README.md`, "File removal in steps"). So a step frees at most
+/// (`docs/benchmarks/notes/2026-11-25-tail-latency.md`). So a step frees at most
 /// [`DeferredRemovals::STEP_BYTES`] plus twice the bytes the session's writers appended since the
 /// previous step (the credit keeps the backlog from growing while a bulk load writes much more
 /// than a step per operation), cutting a large file from its end (`truncate`) and removing it
@@ -156,7 +156,7 @@ impl DeferredRemovals {
     /// a file system with online discard trims, the rest while the writer waits and reads queue
     /// behind the trim: measured at 100M entries, key/ops files cut by 2.4 to 9.8 MB held a
     /// merge's last chunk for 6 ms and stalled the lookups beside it as long
-    /// (`docs/benchmarks/README.md`, "Setup settled with completed merges"). Growing a file
+    /// (`docs/benchmarks/notes/2026-11-27-complete-merges.md`). Growing a file
     /// frees nothing. Cost: one pass over the pool.
     pub(crate) fn take_recycled(&self, hint: u64) -> Option<PathBuf> {
         let mut queue = self.lock();
