@@ -1,0 +1,93 @@
+//! Moving a version's pages out of records of a segment the page log cleans: each live record
+//! is appended again, with the pages above it whose pointers change.
+
+use std::collections::HashSet;
+
+use cairn_proof::Hash;
+
+use crate::error::{Error, Result};
+use crate::pagelog::{self, PageLoc};
+
+use super::commit_work::{deepest_first, write_pages};
+use super::load::{check_top, child_loc, first_missing, read_missing, Loaded};
+use super::page::{Node, Page, PageId, PageIdHash, PAGE_SLOTS};
+use super::{PageStore, TrieState};
+
+/// Moves this version's pages out of some records of a segment (`records`, as
+/// [`crate::pagelog::PageLog::scan_range`] gives them, less any the caller knows are dead):
+/// each record the version still reaches (its parent's pointer names it) is appended again,
+/// with every page above it below the retained levels (their pointers change), deepest first.
+/// Afterwards the version has no bytes left in those records. Returns the pages appended.
+///
+/// Cost: the ancestors of the live records not retained (at most one read per page level and
+/// record, shared between records below one page: none for pages one level below the
+/// retained ones), one append per live record and per ancestor, no hashing but one check per
+/// page read. Returns the pages appended and the bytes of the ancestors' reads.
+pub(crate) fn relocate(
+    state: &mut TrieState,
+    store: &dyn PageStore,
+    records: Vec<pagelog::Scanned>,
+) -> Result<(u64, u64)> {
+    let mut loaded = Loaded::new();
+    let mut candidates = Vec::new();
+    for (loc, key, bytes) in records {
+        let id = PageId::from_key(&key)
+            .ok_or_else(|| Error::corrupt("page log record", "a key that names no page"))?;
+        if id.level() >= state.retained_levels {
+            candidates.push((id, loc, bytes));
+        }
+    }
+    // Every ancestor below the retained levels, one round of batched reads per page level.
+    loop {
+        let mut missing: Vec<(PageId, Hash, PageLoc)> = Vec::new();
+        let mut seen: HashSet<PageId, PageIdHash> = HashSet::default();
+        for (id, _, _) in &candidates {
+            if let Some((parent, h)) = first_missing(state, &loaded, &id.prefix, id.level())? {
+                if seen.insert(parent) {
+                    missing.push((parent, h, child_loc(state, &loaded, &parent)?));
+                }
+            }
+        }
+        if missing.is_empty() {
+            break;
+        }
+        missing.sort_by_key(|a| a.2);
+        read_missing(state, &mut loaded, store, missing)?;
+    }
+    let mut dirty: HashSet<PageId, PageIdHash> = HashSet::default();
+    for (id, loc, bytes) in candidates {
+        let (parent, index) = id.parent().expect("a page below the retained levels");
+        let Some(parent_page) = state.page(&loaded, &parent) else {
+            continue; // the path ends above it: an old version's page
+        };
+        if parent_page.child(index) != Some(loc) {
+            continue;
+        }
+        let hash = match parent_page.node(PAGE_SLOTS - 64 + index) {
+            Node::Internal(h) => h,
+            _ => {
+                return Err(Error::corrupt(
+                    "trie",
+                    "a page pointer below a node that is not internal",
+                ))
+            }
+        };
+        if let std::collections::hash_map::Entry::Vacant(slot) = loaded.pages.entry(id) {
+            let page = Page::decode(state.kind, &id, &bytes)?;
+            check_top(state.kind, &id, &page, &hash)?;
+            slot.insert(page);
+            loaded.locs.insert(id, loc);
+        }
+        let mut up = Some(id);
+        while let Some(page) = up.filter(|p| p.level() >= state.retained_levels) {
+            if !dirty.insert(page) {
+                break; // its ancestors are in already
+            }
+            up = page.parent().map(|(p, _)| p);
+        }
+    }
+    let mut dirty: Vec<PageId> = dirty.into_iter().collect();
+    dirty.sort_by(deepest_first);
+    write_pages(state, &mut loaded, store, &dirty)?;
+    Ok((dirty.len() as u64, loaded.read_bytes))
+}
