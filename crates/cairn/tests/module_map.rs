@@ -84,23 +84,25 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The engine modules that module `name` (header file `file`) uses outside unit tests: in its
-/// file, and for a directory module in every file of the directory but `tests.rs` files
-/// (unit tests kept apart).
-fn used_by_module(name: &str, file: &Path, known: &BTreeMap<String, PathBuf>) -> BTreeSet<String> {
+/// The source of module `file` (its header file): the file itself, or for a directory module
+/// every file of the directory but `tests.rs` files (unit tests kept apart).
+fn module_sources(file: &Path) -> Vec<String> {
     let files = if file.ends_with("mod.rs") {
         rust_files(file.parent().unwrap())
     } else {
         vec![file.to_path_buf()]
     };
-    let mut out = BTreeSet::new();
-    for path in files {
-        if path.file_name().is_some_and(|n| n == "tests.rs") {
-            continue;
-        }
-        out.extend(used(&std::fs::read_to_string(&path).unwrap(), name, known));
-    }
-    out
+    files
+        .iter()
+        .filter(|path| !path.file_name().is_some_and(|n| n == "tests.rs"))
+        .map(|path| std::fs::read_to_string(path).unwrap())
+        .collect()
+}
+
+/// The engine modules that module `name` (header file `file`) uses outside unit tests.
+fn used_by_module(name: &str, file: &Path, known: &BTreeMap<String, PathBuf>) -> BTreeSet<String> {
+    let sources = module_sources(file);
+    sources.iter().flat_map(|s| used(s, name, known)).collect()
 }
 
 /// The engine modules a source file uses outside its `#[cfg(test)] mod tests` and comments.
@@ -217,19 +219,9 @@ fn import_graph() -> BTreeMap<String, BTreeSet<String>> {
     }
     let mut graph = BTreeMap::new();
     for (name, file) in &known {
-        let mut uses = BTreeSet::new();
-        for path in if file.ends_with("mod.rs") {
-            rust_files(file.parent().unwrap())
-        } else {
-            vec![file.clone()]
-        } {
-            if path.file_name().is_some_and(|n| n == "tests.rs") {
-                continue;
-            }
-            let source = std::fs::read_to_string(&path).unwrap();
-            uses.extend(used_all(&source, name, &known));
-        }
-        graph.insert(name.clone(), uses);
+        let sources = module_sources(file);
+        let uses = sources.iter().flat_map(|s| used_all(s, name, &known));
+        graph.insert(name.clone(), uses.collect());
     }
     graph
 }
