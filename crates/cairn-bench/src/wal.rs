@@ -226,7 +226,7 @@ fn key(thread: u64, i: u64, seed: u64) -> [u8; KEY_BYTES] {
     let mut k = [0u8; KEY_BYTES];
     let mut x = seed ^ (thread << 40) ^ i;
     for chunk in k.chunks_mut(8) {
-        x = crate::utxo::keys::SplitMix64::new(x).next_u64();
+        x = crate::keys::SplitMix64::new(x).next_u64();
         chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
     }
     k

@@ -50,11 +50,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::{AuthArgs, AuthEngineKind, AuthHashArg};
 use crate::failure::{Context, Failure};
+use crate::keys::SplitMix64;
 use crate::report::format::rss_mib;
 use crate::stats::{median, percentiles};
 use crate::sys;
 use crate::sys::cgroup;
-use crate::utxo::keys::SplitMix64;
 
 /// Bytes of a key path.
 pub const KEY_BYTES: usize = 32;

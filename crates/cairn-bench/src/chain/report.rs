@@ -7,9 +7,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::config::ChainConfig;
 use super::record::{ChainRecord, CHAIN};
 use crate::failure::{Context, Failure};
+use crate::options::ChainConfig;
 
 /// The configuration the ratios are of.
 const BASE: &str = "cairn-block";

@@ -11,8 +11,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::cli::{ScaleArgs, SuiteArgs};
-use crate::engines::EngineKind;
 use crate::failure::{Context, Failure};
+use crate::options::EngineKind;
 use crate::record::{read_json, write_json, RunRecord, SetupRecord, SuiteRecord};
 
 /// One row of the summary: one size, one mode.
