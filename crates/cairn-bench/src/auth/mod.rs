@@ -31,7 +31,8 @@
 //! path before its timer starts, the same for every engine.
 //!
 //! Owns: the workload ([`Workload`]), the phases, the record ([`AuthRecord`]) and the printout.
-//! Must never touch: an engine's internals (each is behind [`AuthEngine`]).
+//! Must never touch: an engine's internals (each is behind [`AuthEngine`]). A mismatching key or
+//! value is shown in hex by the `hex` crate, not by a formatter of our own.
 
 #[cfg(feature = "alloy-trie")]
 mod alloy;
@@ -967,9 +968,9 @@ fn bench_utxo(
             if got.as_deref() != Some(&expected[..]) {
                 return Err(Failure(format!(
                     "{name}: UTxO batch {batch}: key {} holds {:?}, expected {:?}",
-                    hex(key),
-                    got.as_deref().map(hex),
-                    hex(expected)
+                    hex::encode(key),
+                    got.as_deref().map(hex::encode),
+                    hex::encode(expected)
                 )));
             }
         }
@@ -1004,10 +1005,6 @@ fn bench_utxo(
         bytes_read: read as f64 / batches as f64,
         breakdown,
     })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The samples of one commit size and warm-up mode.
