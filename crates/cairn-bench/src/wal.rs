@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use crate::cli::WalArgs;
 use crate::failure::{Context, Failure};
+use crate::report::table::Markdown;
 use crate::stats::percentiles;
 use crate::sys::proc::IoCounters;
 
@@ -386,28 +387,39 @@ fn print_table(disk: f64, growing: f64, rows: &[serde_json::Value]) {
          file (the ratios' base), {growing:.0} into a growing one"
     );
     println!();
-    println!(
-        "| engine | threads | batch | durable batches/s | x disk fsync | p50 ms | p99 ms | max ms | fsyncs/s | batches/fsync | bytes/update |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    // Every column left-aligned, as this printout has always had them.
+    let mut table = Markdown::left(&[
+        "engine",
+        "threads",
+        "batch",
+        "durable batches/s",
+        "x disk fsync",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "fsyncs/s",
+        "batches/fsync",
+        "bytes/update",
+    ]);
     let num = |v: &serde_json::Value, f: &str| {
         v.as_f64()
             .map_or("n/a".to_string(), |x| format!("{x:.*}", f.len()))
     };
-    for r in rows {
-        println!(
-            "| {} | {} | {} | {:.0} | {:.2} | {:.3} | {:.3} | {:.3} | {} | {} | {} |",
-            r["engine"].as_str().unwrap_or(""),
-            r["threads"],
-            r["batch"],
-            r["durable_batches_per_s"].as_f64().unwrap_or(0.0),
-            r["ratio_to_disk_fsyncs"].as_f64().unwrap_or(0.0),
-            r["latency_ms"]["p50"].as_f64().unwrap_or(0.0),
-            r["latency_ms"]["p99"].as_f64().unwrap_or(0.0),
-            r["latency_ms"]["max"].as_f64().unwrap_or(0.0),
-            num(&r["fsyncs_per_s"], ""),
-            num(&r["batches_per_fsync"], "0"),
-            num(&r["bytes_written_per_update"], "0"),
-        );
+    for row in rows {
+        let float = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
+        table.row([
+            row["engine"].as_str().unwrap_or("").to_string(),
+            row["threads"].to_string(),
+            row["batch"].to_string(),
+            format!("{:.0}", float(&row["durable_batches_per_s"])),
+            format!("{:.2}", float(&row["ratio_to_disk_fsyncs"])),
+            format!("{:.3}", float(&row["latency_ms"]["p50"])),
+            format!("{:.3}", float(&row["latency_ms"]["p99"])),
+            format!("{:.3}", float(&row["latency_ms"]["max"])),
+            num(&row["fsyncs_per_s"], ""),
+            num(&row["batches_per_fsync"], "0"),
+            num(&row["bytes_written_per_update"], "0"),
+        ]);
     }
+    print!("{}", table.render());
 }

@@ -335,24 +335,7 @@ mod tests {
     /// README.md with the padding of its table cells squeezed to one space (`tabled` pads the
     /// columns to a common width), so rows can be matched cell by cell.
     fn readme(dir: &Path) -> String {
-        squeezed(&read(dir, "README.md"))
-    }
-
-    /// `text` with every run of spaces in a table row (a line starting with `|`) cut to one.
-    pub(crate) fn squeezed(text: &str) -> String {
-        let lines = text.lines().map(|line| {
-            if !line.starts_with('|') {
-                return line.to_string();
-            }
-            let mut out = String::new();
-            for c in line.chars() {
-                if !(c == ' ' && out.ends_with(' ')) {
-                    out.push(c);
-                }
-            }
-            out
-        });
-        lines.collect::<Vec<_>>().join("\n") + "\n"
+        crate::report::table::squeezed(&read(dir, "README.md"))
     }
 
     #[test]

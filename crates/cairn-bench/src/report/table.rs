@@ -122,6 +122,12 @@ impl Markdown {
         }
     }
 
+    /// A table whose columns are all left-aligned (`---`).
+    pub fn left(columns: &[&str]) -> Markdown {
+        let columns: Vec<_> = columns.iter().map(|name| (*name, Align::Left)).collect();
+        Markdown::new(&columns)
+    }
+
     /// Adds a row; a line break in a cell becomes a space, so the row stays one line.
     pub fn row<I, S>(&mut self, cells: I)
     where
@@ -151,6 +157,25 @@ impl Markdown {
         }
         table.to_string() + "\n"
     }
+}
+
+/// For tests: `text` with every run of spaces in a table row (a line starting with `|`) cut to
+/// one, so a test can match a row cell by cell whatever the columns' padding.
+#[cfg(test)]
+pub(crate) fn squeezed(text: &str) -> String {
+    let lines = text.lines().map(|line| {
+        if !line.starts_with('|') {
+            return line.to_string();
+        }
+        let mut out = String::new();
+        for c in line.chars() {
+            if !(c == ' ' && out.ends_with(' ')) {
+                out.push(c);
+            }
+        }
+        out
+    });
+    lines.collect::<Vec<_>>().join("\n") + "\n"
 }
 
 #[cfg(test)]
