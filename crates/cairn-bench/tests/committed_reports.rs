@@ -3,6 +3,8 @@
 //! temporary directory (its JSON files only, so nothing committed is written over) and rendered
 //! there by `report` (`utxo-run` records), `auth-report` (arrays of `auth` records) and
 //! `chain-report` (`chain-*.json` records), whichever apply. It walks whatever directories exist.
+//! Each is rendered twice, in two copies, and the two renderings must be the same byte for byte
+//! (the charts are hand-written SVG for that, see `report::svg`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -88,28 +90,41 @@ fn every_committed_record_directory_renders_its_report() {
         if kinds.is_empty() {
             continue;
         }
-        let copy = tempfile::tempdir().expect("a temporary directory");
-        for file in &json {
-            std::fs::copy(file, copy.path().join(file.file_name().unwrap())).expect("a copy");
-        }
+        let copies = [(); 2].map(|()| {
+            let copy = tempfile::tempdir().expect("a temporary directory");
+            for file in &json {
+                std::fs::copy(file, copy.path().join(file.file_name().unwrap())).expect("a copy");
+            }
+            copy
+        });
         for kind in kinds {
-            let out = Command::new(env!("CARGO_BIN_EXE_cairn-bench"))
-                .args([kind.command(), "--dir"])
-                .arg(copy.path())
-                .output()
-                .expect("runs cairn-bench");
-            assert!(
-                out.status.success(),
-                "cairn-bench {} of {} failed:\n{}",
-                kind.command(),
-                dir.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            for name in kind.outputs() {
-                let text = std::fs::read_to_string(copy.path().join(name)).unwrap_or_default();
+            for copy in &copies {
+                let out = Command::new(env!("CARGO_BIN_EXE_cairn-bench"))
+                    .args([kind.command(), "--dir"])
+                    .arg(copy.path())
+                    .output()
+                    .expect("runs cairn-bench");
                 assert!(
-                    !text.trim().is_empty(),
+                    out.status.success(),
+                    "cairn-bench {} of {} failed:\n{}",
+                    kind.command(),
+                    dir.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            for name in kind.outputs() {
+                let [first, second] = copies.each_ref().map(|copy| {
+                    std::fs::read_to_string(copy.path().join(name)).unwrap_or_default()
+                });
+                assert!(
+                    !first.trim().is_empty(),
                     "{} of {}: no {name}",
+                    kind.command(),
+                    dir.display()
+                );
+                assert!(
+                    first == second,
+                    "{} of {}: {name} differs between two renderings",
                     kind.command(),
                     dir.display()
                 );
