@@ -35,6 +35,15 @@
 //! - [`cli`] (the command line), [`failure`] (the error type), [`stats`] (percentiles and
 //!   medians).
 //!
+//! Generic work is done by well-kept crates, each chosen in the module that uses it: `tabled`
+//! for the terminal and Markdown tables ([`report::table`]), `procfs` for `/proc` and
+//! `libc::sync` for writing dirty pages back ([`sys::proc`]), `jiff` for dates ([`sys`]),
+//! `rand_xoshiro` for the random generator ([`keys`]), `hdrhistogram` for `wal`'s latencies
+//! ([`wal`]), `indicatif` for progress bars ([`utxo::progress`]) and `hex`. Kept by hand, each
+//! module saying why: the percentiles of kept samples ([`stats`]), the SVG charts
+//! ([`report::svg`]), the mount and kernel release readers ([`sys::proc`]) and the generator's
+//! `below` ([`keys`]).
+//!
 //! Imports point one way: no import circle among these modules, nor among a directory module's
 //! submodules (`tests/module_graph.rs` checks it).
 

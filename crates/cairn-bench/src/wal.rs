@@ -335,6 +335,7 @@ fn parse_list(text: &str, what: &str) -> Result<Vec<u64>, Failure> {
         .collect()
 }
 
+/// `cairn-bench wal`: every configuration on every engine, then the table and the record.
 pub fn run(args: &WalArgs) -> Result<(), Failure> {
     let threads = parse_list(&args.threads, "threads")?;
     let batches = parse_list(&args.batch, "batch")?;
