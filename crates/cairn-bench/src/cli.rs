@@ -6,9 +6,9 @@
 
 use std::path::PathBuf;
 
-use crate::chain::config::ChainConfig;
-use crate::engines::EngineKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::options::{ChainConfig, DiskCacheArg, EngineKind, IoArg};
 
 /// Benchmarks for the Cairn storage engine.
 #[derive(Debug, Parser)]
@@ -681,36 +681,6 @@ pub struct CommonArgs {
     /// Merge steps done at once (smaller: smoother latency; larger: less overhead).
     #[arg(long, default_value_t = 1_000)]
     pub merge_batch_size: usize,
-}
-
-/// `--io`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum IoArg {
-    /// io_uring if it works, else pread.
-    Auto,
-    /// io_uring.
-    Uring,
-    /// One pread per page read.
-    Pread,
-}
-
-/// `--disk-cache`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum DiskCacheArg {
-    /// No run is cached: lookups use O_DIRECT.
-    None,
-    /// Every run is read through the page cache.
-    All,
-}
-
-impl DiskCacheArg {
-    /// The name used in the report.
-    pub fn name(self) -> &'static str {
-        match self {
-            DiskCacheArg::None => "none",
-            DiskCacheArg::All => "all",
-        }
-    }
 }
 
 /// `--mode`.

@@ -20,8 +20,13 @@
 //!
 //! - [`engines`]: the [`engines::Engine`] trait and one adapter per engine. The Cairn adapter
 //!   ([`engines::cairn`]) is the only module that uses the `cairn` crate.
-//! - [`utxo`]: the UTxO workload (keys, the live-set model, the one [`utxo::driver`] that
-//!   `quick` and `run` share, the loading of initial tables) and its commands.
+//! - [`utxo`]: the UTxO workload (the live-set model, the one [`utxo::driver`] that `quick` and
+//!   `run` share, the loading of initial tables) and its commands.
+//! - [`keys`]: the UTxO keys and values and the benchmark's random generator, below the engines
+//!   and every workload.
+//! - [`options`]: the value enums the command line offers and the modules below it act on
+//!   (engine, `chain` configuration, I/O backend, page cache), so that [`cli`] imports no
+//!   module that imports it.
 //! - [`record`]: every JSON record, one struct each, written by the commands and read by
 //!   `report`.
 //! - [`report`]: rendering: the results tables on stdout, the Markdown report and its charts.
@@ -29,12 +34,26 @@
 //!   machine, the date and the commit.
 //! - [`cli`] (the command line), [`failure`] (the error type), [`stats`] (percentiles and
 //!   medians).
+//!
+//! Generic work is done by well-kept crates, each chosen in the module that uses it: `tabled`
+//! for the terminal and Markdown tables ([`report::table`]), `procfs` for `/proc` and
+//! `libc::sync` for writing dirty pages back ([`sys::proc`]), `jiff` for dates ([`sys`]),
+//! `rand_xoshiro` for the random generator ([`keys`]), `hdrhistogram` for `wal`'s latencies
+//! ([`wal`]), `indicatif` for progress bars ([`utxo::progress`]) and `hex`. Kept by hand, each
+//! module saying why: the percentiles of kept samples ([`stats`]), the SVG charts
+//! ([`report::svg`]), the mount and kernel release readers ([`sys::proc`]) and the generator's
+//! `below` ([`keys`]).
+//!
+//! Imports point one way: no import circle among these modules, nor among a directory module's
+//! submodules (`tests/module_graph.rs` checks it).
 
 mod auth;
 mod chain;
 mod cli;
 mod engines;
 mod failure;
+mod keys;
+mod options;
 mod record;
 mod report;
 mod stats;

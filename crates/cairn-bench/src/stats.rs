@@ -3,6 +3,13 @@
 //!
 //! Owns: [`Percentiles`], [`percentiles`] and [`median`]. Must never touch: anything but its
 //! arguments.
+//!
+//! Kept by hand rather than through `hdrhistogram`: these summarise samples a benchmark keeps
+//! anyway (every UTxO batch's time also goes to `--batch-log`, every commit's to its medians),
+//! at most tens of thousands of them, and the exact nearest rank is a sort and an index, where
+//! a histogram would round every recorded percentile to its precision and change the figures
+//! the records hold. Where samples are many and come from many threads at once, `wal` records
+//! them in an `hdrhistogram` and reports the same [`Percentiles`].
 
 /// Latency summary of one phase, in milliseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

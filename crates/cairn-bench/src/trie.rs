@@ -25,8 +25,8 @@ use cairn::{AuthConfig, Session, TableConfig};
 
 use crate::cli::TrieArgs;
 use crate::failure::{Context, Failure};
+use crate::keys::SplitMix64;
 use crate::stats::median;
-use crate::utxo::keys::SplitMix64;
 
 const KEY_BYTES: usize = 32;
 const VALUE_BYTES: usize = 60;

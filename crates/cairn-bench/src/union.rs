@@ -33,12 +33,12 @@ use crate::cli::UnionArgs;
 use crate::engines::cairn::{CairnSession, CairnTable, TableKind, TableSettings};
 use crate::failure::{Context, Failure};
 use crate::in_temp_dir;
+use crate::keys::{utxo_key, SplitMix64, KEY_BYTES};
 use crate::record::{write_json, UnionRecord};
 use crate::report::terminal;
 use crate::stats::percentiles;
 use crate::sys::proc::peak_rss_bytes;
 use crate::utxo::driver::{count_mismatches, BATCH_SIZE};
-use crate::utxo::keys::{utxo_key, SplitMix64, KEY_BYTES};
 use crate::utxo::progress::Progress;
 use crate::utxo::setup::load_chunks;
 

@@ -25,11 +25,11 @@ use std::time::Instant;
 use crate::cli::UpsertArgs;
 use crate::engines::cairn::{CairnSession, CairnTable, TableKind, TableSettings};
 use crate::failure::{Context, Failure};
+use crate::keys::SplitMix64;
 use crate::record::{write_json, UpsertRecord, UpsertSamples};
 use crate::report::terminal;
 use crate::stats::median;
 use crate::sys::proc::peak_rss_bytes;
-use crate::utxo::keys::SplitMix64;
 
 /// Bytes of a key and of a value.
 pub const ELEMENT_BYTES: usize = 64;

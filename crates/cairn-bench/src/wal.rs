@@ -5,6 +5,11 @@
 //!
 //! Owns: the workload and its record. Must never touch: the engines' internals.
 //!
+//! Latencies go into an `hdrhistogram` per writer thread, merged at the end: up to 64 threads
+//! write for `--seconds` each, far more samples than a run of batches, and a histogram keeps
+//! them in a fixed, small memory (no growing vector of every write in the timed loop) at three
+//! significant digits, finer than the microseconds reported.
+//!
 //! For every engine, writer count (`--threads`, default 1, 4, 16, 64) and batch size
 //! (`--batch`, default 1 and 256 updates of a 34-byte key and a 60-byte value): a fresh
 //! directory and engine, then `--seconds` of writers each writing a batch and waiting until it
@@ -29,9 +34,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+use hdrhistogram::Histogram;
+
 use crate::cli::WalArgs;
 use crate::failure::{Context, Failure};
-use crate::stats::percentiles;
+use crate::report::table::Markdown;
+use crate::stats::Percentiles;
 use crate::sys::proc::IoCounters;
 
 const KEY_BYTES: usize = 34;
@@ -217,7 +225,8 @@ fn settle() {
 struct Measured {
     batches: u64,
     seconds: f64,
-    latencies_ms: Vec<f64>,
+    /// Write-to-durability latency of every batch, in microseconds.
+    latencies_us: Histogram<u64>,
     fsyncs: Option<u64>,
     write_bytes: Option<u64>,
 }
@@ -226,7 +235,7 @@ fn key(thread: u64, i: u64, seed: u64) -> [u8; KEY_BYTES] {
     let mut k = [0u8; KEY_BYTES];
     let mut x = seed ^ (thread << 40) ^ i;
     for chunk in k.chunks_mut(8) {
-        x = crate::utxo::keys::SplitMix64::new(x).next_u64();
+        x = crate::keys::SplitMix64::new(x).next_u64();
         chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
     }
     k
@@ -247,9 +256,9 @@ fn measure(
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (stop, barrier) = (&stop, &barrier);
-                s.spawn(move || -> Result<Vec<f64>, Failure> {
+                s.spawn(move || -> Result<Histogram<u64>, Failure> {
                     let value = [t as u8; VALUE_BYTES];
-                    let mut latencies = Vec::new();
+                    let mut latencies = latency_histogram()?;
                     let mut i = 0u64;
                     barrier.wait();
                     while !stop.load(Ordering::Relaxed) {
@@ -258,7 +267,10 @@ fn measure(
                         i += batch;
                         let start = Instant::now();
                         engine.write(&b)?;
-                        latencies.push(start.elapsed().as_secs_f64() * 1e3);
+                        let us = start.elapsed().as_micros() as u64;
+                        latencies
+                            .record(us)
+                            .map_err(|e| Failure(format!("recording a latency: {e:?}")))?;
                     }
                     Ok(latencies)
                 })
@@ -271,21 +283,44 @@ fn measure(
         let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
         (results, start.elapsed().as_secs_f64())
     });
-    let mut latencies_ms = Vec::new();
+    let mut latencies_us = latency_histogram()?;
     for r in results {
-        latencies_ms.extend(r.map_err(|_| Failure("a writer thread panicked".into()))??);
+        let thread = r.map_err(|_| Failure("a writer thread panicked".into()))??;
+        latencies_us
+            .add(&thread)
+            .map_err(|e| Failure(format!("merging the latencies: {e:?}")))?;
     }
     let fsyncs = match (engine.fsyncs(), fsyncs_before) {
         (Some(a), Some(b)) => Some(a - b),
         _ => None,
     };
     Ok(Measured {
-        batches: latencies_ms.len() as u64,
+        batches: latencies_us.len(),
         seconds: elapsed,
-        latencies_ms,
+        latencies_us,
         fsyncs,
         write_bytes: IoCounters::since(IoCounters::now(), io_before).map(|c| c.write_bytes),
     })
+}
+
+/// An empty latency histogram: three significant digits, growing to whatever range it records
+/// (`record`, not `saturating_record`, which would clamp to the range it has).
+fn latency_histogram() -> Result<Histogram<u64>, Failure> {
+    Histogram::new(3).map_err(|e| Failure(format!("a latency histogram: {e:?}")))
+}
+
+/// Latency percentiles of a histogram of microseconds, in milliseconds (all zero when empty).
+fn latency_ms(us: &Histogram<u64>) -> Percentiles {
+    let ms = |value: u64| value as f64 / 1e3;
+    if us.is_empty() {
+        return Percentiles::default();
+    }
+    Percentiles {
+        p50: ms(us.value_at_quantile(0.50)),
+        p99: ms(us.value_at_quantile(0.99)),
+        p999: ms(us.value_at_quantile(0.999)),
+        max: ms(us.max()),
+    }
 }
 
 fn parse_list(text: &str, what: &str) -> Result<Vec<u64>, Failure> {
@@ -300,6 +335,7 @@ fn parse_list(text: &str, what: &str) -> Result<Vec<u64>, Failure> {
         .collect()
 }
 
+/// `cairn-bench wal`: every configuration on every engine, then the table and the record.
 pub fn run(args: &WalArgs) -> Result<(), Failure> {
     let threads = parse_list(&args.threads, "threads")?;
     let batches = parse_list(&args.batch, "batch")?;
@@ -332,7 +368,7 @@ pub fn run(args: &WalArgs) -> Result<(), Failure> {
                     let m = measure(&*engine, t, batch, args.seconds, args.common.seed)?;
                     drop(engine);
                     std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
-                    let p = percentiles(&m.latencies_ms);
+                    let p = latency_ms(&m.latencies_us);
                     let rate = m.batches as f64 / m.seconds;
                     let updates = m.batches * batch;
                     let row = serde_json::json!({
@@ -386,28 +422,73 @@ fn print_table(disk: f64, growing: f64, rows: &[serde_json::Value]) {
          file (the ratios' base), {growing:.0} into a growing one"
     );
     println!();
-    println!(
-        "| engine | threads | batch | durable batches/s | x disk fsync | p50 ms | p99 ms | max ms | fsyncs/s | batches/fsync | bytes/update |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    // Every column left-aligned, as this printout has always had them.
+    let mut table = Markdown::left(&[
+        "engine",
+        "threads",
+        "batch",
+        "durable batches/s",
+        "x disk fsync",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "fsyncs/s",
+        "batches/fsync",
+        "bytes/update",
+    ]);
     let num = |v: &serde_json::Value, f: &str| {
         v.as_f64()
             .map_or("n/a".to_string(), |x| format!("{x:.*}", f.len()))
     };
-    for r in rows {
-        println!(
-            "| {} | {} | {} | {:.0} | {:.2} | {:.3} | {:.3} | {:.3} | {} | {} | {} |",
-            r["engine"].as_str().unwrap_or(""),
-            r["threads"],
-            r["batch"],
-            r["durable_batches_per_s"].as_f64().unwrap_or(0.0),
-            r["ratio_to_disk_fsyncs"].as_f64().unwrap_or(0.0),
-            r["latency_ms"]["p50"].as_f64().unwrap_or(0.0),
-            r["latency_ms"]["p99"].as_f64().unwrap_or(0.0),
-            r["latency_ms"]["max"].as_f64().unwrap_or(0.0),
-            num(&r["fsyncs_per_s"], ""),
-            num(&r["batches_per_fsync"], "0"),
-            num(&r["bytes_written_per_update"], "0"),
+    for row in rows {
+        let float = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
+        table.row([
+            row["engine"].as_str().unwrap_or("").to_string(),
+            row["threads"].to_string(),
+            row["batch"].to_string(),
+            format!("{:.0}", float(&row["durable_batches_per_s"])),
+            format!("{:.2}", float(&row["ratio_to_disk_fsyncs"])),
+            format!("{:.3}", float(&row["latency_ms"]["p50"])),
+            format!("{:.3}", float(&row["latency_ms"]["p99"])),
+            format!("{:.3}", float(&row["latency_ms"]["max"])),
+            num(&row["fsyncs_per_s"], ""),
+            num(&row["batches_per_fsync"], "0"),
+            num(&row["bytes_written_per_update"], "0"),
+        ]);
+    }
+    print!("{}", table.render());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The histogram gives the nearest-rank percentiles of its samples, to its three significant
+    /// digits.
+    #[test]
+    fn histogram_percentiles_are_nearest_rank_to_three_digits() {
+        let samples_us: Vec<u64> = (1..=2_000u64)
+            .map(|i| i * i % 7_919 + 2)
+            .chain([250_000, 1_900_000])
+            .collect();
+        let mut histogram = latency_histogram().unwrap();
+        for &us in &samples_us {
+            histogram.record(us).unwrap();
+        }
+        let ms: Vec<f64> = samples_us.iter().map(|&us| us as f64 / 1e3).collect();
+        let exact = crate::stats::percentiles(&ms);
+        let got = latency_ms(&histogram);
+        for (got, exact) in [
+            (got.p50, exact.p50),
+            (got.p99, exact.p99),
+            (got.p999, exact.p999),
+            (got.max, exact.max),
+        ] {
+            assert!((got - exact).abs() <= exact * 1e-3, "{got} vs {exact}");
+        }
+        assert_eq!(
+            latency_ms(&latency_histogram().unwrap()),
+            Percentiles::default()
         );
     }
 }

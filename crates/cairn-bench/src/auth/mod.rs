@@ -31,7 +31,8 @@
 //! path before its timer starts, the same for every engine.
 //!
 //! Owns: the workload ([`Workload`]), the phases, the record ([`AuthRecord`]) and the printout.
-//! Must never touch: an engine's internals (each is behind [`AuthEngine`]).
+//! Must never touch: an engine's internals (each is behind [`AuthEngine`]). A mismatching key or
+//! value is shown in hex by the `hex` crate, not by a formatter of our own.
 
 #[cfg(feature = "alloy-trie")]
 mod alloy;
@@ -50,11 +51,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::{AuthArgs, AuthEngineKind, AuthHashArg};
 use crate::failure::{Context, Failure};
+use crate::keys::SplitMix64;
 use crate::report::format::rss_mib;
+use crate::report::table::{Align, Markdown};
 use crate::stats::{median, percentiles};
 use crate::sys;
 use crate::sys::cgroup;
-use crate::utxo::keys::SplitMix64;
 
 /// Bytes of a key path.
 pub const KEY_BYTES: usize = 32;
@@ -967,9 +969,9 @@ fn bench_utxo(
             if got.as_deref() != Some(&expected[..]) {
                 return Err(Failure(format!(
                     "{name}: UTxO batch {batch}: key {} holds {:?}, expected {:?}",
-                    hex(key),
-                    got.as_deref().map(hex),
-                    hex(expected)
+                    hex::encode(key),
+                    got.as_deref().map(hex::encode),
+                    hex::encode(expected)
                 )));
             }
         }
@@ -1004,10 +1006,6 @@ fn bench_utxo(
         bytes_read: read as f64 / batches as f64,
         breakdown,
     })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The samples of one commit size and warm-up mode.
@@ -1094,23 +1092,35 @@ fn print_record(r: &AuthRecord) {
         rss_mib(Some(r.disk_bytes)),
         rss_mib(r.peak_rss_bytes)
     );
-    println!("| keys | warm-up | p50 ms | p99 ms | max ms | µs/key | warm-up µs/key | total µs/key | KiB written | KiB read |");
-    println!("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    let r_ = Align::Right;
+    let mut table = Markdown::new(&[
+        ("keys", r_),
+        ("warm-up", Align::Left),
+        ("p50 ms", r_),
+        ("p99 ms", r_),
+        ("max ms", r_),
+        ("µs/key", r_),
+        ("warm-up µs/key", r_),
+        ("total µs/key", r_),
+        ("KiB written", r_),
+        ("KiB read", r_),
+    ]);
     for c in &r.commits {
-        println!(
-            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} |",
-            c.keys,
-            if c.warm_up { "yes" } else { "no" },
-            c.p50_ms,
-            c.p99_ms,
-            c.max_ms,
-            c.us_per_key,
-            c.warm_up_us_per_key,
-            c.total_us_per_key,
-            c.bytes_written / 1024.0,
-            c.bytes_read / 1024.0
-        );
+        let f2 = |v: f64| format!("{v:.2}");
+        table.row([
+            c.keys.to_string(),
+            if c.warm_up { "yes" } else { "no" }.to_string(),
+            f2(c.p50_ms),
+            f2(c.p99_ms),
+            f2(c.max_ms),
+            f2(c.us_per_key),
+            f2(c.warm_up_us_per_key),
+            f2(c.total_us_per_key),
+            format!("{:.0}", c.bytes_written / 1024.0),
+            format!("{:.0}", c.bytes_read / 1024.0),
+        ]);
     }
+    print!("{}", table.render());
     for c in &r.commits {
         if let Some(b) = &c.breakdown {
             println!(

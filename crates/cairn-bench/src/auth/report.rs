@@ -14,6 +14,12 @@ use super::AuthRecord;
 use crate::failure::{Context, Failure};
 use crate::report::format::{compact, limit_text, ms, rss_mib, short_count, thousands};
 use crate::report::svg::Chart;
+use crate::report::table::{Align, Markdown};
+
+/// The alignments of a table's columns: text left, numbers right.
+const L: Align = Align::Left;
+/// See [`L`].
+const R: Align = Align::Right;
 
 /// The engines' order in tables and charts (others follow, alphabetically).
 const ORDER: [&str; 6] = [
@@ -265,23 +271,33 @@ fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
             _ => "date not recorded".to_string(),
         }
     );
-    let _ = writeln!(md, "| engine | settings |\n|---|---|");
+    let mut table = Markdown::new(&[("engine", L), ("settings", L)]);
     for r in records {
         let settings = match (&r.failure, &r.engine_status) {
             (Some(failure), _) => format!("**failed**: {failure}"),
             (None, Some(status)) => format!("{}; at the end: {status}", r.settings),
             (None, None) => r.settings.clone(),
         };
-        let _ = writeln!(md, "| {} | {} |", r.engine, settings.replace('|', "/"));
+        table.row([r.engine.clone(), settings.replace('|', "/")]);
     }
+    md.push_str(&table.render());
     let cairn = find(records, "cairn");
 
-    let _ = writeln!(
-        md,
-        "\n### Commits\n\n| engine | keys | warm-up | p50 ms | p99 ms | max ms | µs/key | warm-up \
-         µs/key | total µs/key | vs Cairn | KiB written | KiB read |\n\
-         |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
-    );
+    let _ = writeln!(md, "\n### Commits\n");
+    let mut table = Markdown::new(&[
+        ("engine", L),
+        ("keys", R),
+        ("warm-up", L),
+        ("p50 ms", R),
+        ("p99 ms", R),
+        ("max ms", R),
+        ("µs/key", R),
+        ("warm-up µs/key", R),
+        ("total µs/key", R),
+        ("vs Cairn", R),
+        ("KiB written", R),
+        ("KiB read", R),
+    ]);
     for r in records {
         for c in &r.commits {
             let ratio = cairn
@@ -295,24 +311,23 @@ fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
                 .map_or("".to_string(), |x| {
                     format!("{:.2}x", c.total_us_per_key / x.total_us_per_key.max(1e-9))
                 });
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {} | {} |",
-                r.engine,
+            table.row([
+                r.engine.clone(),
                 thousands(c.keys as f64),
-                if c.warm_up { "yes" } else { "no" },
+                yes_no(c.warm_up).to_string(),
                 ms(c.p50_ms),
                 ms(c.p99_ms),
                 ms(c.max_ms),
-                c.us_per_key,
-                c.warm_up_us_per_key,
-                c.total_us_per_key,
+                format!("{:.2}", c.us_per_key),
+                format!("{:.2}", c.warm_up_us_per_key),
+                format!("{:.2}", c.total_us_per_key),
                 ratio,
                 thousands(c.bytes_written / 1024.0),
-                thousands(c.bytes_read / 1024.0)
-            );
+                thousands(c.bytes_read / 1024.0),
+            ]);
         }
     }
+    md.push_str(&table.render());
 
     let utxo_breakdown = |r: &AuthRecord| r.utxo.as_ref().and_then(|u| u.breakdown);
     if records
@@ -326,27 +341,36 @@ fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
              rehash they are part of; bytes are those asked of the page log's files, served \
              by the page cache or the device; the log is the write of the commit's updates \
              to the table and its write-ahead log, and the log's fsync, – where a record \
-             predates its count; the UTxO row is per batch):\n\n| engine | keys | warm-up | \
-             warm-up ms | log (in its fsync) | values | reads and rehash | in page reads | page \
-             writes | cleaning | KiB of pages read | KiB cleaning read |\n\
-             |---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+             predates its count; the UTxO row is per batch):\n"
         );
+        let mut table = Markdown::new(&[
+            ("engine", L),
+            ("keys", R),
+            ("warm-up", L),
+            ("warm-up ms", R),
+            ("log (in its fsync)", R),
+            ("values", R),
+            ("reads and rehash", R),
+            ("in page reads", R),
+            ("page writes", R),
+            ("cleaning", R),
+            ("KiB of pages read", R),
+            ("KiB cleaning read", R),
+        ]);
         for r in records {
             let rows = r
                 .commits
                 .iter()
                 .filter_map(|c| {
                     let keys = thousands(c.keys as f64);
-                    Some((keys, if c.warm_up { "yes" } else { "no" }, c.breakdown?))
+                    Some((keys, yes_no(c.warm_up), c.breakdown?))
                 })
                 .chain(utxo_breakdown(r).map(|b| ("UTxO batch".to_string(), "yes", b)));
             for (keys, warm_up, b) in rows {
-                let _ = writeln!(
-                    md,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                    r.engine,
+                table.row([
+                    r.engine.clone(),
                     keys,
-                    warm_up,
+                    warm_up.to_string(),
                     ms(b.warm_up_ms),
                     if b.log_ms > 0.0 {
                         format!("{} ({})", ms(b.log_ms), ms(b.log_sync_ms))
@@ -359,90 +383,128 @@ fn section(md: &mut String, keys: u64, records: &[AuthRecord]) {
                     ms(b.write_ms),
                     ms(b.clean_ms),
                     thousands(b.page_bytes_read / 1024.0),
-                    thousands(b.clean_bytes_read / 1024.0)
-                );
+                    thousands(b.clean_bytes_read / 1024.0),
+                ]);
             }
         }
+        md.push_str(&table.render());
     }
 
-    let _ = writeln!(
-        md,
-        "\n### Proofs\n\n| engine | inclusion B (mean / max) | exclusion B (mean / max) | made/s | \
-         verified/s | multiproof keys | multiproof B (per key) | made ms | verified ms |\n\
-         |---|--:|--:|--:|--:|--:|--:|--:|--:|"
-    );
+    let _ = writeln!(md, "\n### Proofs\n");
+    let mut table = Markdown::new(&[
+        ("engine", L),
+        ("inclusion B (mean / max)", R),
+        ("exclusion B (mean / max)", R),
+        ("made/s", R),
+        ("verified/s", R),
+        ("multiproof keys", R),
+        ("multiproof B (per key)", R),
+        ("made ms", R),
+        ("verified ms", R),
+    ]);
     for r in records {
         if let Some(p) = &r.proofs {
-            let _ = writeln!(
-                md,
-                "| {} | {} / {} | {} / {} | {} | {} | {} | {} ({}) | {} | {} |",
-                r.engine,
-                thousands(p.inclusion_mean_bytes),
-                thousands(p.inclusion_max_bytes),
-                thousands(p.exclusion_mean_bytes),
-                thousands(p.exclusion_max_bytes),
+            table.row([
+                r.engine.clone(),
+                format!(
+                    "{} / {}",
+                    thousands(p.inclusion_mean_bytes),
+                    thousands(p.inclusion_max_bytes)
+                ),
+                format!(
+                    "{} / {}",
+                    thousands(p.exclusion_mean_bytes),
+                    thousands(p.exclusion_max_bytes)
+                ),
                 thousands(p.proofs_per_sec),
                 thousands(p.verified_per_sec),
-                p.multiproof_keys,
-                thousands(p.multiproof_bytes),
-                thousands(p.multiproof_bytes / p.multiproof_keys.max(1) as f64),
+                p.multiproof_keys.to_string(),
+                format!(
+                    "{} ({})",
+                    thousands(p.multiproof_bytes),
+                    thousands(p.multiproof_bytes / p.multiproof_keys.max(1) as f64)
+                ),
                 ms(p.multiproof_ms),
-                ms(p.multiproof_verify_ms)
-            );
+                ms(p.multiproof_verify_ms),
+            ]);
         }
     }
+    md.push_str(&table.render());
 
     let plain = find(records, "cairn-plain").and_then(|r| r.utxo.as_ref());
     let _ = writeln!(
         md,
         "\n### UTxO batches, a root after each\n\n256 lookups, then a commit of 256 deletes and \
-         256 inserts; every lookup checked.\n\n| engine | batches | ops/s | of cairn-plain | p50 ms | \
-         p99 ms | p99.9 ms | p99.9/p50 | max ms | KiB written | KiB read |\n\
-         |---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+         256 inserts; every lookup checked.\n"
     );
+    let mut table = Markdown::new(&[
+        ("engine", L),
+        ("batches", R),
+        ("ops/s", R),
+        ("of cairn-plain", R),
+        ("p50 ms", R),
+        ("p99 ms", R),
+        ("p99.9 ms", R),
+        ("p99.9/p50", R),
+        ("max ms", R),
+        ("KiB written", R),
+        ("KiB read", R),
+    ]);
     for r in records {
         if let Some(u) = &r.utxo {
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {} |",
-                r.engine,
-                u.batches,
+            table.row([
+                r.engine.clone(),
+                u.batches.to_string(),
                 thousands(u.ops_per_sec),
-                plain.map_or("".to_string(), |p| format!(
-                    "{:.2}",
-                    u.ops_per_sec / p.ops_per_sec.max(1e-9)
-                )),
+                plain.map_or("".to_string(), |p| {
+                    format!("{:.2}", u.ops_per_sec / p.ops_per_sec.max(1e-9))
+                }),
                 ms(u.p50_ms),
                 ms(u.p99_ms),
                 ms(u.p999_ms),
-                u.p999_ms / u.p50_ms.max(1e-9),
+                format!("{:.2}", u.p999_ms / u.p50_ms.max(1e-9)),
                 ms(u.max_ms),
                 thousands(u.bytes_written / 1024.0),
-                thousands(u.bytes_read / 1024.0)
-            );
+                thousands(u.bytes_read / 1024.0),
+            ]);
         }
     }
+    md.push_str(&table.render());
 
-    let _ = writeln!(
-        md,
-        "\n### Load and memory\n\n| engine | load s | load µs/key | keys at the end | on disk MiB | \
-         peak RSS MiB | memory limit | cgroup peak MiB |\n|---|--:|--:|--:|--:|--:|--:|--:|"
-    );
+    let _ = writeln!(md, "\n### Load and memory\n");
+    let mut table = Markdown::new(&[
+        ("engine", L),
+        ("load s", R),
+        ("load µs/key", R),
+        ("keys at the end", R),
+        ("on disk MiB", R),
+        ("peak RSS MiB", R),
+        ("memory limit", R),
+        ("cgroup peak MiB", R),
+    ]);
     for r in records.iter().filter(|r| r.failure.is_none()) {
-        let _ = writeln!(
-            md,
-            "| {} | {:.1} | {:.2} | {} | {} | {} | {} | {} |",
-            r.engine,
-            r.load_seconds,
-            r.load_us_per_key,
+        table.row([
+            r.engine.clone(),
+            format!("{:.1}", r.load_seconds),
+            format!("{:.2}", r.load_us_per_key),
             thousands(r.live_keys_at_end as f64),
             rss_mib(Some(r.disk_bytes)),
             rss_mib(r.peak_rss_bytes),
             limit_text(r.memory_limit_bytes),
-            rss_mib(r.cgroup_peak_bytes)
-        );
+            rss_mib(r.cgroup_peak_bytes),
+        ]);
     }
+    md.push_str(&table.render());
     let _ = writeln!(md);
+}
+
+/// "yes" or "no".
+fn yes_no(yes: bool) -> &'static str {
+    if yes {
+        "yes"
+    } else {
+        "no"
+    }
 }
 
 #[cfg(test)]
@@ -516,7 +578,8 @@ mod tests {
         );
         std::fs::write(dir.path().join("c.json"), r#"{"benchmark": "utxo-run"}"#).unwrap();
         let path = write_report(dir.path());
-        let md = std::fs::read_to_string(path).unwrap();
+        // The cells' padding squeezed: `tabled` pads the columns to a common width.
+        let md = crate::report::table::squeezed(&std::fs::read_to_string(path).unwrap());
         let a = md.find("## 2^20 (1,048,576) keys, sha256").unwrap();
         let b = md.find("## 2^24").unwrap();
         assert!(a < b);

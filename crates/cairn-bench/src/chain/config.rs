@@ -14,26 +14,8 @@
 //! The prefix is [`cairn::BlockKeys`]'s (8 bytes, big-endian group number), for RocksDB too,
 //! so that both engines see the same keys.
 
-use clap::ValueEnum;
-
 use super::stream::Kind;
-
-/// `chain --configs`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ChainConfig {
-    /// One Cairn table, Geth's keys as they are.
-    CairnHashed,
-    /// Block data block-prefixed in one table; lookup entries and header numbers in a second,
-    /// state in a third.
-    CairnBlock,
-    /// Block data block-prefixed, lookup entries and header numbers unprefixed in the same
-    /// table; state in a second.
-    CairnBlockOnetable,
-    /// One RocksDB column family (the default one), Geth's keys as they are.
-    RocksdbHashed,
-    /// Three RocksDB column families laid out as `cairn-block`.
-    RocksdbBlock,
-}
+use crate::options::ChainConfig;
 
 /// Table names of the one-table layout.
 const ONE: &[&str] = &["all"];
@@ -43,41 +25,6 @@ const BLOCK: &[&str] = &["blocks", "lookups", "state"];
 const BLOCK_ONETABLE: &[&str] = &["blocks", "state"];
 
 impl ChainConfig {
-    /// Every configuration, in the order they run by default.
-    pub const ALL: [ChainConfig; 5] = [
-        ChainConfig::CairnHashed,
-        ChainConfig::CairnBlock,
-        ChainConfig::CairnBlockOnetable,
-        ChainConfig::RocksdbHashed,
-        ChainConfig::RocksdbBlock,
-    ];
-
-    /// The configuration's name in records.
-    pub fn name(self) -> &'static str {
-        match self {
-            ChainConfig::CairnHashed => "cairn-hashed",
-            ChainConfig::CairnBlock => "cairn-block",
-            ChainConfig::CairnBlockOnetable => "cairn-block-onetable",
-            ChainConfig::RocksdbHashed => "rocksdb-hashed",
-            ChainConfig::RocksdbBlock => "rocksdb-block",
-        }
-    }
-
-    /// The configuration named `name`.
-    pub fn from_name(name: &str) -> Option<ChainConfig> {
-        ChainConfig::ALL.into_iter().find(|c| c.name() == name)
-    }
-
-    /// Whether this is a RocksDB configuration.
-    pub fn is_rocksdb(self) -> bool {
-        matches!(self, ChainConfig::RocksdbHashed | ChainConfig::RocksdbBlock)
-    }
-
-    /// Whether this binary has the configuration's engine.
-    pub fn available(self) -> bool {
-        !self.is_rocksdb() || cfg!(feature = "rocksdb")
-    }
-
     /// Whether block data gets the block-group prefix.
     pub fn prefixed(self) -> bool {
         !matches!(self, ChainConfig::CairnHashed | ChainConfig::RocksdbHashed)

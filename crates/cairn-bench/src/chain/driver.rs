@@ -16,14 +16,14 @@ use std::time::Instant;
 
 use cairn::BlockKeys;
 
-use super::config::ChainConfig;
 use super::record::{ChainRecord, ReadRecord, CHAIN};
 use super::stream::{self, Kind, Pair, Stream};
 use super::{ChainStore, Put};
 use crate::cli::ChainArgs;
 use crate::failure::{Context, Failure};
+use crate::keys::SplitMix64;
+use crate::options::ChainConfig;
 use crate::sys::proc::IoCounters;
-use crate::utxo::keys::SplitMix64;
 
 /// Blocks between two progress lines: a tenth of the load.
 const PROGRESS_PARTS: u64 = 10;

@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use crate::cli::ChainArgs;
 use crate::failure::{Context, Failure};
+use crate::options::ChainConfig;
 use crate::sys::{self, cgroup};
-use config::ChainConfig;
 use record::{ChainRecord, EngineCounters, CHAIN};
 
 /// One pair of a block, keyed for its table.

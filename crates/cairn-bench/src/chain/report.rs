@@ -7,9 +7,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::config::ChainConfig;
 use super::record::{ChainRecord, CHAIN};
 use crate::failure::{Context, Failure};
+use crate::options::ChainConfig;
+use crate::report::table::Markdown;
 
 /// The configuration the ratios are of.
 const BASE: &str = "cairn-block";
@@ -148,35 +149,41 @@ pub fn markdown(records: &[ChainRecord]) -> String {
             r.command
         );
     }
-    let _ = writeln!(
-        out,
-        "| configuration | blocks/s | blocks/s settled | user MB/s | load s | settle s | written GB | write amp. | write amp. per table | \
-         merge steps | merges (parts linked) / compactions | compaction written GB | space GB closed (open) | runs/levels per table | \
-         header by number µs p50/p99/mean | tx by hash µs | latest state µs | cgroup peak MiB |"
-    );
-    let _ = writeln!(
-        out,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    );
+    let mut table = Markdown::left(&[
+        "configuration",
+        "blocks/s",
+        "blocks/s settled",
+        "user MB/s",
+        "load s",
+        "settle s",
+        "written GB",
+        "write amp.",
+        "write amp. per table",
+        "merge steps",
+        "merges (parts linked) / compactions",
+        "compaction written GB",
+        "space GB closed (open)",
+        "runs/levels per table",
+        "header by number µs p50/p99/mean",
+        "tx by hash µs",
+        "latest state µs",
+        "cgroup peak MiB",
+    ]);
     for r in records {
         if let Some(failure) = &r.failure {
-            let _ = writeln!(
-                out,
-                "| {} | failed: {} |",
-                r.config,
-                failure.replace('|', "/")
-            );
+            table.row([
+                r.config.clone(),
+                format!("failed: {}", failure.replace('|', "/")),
+            ]);
             continue;
         }
-        let _ = writeln!(
-            out,
-            "| {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} |",
-            r.config,
-            r.blocks_per_s,
-            settled_blocks_per_s(r),
-            r.user_mb_per_s,
-            r.load_seconds,
-            r.settle_seconds,
+        table.row([
+            r.config.clone(),
+            format!("{:.0}", r.blocks_per_s),
+            format!("{:.0}", settled_blocks_per_s(r)),
+            format!("{:.1}", r.user_mb_per_s),
+            format!("{:.1}", r.load_seconds),
+            format!("{:.1}", r.settle_seconds),
             opt(r.write_bytes_total, gb),
             opt(r.write_amplification, |w| format!("{w:.2}")),
             table_amplification(r),
@@ -186,15 +193,15 @@ pub fn markdown(records: &[ChainRecord]) -> String {
                 (None, c) => opt(c, |c| c.to_string()),
             },
             opt(r.counters.compaction_write_bytes, gb),
-            gb(r.space_bytes),
-            gb(r.space_bytes_open),
+            format!("{} ({})", gb(r.space_bytes), gb(r.space_bytes_open)),
             shapes(r),
             latency(r, "header-by-number"),
             latency(r, "tx-by-hash"),
             latency(r, "state-latest"),
             opt(r.cgroup_peak_bytes, |b| (b >> 20).to_string()),
-        );
+        ]);
     }
+    out.push_str(&table.render());
     ratios(&mut out, records);
     let _ = writeln!(out, "\n## Settings\n");
     for r in records.iter().filter(|r| r.failure.is_none()) {
@@ -224,11 +231,16 @@ fn ratios(out: &mut String, records: &[ChainRecord]) {
          {BASE} is (blocks/s, of the load and with the settling: {BASE} ÷ other; write amplification, space and mean read \
          latencies: other ÷ {BASE}).\n"
     );
-    let _ = writeln!(
-        out,
-        "| against | blocks/s | blocks/s settled | write amp. | space | header by number | tx by hash | latest state |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    let mut table = Markdown::left(&[
+        "against",
+        "blocks/s",
+        "blocks/s settled",
+        "write amp.",
+        "space",
+        "header by number",
+        "tx by hash",
+        "latest state",
+    ]);
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
         _ => "n/a".to_string(),
@@ -237,32 +249,31 @@ fn ratios(out: &mut String, records: &[ChainRecord]) {
         .iter()
         .filter(|r| r.config != BASE && r.failure.is_none())
     {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            other.config,
+        table.row([
+            other.config.clone(),
             ratio(Some(base.blocks_per_s), Some(other.blocks_per_s)),
             ratio(
                 Some(settled_blocks_per_s(base)),
-                Some(settled_blocks_per_s(other))
+                Some(settled_blocks_per_s(other)),
             ),
             ratio(other.write_amplification, base.write_amplification),
             ratio(
                 Some(other.space_bytes as f64),
-                Some(base.space_bytes as f64)
+                Some(base.space_bytes as f64),
             ),
             ratio(
                 mean_latency(other, "header-by-number"),
-                mean_latency(base, "header-by-number")
+                mean_latency(base, "header-by-number"),
             ),
             ratio(
                 mean_latency(other, "tx-by-hash"),
-                mean_latency(base, "tx-by-hash")
+                mean_latency(base, "tx-by-hash"),
             ),
             ratio(
                 mean_latency(other, "state-latest"),
-                mean_latency(base, "state-latest")
+                mean_latency(base, "state-latest"),
             ),
-        );
+        ]);
     }
+    out.push_str(&table.render());
 }

@@ -28,7 +28,7 @@
 //! keys drawn uniformly from every key written so far, this block's fresh ones included. A
 //! third of the keys are accounts, the rest storage slots (16 slots share an account hash).
 
-use crate::utxo::keys::SplitMix64;
+use crate::keys::SplitMix64;
 
 /// The number of the first block of the stream (Ethereum's genesis, block 0, has no
 /// transactions; the stream starts after it).

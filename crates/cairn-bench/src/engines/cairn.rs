@@ -16,9 +16,9 @@ use cairn::{
     SessionOptions, SnapshotOverrides, Table, TableConfig, Update,
 };
 
-use crate::cli::{DiskCacheArg, IoArg};
 use crate::engines::{value_from, Engine, EngineOptions, Key, Reader, Value};
 use crate::failure::{Context, Failure};
+use crate::options::{DiskCacheArg, IoArg};
 
 /// The snapshot `utxo setup` saves and `utxo run` opens.
 pub const SETUP_SNAPSHOT: &str = "utxo-setup";

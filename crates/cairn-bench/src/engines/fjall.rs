@@ -198,7 +198,8 @@ impl Reader for FjallReader {
 
 #[cfg(test)]
 mod tests {
-    use crate::engines::{conformance, EngineKind};
+    use crate::engines::conformance;
+    use crate::options::EngineKind;
 
     #[test]
     fn conforms() {

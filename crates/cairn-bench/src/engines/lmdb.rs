@@ -241,7 +241,8 @@ impl Reader for LmdbReader<'_> {
 
 #[cfg(test)]
 mod tests {
-    use crate::engines::{conformance, EngineKind};
+    use crate::engines::conformance;
+    use crate::options::EngineKind;
 
     #[test]
     fn conforms() {

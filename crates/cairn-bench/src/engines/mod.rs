@@ -22,9 +22,9 @@ pub mod rocksdb;
 
 use std::path::Path;
 
-use crate::cli::IoArg;
 use crate::failure::Failure;
-use crate::utxo::keys::{KEY_BYTES, VALUE_BYTES};
+use crate::keys::{KEY_BYTES, VALUE_BYTES};
+use crate::options::{EngineKind, IoArg};
 
 /// A UTxO key.
 pub type Key = [u8; KEY_BYTES];
@@ -117,67 +117,7 @@ pub fn value_from(stored: Option<&[u8]>) -> Result<Option<Value>, Failure> {
         .transpose()
 }
 
-/// The engines `--engine` can name (a peer is available only when built with its feature).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum EngineKind {
-    /// Cairn.
-    Cairn,
-    /// RocksDB (feature `rocksdb`).
-    Rocksdb,
-    /// LMDB through heed (feature `lmdb`).
-    Lmdb,
-    /// fjall (feature `fjall`).
-    Fjall,
-}
-
 impl EngineKind {
-    /// The name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            EngineKind::Cairn => "cairn",
-            EngineKind::Rocksdb => "rocksdb",
-            EngineKind::Lmdb => "lmdb",
-            EngineKind::Fjall => "fjall",
-        }
-    }
-
-    /// Every engine, in report order.
-    pub fn all() -> [EngineKind; 4] {
-        [
-            EngineKind::Cairn,
-            EngineKind::Rocksdb,
-            EngineKind::Lmdb,
-            EngineKind::Fjall,
-        ]
-    }
-
-    /// Whether this binary was built with the engine (its cargo feature).
-    pub fn available(self) -> bool {
-        match self {
-            EngineKind::Cairn => true,
-            EngineKind::Rocksdb => cfg!(feature = "rocksdb"),
-            EngineKind::Lmdb => cfg!(feature = "lmdb"),
-            EngineKind::Fjall => cfg!(feature = "fjall"),
-        }
-    }
-
-    /// Fails unless this binary was built with the engine.
-    pub fn require_available(self) -> Result<(), Failure> {
-        if self.available() {
-            Ok(())
-        } else {
-            Err(self.unavailable())
-        }
-    }
-
-    /// The failure of naming an engine this binary was built without.
-    fn unavailable(self) -> Failure {
-        Failure(format!(
-            "this cairn-bench was built without the `{0}` feature: rebuild with `--features {0}`",
-            self.name()
-        ))
-    }
-
     /// Opens the engine's table in `dir`, or with `create` creates it (refusing a directory that
     /// already holds one).
     pub fn open(
@@ -213,7 +153,7 @@ impl EngineKind {
 #[cfg(test)]
 pub(crate) mod conformance {
     use super::*;
-    use crate::utxo::keys::{utxo_key, utxo_value};
+    use crate::keys::{utxo_key, utxo_value};
 
     fn entry(i: u64) -> (Key, Value) {
         (utxo_key(i, 7), utxo_value(i))

@@ -246,7 +246,8 @@ impl Reader for RocksReader<'_> {
 
 #[cfg(test)]
 mod tests {
-    use crate::engines::{conformance, EngineKind};
+    use crate::engines::conformance;
+    use crate::options::EngineKind;
 
     #[test]
     fn conforms() {

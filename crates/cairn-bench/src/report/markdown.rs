@@ -5,6 +5,7 @@
 
 use crate::record::{RunRecord, SetupRecord, SuiteRecord, SETUP, SUITE};
 use crate::report::format::{limit_text, mib_text, ms, thousands, GIB};
+use crate::report::table::{Align, Markdown};
 use crate::report::{distinct, Report, Row, CAIRN, SERIAL};
 
 impl Report {
@@ -81,16 +82,27 @@ impl Report {
 
     /// The main table: one row per engine and mode.
     fn run_table(&self) -> String {
-        let mut lines = vec![
-            "## Results\n".to_string(),
-            "| engine | mode | ops/s | Cairn / engine | ops / fio qd32 IOPS | p50 ms | p99 ms \
-             | p99.9 ms | max ms | peak RSS MiB | cgroup peak MiB | read B/op | written B/op \
-             | check |"
-                .to_string(),
-            "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|".to_string(),
-        ];
-        lines.extend(self.rows.iter().map(|row| self.run_line(row)));
-        lines.push(String::new());
+        let (l, r) = (Align::Left, Align::Right);
+        let mut table = Markdown::new(&[
+            ("engine", l),
+            ("mode", l),
+            ("ops/s", r),
+            ("Cairn / engine", r),
+            ("ops / fio qd32 IOPS", r),
+            ("p50 ms", r),
+            ("p99 ms", r),
+            ("p99.9 ms", r),
+            ("max ms", r),
+            ("peak RSS MiB", r),
+            ("cgroup peak MiB", r),
+            ("read B/op", r),
+            ("written B/op", r),
+            ("check", l),
+        ]);
+        for row in &self.rows {
+            table.row(self.run_cells(row));
+        }
+        let mut lines = vec!["## Results\n".to_string(), table.render()];
         lines.push(TABLE_NOTES.to_string());
         if let Some(note) = self.start_rss_note() {
             lines.push(note);
@@ -119,15 +131,15 @@ impl Report {
         ))
     }
 
-    /// One line of the main table.
-    fn run_line(&self, row: &Row) -> String {
+    /// The cells of one row of the main table.
+    fn run_cells(&self, row: &Row) -> [String; 14] {
         let run = &row.run;
         let mode = match row.repeats {
             1 => run.mode.clone(),
             n => format!("{} (median of {n} runs)", run.mode),
         };
         let ops = run.ops_per_sec * run.seconds;
-        let cells = [
+        [
             md_cell(&run.engine),
             md_cell(&mode),
             thousands(run.ops_per_sec),
@@ -144,8 +156,7 @@ impl Report {
             or_dash(per_op(run.bytes_read, ops), per_op_text),
             or_dash(per_op(run.bytes_written, ops), per_op_text),
             check_text(run),
-        ];
-        format!("| {} |", cells.join(" | "))
+        ]
     }
 
     /// The setup table.
@@ -153,13 +164,19 @@ impl Report {
         if self.setups.is_empty() {
             return format!("## Setup\n\nNo `{SETUP}` records in this directory.\n");
         }
-        let mut lines = vec![
-            "## Setup\n".to_string(),
-            "| engine | settings | entries | setup s | entries/s | peak RSS MiB |".to_string(),
-            "|---|---|--:|--:|--:|--:|".to_string(),
-        ];
-        lines.extend(self.setups.iter().map(setup_line));
-        lines.join("\n") + "\n"
+        let (l, r) = (Align::Left, Align::Right);
+        let mut table = Markdown::new(&[
+            ("engine", l),
+            ("settings", l),
+            ("entries", r),
+            ("setup s", r),
+            ("entries/s", r),
+            ("peak RSS MiB", r),
+        ]);
+        for setup in &self.setups {
+            table.row(setup_cells(setup));
+        }
+        format!("## Setup\n\n{}", table.render())
     }
 
     /// "Where Cairn stands", computed from the serial runs.
@@ -348,17 +365,16 @@ fn fio_text(qd1: Option<f64>, qd32: Option<f64>) -> String {
     }
 }
 
-/// One line of the setup table.
-fn setup_line(setup: &SetupRecord) -> String {
-    let cells = [
+/// The cells of one row of the setup table.
+fn setup_cells(setup: &SetupRecord) -> [String; 6] {
+    [
         md_cell(&setup.engine),
         md_cell(&setup.settings),
         thousands(setup.entries as f64),
         format!("{:.1}", setup.setup_seconds),
         thousands(setup.setup_entries_per_sec),
         or_dash(setup.peak_rss_bytes, mib_text),
-    ];
-    format!("| {} |", cells.join(" | "))
+    ]
 }
 
 /// The chart images.

@@ -24,6 +24,7 @@ pub mod format;
 mod load;
 mod markdown;
 pub(crate) mod svg;
+pub mod table;
 pub mod terminal;
 
 use std::collections::BTreeMap;
@@ -331,12 +332,18 @@ mod tests {
         fs::read_to_string(dir.join(name)).unwrap()
     }
 
+    /// README.md with the padding of its table cells squeezed to one space (`tabled` pads the
+    /// columns to a common width), so rows can be matched cell by cell.
+    fn readme(dir: &Path) -> String {
+        crate::report::table::squeezed(&read(dir, "README.md"))
+    }
+
     #[test]
     fn says_what_the_processes_held_before_their_engines_opened() {
         let dir = full_dir();
         let md = |dir: &Path| {
             write_report(dir).unwrap();
-            read(dir, "README.md")
+            readme(dir)
         };
         // Records without the field (older ones): no sentence.
         assert!(!md(dir.path()).contains("before its engine opened"));
@@ -358,7 +365,7 @@ mod tests {
         let dir = full_dir();
         let path = write_report(dir.path()).unwrap();
         assert_eq!(path, dir.path().join("README.md"));
-        let md = read(dir.path(), "README.md");
+        let md = readme(dir.path());
         assert!(md.starts_with("# UTxO benchmark, 10M entries, 2026-11-23T03:10:00Z\n"));
         let cairn =
             "| cairn | serial | 120,000 | — | 0.30 | 5.50 | 13.8 | 48.0 | 591 | 70.0 | 1000.0 \
@@ -424,7 +431,7 @@ mod tests {
         no_cache["data_mount"] = json!("ext4 on / (rw,relatime,discard)");
         put(dir.path(), "suite.json", &no_cache);
         write_report(dir.path()).unwrap();
-        let md = read(dir.path(), "README.md");
+        let md = readme(dir.path());
         assert!(
             md.contains("| cairn | serial (median of 3 runs) | 120,000 |"),
             "{md}"
@@ -457,7 +464,7 @@ mod tests {
         fjall.as_object_mut().unwrap().remove("cgroup_peak_bytes");
         put(dir.path(), "y.json", &fjall);
         write_report(dir.path()).unwrap();
-        let md = read(dir.path(), "README.md");
+        let md = readme(dir.path());
         assert!(md.starts_with("# UTxO benchmark, 10M entries\n"), "{md}");
         assert!(md.contains("separate invocations"));
         assert!(
@@ -490,7 +497,7 @@ mod tests {
         unlimited["memory_unlimited_reason"] = json!(reason);
         put(dir.path(), "suite.json", &unlimited);
         write_report(dir.path()).unwrap();
-        let md = read(dir.path(), "README.md");
+        let md = readme(dir.path());
         let line = "- Memory limit: no memory limit (could not delegate the memory controller to \
                     the children of /x \\| y).";
         assert!(md.contains(line), "{md}");
@@ -504,7 +511,7 @@ mod tests {
         run["memory_unlimited_reason"] = json!("this machine has no memory cgroup controller");
         put(dir.path(), "run.json", &run);
         write_report(dir.path()).unwrap();
-        let md = read(dir.path(), "README.md");
+        let md = readme(dir.path());
         let line =
             "- Memory limit: no memory limit (this machine has no memory cgroup controller).";
         assert!(md.contains(line), "{md}");

@@ -3,6 +3,13 @@
 //!
 //! Owns: the charts' data, layout and drawing. Must never touch: files (the caller writes the
 //! text).
+//!
+//! Kept by hand rather than drawn by `plotters` (decided for issue 43): a chart's bytes here
+//! depend on the records alone, so a report rendered again from the same records is the same
+//! byte for byte and diffs cleanly in review (`tests/committed_reports.rs` renders every
+//! committed directory twice and compares); `plotters` lays its text out with the machine's
+//! fonts (or a font file the crate would have to ship), so the same records would give other
+//! bytes on another machine, and it brings a dependency tree far heavier than this file.
 
 use crate::report::format::{compact, limit_text, ms, thousands, MIB};
 use crate::report::{Report, Row};

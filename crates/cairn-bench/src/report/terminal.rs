@@ -1,12 +1,14 @@
 //! The results table every benchmark command prints to stdout: one "metric / value" row per
 //! number of its record.
 //!
-//! Owns: [`render_rows`] and the rows of each record. Must never touch: the records' files.
+//! Owns: the rows of each record; the table is drawn by [`metric_value`]. Must never touch: the
+//! records' files.
 
 use crate::record::{
     QuickRecord, RunRecord, SetupRecord, SnapshotStats, UnionRecord, UpsertRecord,
 };
 use crate::report::format::{opt, rss_mib, MIB};
+use crate::report::table::metric_value;
 
 /// The table of `utxo quick`.
 pub fn quick(r: &QuickRecord) -> String {
@@ -58,7 +60,7 @@ pub fn quick(r: &QuickRecord) -> String {
         }
     }
     rows.extend(r.snapshot.as_ref().map_or(Vec::new(), snapshot_rows));
-    render_rows(&rows)
+    metric_value(&rows)
 }
 
 /// The `--snapshot` rows of `utxo quick`.
@@ -76,7 +78,7 @@ fn snapshot_rows(s: &SnapshotStats) -> Vec<(&'static str, String)> {
 
 /// The table of `utxo setup`.
 pub fn setup(r: &SetupRecord) -> String {
-    render_rows(&[
+    metric_value(&[
         ("engine", r.engine.clone()),
         ("settings", r.settings.clone()),
         ("entries", r.entries.to_string()),
@@ -95,7 +97,7 @@ pub fn run(r: &RunRecord) -> String {
     } else {
         "no".into()
     };
-    render_rows(&[
+    metric_value(&[
         ("engine", r.engine.clone()),
         ("settings", r.settings.clone()),
         ("mode", r.mode.clone()),
@@ -132,7 +134,7 @@ pub fn run(r: &RunRecord) -> String {
 pub fn union(r: &UnionRecord) -> String {
     let f0 = |x: f64| format!("{x:.0}");
     let f3 = |x: f64| format!("{x:.3}");
-    render_rows(&[
+    metric_value(&[
         ("engine", r.engine.to_string()),
         ("tables", r.tables.to_string()),
         ("entries per table", r.entries_per_table.to_string()),
@@ -165,7 +167,7 @@ pub fn union(r: &UnionRecord) -> String {
 
 /// The table of `upsert`, whose keys and values are `element_bytes` long.
 pub fn upsert(r: &UpsertRecord, element_bytes: usize) -> String {
-    render_rows(&[
+    metric_value(&[
         ("benchmark", "upsert (lsm-tree's parameters)".to_string()),
         ("elements", r.elements.to_string()),
         (
@@ -197,29 +199,6 @@ pub fn upsert(r: &UpsertRecord, element_bytes: usize) -> String {
         ("wrong counters", r.mismatches.to_string()),
         ("peak RSS MiB", rss_mib(r.peak_rss_bytes)),
     ])
-}
-
-/// `rows` as a two-column table under a "metric / value" header: names left-aligned, values
-/// right-aligned (a value longer than 24 characters, such as a settings line, is not counted
-/// in the column's width).
-pub fn render_rows(rows: &[(&'static str, String)]) -> String {
-    let name_width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-    let value_width = rows
-        .iter()
-        .map(|(_, v)| v.len())
-        .filter(|&n| n <= 24)
-        .max()
-        .unwrap_or(0);
-    let mut out = format!("{:<name_width$}  {:>value_width$}\n", "metric", "value");
-    out.push_str(&format!(
-        "{}  {}\n",
-        "-".repeat(name_width),
-        "-".repeat(value_width)
-    ));
-    for (name, value) in rows {
-        out.push_str(&format!("{name:<name_width$}  {value:>value_width$}\n"));
-    }
-    out
 }
 
 #[cfg(test)]

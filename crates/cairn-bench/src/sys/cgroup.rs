@@ -25,6 +25,8 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use procfs::ProcessCGroup;
+
 use crate::failure::{Context, Failure};
 use crate::sys::proc;
 
@@ -78,8 +80,8 @@ impl Version {
 pub struct Hierarchy {
     /// The mount point of the cgroup file systems (`/sys/fs/cgroup`).
     root: PathBuf,
-    /// The process's `/proc/self/cgroup`: one `id:controllers:path` line per hierarchy.
-    membership: String,
+    /// The process's cgroup in each hierarchy (`/proc/self/cgroup`, parsed by `procfs`).
+    membership: Vec<ProcessCGroup>,
 }
 
 /// Where a child process runs.
@@ -94,37 +96,40 @@ pub enum Placement {
 impl Hierarchy {
     /// The hierarchy of this process, mounted at `/sys/fs/cgroup`.
     pub fn of_this_process() -> Hierarchy {
-        Hierarchy::new(CGROUP_ROOT, &proc::self_cgroup().unwrap_or_default())
+        Hierarchy {
+            root: CGROUP_ROOT.into(),
+            membership: proc::self_cgroups().map_or_else(Vec::new, |groups| groups.0),
+        }
     }
 
     /// The hierarchy mounted at `root` of a process whose `/proc/self/cgroup` reads
-    /// `membership`.
+    /// `membership` (a text `procfs` cannot parse: a process in no cgroup).
+    #[cfg(test)]
     pub fn new(root: impl Into<PathBuf>, membership: &str) -> Hierarchy {
+        use procfs::FromRead;
+        let parsed = procfs::ProcessCGroups::from_read(membership.as_bytes());
         Hierarchy {
             root: root.into(),
-            membership: membership.to_string(),
+            membership: parsed.map_or_else(|_| Vec::new(), |groups| groups.0),
         }
     }
 
     /// The process's memory cgroup and its hierarchy; `Err` says why there is none.
     fn own_memory_cgroup(&self) -> Result<(PathBuf, Version), String> {
-        let relative = |want: &dyn Fn(&str, &str) -> bool| {
-            self.membership.lines().find_map(|line| {
-                let mut parts = line.splitn(3, ':');
-                let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-                want(id, controllers).then(|| path.trim_start_matches('/').to_string())
-            })
+        let relative = |want: &dyn Fn(&ProcessCGroup) -> bool| {
+            let group = self.membership.iter().find(|group| want(group))?;
+            Some(group.pathname.trim_start_matches('/').to_string())
         };
         let v1 = self.root.join(MEMORY);
         if v1.join("cgroup.procs").exists() {
-            let rel = relative(&|_, c| c.split(',').any(|c| c == MEMORY))
+            let rel = relative(&|group| group.controllers.iter().any(|c| c == MEMORY))
                 .ok_or("this process is in no cgroup of the v1 memory hierarchy")?;
             return Ok((v1.join(rel), Version::V1));
         }
         if !lists(&self.root.join("cgroup.controllers"), MEMORY) {
             return Err("this machine has no memory cgroup controller".to_string());
         }
-        let rel = relative(&|id, _| id == "0")
+        let rel = relative(&|group| group.hierarchy == 0)
             .ok_or("this process is in no cgroup of the v2 hierarchy")?;
         Ok((self.root.join(rel), Version::V2))
     }

@@ -1,10 +1,10 @@
 //! The system around the benchmark, probed and recorded: the machine, the clock, the checkout,
 //! `/proc`, memory cgroups and the disk's fio baseline.
 //!
-//! Owns: [`machine`], [`git_commit`] and [`now_rfc3339`]; `/proc` is read only in [`proc`],
-//! cgroups are handled only in [`cgroup`], the fio script is run only by [`fio`], the C
-//! allocator is set only by [`malloc`]. Must never
-//! touch: an engine.
+//! Owns: [`machine`], [`git_commit`] and [`now_rfc3339`] (the date through `jiff`, which knows
+//! the calendar, rather than a days-to-civil conversion of our own); `/proc` is read only in
+//! [`proc`], cgroups are handled only in [`cgroup`], the fio script is run only by [`fio`], the
+//! C allocator is set only by [`malloc`]. Must never touch: an engine.
 
 pub mod cgroup;
 pub mod fio;
@@ -37,33 +37,17 @@ pub fn git_commit() -> Option<String> {
         .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
-/// The current time as `YYYY-MM-DDTHH:MM:SSZ`.
+/// The current time as `YYYY-MM-DDTHH:MM:SSZ`, in whole seconds.
 pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    rfc3339(secs)
+    rfc3339(jiff::Timestamp::now().as_second())
 }
 
-/// Formats seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian).
-fn rfc3339(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's days-to-civil algorithm, shifted so March is the first month.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60
-    )
+/// Formats seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`: `jiff`'s RFC 3339 form of a
+/// timestamp in UTC, which leaves out the fraction of a whole second (out of range: the epoch).
+fn rfc3339(secs: i64) -> String {
+    jiff::Timestamp::from_second(secs)
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+        .to_string()
 }
 
 #[cfg(test)]

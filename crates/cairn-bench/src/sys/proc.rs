@@ -1,44 +1,60 @@
 //! Everything the benchmark reads from (or writes to) `/proc`: the process's peak resident set
 //! and I/O counters, its cgroups, the machine's CPU, memory and kernel, and the page cache drop.
 //!
-//! Owns: the parsing of `/proc` files, each read in one function below. Every reader returns
-//! `None` where the file or the field is missing (not Linux, a restricted container), so callers
-//! record an unknown rather than fail. Must never touch: anything outside `/proc`.
+//! Owns: reading `/proc`, each file in one function below. Every reader returns `None` where the
+//! file or the field is missing (not Linux, a restricted container), so callers record an unknown
+//! rather than fail. Must never touch: anything outside `/proc`.
+//!
+//! The files are read and parsed by the `procfs` crate, which knows their formats (the command
+//! name in `stat` that may hold spaces and parentheses, the `kB` fields of `status`) so this
+//! module does not have to. Two readers stay by hand, each for a reason: [`mount_of`], because
+//! `procfs` keeps a mount's options in a hash map (their order, which the record writes, is lost)
+//! and leaves a space in a mount point escaped as `\040`; and [`kernel_release`], because
+//! `procfs` parses the release into major.minor.patch and drops the suffix the record keeps
+//! (`-49-generic`). Writing dirty pages back is `libc::sync` (see [`sync`]).
 
-use std::process::Command;
+use procfs::process::{Io, Process, Stat, Status};
+use procfs::{CpuInfo, Current, Meminfo, ProcessCGroups};
 
 /// The process's peak resident set size (`VmHWM` in `/proc/self/status`), in bytes.
 pub fn peak_rss_bytes() -> Option<u64> {
-    kib_field(&read("/proc/self/status")?, "VmHWM:")
+    peak_of(&own_status()?)
 }
 
 /// The process's resident set size now (`VmRSS` in `/proc/self/status`), in bytes.
 pub fn rss_bytes() -> Option<u64> {
-    kib_field(&read("/proc/self/status")?, "VmRSS:")
+    own_status()?.vmrss.map(|kib| kib * 1024)
+}
+
+/// `/proc/self/status`.
+fn own_status() -> Option<Status> {
+    Process::myself().ok()?.status().ok()
+}
+
+/// The peak resident set size of a `status`, in bytes.
+fn peak_of(status: &Status) -> Option<u64> {
+    status.vmhwm.map(|kib| kib * 1024)
 }
 
 /// The machine's memory (`MemTotal` in `/proc/meminfo`), in bytes.
 pub fn mem_total_bytes() -> Option<u64> {
-    kib_field(&read("/proc/meminfo")?, "MemTotal:")
+    Meminfo::current().ok().map(|m| m.mem_total)
 }
 
 /// The `model name` of the first CPU in `/proc/cpuinfo`.
 pub fn cpu_model() -> Option<String> {
-    let cpuinfo = read("/proc/cpuinfo")?;
-    cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
-        .map(|(_, name)| name.trim().to_string())
+    Some(CpuInfo::current().ok()?.model_name(0)?.to_string())
 }
 
-/// The kernel release (`/proc/sys/kernel/osrelease`).
+/// The kernel release (`/proc/sys/kernel/osrelease`), whole (see the module doc).
 pub fn kernel_release() -> Option<String> {
-    Some(read("/proc/sys/kernel/osrelease")?.trim().to_string())
+    let text = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    Some(text.trim().to_string())
 }
 
-/// The text of `/proc/self/cgroup`: one `id:controllers:path` line per hierarchy.
-pub fn self_cgroup() -> Option<String> {
-    read("/proc/self/cgroup")
+/// `/proc/self/cgroup`: the process's cgroup in each hierarchy.
+pub fn self_cgroups() -> Option<ProcessCGroups> {
+    Process::myself().ok()?.cgroups().ok()
 }
 
 /// Bytes the process has read from and written to storage (`/proc/self/io`).
@@ -50,10 +66,19 @@ pub struct IoCounters {
     pub write_bytes: u64,
 }
 
+impl From<&Io> for IoCounters {
+    fn from(io: &Io) -> IoCounters {
+        IoCounters {
+            read_bytes: io.read_bytes,
+            write_bytes: io.write_bytes,
+        }
+    }
+}
+
 impl IoCounters {
     /// The counters now.
     pub fn now() -> Option<IoCounters> {
-        parse_io(&read("/proc/self/io")?)
+        Some(IoCounters::from(&Process::myself().ok()?.io().ok()?))
     }
 
     /// The bytes moved since `before`, when both readings exist.
@@ -69,28 +94,13 @@ impl IoCounters {
 /// CPU seconds the process has used so far, user and system, over all its threads (`utime` and
 /// `stime` of `/proc/self/stat`, in clock ticks of usually 10 ms).
 pub fn cpu_seconds() -> Option<f64> {
-    parse_cpu_seconds(&read("/proc/self/stat")?, clock_ticks_per_second())
+    let stat = Process::myself().ok()?.stat().ok()?;
+    Some(cpu_seconds_of(&stat, procfs::ticks_per_second() as f64))
 }
 
-fn clock_ticks_per_second() -> f64 {
-    // SAFETY: `sysconf` only reads a configuration value.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as f64
-    } else {
-        100.0
-    }
-}
-
-/// `utime + stime` of a `/proc/PID/stat` line, in seconds. The command name (field 2) may hold
-/// spaces and parentheses, so the fields are counted from its closing parenthesis.
-fn parse_cpu_seconds(stat: &str, ticks_per_second: f64) -> Option<f64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    // After the name: state (3), ppid (4), ... utime (14), stime (15).
-    let utime: u64 = fields.nth(11)?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some((utime + stime) as f64 / ticks_per_second)
+/// `utime + stime` of a process's `stat`, in seconds.
+fn cpu_seconds_of(stat: &Stat, ticks_per_second: f64) -> f64 {
+    (stat.utime + stat.stime) as f64 / ticks_per_second.max(1.0)
 }
 
 /// The file system that holds `path`: its type, mount point and options, from the
@@ -99,7 +109,7 @@ fn parse_cpu_seconds(stat: &str, ticks_per_second: f64) -> Option<f64> {
 /// what removing a file costs the device, so a benchmark records them.
 pub fn mount_of(path: &std::path::Path) -> Option<String> {
     let path = path.canonicalize().ok()?;
-    mount_for(&read("/proc/self/mounts")?, &path)
+    mount_for(&std::fs::read_to_string("/proc/self/mounts").ok()?, &path)
 }
 
 /// See [`mount_of`]; `mounts` is the text of `/proc/self/mounts`.
@@ -123,9 +133,11 @@ fn mount_for(mounts: &str, path: &std::path::Path) -> Option<String> {
         .map(|(_, text)| text)
 }
 
-/// Writes every file system's dirty pages back (`sync`); returns whether it worked.
-pub fn sync() -> bool {
-    Command::new("sync").status().is_ok_and(|s| s.success())
+/// Writes every file system's dirty pages back: sync(2), called directly rather than through the
+/// `sync` program (no process to start, and no way to fail).
+pub fn sync() {
+    // SAFETY: sync(2) takes no arguments, touches no memory of this process and cannot fail.
+    unsafe { libc::sync() };
 }
 
 /// Writes dirty pages back ([`sync`]), then waits `pause`: the disk left to finish what earlier
@@ -138,36 +150,8 @@ pub fn settle_disk(pause: std::time::Duration) {
 /// Writes dirty pages back and drops the page cache (`/proc/sys/vm/drop_caches`; needs root).
 /// Returns whether it worked.
 pub fn drop_page_cache() -> bool {
-    sync() && std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
-}
-
-fn read(path: &str) -> Option<String> {
-    std::fs::read_to_string(path).ok()
-}
-
-/// The value of a `Name:   123 kB` line, in bytes.
-fn kib_field(text: &str, name: &str) -> Option<u64> {
-    let kib: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix(name))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
-}
-
-/// The `read_bytes:` and `write_bytes:` lines of `/proc/self/io`.
-fn parse_io(text: &str) -> Option<IoCounters> {
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
-    };
-    Some(IoCounters {
-        read_bytes: field("read_bytes:")?,
-        write_bytes: field("write_bytes:")?,
-    })
+    sync();
+    procfs::sys::vm::drop_caches(procfs::sys::vm::DropCache::All).is_ok()
 }
 
 #[cfg(test)]
@@ -199,22 +183,39 @@ mod tests {
 
     #[test]
     fn cpu_seconds_are_utime_plus_stime_after_the_name() {
-        let stat = "4242 (cb (x) y) S 1 4242 4242 0 -1 4194304 100 0 0 0 250 130 0 0 20 0 3 0";
-        assert_eq!(parse_cpu_seconds(stat, 100.0), Some(3.8));
-        assert_eq!(parse_cpu_seconds("4242 (cb) S 1", 100.0), None);
+        use procfs::FromRead;
+        let stat = "4242 (cb (x) y) S 1 4242 4242 0 -1 4194304 100 0 0 0 250 130 0 0 20 0 3 0 \
+                    100 1000 10 1000 0 0 0 0 0 0 0 0 0 0 0 0";
+        let stat = Stat::from_read(stat.as_bytes()).unwrap();
+        assert_eq!(cpu_seconds_of(&stat, 100.0), 3.8);
+        assert!(Stat::from_read("4242 (cb) S 1".as_bytes()).is_err());
         assert!(cpu_seconds().is_some_and(|s| s >= 0.0));
+    }
+
+    /// A `/proc/self/status` with every field `procfs` requires, and `hwm` as its `VmHWM` line.
+    fn status(hwm: &str) -> String {
+        format!(
+            "Name:\tcairn-bench\nState:\tR (running)\nTgid:\t4242\nPid:\t4242\nPPid:\t1\n\
+             TracerPid:\t0\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nFDSize:\t64\nGroups:\t0\n\
+             VmPeak:\t  9000 kB\n{hwm}Threads:\t1\nSigQ:\t0/95000\nSigPnd:\t0\nShdPnd:\t0\n\
+             SigBlk:\t0\nSigIgn:\t0\nSigCgt:\t0\nCapInh:\t0\nCapPrm:\t0\nCapEff:\t0\n\
+             voluntary_ctxt_switches:\t1\nnonvoluntary_ctxt_switches:\t0\n"
+        )
     }
 
     #[test]
     fn parses_kib_fields_and_io_counters() {
-        let status = "Name:\tcairn-bench\nVmPeak:\t  9000 kB\nVmHWM:\t    1234 kB\n";
-        assert_eq!(kib_field(status, "VmHWM:"), Some(1234 * 1024));
-        assert_eq!(kib_field(status, "VmRSS:"), None);
-        assert_eq!(kib_field("MemTotal: 12 MB\n", "MemTotal:"), None);
-        let io = "rchar: 1\nwchar: 2\nread_bytes: 4096\nwrite_bytes: 8192\n";
-        let counters = parse_io(io).unwrap();
+        use procfs::FromRead;
+        let parsed = |text: String| Status::from_read(text.as_bytes());
+        let with_hwm = parsed(status("VmHWM:\t    1234 kB\n")).unwrap();
+        assert_eq!(peak_of(&with_hwm), Some(1234 * 1024));
+        assert_eq!(with_hwm.vmrss, None);
+        assert!(parsed(status("VmHWM:\t12 MB\n")).is_err());
+        let io = "rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: 4096\nwrite_bytes: 8192\n\
+                  cancelled_write_bytes: 0\n";
+        let counters = IoCounters::from(&Io::from_read(io.as_bytes()).unwrap());
         assert_eq!((counters.read_bytes, counters.write_bytes), (4096, 8192));
-        assert_eq!(parse_io("read_bytes: 1\n"), None);
+        assert!(Io::from_read("read_bytes: 1\n".as_bytes()).is_err());
         let later = IoCounters {
             read_bytes: 5000,
             write_bytes: 8192,
@@ -229,7 +230,9 @@ mod tests {
         if cfg!(target_os = "linux") {
             assert!(peak_rss_bytes().unwrap() > 0);
             assert!(mem_total_bytes().unwrap() > 0);
-            assert!(self_cgroup().is_some());
+            assert!(self_cgroups().is_some());
+            assert!(cpu_model().is_some() || cfg!(not(target_arch = "x86_64")));
+            assert!(rss_bytes().unwrap() > 0);
         }
     }
 }

@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use crate::engines::{Engine, Key, Reader, Value};
 use crate::failure::{Context, Failure};
-use crate::utxo::keys::{utxo_key, utxo_value, SplitMix64};
+use crate::keys::{utxo_key, utxo_value, SplitMix64};
 use crate::utxo::live::LiveSet;
 use crate::utxo::progress::Progress;
 

@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use crate::utxo::keys::SplitMix64;
+use crate::keys::SplitMix64;
 
 /// Which ids are live: every id below `next_id` whose deleted bit is clear.
 #[derive(Clone, Debug)]

@@ -60,11 +60,12 @@
 
 use std::path::Path;
 
-use crate::cli::{DiskCacheArg, Mode, QuickArgs};
+use crate::cli::{Mode, QuickArgs};
 use crate::engines::cairn::CairnEngine;
 use crate::engines::EngineOptions;
 use crate::failure::Failure;
 use crate::in_temp_dir;
+use crate::options::DiskCacheArg;
 use crate::record::{write_json, QuickRecord};
 use crate::report::terminal;
 use crate::stats::percentiles;

@@ -1,9 +1,9 @@
 //! `cairn-bench utxo run`: lsm-tree's UTxO benchmark (P1) on any engine behind the
 //! [`Engine`](crate::engines::Engine) interface, on the table `utxo setup` built.
 //!
-//! Owns: the run state of a peer's table (`<db>/<engine>/run-state.json`), the run modes and
-//! their report, and `--memory-limit` (the run started again in a cgroup of its own). May call:
-//! the engine only through the [`Driver`], never an engine's own API.
+//! Owns: the run modes and their report, and `--memory-limit` (the run started again in a
+//! cgroup of its own). May call: the engine only through the [`Driver`], never an engine's own
+//! API.
 //!
 //! `run` opens the table again and executes `batches` batches: 256 lookups of live ids chosen
 //! uniformly, then one update of 256 inserts of fresh ids and 256 deletes of distinct live ids.
@@ -38,11 +38,9 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use crate::cli::{RunArgs, RunMode};
-use crate::engines::EngineKind;
 use crate::failure::Failure;
+use crate::options::EngineKind;
 use crate::record::{read_json, write_json, CgroupRecord, RunRecord, RUN};
 use crate::report::format::rss_mib;
 use crate::report::terminal;
@@ -51,43 +49,7 @@ use crate::sys::cgroup;
 use crate::sys::fio;
 use crate::sys::proc::{cpu_seconds, peak_rss_bytes, rss_bytes, IoCounters};
 use crate::utxo::driver::{Driver, PhaseTiming, BATCH_SIZE};
-use crate::utxo::setup::{engine_dir, engine_options, read_state, table_dir};
-
-/// The runs applied in place to a peer's table since its setup (see the module doc).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct RunState {
-    /// A run started and did not record its end: the table's contents are unknown.
-    pub in_progress: bool,
-    /// The runs applied, in order.
-    history: Vec<Applied>,
-}
-
-/// One run applied to a table.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-struct Applied {
-    /// Whether its batches updated the table (serial, pipelined) or only looked up.
-    with_updates: bool,
-    /// Batches run.
-    batches: u64,
-}
-
-const RUN_STATE: &str = "run-state.json";
-
-impl RunState {
-    /// The state of the engine directory `dir` (no runs when it has no state file).
-    pub fn load(dir: &Path) -> Result<RunState, Failure> {
-        let path = dir.join(RUN_STATE);
-        if path.exists() {
-            read_json(&path)
-        } else {
-            Ok(RunState::default())
-        }
-    }
-
-    fn save(&self, dir: &Path) -> Result<(), Failure> {
-        write_json(self, &dir.join(RUN_STATE))
-    }
-}
+use crate::utxo::table::{engine_dir, engine_options, read_state, table_dir, Applied, RunState};
 
 /// `utxo run`.
 pub fn run(args: &RunArgs) -> Result<(), Failure> {

@@ -11,9 +11,10 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::cli::{ScaleArgs, SuiteArgs};
-use crate::engines::EngineKind;
 use crate::failure::{Context, Failure};
+use crate::options::EngineKind;
 use crate::record::{read_json, write_json, RunRecord, SetupRecord, SuiteRecord};
+use crate::report::table::{Align, Markdown};
 
 /// One row of the summary: one size, one mode.
 #[derive(Debug, Serialize)]
@@ -88,26 +89,35 @@ fn rows_of(out: &Path, entries: u64) -> Result<Vec<Row>, Failure> {
 fn markdown(rows: &[Row]) -> String {
     let mib =
         |b: Option<u64>| b.map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1048576.0));
-    let mut out = String::from(
-        "| entries | setup entries/s | mode | ops/s | ops / qd32 IOPS | p50 batch ms | p99.9 batch ms | peak RSS MiB | cgroup peak MiB | mismatches |\n|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|\n",
-    );
-    for r in rows {
-        out.push_str(&format!(
-            "| {} | {:.0} | {} | {:.0} | {} | {:.2} | {:.2} | {} | {} | {} |\n",
-            r.entries,
-            r.setup_entries_per_sec,
-            r.mode,
-            r.ops_per_sec,
-            r.ops_per_qd32_iops
+    let (l, r) = (Align::Left, Align::Right);
+    let mut table = Markdown::new(&[
+        ("entries", r),
+        ("setup entries/s", r),
+        ("mode", l),
+        ("ops/s", r),
+        ("ops / qd32 IOPS", r),
+        ("p50 batch ms", r),
+        ("p99.9 batch ms", r),
+        ("peak RSS MiB", r),
+        ("cgroup peak MiB", r),
+        ("mismatches", r),
+    ]);
+    for row in rows {
+        table.row([
+            row.entries.to_string(),
+            format!("{:.0}", row.setup_entries_per_sec),
+            row.mode.clone(),
+            format!("{:.0}", row.ops_per_sec),
+            row.ops_per_qd32_iops
                 .map_or("-".to_string(), |x| format!("{x:.2}")),
-            r.p50_batch_ms,
-            r.p999_batch_ms,
-            mib(r.peak_rss_bytes),
-            mib(r.cgroup_peak_bytes),
-            r.mismatches,
-        ));
+            format!("{:.2}", row.p50_batch_ms),
+            format!("{:.2}", row.p999_batch_ms),
+            mib(row.peak_rss_bytes),
+            mib(row.cgroup_peak_bytes),
+            row.mismatches.to_string(),
+        ]);
     }
-    out
+    table.render()
 }
 
 #[cfg(test)]
@@ -128,7 +138,11 @@ mod tests {
             cgroup_peak_bytes: None,
             mismatches: 0,
         };
-        let table = markdown(&[row(1_000_000, "serial"), row(10_000_000, "serial")]);
+        // The cells' padding squeezed: `tabled` pads the columns to a common width.
+        let table = crate::report::table::squeezed(&markdown(&[
+            row(1_000_000, "serial"),
+            row(10_000_000, "serial"),
+        ]));
         assert_eq!(table.lines().count(), 4);
         assert!(table.contains("| 10000000 | 1000000 | serial | 200000 | 1.50 |"));
         assert!(table.contains("| 40.0 | - | 0 |"));

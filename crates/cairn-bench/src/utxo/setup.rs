@@ -1,77 +1,32 @@
 //! `cairn-bench utxo setup`: builds an engine's initial UTxO table once, for every `utxo run`;
 //! and the loading of initial tables, which `utxo quick` and `union` share.
 //!
-//! Owns: the layout of an engine's directory (`<db>/<engine>/table/` for the engine,
-//! `setup.json` recording the entries and seed for `run`, `setup-report.json` for `utxo suite
-//! --reuse-setup`) and [`load`]. May call: [`Engine`] only (never an engine's own API).
+//! Owns: building the table and [`load`]; the directory it builds in and what it records there
+//! are [`super::table`]'s. May call: [`Engine`] only (never an engine's own API).
 //!
 //! `setup` removes and recreates `<db>/<engine>/`, loads ids `0..entries` in chunks of
-//! [`SETUP_CHUNK`] (keys and values as in [`crate::utxo::keys`]; in key order for an engine that
+//! [`SETUP_CHUNK`] (keys and values as in [`crate::keys`]; in key order for an engine that
 //! asks for it, [`Engine::wants_sorted_load`]), makes the table durable
 //! ([`Engine::finish_load`]) and records the entry count and seed. Its own throughput (load and
 //! `finish_load`), peak RSS and bytes read and written are reported.
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-
-use crate::cli::{EngineArgs, IoArg, SetupArgs};
-use crate::engines::{Engine, EngineOptions, Key, Value};
+use crate::cli::SetupArgs;
+use crate::engines::{Engine, Key, Value};
 use crate::failure::{Context, Failure};
-use crate::record::{read_json, write_json, SetupRecord, SETUP};
+use crate::keys::{utxo_key, utxo_value};
+use crate::record::{write_json, SetupRecord, SETUP};
 use crate::report::terminal;
 use crate::sys::proc::{peak_rss_bytes, IoCounters};
-use crate::utxo::keys::{utxo_key, utxo_value};
 use crate::utxo::progress::Progress;
-use crate::utxo::run::RunState;
+use crate::utxo::table::{
+    engine_dir, engine_options, table_dir, SetupState, SETUP_REPORT, SETUP_STATE,
+};
 
 /// Entries per load call.
 pub const SETUP_CHUNK: usize = 10_000;
-
-/// The setup's report, kept beside the table so `utxo suite --reuse-setup` can show it.
-pub const SETUP_REPORT: &str = "setup-report.json";
-
-/// What `setup` records for `run`, beside the table.
-const SETUP_STATE: &str = "setup.json";
-
-/// `setup.json`: what `setup` recorded for `run`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SetupState {
-    /// The engine.
-    pub engine: String,
-    /// Ids `0..entries` were loaded.
-    pub entries: u64,
-    /// The key seed.
-    pub seed: u64,
-    /// Seconds of the load (including `finish_load`).
-    pub seconds: f64,
-}
-
-/// The directory of `engine` under `--db`.
-pub fn engine_dir(db: &Path, engine: &str) -> PathBuf {
-    db.join(engine)
-}
-
-/// The engine's own directory inside its engine directory.
-pub fn table_dir(engine_dir: &Path) -> PathBuf {
-    engine_dir.join("table")
-}
-
-/// How `setup` and `run` open an engine.
-pub fn engine_options(args: &EngineArgs, seed: u64) -> EngineOptions {
-    EngineOptions {
-        direct_io: !args.cached,
-        seed,
-        write_buffer: args.write_buffer,
-        merge_batch_size: args.merge_batch_size,
-        io: IoArg::Auto,
-        wal: false,
-        background_merges: args.background_merges,
-        filters_for_hits: args.filters_for_hits,
-    }
-}
 
 /// `utxo setup`.
 pub fn setup(args: &SetupArgs) -> Result<(), Failure> {
@@ -116,20 +71,6 @@ pub fn setup(args: &SetupArgs) -> Result<(), Failure> {
         write_json(&report, path)?;
     }
     Ok(())
-}
-
-/// The setup recorded in the engine directory `dir`.
-pub fn read_state(dir: &Path) -> Result<SetupState, Failure> {
-    read_json(&dir.join(SETUP_STATE)).map_err(|f| Failure(format!("{f} (run `utxo setup` first)")))
-}
-
-/// Whether the engine directory `dir` holds a finished setup of `entries` entries from `seed`
-/// that no unfinished run has left in an unknown state (so `utxo suite --reuse-setup` may use
-/// it). Any unreadable record means no.
-pub fn reusable_setup(dir: &Path, entries: u64, seed: u64) -> bool {
-    let same = read_state(dir).is_ok_and(|s| s.entries == entries && s.seed == seed);
-    let finished = RunState::load(dir).is_ok_and(|state| !state.in_progress);
-    same && finished
 }
 
 /// Loads the ids of `ids` into `engine` in chunks of [`SETUP_CHUNK`], in key order when the

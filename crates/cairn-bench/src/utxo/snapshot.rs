@@ -14,9 +14,9 @@ use std::time::Instant;
 
 use crate::engines::cairn::{CairnEngine, CairnTable};
 use crate::failure::{Context, Failure};
+use crate::keys::{utxo_key, SplitMix64, KEY_BYTES};
 use crate::record::SnapshotStats;
 use crate::utxo::driver::count_mismatches;
-use crate::utxo::keys::{utxo_key, SplitMix64, KEY_BYTES};
 
 /// The snapshot's name: its files are in `<session dir>/snapshots/bench/`.
 pub const SNAPSHOT_NAME: &str = "bench";
@@ -134,7 +134,7 @@ mod tests {
             seed: 7,
             write_buffer: 1_000,
             merge_batch_size: 1_000,
-            io: crate::cli::IoArg::Auto,
+            io: crate::options::IoArg::Auto,
             wal: false,
             background_merges: false,
             filters_for_hits: true,

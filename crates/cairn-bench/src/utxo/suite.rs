@@ -14,14 +14,14 @@
 use std::path::Path;
 
 use crate::cli::{EngineArgs, RunMode, SuiteArgs};
-use crate::engines::EngineKind;
 use crate::failure::{Context, Failure};
+use crate::options::EngineKind;
 use crate::record::{write_json, SuiteRecord, SUITE};
 use crate::sys;
 use crate::sys::cgroup;
 use crate::sys::fio;
 use crate::utxo::run::add_cgroup_fields;
-use crate::utxo::setup::{reusable_setup, SETUP_REPORT};
+use crate::utxo::table::{reusable_setup, SETUP_REPORT};
 
 /// `utxo suite`.
 pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
