@@ -7,15 +7,9 @@ use cairn::inspect::{VerifyPhase, VerifyProgress};
 use cairn::{HashKind, Root};
 use indicatif::{ProgressBar, ProgressStyle};
 
-/// Lower-case hex of `bytes`.
+/// Lower-case hex of `bytes` (the `hex` crate, as the benchmark tool uses it).
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
-    }
-    out
+    hex::encode(bytes)
 }
 
 /// Bytes from hex, or `None` if `text` is not an even number of hex digits.

@@ -94,7 +94,7 @@ fn module_sources(file: &Path) -> Vec<String> {
     };
     files
         .iter()
-        .filter(|path| !path.file_name().is_some_and(|n| n == "tests.rs"))
+        .filter(|path| path.file_name().is_none_or(|n| n != "tests.rs"))
         .map(|path| std::fs::read_to_string(path).unwrap())
         .collect()
 }
