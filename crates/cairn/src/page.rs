@@ -190,6 +190,7 @@ impl PageBuilder {
     /// # Panics
     /// If the key is longer than [`KEY_SIZE_MAX`] or the value longer than [`VALUE_SIZE_MAX`]
     /// (the engine rejects those at its API; encoding them would write a corrupt run).
+    #[inline]
     pub fn push(&mut self, entry: EntryRef<'_>) {
         assert!(
             entry.key.len() <= KEY_SIZE_MAX,
@@ -244,6 +245,7 @@ impl PageBuilder {
     /// Appends the encoded span to `out` (a multiple of [`PAGE_BYTES`] bytes: one page, or one
     /// page plus overflow pages), clears the builder for reuse (keeping its allocations) and
     /// returns the page count. An empty builder appends nothing and returns 0.
+    #[inline]
     pub fn finish_into(&mut self, out: &mut Vec<u8>) -> u64 {
         if self.is_empty() {
             return 0;
