@@ -470,16 +470,22 @@ impl SessionCore {
                     )));
                 }
             }
-            // A snapshot save or import that crashed leaves a temporary directory behind.
+            // A save, import or delete that failed after its rename (at the final fsync of
+            // `snapshots/`) left a change that is visible but not durable: make every snapshot
+            // listed from now on durable. First, before anything below a renamed directory is
+            // removed: a delete renames the snapshot to a temporary name, and removals inside
+            // it are not ordered with that rename, so a power loss after removing some of its
+            // files but before this fsync could bring the snapshot's name back with files
+            // missing (a trie manifest, a metadata file). Once the temporary name is durable,
+            // a removal cut short leaves only a temporary directory, removed next time.
+            fs.sync_dir(&snapshots_dir)?;
+            // A snapshot save or import that crashed, or a delete that failed after its
+            // rename, leaves a temporary directory behind.
             for name in fs.list_dir(&snapshots_dir)? {
                 if name.starts_with(".tmp-") {
                     fs.remove_dir_all(&snapshots_dir.join(name))?;
                 }
             }
-            // A save, import or delete that failed after its rename (at the final fsync of
-            // `snapshots/`) left a change that is visible but not durable: make every snapshot
-            // listed from now on durable.
-            fs.sync_dir(&snapshots_dir)?;
             // Tables are not durable between snapshots: whatever an earlier session left in
             // `active` is garbage.
             for name in fs.list_dir(&active_dir)? {
