@@ -323,8 +323,10 @@ impl DurableTables {
 
 /// Opens the log of the session in `dir` (creating it for a session that has none): reads the
 /// catalog, recovers the log, opens every durable table's checkpoint and replays the records
-/// after it, then starts the log. Cost: reads each checkpoint (as `open_snapshot`) and the log
-/// once; memory: one record at a time besides the tables.
+/// after it, then starts the log in a new segment and, when records were replayed, takes a
+/// checkpoint (so the log left behind is one segment whatever the number of reopens). Cost:
+/// reads each checkpoint (as `open_snapshot`) and the log once, plus that checkpoint; memory:
+/// one record at a time besides the tables.
 pub(crate) fn open(
     session: &Arc<SessionCore>,
     options: LogOptions,
@@ -345,6 +347,25 @@ pub(crate) fn open(
     let catalog = if fs.exists(&catalog_path)? {
         Catalog::decode(&read_all(&*fs, &catalog_path)?).map_err(|e| e.in_file(&catalog_path))?
     } else {
+        // No catalog: a new log, unless segments or checkpoints say there was one. Recovering
+        // those as "no durable tables" would lose every table silently, whatever the recovery
+        // mode; the catalog is written before any of them exists.
+        let segments = fs
+            .list_dir(&dir)?
+            .iter()
+            .filter(|n| wal::segment_number(n).is_some())
+            .count();
+        let checkpoints = snapshot::checkpoints(session)?.len();
+        if segments > 0 || checkpoints > 0 {
+            return Err(Error::LogCorrupted {
+                path: catalog_path,
+                offset: 0,
+                detail: format!(
+                    "the catalog is missing, but {segments} log segments and {checkpoints} \
+                     checkpoints exist: the durable tables cannot be recovered without it"
+                ),
+            });
+        }
         let catalog = Catalog {
             log_id: getrandom::u64().unwrap_or_else(|_| session.salt() ^ 0x9e37_79b9_7f4a_7c15),
             next_id: 0,
@@ -373,6 +394,7 @@ pub(crate) fn open(
         .map(|t| t.seq + 1)
         .min()
         .unwrap_or(u64::MAX);
+    let mut replayed = 0u64;
     let mut apply = |record: &wal::Record| -> Result<()> {
         for (id, updates) in decode_batch(&record.payload)? {
             let Some((table, seq)) = by_id.get(&id) else {
@@ -385,6 +407,7 @@ pub(crate) fn open(
                 ));
             };
             if record.seq > *seq {
+                replayed += 1;
                 let batch: Vec<(&[u8], Update<'_>)> = updates
                     .iter()
                     .map(|(k, u)| (&k[..], u.as_update()))
@@ -413,21 +436,60 @@ pub(crate) fn open(
         next_seq_min,
     )?);
     session.set_log(log.clone())?;
-    Ok((
-        Durable {
-            log,
-            fs,
-            dir,
-            order: Mutex::new(()),
-            catalog: Mutex::new(catalog),
-        },
-        registry,
-    ))
+    let covered = catalog.tables.iter().map(|t| t.seq).min();
+    let durable = Durable {
+        log,
+        fs,
+        dir,
+        order: Mutex::new(()),
+        catalog: Mutex::new(catalog),
+    };
+    // Every open starts a new segment. So that a session reopened often does not pile up
+    // segments (and replay them all at each open), the log before it is folded into new
+    // checkpoints when it held records the checkpoints lack, as RocksDB flushes what it
+    // recovered; otherwise the checkpoints cover it already and its segments go.
+    if replayed > 0 {
+        durable.checkpoint(session, &registry)?;
+    } else {
+        durable.log.remove_covered(covered.unwrap_or(u64::MAX))?;
+    }
+    Ok((durable, registry))
 }
 
 impl Durable {
     fn catalog_path(&self) -> PathBuf {
         self.dir.join("catalog")
+    }
+
+    /// Durable table `name`, created with `config` if it does not exist (see
+    /// [`crate::Session::table`]); an existing one must agree with `config` on what decides its
+    /// contents (resolve function, authentication and its hash).
+    pub(crate) fn open_or_create(
+        &self,
+        session: &Arc<SessionCore>,
+        registry: &DurableTables,
+        name: &str,
+        config: TableConfig,
+    ) -> Result<Lsm> {
+        validate_name(name)?;
+        // The order lock makes "exists, or create" one step for concurrent callers.
+        let _order = lock(&self.order);
+        if let Some(table) = registry.get(name) {
+            let have = table.config();
+            let hash = |c: &TableConfig| c.auth.map(|a| a.hash);
+            if have.resolve != config.resolve || hash(have) != hash(&config) {
+                return Err(Error::InvalidConfig(format!(
+                    "table {name:?} exists with resolve {:?} and authentication {:?}; \
+                     asked for {:?} and {:?}",
+                    have.resolve,
+                    hash(have),
+                    config.resolve,
+                    hash(&config)
+                )));
+            }
+            return Ok(table);
+        }
+        self.create_locked(session, registry, name, config)
     }
 
     /// Creates durable table `name` (see [`crate::Session::create_durable_table`]).
@@ -439,6 +501,18 @@ impl Durable {
         config: TableConfig,
     ) -> Result<Lsm> {
         validate_name(name)?;
+        let _order = lock(&self.order);
+        self.create_locked(session, registry, name, config)
+    }
+
+    /// Creates durable table `name`, with the order lock held.
+    fn create_locked(
+        &self,
+        session: &Arc<SessionCore>,
+        registry: &DurableTables,
+        name: &str,
+        config: TableConfig,
+    ) -> Result<Lsm> {
         if let Resolve::Custom(_) = config.resolve {
             return Err(Error::InvalidConfig(
                 "a durable table needs a built-in resolve function (recovery replays upserts \
@@ -446,7 +520,6 @@ impl Durable {
                     .into(),
             ));
         }
-        let _order = lock(&self.order);
         let mut catalog = lock(&self.catalog).clone();
         if catalog.tables.iter().any(|t| t.name == name) {
             return Err(Error::InvalidConfig(format!(

@@ -62,9 +62,12 @@ pub enum SyncPolicy {
         /// A group this large is written at once.
         bytes: usize,
     },
-    /// Groups are written (to the operating system) but never fsynced by the log: records
-    /// survive a crash of the process, not of the machine, and notices fire only after
-    /// [`crate::Session::sync_log`] or a checkpoint.
+    /// Groups are written (to the operating system) but never fsynced by the log on its own:
+    /// records survive a crash of the process, not of the machine. A record becomes durable
+    /// when someone asks for it: [`crate::Session::sync_log`], a checkpoint, or a question
+    /// about that record's [`Durability`] ([`Durability::wait`], `.await`,
+    /// [`Durability::on_durable`], [`Durability::is_durable`]), each of which syncs the log up
+    /// to the record, so that none of them waits for ever.
     Never,
 }
 
@@ -77,6 +80,10 @@ pub enum RecoveryMode {
     TolerateTornTail,
     /// Recover every record before the first damage, wherever it is, and drop the rest of the
     /// log (point-in-time recovery): the tables come back as of that record.
+    ///
+    /// In either mode, a log that is not the catalog's is refused with
+    /// [`Error::LogCorrupted`], never recovered as an empty log: a missing catalog beside
+    /// segments or checkpoints, or an oldest segment carrying another log's id.
     PointInTime,
 }
 
@@ -265,7 +272,7 @@ pub(crate) fn segment_path(dir: &Path, number: u64) -> PathBuf {
 }
 
 /// The segment number a file name names, if it is a segment's.
-fn segment_number(name: &str) -> Option<u64> {
+pub(crate) fn segment_number(name: &str) -> Option<u64> {
     let digits = name.strip_suffix(".seg")?;
     (digits.len() == 16 && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| digits.parse().ok())
@@ -349,6 +356,18 @@ pub(crate) fn recover(
                 return Err(e);
             }
         };
+        if header.log_id != log_id && prev.is_none() {
+            // The oldest segment is another log's: the catalog (or every segment) is foreign.
+            // Not damage to cut at: refused in every mode, as recovering none of the records
+            // would lose them silently.
+            return Err(corrupted(
+                0,
+                format!(
+                    "the segment belongs to log {:016x}, the catalog to log {log_id:016x}",
+                    header.log_id
+                ),
+            ));
+        }
         let mut problem = None;
         if header.log_id != log_id {
             problem = Some("the segment belongs to another log".to_string());
@@ -374,7 +393,9 @@ pub(crate) fn recover(
                     header.prev_end
                 ));
             }
-        } else if header.first_seq > first_seq && mode == RecoveryMode::TolerateTornTail {
+        } else if header.first_seq > first_seq {
+            // Records the checkpoints need are gone: under `PointInTime` the damage is at the
+            // very start, so no record is recovered.
             problem = Some(format!(
                 "the oldest segment starts at record {}, the checkpoints need {first_seq}",
                 header.first_seq
@@ -984,20 +1005,28 @@ impl Durability {
     }
 
     /// Under [`SyncPolicy::Immediate`], asks the syncer to write the buffer (this record is not
-    /// being led by a waiter). Called with the state locked; no-op under other policies, whose
-    /// syncer needs no asking.
+    /// being led by a waiter); under [`SyncPolicy::Never`], asks it to write and fsync the log
+    /// up to this record (nothing else ever would). Called with the state locked; no-op under
+    /// `Group`, whose syncer needs no asking.
     fn request_flush(&self, state: &mut State) {
-        if self.shared.options.sync == SyncPolicy::Immediate
-            && state.durable_seq < self.seq
-            && !state.flush_requested
-        {
-            state.flush_requested = true;
-            self.shared.work.notify_one();
+        if state.durable_seq >= self.seq {
+            return;
+        }
+        match self.shared.options.sync {
+            SyncPolicy::Immediate if !state.flush_requested => {
+                state.flush_requested = true;
+                self.shared.work.notify_one();
+            }
+            SyncPolicy::Never if state.sync_requested < self.seq => {
+                state.sync_requested = self.seq;
+                self.shared.work.notify_one();
+            }
+            _ => {}
         }
     }
 
-    /// Blocks until the write is durable. Errors: [`Error::LogFailed`] (also when the session
-    /// closes first under [`SyncPolicy::Never`]).
+    /// Blocks until the write is durable (under [`SyncPolicy::Never`], syncs the log up to it
+    /// first). Errors: [`Error::LogFailed`] (also when the session closes first).
     ///
     /// With [`SyncPolicy::Immediate`], a waiter that finds no group being written writes and
     /// fsyncs the buffer itself (every record in it, its own included: still one group), which
@@ -1028,6 +1057,9 @@ impl Durability {
                     continue;
                 }
                 // A group is being written; its leader notifies once it let go of the writer.
+            }
+            if shared.options.sync == SyncPolicy::Never {
+                self.request_flush(&mut state);
             }
             state = shared
                 .changed

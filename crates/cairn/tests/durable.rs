@@ -893,3 +893,133 @@ fn recovery_under_faults_fails_cleanly_or_recovers_everything() {
     let session = open(&fs, SyncPolicy::Immediate);
     assert_eq!(contents(&session.durable_table("t").unwrap()), model);
 }
+
+/// The log's traps an outside check found: a missing or foreign catalog is refused in every
+/// recovery mode (never recovered as "no durable tables"), a lone `wait()` under
+/// `SyncPolicy::Never` returns, and reopening does not pile up segments.
+#[test]
+fn a_missing_or_foreign_catalog_is_refused_in_every_recovery_mode() {
+    let with_mode = |mode| SessionOptions {
+        log: Some(LogOptions {
+            recovery: mode,
+            segment_bytes: 4096,
+            ..LogOptions::default()
+        }),
+        ..options(SyncPolicy::Immediate)
+    };
+    let modes = [RecoveryMode::TolerateTornTail, RecoveryMode::PointInTime];
+    let refused = |fs: &MemFs, what: &str| {
+        for mode in modes {
+            match Session::open_with(Arc::new(fs.clone()), "/s", with_mode(mode)) {
+                Err(Error::LogCorrupted { .. }) => {}
+                other => panic!("{what}, {mode:?}: {other:?}"),
+            }
+        }
+    };
+    // The catalog deleted, segments and checkpoints intact.
+    let fs = several_segments(120);
+    fs.remove_file(Path::new("/s/log/catalog")).unwrap();
+    refused(&fs, "no catalog");
+    // ... and with the segments gone too: the checkpoints alone say there was a log.
+    for path in segment_paths(&fs) {
+        fs.remove_file(&path).unwrap();
+    }
+    refused(&fs, "no catalog, no segments");
+
+    // Another session's catalog beside this session's segments.
+    let fs = several_segments(120);
+    let other = several_segments(120);
+    let foreign = other.file_bytes(Path::new("/s/log/catalog")).unwrap();
+    fs.set_file_bytes(Path::new("/s/log/catalog"), foreign);
+    refused(&fs, "a foreign catalog");
+
+    // A catalog whose checkpoints need records the log no longer has (the oldest segments
+    // removed): an error by default; under point-in-time recovery, no record after the
+    // checkpoint is applied (the damage is at the start), rather than the records after a gap.
+    let fs = several_segments(120);
+    let paths = segment_paths(&fs);
+    fs.remove_file(&paths[0]).unwrap();
+    assert!(matches!(
+        Session::open_with(
+            Arc::new(fs.clone()),
+            "/s",
+            with_mode(RecoveryMode::TolerateTornTail)
+        ),
+        Err(Error::LogCorrupted { .. })
+    ));
+    let s = Session::open_with(
+        Arc::new(fs.clone()),
+        "/s",
+        with_mode(RecoveryMode::PointInTime),
+    )
+    .unwrap();
+    assert!(contents(&s.durable_table("t").unwrap()).is_empty());
+}
+
+#[test]
+fn every_question_about_a_record_under_sync_never_gets_an_answer() {
+    let fs = new_fs();
+    let session = open(&fs, SyncPolicy::Never);
+    let t = session.create_durable_table("t", small()).unwrap();
+    // A lone wait: syncs the log up to its record.
+    let d = t.write(&[(b"a", Update::Insert(b"1"))]).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = d.clone();
+    std::thread::spawn(move || tx.send(waiter.wait()).unwrap());
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("wait() under SyncPolicy::Never blocked")
+        .unwrap();
+    assert!(d.is_durable().unwrap());
+    // A future, a callback, and polling is_durable.
+    let d = t.write(&[(b"b", Update::Insert(b"2"))]).unwrap();
+    block_on(d).unwrap();
+    let d = t.write(&[(b"c", Update::Insert(b"3"))]).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    d.on_durable(move |r| tx.send(r).unwrap());
+    rx.recv_timeout(Duration::from_secs(20)).unwrap().unwrap();
+    let d = t.write(&[(b"d", Update::Insert(b"4"))]).unwrap();
+    let start = std::time::Instant::now();
+    while !d.is_durable().unwrap() {
+        assert!(start.elapsed() < Duration::from_secs(20), "never durable");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Each synced what it asked for; a write nobody asks about is not fsynced by the log.
+    let fsyncs = session.log_stats().unwrap().fsyncs;
+    t.write(&[(b"e", Update::Insert(b"5"))]).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(session.log_stats().unwrap().fsyncs, fsyncs);
+    // After a power loss, every record reported durable is there.
+    fs.cut_power();
+    drop(t);
+    drop(session);
+    fs.recover(1);
+    let s = open(&fs, SyncPolicy::Never);
+    let recovered = contents(&s.durable_table("t").unwrap());
+    for key in ["a", "b", "c", "d"] {
+        assert!(recovered.contains_key(key.as_bytes()), "{key} lost");
+    }
+}
+
+#[test]
+fn reopening_often_does_not_grow_the_log() {
+    let fs = new_fs();
+    let session = open(&fs, SyncPolicy::Immediate);
+    session.create_durable_table("t", small()).unwrap();
+    drop(session);
+    for i in 0..150u32 {
+        let session = open(&fs, SyncPolicy::Immediate);
+        let t = session.durable_table("t").unwrap();
+        t.write(&[(format!("k{i:03}").as_bytes(), Update::Insert(b"v"))])
+            .unwrap()
+            .wait()
+            .unwrap();
+        assert!(
+            segment_paths(&fs).len() <= 2,
+            "reopen {i}: {:?}",
+            segment_paths(&fs)
+        );
+    }
+    let session = open(&fs, SyncPolicy::Immediate);
+    assert_eq!(contents(&session.durable_table("t").unwrap()).len(), 150);
+    assert_eq!(segment_paths(&fs).len(), 1);
+}

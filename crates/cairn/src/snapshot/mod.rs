@@ -37,7 +37,7 @@ use crate::error::{Error, Result};
 
 pub use format::SNAPSHOT_LABEL_BYTES_MAX;
 pub(crate) use format::{AuthMeta, ResolveTag, SnapshotMeta};
-pub(crate) use ops::{delete, exists, export, import, list};
+pub(crate) use ops::{checkpoints, delete, exists, export, import, list};
 pub(crate) use plan::{plan, SnapshotContents};
 pub use restore::SnapshotOverrides;
 pub(crate) use restore::{blame_in, restore, restore_trie, with_merge_context};

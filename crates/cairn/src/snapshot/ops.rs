@@ -24,6 +24,19 @@ pub(crate) fn list(session: &SessionCore) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// Names of the durable tables' checkpoints in `snapshots/` (`ckpt.<table>.<checkpoint>`),
+/// sorted.
+pub(crate) fn checkpoints(session: &SessionCore) -> Result<Vec<String>> {
+    let fs = session.fs();
+    let mut names = Vec::new();
+    for name in fs.list_dir(session.snapshots_dir())? {
+        if is_checkpoint_name(&name) && fs.is_dir(&session.snapshots_dir().join(&name))? {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
 /// Whether snapshot `name` exists.
 pub(crate) fn exists(session: &SessionCore, name: &str) -> Result<bool> {
     if !is_checkpoint_name(name) {
