@@ -137,7 +137,14 @@ fn open_read_only(dir: &Path) -> Result<Session, Failure> {
 fn open_writable(dir: &Path) -> Result<Session, Failure> {
     // The read-only open checks that `dir` is a session, without creating anything.
     drop(open_read_only(dir)?);
-    Ok(Session::open(dir)?)
+    // A session with a write-ahead log is opened with it (its durable tables recovered, as
+    // their owner would); one without gets none created by a snapshot command.
+    let options = SessionOptions {
+        log: dir.join("log").is_dir().then(cairn::LogOptions::default),
+        create_if_missing: false,
+        ..SessionOptions::default()
+    };
+    Ok(Session::open_with_options(dir, options)?)
 }
 
 /// The snapshots to look at: `name`, or every snapshot of the session.

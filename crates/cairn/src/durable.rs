@@ -2,11 +2,13 @@
 //! the write-ahead log replayed on top; atomic batches across them; checkpoints.
 //!
 //! Owns: the log catalog (`docs/format/log.md`: which durable tables exist, their numbers and
-//! their checkpoints), the batch record payload, [`DurableTables`] (the session's registry),
-//! writes, recovery and checkpoints. May call: `wal`, `fs`, `lsm` (applying updates,
-//! saving and opening checkpoints), `snapshot` (checkpoint names), `session_core` (the
-//! session's parts; it closes the log with the session). Must never touch: run contents, or
-//! the public handles above it (the session front wraps what it returns).
+//! their checkpoints), the record payloads (batches, commits, dirty keys), [`DurableTables`]
+//! (the session's registry), writes, logged commits, transactions' views and validated commits,
+//! recovery and checkpoints (explicit, automatic, at open). May call: `wal`, `fs`, `lsm`
+//! (applying updates, saving and opening checkpoints), `snapshot` (checkpoint names),
+//! `session_core` (the session's parts; it closes the log with the session), `lookup`
+//! (what a validation sees). Must never touch: run contents, or the public handles above it
+//! (the session front wraps what it returns).
 //!
 //! Layout: `<session>/log/catalog` and `<session>/log/<number>.seg`; each durable table's
 //! checkpoint is a snapshot named `ckpt.<table>.<checkpoint>` (not a valid user snapshot name:
@@ -24,6 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::config::{Resolve, TableConfig};
 use crate::error::{Error, Result};
 use crate::fs::{read_all, write_atomic, FileSystem};
+use crate::lookup::LookupResult;
 use crate::lsm::{Lsm, Update};
 use crate::session_core::SessionCore;
 use crate::snapshot;
@@ -234,6 +237,108 @@ pub(crate) fn encode_batch<K: AsRef<[u8]>>(parts: &[(u32, &[(K, Update<'_>)])]) 
     out
 }
 
+/// Record payload kind: an authenticated table's commit.
+const KIND_COMMIT: u8 = 2;
+/// Bytes of a commit record's payload: kind, table id, version, root hash.
+const COMMIT_PAYLOAD_BYTES: usize = 1 + 4 + 8 + 32;
+
+/// A commit record: authenticated table `id` committed its updates logged before this record,
+/// reaching `version` with root hash `root`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CommitRecord {
+    pub(crate) id: u32,
+    pub(crate) version: u64,
+    pub(crate) root: cairn_proof::Hash,
+}
+
+impl CommitRecord {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(COMMIT_PAYLOAD_BYTES);
+        out.push(KIND_COMMIT);
+        out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&self.version.to_le_bytes());
+        out.extend_from_slice(&self.root);
+        out
+    }
+
+    /// Total decoder of a commit record's payload.
+    pub(crate) fn decode(payload: &[u8]) -> Result<CommitRecord> {
+        let bad = |d: &str| Error::corrupt("log record", d.to_string());
+        if payload.first() != Some(&KIND_COMMIT) {
+            return Err(bad("not a commit record"));
+        }
+        if payload.len() != COMMIT_PAYLOAD_BYTES {
+            return Err(bad("a commit record of the wrong size"));
+        }
+        let mut root = [0u8; 32];
+        root.copy_from_slice(&payload[13..45]);
+        Ok(CommitRecord {
+            id: u32::from_le_bytes(payload[1..5].try_into().expect("4 bytes")),
+            version: u64::from_le_bytes(payload[5..13].try_into().expect("8 bytes")),
+            root,
+        })
+    }
+}
+
+/// Record payload kind: an authenticated table's keys updated since its last commit, as its
+/// checkpoint holds them.
+const KIND_DIRTY: u8 = 3;
+
+/// Encodes a dirty-keys record: kind, table id, key count, and each key with its length.
+pub(crate) fn encode_dirty(id: u32, keys: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = vec![KIND_DIRTY];
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+    for key in keys {
+        out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        out.extend_from_slice(key);
+    }
+    out
+}
+
+/// Total decoder of a dirty-keys record.
+pub(crate) fn decode_dirty(payload: &[u8]) -> Result<(u32, Vec<Vec<u8>>)> {
+    let bad = |d: &str| Error::corrupt("log record", d.to_string());
+    let mut r = Reader {
+        bytes: payload,
+        at: 0,
+    };
+    if r.u8()? != KIND_DIRTY {
+        return Err(bad("not a dirty-keys record"));
+    }
+    let id = r.u32()?;
+    let count = r.u32()? as usize;
+    if count > payload.len() / 4 {
+        return Err(bad("more keys than bytes"));
+    }
+    let mut keys = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = r.u32()? as usize;
+        keys.push(r.take(len)?.to_vec());
+    }
+    if r.at != payload.len() {
+        return Err(bad("trailing bytes"));
+    }
+    Ok((id, keys))
+}
+
+/// What a log record holds.
+#[derive(Debug)]
+pub(crate) enum Payload {
+    Batch(Vec<Part>),
+    Commit(CommitRecord),
+    Dirty(u32, Vec<Vec<u8>>),
+}
+
+/// Total decoder of a record's payload, by its kind.
+pub(crate) fn decode_payload(payload: &[u8]) -> Result<Payload> {
+    match payload.first() {
+        Some(&KIND_COMMIT) => CommitRecord::decode(payload).map(Payload::Commit),
+        Some(&KIND_DIRTY) => decode_dirty(payload).map(|(id, keys)| Payload::Dirty(id, keys)),
+        _ => decode_batch(payload).map(Payload::Batch),
+    }
+}
+
 /// Total decoder of a batch record's payload.
 pub(crate) fn decode_batch(payload: &[u8]) -> Result<Vec<Part>> {
     let bad = |d: &str| Error::corrupt("log record", d.to_string());
@@ -293,6 +398,25 @@ pub(crate) struct Durable {
     /// Serialises appending a record with applying it, and checkpoints with writes.
     order: Mutex<()>,
     catalog: Mutex<Catalog>,
+    options: LogOptions,
+    /// The custom resolve functions registered with the session.
+    resolve_functions: Vec<Resolve>,
+    /// The durable tables by name (shared with the session front).
+    pub(crate) tables: Arc<DurableTables>,
+    /// When the next automatic checkpoint is due.
+    auto: Mutex<AutoCheckpoint>,
+    /// Set while a writer runs an automatic checkpoint (the others go on).
+    checkpointing: std::sync::atomic::AtomicBool,
+}
+
+/// What the automatic checkpoint policy tracks ([`LogOptions::checkpoint_bytes`],
+/// [`LogOptions::checkpoint_interval`]).
+#[derive(Debug)]
+struct AutoCheckpoint {
+    /// Payload bytes logged since the last checkpoint.
+    bytes: u64,
+    /// When the last checkpoint was taken (or the log opened).
+    at: std::time::Instant,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -316,6 +440,12 @@ impl DurableTables {
     fn all(&self) -> Vec<Lsm> {
         lock(&self.tables).values().cloned().collect()
     }
+    fn entries(&self) -> Vec<(String, Lsm)> {
+        lock(&self.tables)
+            .iter()
+            .map(|(n, t)| (n.clone(), t.clone()))
+            .collect()
+    }
     fn insert(&self, name: String, table: Lsm) {
         lock(&self.tables).insert(name, table);
     }
@@ -330,7 +460,8 @@ impl DurableTables {
 pub(crate) fn open(
     session: &Arc<SessionCore>,
     options: LogOptions,
-) -> Result<(Durable, DurableTables)> {
+    resolve_functions: Vec<Resolve>,
+) -> Result<Durable> {
     if options.segment_bytes < 512 {
         return Err(Error::InvalidConfig(format!(
             "LogOptions::segment_bytes is {}, below the minimum of 512",
@@ -374,16 +505,15 @@ pub(crate) fn open(
         write_atomic(&*fs, &catalog_path, &catalog.encode())?;
         catalog
     };
-    let registry = DurableTables::default();
+    let registry = Arc::new(DurableTables::default());
     let mut by_id: BTreeMap<u32, (Lsm, u64)> = BTreeMap::new();
     for entry in &catalog.tables {
         let name = snapshot::checkpoint_name(entry.id, entry.checkpoint);
-        let table = Lsm::open_snapshot(
-            session.clone(),
-            &name,
-            CHECKPOINT_LABEL,
-            crate::SnapshotOverrides::default(),
-        )?;
+        let overrides = crate::SnapshotOverrides {
+            resolve: checkpoint_resolve(session, &name, &entry.name, &resolve_functions)?,
+            ..crate::SnapshotOverrides::default()
+        };
+        let table = Lsm::open_snapshot(session.clone(), &name, CHECKPOINT_LABEL, overrides)?;
         table.set_durable_id(entry.id);
         by_id.insert(entry.id, (table.clone(), entry.seq));
         registry.insert(entry.name.clone(), table);
@@ -396,7 +526,46 @@ pub(crate) fn open(
         .unwrap_or(u64::MAX);
     let mut replayed = 0u64;
     let mut apply = |record: &wal::Record| -> Result<()> {
-        for (id, updates) in decode_batch(&record.payload)? {
+        let parts = match decode_payload(&record.payload)? {
+            Payload::Batch(parts) => parts,
+            Payload::Commit(commit) => {
+                let Some((table, seq)) = by_id.get(&commit.id) else {
+                    return Err(Error::corrupt(
+                        "log record",
+                        format!(
+                            "record {} commits durable table {}, which does not exist",
+                            record.seq, commit.id
+                        ),
+                    ));
+                };
+                if record.seq > *seq {
+                    replayed += 1;
+                    replay_commit(table, &commit, record.seq)?;
+                }
+                return Ok(());
+            }
+            Payload::Dirty(id, keys) => {
+                let Some((table, seq)) = by_id.get(&id) else {
+                    return Err(Error::corrupt(
+                        "log record",
+                        format!(
+                            "record {} names durable table {id}, which does not exist",
+                            record.seq
+                        ),
+                    ));
+                };
+                // Only the checkpoint just before it needs it: a replay from an older one
+                // finds the same keys dirty from the updates it replays.
+                if record.seq > *seq {
+                    // Counted: the checkpoint the open takes logs them again, in the new
+                    // segment, so that the old ones can go.
+                    replayed += 1;
+                    table.mark_dirty(keys)?;
+                }
+                return Ok(());
+            }
+        };
+        for (id, updates) in parts {
             let Some((table, seq)) = by_id.get(&id) else {
                 return Err(Error::corrupt(
                     "log record",
@@ -441,19 +610,80 @@ pub(crate) fn open(
         log,
         fs,
         dir,
+        resolve_functions,
         order: Mutex::new(()),
         catalog: Mutex::new(catalog),
+        tables: registry,
+        auto: Mutex::new(AutoCheckpoint {
+            bytes: 0,
+            at: std::time::Instant::now(),
+        }),
+        checkpointing: std::sync::atomic::AtomicBool::new(false),
+        options,
     };
     // Every open starts a new segment. So that a session reopened often does not pile up
     // segments (and replay them all at each open), the log before it is folded into new
     // checkpoints when it held records the checkpoints lack, as RocksDB flushes what it
     // recovered; otherwise the checkpoints cover it already and its segments go.
     if replayed > 0 {
-        durable.checkpoint(session, &registry)?;
+        durable.checkpoint(session)?;
     } else {
         durable.log.remove_covered(covered.unwrap_or(u64::MAX))?;
     }
-    Ok((durable, registry))
+    Ok(durable)
+}
+
+/// The custom resolve function checkpoint `name` of durable table `table` needs, from the
+/// session's registered ones (`None` for a built-in function). Errors:
+/// [`Error::InvalidConfig`] when it is not registered.
+fn checkpoint_resolve(
+    session: &SessionCore,
+    name: &str,
+    table: &str,
+    registered: &[Resolve],
+) -> Result<Option<Resolve>> {
+    let dir = snapshot::snapshot_dir(session.snapshots_dir(), name);
+    let meta = snapshot::read_meta(&**session.fs(), &dir)?;
+    match meta.resolve {
+        snapshot::ResolveTag::Custom(wanted) => registered
+            .iter()
+            .find(|r| matches!(r, Resolve::Custom(c) if Some(c.name()) == wanted.as_deref()))
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| {
+                Error::InvalidConfig(format!(
+                    "durable table {table:?} uses the custom resolve function {wanted:?}: \
+                     register it in SessionOptions::resolve_functions"
+                ))
+            }),
+        _ => Ok(None),
+    }
+}
+
+/// Repeats a logged commit: the table commits what was replayed before it, and must reach the
+/// logged version and root (the root depends only on the contents, the version only on the
+/// commits, so a difference is damage the record checksums missed, or a bug).
+fn replay_commit(table: &Lsm, commit: &CommitRecord, seq: u64) -> Result<()> {
+    let got = table.commit()?;
+    if got.version != commit.version || got.root.hash != commit.root {
+        return Err(Error::corrupt(
+            "log record",
+            format!(
+                "record {seq} says durable table {} committed version {} with root {}; the \
+                 replay reached version {} with root {}",
+                commit.id,
+                commit.version,
+                hex(&commit.root),
+                got.version,
+                hex(&got.root.hash)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Durable {
@@ -467,14 +697,13 @@ impl Durable {
     pub(crate) fn open_or_create(
         &self,
         session: &Arc<SessionCore>,
-        registry: &DurableTables,
         name: &str,
         config: TableConfig,
     ) -> Result<Lsm> {
         validate_name(name)?;
         // The order lock makes "exists, or create" one step for concurrent callers.
         let _order = lock(&self.order);
-        if let Some(table) = registry.get(name) {
+        if let Some(table) = self.tables.get(name) {
             let have = table.config();
             let hash = |c: &TableConfig| c.auth.map(|a| a.hash);
             if have.resolve != config.resolve || hash(have) != hash(&config) {
@@ -489,36 +718,37 @@ impl Durable {
             }
             return Ok(table);
         }
-        self.create_locked(session, registry, name, config)
+        self.create_locked(session, name, config)
     }
 
     /// Creates durable table `name` (see [`crate::Session::create_durable_table`]).
     pub(crate) fn create(
         &self,
         session: &Arc<SessionCore>,
-        registry: &DurableTables,
         name: &str,
         config: TableConfig,
     ) -> Result<Lsm> {
         validate_name(name)?;
         let _order = lock(&self.order);
-        self.create_locked(session, registry, name, config)
+        self.create_locked(session, name, config)
     }
 
     /// Creates durable table `name`, with the order lock held.
     fn create_locked(
         &self,
         session: &Arc<SessionCore>,
-        registry: &DurableTables,
         name: &str,
         config: TableConfig,
     ) -> Result<Lsm> {
-        if let Resolve::Custom(_) = config.resolve {
-            return Err(Error::InvalidConfig(
-                "a durable table needs a built-in resolve function (recovery replays upserts \
-                 before any function could be given)"
-                    .into(),
-            ));
+        if let Resolve::Custom(custom) = &config.resolve {
+            if !self.resolve_functions.contains(&config.resolve) {
+                return Err(Error::InvalidConfig(format!(
+                    "a durable table's custom resolve function must be registered in \
+                     SessionOptions::resolve_functions (recovery replays upserts with it); \
+                     {:?} is not",
+                    custom.name()
+                )));
+            }
         }
         let mut catalog = lock(&self.catalog).clone();
         if catalog.tables.iter().any(|t| t.name == name) {
@@ -546,14 +776,14 @@ impl Durable {
         write_atomic(&*self.fs, &self.catalog_path(), &catalog.encode())?;
         *lock(&self.catalog) = catalog;
         table.set_durable_id(id);
-        registry.insert(name.to_string(), table.clone());
+        self.tables.insert(name.to_string(), table.clone());
         Ok(table)
     }
 
     /// Saves every durable table as a new checkpoint, records them in the catalog, then removes
     /// the old checkpoints and the log segments nobody needs (see
     /// [`crate::Session::checkpoint`]).
-    pub(crate) fn checkpoint(&self, session: &SessionCore, registry: &DurableTables) -> Result<()> {
+    pub(crate) fn checkpoint(&self, session: &SessionCore) -> Result<()> {
         let _order = lock(&self.order);
         // The log up to here is made durable first: its notices fire as usual.
         self.log.sync()?;
@@ -561,7 +791,7 @@ impl Durable {
         let old = lock(&self.catalog).clone();
         let number = old.tables.iter().map(|t| t.checkpoint).max().unwrap_or(0) + 1;
         let mut new = old.clone();
-        let tables = registry.all();
+        let tables = self.tables.all();
         for entry in &mut new.tables {
             let Some(table) = tables.iter().find(|t| t.durable_id() == Some(entry.id)) else {
                 continue;
@@ -571,9 +801,20 @@ impl Durable {
                 // stay the source of its recovery.
                 continue;
             }
-            save_checkpoint(session, table, &snapshot::checkpoint_name(entry.id, number))?;
+            // An authenticated table is saved uncommitted (a checkpoint makes no version); the
+            // keys it has yet to commit are logged right after the checkpoint's position.
+            let dirty =
+                save_checkpoint(session, table, &snapshot::checkpoint_name(entry.id, number))?;
+            if !dirty.is_empty() {
+                self.log.append(&encode_dirty(entry.id, &dirty))?;
+            }
             entry.checkpoint = number;
             entry.seq = seq;
+        }
+        // The dirty-keys records are durable before the catalog names checkpoints that need
+        // them.
+        if self.log.last_seq() > seq {
+            self.log.sync()?;
         }
         // The switch: before it, the old checkpoints and the whole log; after, the new ones.
         write_atomic(&*self.fs, &self.catalog_path(), &new.encode())?;
@@ -586,28 +827,227 @@ impl Durable {
                 }
             }
         }
+        // Records logged from now on count towards the next automatic checkpoint (the order
+        // lock keeps writers out until then).
+        *lock(&self.auto) = AutoCheckpoint {
+            bytes: 0,
+            at: std::time::Instant::now(),
+        };
         let covered = new.tables.iter().map(|t| t.seq).min().unwrap_or(seq);
         self.log.remove_covered(covered)
+    }
+
+    /// Commits durable authenticated table `table` (see [`crate::Table::commit`]) and logs the
+    /// commit when it made a new version, under the write order, so that the record stands
+    /// exactly after the updates it covers. Returns the commit and, for a new version, the
+    /// durability of its record.
+    pub(crate) fn commit(&self, table: &Lsm) -> Result<(crate::Commit, Option<Durability>)> {
+        let id = table.durable_id().ok_or_else(|| {
+            Error::NotDurable("the table is not durable (open it with Session::table)".into())
+        })?;
+        let _order = lock(&self.order);
+        self.commit_locked(table, id)
+    }
+
+    /// Saves durable authenticated table `table` as snapshot `name`: its commit logged first
+    /// (as [`Durable::commit`]), and no write in between.
+    pub(crate) fn save_snapshot(&self, table: &Lsm, name: &str, label: &str) -> Result<()> {
+        let id = table.durable_id().ok_or_else(|| {
+            Error::NotDurable("the table is not durable (open it with Session::table)".into())
+        })?;
+        let _order = lock(&self.order);
+        self.commit_locked(table, id)?;
+        table.save_snapshot_as(name, label)
+    }
+
+    fn commit_locked(&self, table: &Lsm, id: u32) -> Result<(crate::Commit, Option<Durability>)> {
+        let before = table.auth_stats()?.version;
+        let commit = table.commit()?;
+        if commit.version == before {
+            return Ok((commit, None));
+        }
+        let record = CommitRecord {
+            id,
+            version: commit.version,
+            root: commit.root.hash,
+        };
+        // Should the append fail (a failed log), the commit stands in memory only: the log
+        // refuses every later write, and recovery repeats the commit from the updates logged.
+        let seq = self.log.append(&record.encode())?;
+        Ok((commit, Some(self.log.durability(seq))))
+    }
+
+    /// Whether an automatic checkpoint is due after `payload` more bytes were logged.
+    fn count_and_check(&self, payload: u64) -> bool {
+        let mut auto = lock(&self.auto);
+        auto.bytes += payload;
+        auto.bytes >= self.options.checkpoint_bytes
+            || self
+                .options
+                .checkpoint_interval
+                .is_some_and(|every| auto.at.elapsed() >= every)
+    }
+
+    /// Runs an automatic checkpoint on the writer that found it due, unless another writer is
+    /// running one already. Its failure is not the write's (that write is logged and applied):
+    /// it is logged, and the next write past the policy tries again.
+    fn auto_checkpoint(&self, session: &SessionCore) {
+        use std::sync::atomic::Ordering;
+        if self
+            .checkpointing
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        if let Err(e) = self.checkpoint(session) {
+            log::warn!(
+                "cairn: the automatic checkpoint of {} failed: {}",
+                self.dir.display(),
+                e.with_causes()
+            );
+        }
+        self.checkpointing.store(false, Ordering::Release);
     }
 }
 
 /// Saves `table` as checkpoint `name`, replacing what a crashed checkpoint or creation left under
 /// that name (no catalog names it).
-fn save_checkpoint(session: &SessionCore, table: &Lsm, name: &str) -> Result<()> {
+/// Returns the keys an authenticated table has yet to commit (see [`Lsm::save_checkpoint_as`]).
+fn save_checkpoint(session: &SessionCore, table: &Lsm, name: &str) -> Result<Vec<Vec<u8>>> {
     if snapshot::exists(session, name)? {
         snapshot::delete(session, name)?;
     }
-    table.save_snapshot_as(name, CHECKPOINT_LABEL)
+    table.save_checkpoint_as(name, CHECKPOINT_LABEL)
+}
+
+/// What a transaction saw of a key: its value and blob, or absence.
+pub(crate) type Seen = Option<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// One table's part of a write: the table and its updates, in order.
+pub(crate) type TablePart<'a> = (&'a Lsm, &'a [(&'a [u8], Update<'a>)]);
+
+/// One table's part of a transaction's read set: the live table, its name, and each key read
+/// with what was seen.
+pub(crate) type TableReads<'a> = (&'a Lsm, &'a str, Vec<(&'a [u8], &'a Seen)>);
+
+/// What a lookup result shows of a key: its value and blob bytes.
+pub(crate) fn seen(result: LookupResult) -> Result<Seen> {
+    Ok(match result {
+        LookupResult::NotFound => None,
+        LookupResult::Found(v) => Some((v, None)),
+        LookupResult::FoundWithBlob(v, blob) => Some((v, Some(blob.read()?))),
+    })
+}
+
+/// One durable table in a transaction's view: the live table and its duplicate as of the
+/// transaction's start.
+#[derive(Debug)]
+pub(crate) struct ViewTable {
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    pub(crate) live: Lsm,
+    pub(crate) view: Lsm,
 }
 
 impl Durable {
+    /// A duplicate of every usable durable table, all as of one instant (under the write
+    /// order, so no batch is half applied): a transaction's view. Cost: one
+    /// [`Lsm::duplicate`] per table (O(levels + runs) reference counts, no I/O).
+    pub(crate) fn view(&self) -> Result<Vec<ViewTable>> {
+        let _order = lock(&self.order);
+        let mut out = Vec::new();
+        for (name, live) in self.tables.entries() {
+            let Some(id) = live.durable_id() else {
+                continue;
+            };
+            if live.check_usable().is_err() {
+                continue;
+            }
+            let view = live.duplicate()?;
+            out.push(ViewTable {
+                id,
+                name,
+                live,
+                view,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Commits a transaction (see the `transaction` module): under the write order, every key
+    /// of `reads` is looked up in its live table and compared with what the transaction saw;
+    /// then `parts` is logged and applied as [`Durable::write`] does.
+    pub(crate) fn commit_transaction(
+        &self,
+        session: &Arc<SessionCore>,
+        reads: &[TableReads<'_>],
+        parts: &[TablePart<'_>],
+    ) -> Result<Durability> {
+        let payload = self.check_and_encode(session, parts)?;
+        let seq = {
+            let _order = lock(&self.order);
+            for (table, name, keys) in reads {
+                let lookup: Vec<&[u8]> = keys.iter().map(|(k, _)| *k).collect();
+                let now = table.lookups(&lookup)?;
+                for ((key, then), now) in keys.iter().zip(now) {
+                    if seen(now)? != **then {
+                        return Err(Error::TransactionConflict {
+                            table: name.to_string(),
+                            key: key.to_vec(),
+                        });
+                    }
+                }
+            }
+            self.append_and_apply(&payload, parts)?
+        };
+        self.after_write(session, payload.len());
+        Ok(self.log.durability(seq))
+    }
+
     /// Writes a batch across durable tables as one log record (see [`crate::Session::write`]).
     pub(crate) fn write<K: AsRef<[u8]>>(
         &self,
         session: &Arc<SessionCore>,
         parts: &[(&Lsm, &[(K, Update<'_>)])],
     ) -> Result<Durability> {
-        let durable = self;
+        let payload = self.check_and_encode(session, parts)?;
+        let seq = {
+            let _order = lock(&self.order);
+            self.append_and_apply(&payload, parts)?
+        };
+        self.after_write(session, payload.len());
+        Ok(self.log.durability(seq))
+    }
+
+    /// Appends `payload` and applies `parts`, with the write order held.
+    fn append_and_apply<K: AsRef<[u8]>>(
+        &self,
+        payload: &[u8],
+        parts: &[(&Lsm, &[(K, Update<'_>)])],
+    ) -> Result<u64> {
+        let seq = self.log.append(payload)?;
+        for (table, batch) in parts {
+            // A failure here breaks that table; the record is logged, and recovery applies it.
+            table.apply_updates(batch)?;
+        }
+        Ok(seq)
+    }
+
+    /// After a write of `payload_bytes`: an automatic checkpoint if one is due.
+    fn after_write(&self, session: &SessionCore, payload_bytes: usize) {
+        if self.count_and_check(payload_bytes as u64) {
+            self.auto_checkpoint(session);
+        }
+    }
+
+    /// Checks a batch before anything is logged (every table this session's, durable, usable;
+    /// every update valid) and encodes its record.
+    fn check_and_encode<K: AsRef<[u8]>>(
+        &self,
+        session: &Arc<SessionCore>,
+        parts: &[(&Lsm, &[(K, Update<'_>)])],
+    ) -> Result<Vec<u8>> {
         let mut ids = Vec::with_capacity(parts.len());
         for (table, batch) in parts {
             if !table.in_session(session) {
@@ -631,14 +1071,7 @@ impl Durable {
             .zip(parts)
             .map(|(id, (_, b))| (*id, *b))
             .collect();
-        let payload = encode_batch(&encoded);
-        let _order = lock(&durable.order);
-        let seq = durable.log.append(&payload)?;
-        for (table, batch) in parts {
-            // A failure here breaks that table; the record is logged, and recovery applies it.
-            table.apply_updates(batch)?;
-        }
-        Ok(durable.log.durability(seq))
+        Ok(encode_batch(&encoded))
     }
 }
 
@@ -671,6 +1104,33 @@ mod tests {
             let mut bad = payload.clone();
             bad[i] ^= 0xff;
             let _ = decode_batch(&bad);
+        }
+    }
+
+    #[test]
+    fn commit_and_dirty_records_round_trip_and_decoding_is_total() {
+        let commit = CommitRecord {
+            id: 7,
+            version: 42,
+            root: [0xab; 32],
+        };
+        let bytes = commit.encode();
+        let golden = crate::golden::check_golden("log-commit-record-v1.bin", &bytes);
+        assert_eq!(CommitRecord::decode(&golden).unwrap(), commit);
+        assert!(matches!(decode_payload(&bytes), Ok(Payload::Commit(c)) if c == commit));
+        let keys = vec![b"a".to_vec(), Vec::new(), b"longer key".to_vec()];
+        let dirty = encode_dirty(3, &keys);
+        let golden = crate::golden::check_golden("log-dirty-record-v1.bin", &dirty);
+        assert_eq!(decode_dirty(&golden).unwrap(), (3, keys));
+        for payload in [&bytes, &dirty] {
+            for cut in 0..payload.len() {
+                assert!(decode_payload(&payload[..cut]).is_err());
+            }
+            for i in 0..payload.len() {
+                let mut bad = payload.clone();
+                bad[i] ^= 0xff;
+                let _ = decode_payload(&bad);
+            }
         }
     }
 

@@ -192,13 +192,39 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// A transaction read a key that another write changed before the transaction committed:
+    /// nothing was written. Run the transaction again ([`crate::Session::transact`] does).
+    #[error(
+        "transaction conflict: key {} of table {table:?} changed since it was read",
+        hex_key(key)
+    )]
+    TransactionConflict {
+        /// The table of the key.
+        table: String,
+        /// The key (the first found changed).
+        key: Vec<u8>,
+    },
     /// A durable-table operation on a session opened without a log
     /// ([`crate::SessionOptions::log`]), or on a table that is not durable.
     #[error("not durable: {0}")]
     NotDurable(String),
 }
 
+/// A key for an error message: hex, cut after 32 bytes.
+fn hex_key(key: &[u8]) -> String {
+    let mut out: String = key.iter().take(32).map(|b| format!("{b:02x}")).collect();
+    if key.len() > 32 {
+        out.push_str("...");
+    }
+    out
+}
+
 impl Error {
+    /// Whether the operation may succeed if simply run again: a transaction conflict.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::TransactionConflict { .. })
+    }
+
     /// Builds an [`Error::Corrupt`].
     pub(crate) fn corrupt(what: &'static str, detail: impl Into<String>) -> Error {
         Error::Corrupt {
@@ -345,6 +371,10 @@ mod tests {
                 detail: "bad record".into(),
             },
             Error::NotDurable("no log".into()),
+            Error::TransactionConflict {
+                table: "accounts".into(),
+                key: b"alice".to_vec(),
+            },
         ];
         for e in &all {
             match e {
@@ -377,7 +407,8 @@ mod tests {
                 | Error::ReadOnly(_)
                 | Error::LogFailed(_)
                 | Error::LogCorrupted { .. }
-                | Error::NotDurable(_) => {}
+                | Error::NotDurable(_)
+                | Error::TransactionConflict { .. } => {}
             }
         }
         all

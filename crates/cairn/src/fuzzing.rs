@@ -100,7 +100,8 @@ pub fn hostile_snapshot(input: &[u8]) -> HostileOutcome {
         ..TableConfig::default()
     };
     {
-        let session = Session::open_with(Arc::new(fs.clone()), root, options).expect("open");
+        let session =
+            Session::open_with(Arc::new(fs.clone()), root, options.clone()).expect("open");
         let table = session.new_table(config).expect("table");
         for i in 0u32..150 {
             let key = format!("key{:05}", i * 37 % 1000);
@@ -225,7 +226,7 @@ pub fn hostile_snapshot(input: &[u8]) -> HostileOutcome {
 
     // Open it as a table, look up and iterate: typed errors, never a panic.
     let read_ok = (|| -> crate::Result<()> {
-        let session = Session::open_with(Arc::new(fs.clone()), root, options)?;
+        let session = Session::open_with(Arc::new(fs.clone()), root, options.clone())?;
         let table = session.open_snapshot("s", "fuzz", Default::default())?;
         let keys: Vec<String> = (0..1000).step_by(7).map(|i| format!("key{i:05}")).collect();
         for result in table.lookups(&keys)? {
@@ -296,7 +297,7 @@ pub fn reseal_run(fs: &dyn crate::fs::FileSystem, dir: &std::path::Path, run: u6
 }
 
 /// The log's decoders on arbitrary bytes: segment header, record (at every offset, with the
-/// chain values the bytes give), catalog and batch payload. Accepted values re-encode
+/// chain values the bytes give), catalog and the payloads (batch, commit, dirty keys). Accepted values re-encode
 /// identically.
 pub fn log_decoders(bytes: &[u8]) -> bool {
     let mut accepted = false;
@@ -335,6 +336,16 @@ pub fn log_decoders(bytes: &[u8]) -> bool {
         assert_eq!(crate::durable::encode_batch(&borrowed), bytes);
         accepted = true;
     }
+    if let Ok(commit) = crate::durable::CommitRecord::decode(bytes) {
+        assert_eq!(commit.encode(), bytes);
+        accepted = true;
+    }
+    if let Ok((id, keys)) = crate::durable::decode_dirty(bytes) {
+        assert_eq!(crate::durable::encode_dirty(id, &keys), bytes);
+        accepted = true;
+    }
+    // The dispatcher accepts exactly what one of the kinds' decoders accepts.
+    let _ = crate::durable::decode_payload(bytes);
     accepted
 }
 

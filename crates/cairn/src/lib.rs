@@ -21,6 +21,7 @@
 
 mod auth;
 mod background;
+mod batch;
 mod block_keys;
 
 // The engine's internals. Fuzz targets reach the decoders through the `fuzzing` feature (not a
@@ -69,6 +70,7 @@ mod session_core;
 mod snapshot;
 mod sorted;
 mod table;
+mod transaction;
 mod trie;
 mod union;
 mod wal;
@@ -80,6 +82,7 @@ mod write_buffer;
 pub struct ReadmeDoctests;
 
 pub use auth::{AuthStats, Commit, CommitTime};
+pub use batch::WriteBatch;
 pub use block_keys::BlockKeys;
 /// Proof types and the verifier (the `cairn-proof` crate, re-exported).
 pub use cairn_proof;
@@ -98,4 +101,5 @@ pub use session::Session;
 pub use session_core::SessionOptions;
 pub use snapshot::{SnapshotOverrides, SNAPSHOT_LABEL_BYTES_MAX};
 pub use table::Table;
+pub use transaction::Transaction;
 pub use wal::{Durability, LogOptions, LogStats, RecoveryMode, SyncPolicy, LOG_RECORD_BYTES_MAX};

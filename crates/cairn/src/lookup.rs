@@ -108,6 +108,14 @@ impl LookupResult {
         }
     }
 
+    /// The value, if the key was found, without copying it.
+    pub fn into_value(self) -> Option<Vec<u8>> {
+        match self {
+            LookupResult::NotFound => None,
+            LookupResult::Found(v) | LookupResult::FoundWithBlob(v, _) => Some(v),
+        }
+    }
+
     /// The blob reference, if the key was found with a blob.
     pub fn blob(&self) -> Option<&BlobRef> {
         match self {

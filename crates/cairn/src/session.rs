@@ -7,8 +7,9 @@
 //! May call: `session_core` (opening and closing the session), `table` (the public handles
 //! it returns), `lsm` (creating and opening tables), `snapshot` (a session's snapshots),
 //! `durable` (its write-ahead log and durable tables), `inspect` (looking inside snapshots),
-//! `background` (its merge thread's counter), `fs` (the real file system by default) and `io`
-//! (the I/O report). Must never touch: run contents.
+//! `background` (its merge thread's counter), `fs` (the real file system by default), `io`
+//! (the I/O report), `batch` (write batches it writes) and `transaction` (transactions it
+//! begins). Must never touch: run contents.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -42,8 +43,24 @@ pub struct Session {
 }
 
 impl Session {
-    /// Opens the session in `dir` on the real file system: creates it when `dir` is empty,
-    /// restores it otherwise. `dir` must exist.
+    /// Opens the session in `dir` on the real file system with the default options: creates
+    /// `dir` if it is missing and a new session in it if it is empty, recovers the session
+    /// otherwise, with its write-ahead log and named durable tables ([`Session::table`]).
+    ///
+    /// ```
+    /// use cairn::{Session, TableConfig};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("db");
+    /// let session = Session::open(&path)?;
+    /// let accounts = session.table("accounts", TableConfig::default())?;
+    /// accounts.insert("alice", "100")?;
+    /// session.close();
+    /// // A restart (or a crash: see `SyncPolicy` for what a crash may lose) finds it again.
+    /// let session = Session::open(&path)?;
+    /// let accounts = session.table("accounts", TableConfig::default())?;
+    /// assert_eq!(accounts.get("alice")?.as_deref(), Some(&b"100"[..]));
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
     ///
     /// Errors: as [`Session::open_with`].
     pub fn open(dir: impl AsRef<Path>) -> Result<Session> {
@@ -73,9 +90,12 @@ impl Session {
     /// Opens the session in `dir` on the given file system (the real one, a simulated one for
     /// tests, or your own implementation of [`FileSystem`]) with the given options.
     ///
-    /// A new session's files are fsynced, but `dir` itself belongs to the caller: make its own
-    /// entry in its parent durable (create it and fsync the parent) before relying on it. A
-    /// first open that failed half way can simply be retried.
+    /// A new session's files are fsynced, and so is the parent of a directory it created
+    /// ([`SessionOptions::create_if_missing`]); a directory that existed belongs to the caller,
+    /// whose entry in its parent must be durable before the session is relied on. A first open
+    /// that failed half way can simply be retried. With a log ([`SessionOptions::log`], the
+    /// default), the durable tables are recovered: each from its newest checkpoint plus the log
+    /// after it, then a checkpoint folds in what was replayed.
     ///
     /// With [`SessionOptions::read_only`], the directory must already be a session, and the
     /// session works through a file system that refuses every change: it takes no lock, removes
@@ -87,7 +107,9 @@ impl Session {
     /// a published snapshot is never modified, only deleted, so whatever a read-only session
     /// reads of a snapshot is either that snapshot's bytes or a missing-file error.
     ///
-    /// Errors: [`Error::SessionDirMissing`], [`Error::SessionLocked`] if another live session
+    /// Errors: [`Error::SessionDirMissing`] (missing, or not a directory, unless created),
+    /// [`Error::LogCorrupted`] (see [`crate::RecoveryMode`]), [`Error::SessionLocked`] if
+    /// another live session
     /// holds the directory (at once for a session of this process; after half a second of
     /// retries for another process, since a child that a thread of this process is spawning
     /// holds a just-closed session's lock until it execs), [`Error::SessionCorrupted`] if a
@@ -102,15 +124,16 @@ impl Session {
         let (durable, durable_tables) = match options.log {
             // A read-only session ignores the log (see `SessionOptions::log`).
             Some(log) if !core.read_only() => {
-                let (durable, tables) = crate::durable::open(&core, log)?;
+                let durable = crate::durable::open(&core, log, options.resolve_functions)?;
+                let tables = durable.tables.clone();
                 (Some(Arc::new(durable)), tables)
             }
-            _ => (None, DurableTables::default()),
+            _ => (None, Arc::new(DurableTables::default())),
         };
         Ok(Session {
             core,
             durable,
-            durable_tables: Arc::new(durable_tables),
+            durable_tables,
         })
     }
 
@@ -141,7 +164,11 @@ impl Session {
         self.core.io().kind()
     }
 
-    /// Creates an empty table. Fails with [`Error::InvalidConfig`] for an invalid config and
+    /// Creates an empty *ephemeral* table: anonymous, not logged, gone when the session closes
+    /// unless saved as a snapshot ([`Table::save_snapshot`]), lsm-tree's model. Its updates pay
+    /// no log. For a named table that survives restarts, see [`Session::table`].
+    ///
+    /// Errors: [`Error::InvalidConfig`] for an invalid config, [`Error::ReadOnly`],
     /// [`Error::SessionClosed`] after [`Session::close`].
     pub fn new_table(&self, config: TableConfig) -> Result<Table> {
         self.core.check_open()?;
@@ -226,6 +253,34 @@ impl Session {
         snapshot::import(&self.core, name, source.as_ref())
     }
 
+    /// The durable table `name` (1 to 64 characters from `[a-z0-9_-]`), created with `config`
+    /// if the session has no table of that name: the usual way to get a table. Its updates go
+    /// through the session's write-ahead log, so that it survives a restart and a crash (as
+    /// its newest checkpoint plus the log after it; see [`crate::SyncPolicy`] for which writes a
+    /// crash may lose and [`crate::LogOptions::checkpoint_bytes`] for the automatic
+    /// checkpoints). A table that exists keeps the configuration it was created with; `config`
+    /// must agree with it on what decides its contents (the resolve function, authentication
+    /// and its hash). For a table that lives only until the session closes, see
+    /// [`Session::new_table`].
+    ///
+    /// Cost: a lookup in the session's registry; for a new table, one empty checkpoint and one
+    /// catalog write, each fsynced.
+    ///
+    /// Errors: [`Error::NotDurable`] for a session opened without a log,
+    /// [`Error::InvalidConfig`] (a bad name, a config that disagrees with the existing table's,
+    /// a custom resolve function not registered in [`SessionOptions::resolve_functions`]),
+    /// [`Error::ReadOnly`],
+    /// [`Error::SessionClosed`], [`Error::Io`].
+    pub fn table(&self, name: &str, config: TableConfig) -> Result<Table> {
+        self.core.check_open()?;
+        let durable = self.durable()?;
+        if self.core.read_only() {
+            return Err(Error::ReadOnly("creating a table"));
+        }
+        let lsm = durable.open_or_create(&self.core, name, config)?;
+        Ok(Table::new(lsm, Some(durable.clone())))
+    }
+
     /// Creates the durable table `name` (1 to 64 characters from `[a-z0-9_-]`): a table whose
     /// updates go through the session's write-ahead log, so that it survives a crash as its
     /// newest checkpoint plus the log after it ([`Session::checkpoint`]). Reopening the session
@@ -233,13 +288,14 @@ impl Session {
     /// and one catalog write, each fsynced.
     ///
     /// Errors: [`Error::NotDurable`] without a log, [`Error::InvalidConfig`] (a bad name, a name
-    /// in use, a custom resolve function, which recovery could not be given), and as
+    /// in use, a custom resolve function not registered in
+    /// [`SessionOptions::resolve_functions`]), and as
     /// [`Session::new_table`].
     pub fn create_durable_table(&self, name: &str, config: TableConfig) -> Result<Table> {
         self.core.check_open()?;
         self.core.check_writable("creating a table")?;
         let durable = self.durable()?;
-        let lsm = durable.create(&self.core, &self.durable_tables, name, config)?;
+        let lsm = durable.create(&self.core, name, config)?;
         Ok(Table::new(lsm, Some(durable.clone())))
     }
 
@@ -277,6 +333,63 @@ impl Session {
         durable.write(&self.core, &parts)
     }
 
+    /// Begins a read-modify-write transaction over the session's durable tables (see
+    /// [`crate::Transaction`]): serializable, with a view of every durable table as of now,
+    /// consistent across tables. Cost: one duplicate per durable table (no I/O), taken while
+    /// holding the write order.
+    ///
+    /// Errors: [`Error::NotDurable`] without a log, [`Error::SessionClosed`],
+    /// [`Error::TableBroken`] and [`Error::Io`] from duplicating a table.
+    pub fn transaction(&self) -> Result<crate::Transaction> {
+        self.core.check_open()?;
+        crate::transaction::Transaction::begin(self.core.clone(), self.durable()?.clone())
+    }
+
+    /// Runs `body` in a transaction and commits it, running it again (in a new transaction)
+    /// when the commit finds a conflict, up to [`Session::TRANSACT_ATTEMPTS_MAX`] times.
+    /// Returns what `body` returned with the commit's [`crate::Durability`] (`None` if
+    /// `body` wrote nothing). An error from `body` ends it: the transaction is dropped,
+    /// nothing written.
+    ///
+    /// Errors: those of `body`, of [`Session::transaction`] and of
+    /// [`crate::Transaction::commit`]; [`Error::TransactionConflict`] after the last attempt.
+    pub fn transact<T>(
+        &self,
+        mut body: impl FnMut(&mut crate::Transaction) -> Result<T>,
+    ) -> Result<(T, Option<crate::Durability>)> {
+        let mut attempt = 1;
+        loop {
+            let mut tx = self.transaction()?;
+            let out = body(&mut tx)?;
+            match tx.commit() {
+                Ok(durability) => return Ok((out, durability)),
+                Err(e) if e.is_retryable() && attempt < Session::TRANSACT_ATTEMPTS_MAX => {
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Most attempts of [`Session::transact`].
+    pub const TRANSACT_ATTEMPTS_MAX: u32 = 64;
+
+    /// Writes `batch` (updates across durable tables of this session, each table's keys of
+    /// their own type) atomically, as one log record: as [`Session::write`], which takes a
+    /// slice of parts with one key type instead.
+    ///
+    /// Errors: as [`Session::write`].
+    pub fn write_batch(&self, batch: &crate::batch::WriteBatch) -> Result<crate::Durability> {
+        self.core.check_open()?;
+        let durable = self.durable()?;
+        let parts = batch.parts();
+        let parts: Vec<crate::durable::TablePart<'_>> = parts
+            .iter()
+            .map(|(t, updates)| (*t, &updates[..]))
+            .collect();
+        durable.write(&self.core, &parts)
+    }
+
     /// Saves every durable table as a new checkpoint (a snapshot, in O(log n) file operations
     /// per table) after syncing the log, switches the catalog to them, and removes the old
     /// checkpoints and the log segments that only they needed. Writes wait meanwhile. A crash at
@@ -287,7 +400,7 @@ impl Session {
     /// [`Table::save_snapshot`].
     pub fn checkpoint(&self) -> Result<()> {
         self.core.check_open()?;
-        self.durable()?.checkpoint(&self.core, &self.durable_tables)
+        self.durable()?.checkpoint(&self.core)
     }
 
     /// Writes and fsyncs every record logged so far, whatever the sync policy, and waits for

@@ -86,7 +86,7 @@ pub(crate) fn decode_metadata(bytes: &[u8]) -> Result<u64> {
 }
 
 /// How a session is opened.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct SessionOptions {
     /// The block I/O backend for batched lookups.
     pub io_backend: IoBackendKind,
@@ -98,10 +98,23 @@ pub struct SessionOptions {
     /// removed or locked (see [`crate::Session::open_with`] for the exact guarantees). For tools that
     /// look inside a database, possibly while the process that owns it is running.
     pub read_only: bool,
-    /// Opens the session with a write-ahead log (`<dir>/log/`), so that it can hold durable
-    /// tables ([`crate::Session::create_durable_table`]): recovery runs as the session opens. `None`:
-    /// no log, no durable tables, nothing extra to pay. Ignored by a read-only session.
+    /// The session's write-ahead log (`<dir>/log/`), which makes its named tables durable
+    /// ([`crate::Session::table`]): recovery runs as the session opens. On by default, with
+    /// [`crate::LogOptions::default`]. `None`: no log and no named tables, only ephemeral
+    /// tables ([`crate::Session::new_table`]) and snapshots, lsm-tree's model, with nothing extra
+    /// to pay (no log directory, no syncer thread). Ignored by a read-only session.
     pub log: Option<crate::LogOptions>,
+    /// Creates the session directory (and its parents) when it does not exist, and fsyncs its
+    /// parent so that the new entry is durable. On by default; off, a missing directory is
+    /// [`crate::Error::SessionDirMissing`]. Ignored by a read-only session, which never creates
+    /// anything.
+    pub create_if_missing: bool,
+    /// Custom resolve functions ([`crate::Resolve::custom`]) the session's durable tables may
+    /// use, found by name: a durable table can be created with a custom function only if it is
+    /// here, and recovery gives each durable table the function of the name it was created
+    /// with (a session whose durable table needs a function not here refuses to open, with
+    /// [`crate::Error::InvalidConfig`] naming it). Empty by default.
+    pub resolve_functions: Vec<crate::Resolve>,
     /// Runs merge work on a background thread of the session, ahead of the credits updates
     /// pay, so that updates usually find their merge work done and a second core does it.
     /// Every update keeps the bound on the merge steps it performs itself
@@ -133,7 +146,9 @@ impl Default for SessionOptions {
             io_backend: IoBackendKind::Auto,
             salt: None,
             read_only: false,
-            log: None,
+            log: Some(crate::LogOptions::default()),
+            create_if_missing: true,
+            resolve_functions: Vec::new(),
             background_merges: false,
             recycle_bytes: SessionOptions::RECYCLE_BYTES_DEFAULT,
         }
@@ -407,7 +422,15 @@ impl SessionCore {
     ) -> Result<Arc<SessionCore>> {
         let dir = dir.to_path_buf();
         if !fs.is_dir(&dir)? {
-            return Err(Error::SessionDirMissing(dir));
+            if !options.create_if_missing || options.read_only || fs.exists(&dir)? {
+                return Err(Error::SessionDirMissing(dir));
+            }
+            fs.create_dir_all(&dir)?;
+            // The new entry is durable: the parent is fsynced (one level; a created grandparent
+            // is the caller's to make durable, as for any path it names).
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs.sync_dir(parent)?;
+            }
         }
         if options.read_only {
             return SessionCore::open_read_only(fs, dir, options);

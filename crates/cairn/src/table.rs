@@ -245,7 +245,36 @@ impl Table {
     // --------------------------------------------------------------------------------------------
     // Lookups
 
-    /// Looks up one key.
+    /// The value of `key`, or `None` if it is absent. A blob stored with it is not read (see
+    /// [`Table::lookup`] for the blob reference).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let session = cairn::Session::open(dir.path()).unwrap();
+    /// let table = session.table("t", cairn::TableConfig::default())?;
+    /// table.insert("k", "v")?;
+    /// assert_eq!(table.get("k")?, Some(b"v".to_vec()));
+    /// assert_eq!(table.get("absent")?, None);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    ///
+    /// Cost: as one key of [`Table::lookups`], the batched path to use for many keys.
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`].
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        Ok(self.lookup(key)?.into_value())
+    }
+
+    /// Whether `key` is present.
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`].
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.lookup(key)?.value().is_some())
+    }
+
+    /// Looks up one key, with a reference to its blob if it has one.
     ///
     /// Errors: [`Error::KeyTooLarge`], [`Error::TableClosed`], [`Error::TableBroken`],
     /// [`Error::Io`].
@@ -442,7 +471,16 @@ impl Table {
     /// [`Error::SnapshotExists`], I/O errors.
     pub fn save_snapshot(&self, name: &str, label: &str) -> Result<()> {
         snapshot::validate_name(name)?;
-        self.lsm.save_snapshot_as(name, label)
+        match &self.durable {
+            // Saving an authenticated table commits what changed: a durable one logs that
+            // commit first, with writes held back until the save is done.
+            Some(durable)
+                if self.lsm.durable_id().is_some() && self.lsm.config().auth.is_some() =>
+            {
+                durable.save_snapshot(&self.lsm, name, label)
+            }
+            _ => self.lsm.save_snapshot_as(name, label),
+        }
     }
 
     // --------------------------------------------------------------------------------------------
@@ -471,7 +509,17 @@ impl Table {
     /// [`Error::Io`] and corruption of a trie page (the table is then broken: a later root could
     /// be wrong).
     pub fn commit(&self) -> Result<Commit> {
-        self.lsm.commit()
+        match &self.durable {
+            // A durable table's commit is logged (a record after the updates it covers), so
+            // that recovery reaches the same version and root; the record is durable with the
+            // next write's notice, or `Session::sync_log`.
+            Some(durable)
+                if self.lsm.durable_id().is_some() && self.lsm.config().auth.is_some() =>
+            {
+                Ok(durable.commit(&self.lsm)?.0)
+            }
+            _ => self.lsm.commit(),
+        }
     }
 
     /// The state root of the table's current contents: [`Table::commit`]'s root (committing

@@ -100,6 +100,17 @@ pub struct LogOptions {
     pub buffer_bytes_max: usize,
     /// What recovery does with damage.
     pub recovery: RecoveryMode,
+    /// An automatic checkpoint ([`crate::Session::checkpoint`]) is taken once this many bytes of
+    /// records were logged since the last one, so that the log, and the replay after a crash,
+    /// stay bounded without the application's help. It runs on the writer whose write
+    /// crossed the bound, after that write is applied (that write returns when the checkpoint
+    /// is done; other writers wait meanwhile, as for any checkpoint). `u64::MAX`: never by
+    /// size. Default 128 MiB.
+    pub checkpoint_bytes: u64,
+    /// An automatic checkpoint is also taken by the first write this long after the last
+    /// checkpoint (or the open), so that a slowly written log is folded in too. `None`: never
+    /// by time. Default 5 minutes. An idle session takes none (nothing grows).
+    pub checkpoint_interval: Option<Duration>,
 }
 
 impl Default for LogOptions {
@@ -112,6 +123,8 @@ impl Default for LogOptions {
             segment_bytes: 64 << 20,
             buffer_bytes_max: 16 << 20,
             recovery: RecoveryMode::TolerateTornTail,
+            checkpoint_bytes: 128 << 20,
+            checkpoint_interval: Some(Duration::from_secs(300)),
         }
     }
 }

@@ -1440,9 +1440,19 @@ fn blob_references_of_a_closed_table() {
 fn bad_session_directories_are_refused() {
     let fs = MemFs::new();
     let open = |dir: &str| Session::open_with(Arc::new(fs.clone()), dir, SessionOptions::default());
-    assert_err!(open("/missing"), Error::SessionDirMissing(p) if p == Path::new("/missing"));
+    let no_create = SessionOptions {
+        create_if_missing: false,
+        ..SessionOptions::default()
+    };
+    assert_err!(
+        Session::open_with(Arc::new(fs.clone()), "/missing", no_create),
+        Error::SessionDirMissing(p) if p == Path::new("/missing")
+    );
     fs.create(Path::new("/file")).unwrap();
     assert_err!(open("/file"), Error::SessionDirMissing(_));
+    // By default a missing directory is created.
+    drop(open("/created/here").unwrap());
+    assert!(fs.is_dir(Path::new("/created/here")).unwrap());
 
     fs.create_dir_all(Path::new("/s")).unwrap();
     let first = open("/s").unwrap();

@@ -244,7 +244,15 @@ fn bad_input_is_refused_before_anything_is_logged() {
     ));
     t.close();
     assert!(matches!(t.write(none), Err(Error::TableClosed)));
-    let no_log = Session::open_with(Arc::new(new_fs()), "/s", SessionOptions::default()).unwrap();
+    let no_log = Session::open_with(
+        Arc::new(new_fs()),
+        "/s",
+        SessionOptions {
+            log: None,
+            ..SessionOptions::default()
+        },
+    )
+    .unwrap();
     assert!(matches!(
         no_log.create_durable_table("t", small()),
         Err(Error::NotDurable(_))
@@ -406,6 +414,38 @@ enum Step {
     Batch(Vec<(bool, u8, Option<u8>)>),
     Checkpoint,
     Sync,
+    /// A commit of table `b`, which is authenticated.
+    Commit,
+}
+
+/// Table `b` of the power-loss property: authenticated, small.
+fn small_auth() -> TableConfig {
+    TableConfig {
+        auth: Some(cairn::AuthConfig {
+            retained_bytes: 0,
+            ..cairn::AuthConfig::default()
+        }),
+        ..small()
+    }
+}
+
+/// The state root of `model`, from a fresh ephemeral authenticated table.
+fn root_of(model: &Model) -> cairn::Root {
+    let tmp = MemFs::new();
+    tmp.create_dir_all(Path::new("/r")).unwrap();
+    let s = Session::open_with(
+        Arc::new(tmp),
+        "/r",
+        SessionOptions {
+            log: None,
+            ..SessionOptions::default()
+        },
+    )
+    .unwrap();
+    let t = s.new_table(small_auth()).unwrap();
+    let pairs: Vec<_> = model.iter().collect();
+    t.inserts(&pairs).unwrap();
+    t.commit().unwrap().root
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -414,6 +454,7 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(Step::Batch),
         1 => Just(Step::Checkpoint),
         1 => Just(Step::Sync),
+        2 => Just(Step::Commit),
     ]
 }
 
@@ -441,7 +482,10 @@ proptest! {
 
     /// Power is cut after a random number of file-system primitives; unsynced tails are lost,
     /// kept or torn. The tables recovered are the model after a prefix of the batches that
-    /// includes every batch reported durable, each batch all or nothing.
+    /// includes every batch reported durable, each batch all or nothing. Table `b` is
+    /// authenticated: its recovered version is one it had, at least that of every commit
+    /// followed by a batch reported durable, every commit replayed reached its logged version
+    /// and root (recovery checks), and its root is the root of its recovered contents.
     #[test]
     fn power_loss_keeps_a_prefix_with_every_durable_batch(
         steps in proptest::collection::vec(step(), 1..40),
@@ -460,11 +504,16 @@ proptest! {
             .filter_map(|s| match s { Step::Batch(b) => Some(b.clone()), _ => None })
             .collect();
         let mut durable_seen = 0usize; // batches [0, durable_seen) were reported durable
+        // Table b's commits: (version, batches written before it); the highest version it had;
+        // the highest version known durable.
+        let mut commits: Vec<(u64, usize)> = Vec::new();
+        let mut versions_max = 0u64;
+        let mut versions_durable = 0u64;
         {
             let session = open(&fs, sync);
             let tables = [
                 session.create_durable_table("a", small()).unwrap(),
-                session.create_durable_table("b", small()).unwrap(),
+                session.create_durable_table("b", small_auth()).unwrap(),
             ];
             fs.crash_after(cut);
             let mut handles = Vec::new();
@@ -472,11 +521,19 @@ proptest! {
                 let result = match s {
                     Step::Batch(b) => write_pair(&session, &tables, b).map(|d| handles.push(d)),
                     Step::Checkpoint => session.checkpoint(),
-                    Step::Sync => session.sync_log(),
+                    Step::Sync => session.sync_log().map(|()| {
+                        versions_durable = tables[1].auth_stats().map_or(0, |a| a.version);
+                    }),
+                    Step::Commit => tables[1].commit().map(|c| {
+                        // Durable once a later batch is.
+                        commits.push((c.version, handles.len()));
+                        versions_max = versions_max.max(c.version);
+                    }),
                 };
                 if result.is_err() {
                     break;
                 }
+                versions_max = versions_max.max(tables[1].auth_stats().map_or(0, |a| a.version));
             }
             // Give the syncer a moment, then see which notices fired before the power went.
             std::thread::sleep(Duration::from_millis(1));
@@ -484,6 +541,11 @@ proptest! {
             for (i, d) in handles.iter().enumerate() {
                 if matches!(d.is_durable(), Ok(true)) {
                     durable_seen = durable_seen.max(i + 1);
+                }
+            }
+            for &(version, batches_before) in &commits {
+                if durable_seen > batches_before {
+                    versions_durable = versions_durable.max(version);
                 }
             }
             drop(tables);
@@ -517,6 +579,13 @@ proptest! {
             "recovered state is no prefix of at least {durable_seen} of {} batches",
             batches.len()
         );
+        let b = session.durable_table("b").unwrap();
+        let version = b.auth_stats().unwrap().version;
+        prop_assert!(
+            versions_durable <= version && version <= versions_max,
+            "version {version} recovered; {versions_durable} was durable, {versions_max} the last"
+        );
+        prop_assert_eq!(b.root().unwrap(), root_of(&found[1]));
     }
 }
 
@@ -626,7 +695,7 @@ proptest! {
         let mut session = open(&fs, sync);
         let mut tables = [
             session.create_durable_table("a", small()).unwrap(),
-            session.create_durable_table("b", small()).unwrap(),
+            session.create_durable_table("b", small_auth()).unwrap(),
         ];
         // The batches since the recovered state `base`, their notices, and every state after
         // them.
@@ -646,6 +715,7 @@ proptest! {
                 }
                 Step::Checkpoint => session.checkpoint(),
                 Step::Sync => session.sync_log(),
+                Step::Commit => tables[1].commit().map(drop),
             };
             // Let the syncer finish what this step started, under the same faults.
             std::thread::sleep(Duration::from_micros(300));
@@ -810,8 +880,9 @@ fn concurrent_writers_all_get_their_notices() {
         };
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let dir = tmp.path().to_path_buf();
+        let worker_opts = opts.clone();
         let worker = std::thread::spawn(move || {
-            let session = Session::open_with_options(&dir, opts).unwrap();
+            let session = Session::open_with_options(&dir, worker_opts).unwrap();
             let t = session.create_durable_table("t", small()).unwrap();
             std::thread::scope(|s| {
                 for w in 0..8u32 {
@@ -1022,4 +1093,277 @@ fn reopening_often_does_not_grow_the_log() {
     let session = open(&fs, SyncPolicy::Immediate);
     assert_eq!(contents(&session.durable_table("t").unwrap()).len(), 150);
     assert_eq!(segment_paths(&fs).len(), 1);
+}
+
+#[test]
+fn named_tables_are_opened_or_created_and_survive_restarts_by_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A missing directory (and its parent) is created.
+    let path = tmp.path().join("a").join("db");
+    {
+        let session = Session::open(&path).unwrap();
+        let accounts = session.table("accounts", TableConfig::default()).unwrap();
+        assert!(accounts.is_durable());
+        accounts.insert("alice", "100").unwrap();
+        assert_eq!(accounts.get("alice").unwrap(), Some(b"100".to_vec()));
+        assert_eq!(accounts.get("bob").unwrap(), None);
+        assert!(accounts.contains_key("alice").unwrap());
+        assert!(!accounts.contains_key("bob").unwrap());
+        // The same name again is the same table.
+        let again = session.table("accounts", TableConfig::default()).unwrap();
+        assert_eq!(again.get("alice").unwrap(), Some(b"100".to_vec()));
+        // A config that disagrees on the contents' rules is refused.
+        let adds = TableConfig {
+            resolve: Resolve::AddU64Le,
+            ..TableConfig::default()
+        };
+        assert!(matches!(
+            session.table("accounts", adds),
+            Err(Error::InvalidConfig(_))
+        ));
+        // Ephemeral tables stay available, and anonymous.
+        let scratch = session.new_table(TableConfig::default()).unwrap();
+        assert!(!scratch.is_durable());
+        scratch.insert("x", "y").unwrap();
+    }
+    let session = Session::open(&path).unwrap();
+    assert_eq!(session.durable_tables(), ["accounts"]);
+    let accounts = session.table("accounts", TableConfig::default()).unwrap();
+    assert_eq!(accounts.get("alice").unwrap(), Some(b"100".to_vec()));
+    drop(session);
+    drop(accounts);
+    // Without creation, a missing directory is an error; so is a file.
+    let no_create = SessionOptions {
+        create_if_missing: false,
+        ..SessionOptions::default()
+    };
+    let missing = tmp.path().join("missing");
+    assert!(matches!(
+        Session::open_with_options(&missing, no_create),
+        Err(Error::SessionDirMissing(_))
+    ));
+    std::fs::write(tmp.path().join("file"), b"x").unwrap();
+    assert!(matches!(
+        Session::open(tmp.path().join("file")),
+        Err(Error::SessionDirMissing(_))
+    ));
+    // A session without a log has no named tables.
+    let no_log = SessionOptions {
+        log: None,
+        ..SessionOptions::default()
+    };
+    let s = Session::open_with_options(tmp.path().join("plain"), no_log).unwrap();
+    assert!(matches!(
+        s.table("t", TableConfig::default()),
+        Err(Error::NotDurable(_))
+    ));
+}
+
+#[test]
+fn a_write_batch_spans_tables_with_keys_of_their_own_types() {
+    let fs = new_fs();
+    let mut model = [Model::new(), Model::new()];
+    {
+        let session = open(&fs, SyncPolicy::Immediate);
+        let balances = session.table("balances", small()).unwrap();
+        let utxo = session.table("utxo", small()).unwrap();
+        for round in 0..40u8 {
+            let mut batch = cairn::WriteBatch::new();
+            // &str keys in one table, [u8; 34] keys in the other, interleaved.
+            let name = format!("acct{}", round % 7);
+            batch.insert(&balances, &name, [round; 8]);
+            batch.insert(&utxo, [round; 34], b"out");
+            batch.delete(&utxo, [round.wrapping_sub(3); 34]);
+            batch.update(&balances, "total", Update::Insert(&[round]));
+            assert_eq!(batch.len(), 4);
+            session.write_batch(&batch).unwrap().wait().unwrap();
+            model[0].insert(name.into_bytes(), vec![round; 8]);
+            model[1].insert(vec![round; 34], b"out".to_vec());
+            model[1].remove(&vec![round.wrapping_sub(3); 34]);
+            model[0].insert(b"total".to_vec(), vec![round]);
+        }
+        // A bad update anywhere refuses the whole batch before anything is logged.
+        let mut bad = cairn::WriteBatch::new();
+        bad.insert(&balances, "fine", "v");
+        bad.insert(&utxo, vec![0u8; cairn::KEY_SIZE_MAX + 1], "v");
+        assert!(matches!(
+            session.write_batch(&bad),
+            Err(Error::KeyTooLarge { .. })
+        ));
+        assert_eq!(contents(&balances), model[0]);
+        assert_eq!(contents(&utxo), model[1]);
+        // A table of another session is refused.
+        let other_fs = new_fs();
+        let other = open(&other_fs, SyncPolicy::Immediate);
+        let foreign = other.table("x", small()).unwrap();
+        let mut batch = cairn::WriteBatch::new();
+        batch.insert(&foreign, "k", "v");
+        assert!(session.write_batch(&batch).is_err());
+        batch.clear();
+        assert!(batch.is_empty());
+    }
+    let session = open(&fs, SyncPolicy::Immediate);
+    assert_eq!(
+        contents(&session.durable_table("balances").unwrap()),
+        model[0]
+    );
+    assert_eq!(contents(&session.durable_table("utxo").unwrap()), model[1]);
+}
+
+#[test]
+fn automatic_checkpoints_bound_the_log_without_the_application() {
+    let fs = new_fs();
+    let by_size = SessionOptions {
+        log: Some(LogOptions {
+            segment_bytes: 4096,
+            checkpoint_bytes: 16 << 10,
+            checkpoint_interval: None,
+            ..LogOptions::default()
+        }),
+        ..options(SyncPolicy::Immediate)
+    };
+    let mut model = Model::new();
+    {
+        let session = Session::open_with(Arc::new(fs.clone()), "/s", by_size).unwrap();
+        let t = session.table("t", small()).unwrap();
+        let mut most = 0;
+        for i in 0..3_000u32 {
+            let key = format!("k{:05}", i % 700);
+            let value = format!("v{i}-{}", "x".repeat(60));
+            t.insert(&key, &value).unwrap();
+            model.insert(key.into_bytes(), value.into_bytes());
+            most = most.max(segment_paths(&fs).len());
+        }
+        // 3,000 records of about 100 bytes make about 70 segments of 4 KiB; the checkpoints
+        // every 16 KiB keep about five.
+        assert!(most <= 8, "{most} segments at most");
+        session.sync_log().unwrap();
+    }
+    let session = open(&fs, SyncPolicy::Immediate);
+    assert_eq!(contents(&session.durable_table("t").unwrap()), model);
+    drop(session);
+
+    // By time: the first write after the interval checkpoints.
+    let fs = new_fs();
+    let by_time = SessionOptions {
+        log: Some(LogOptions {
+            segment_bytes: 4096,
+            checkpoint_bytes: u64::MAX,
+            checkpoint_interval: Some(Duration::from_millis(1)),
+            ..LogOptions::default()
+        }),
+        ..options(SyncPolicy::Immediate)
+    };
+    let session = Session::open_with(Arc::new(fs.clone()), "/s", by_time).unwrap();
+    let t = session.table("t", small()).unwrap();
+    for i in 0..500u32 {
+        t.insert(format!("k{i}"), "x".repeat(100)).unwrap();
+        if i % 50 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    assert!(segment_paths(&fs).len() <= 4, "{:?}", segment_paths(&fs));
+}
+
+/// A durable authenticated table recovers its exact version and root: commits are logged,
+/// checkpoints (explicit, automatic, or the one a reopen takes) make no version of their own,
+/// and keys updated after the last commit are still committed by the next commit.
+#[test]
+fn durable_authenticated_tables_recover_their_exact_version_and_root() {
+    let fs = new_fs();
+    let mut model = Model::new();
+    let (version, root) = {
+        let session = open(&fs, SyncPolicy::Immediate);
+        let t = session.table("state", small_auth()).unwrap();
+        for round in 0..6u8 {
+            for i in 0..30u8 {
+                let key = vec![i, round % 3];
+                t.insert(&key, [round, i]).unwrap();
+                model.insert(key, vec![round, i]);
+            }
+            let c = t.commit().unwrap();
+            assert_eq!(c.version, u64::from(round) + 1);
+            if round % 2 == 1 {
+                session.checkpoint().unwrap();
+                assert_eq!(
+                    t.auth_stats().unwrap().version,
+                    c.version,
+                    "a checkpoint committed"
+                );
+            }
+        }
+        // Updates after the last commit, then a checkpoint: saved uncommitted.
+        t.insert("late", "x").unwrap();
+        model.insert(b"late".to_vec(), b"x".to_vec());
+        session.checkpoint().unwrap();
+        t.insert("later", "y").unwrap();
+        model.insert(b"later".to_vec(), b"y".to_vec());
+        session.sync_log().unwrap();
+        let stats = t.auth_stats().unwrap();
+        assert_eq!(stats.version, 6);
+        fs.cut_power();
+        (stats.version, root_of(&model))
+    };
+    fs.recover(3);
+    for _reopen in 0..3 {
+        let session = open(&fs, SyncPolicy::Immediate);
+        let t = session.table("state", small_auth()).unwrap();
+        assert_eq!(t.auth_stats().unwrap().version, version);
+        assert_eq!(contents(&t), model);
+    }
+    let session = open(&fs, SyncPolicy::Immediate);
+    let t = session.table("state", small_auth()).unwrap();
+    // The next commit covers the keys updated before and after the checkpoint.
+    let c = t.commit().unwrap();
+    assert_eq!(c.version, version + 1);
+    assert_eq!(c.root, root);
+}
+
+/// A durable table may use a custom resolve function registered with the session: recovery
+/// replays its upserts with it, and a session that does not register it refuses to open.
+#[test]
+fn durable_tables_use_registered_custom_resolve_functions() {
+    let max = Resolve::custom("max-v1", |newer, older| newer.max(older).to_vec());
+    let with_max = SessionOptions {
+        resolve_functions: vec![max.clone()],
+        ..options(SyncPolicy::Immediate)
+    };
+    let config = TableConfig {
+        resolve: max.clone(),
+        ..small()
+    };
+    let fs = new_fs();
+    {
+        // Not registered: refused.
+        let session = open(&fs, SyncPolicy::Immediate);
+        assert!(matches!(
+            session.table("m", config.clone()),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
+    {
+        let session = Session::open_with(Arc::new(fs.clone()), "/s", with_max.clone()).unwrap();
+        let t = session.table("m", config.clone()).unwrap();
+        for v in [3u8, 9, 4, 1] {
+            t.upsert("k", [v]).unwrap();
+        }
+        session.checkpoint().unwrap();
+        for v in [5u8, 12, 2] {
+            t.upsert("k", [v]).unwrap();
+        }
+        session.sync_log().unwrap();
+        assert_eq!(t.get("k").unwrap(), Some(vec![12]));
+    }
+    // Recovery: the checkpoint opened with the function, the upserts after it replayed.
+    let session = Session::open_with(Arc::new(fs.clone()), "/s", with_max).unwrap();
+    assert_eq!(
+        session.table("m", config).unwrap().get("k").unwrap(),
+        Some(vec![12])
+    );
+    drop(session);
+    // Without it the session does not open (its table could not be recovered).
+    assert!(matches!(
+        Session::open_with(Arc::new(fs.clone()), "/s", options(SyncPolicy::Immediate)),
+        Err(Error::InvalidConfig(_))
+    ));
 }

@@ -357,6 +357,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                 } else {
                     0
                 },
+                ..SessionOptions::default()
             },
         )
         .unwrap()

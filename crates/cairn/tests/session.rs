@@ -29,13 +29,19 @@ fn handles_are_send_and_sync() {
 }
 
 #[test]
-fn missing_directory_is_a_typed_error() {
+fn missing_directory_is_created_or_a_typed_error() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("nope");
+    let no_create = cairn::SessionOptions {
+        create_if_missing: false,
+        ..cairn::SessionOptions::default()
+    };
     assert!(matches!(
-        Session::open(&missing),
+        Session::open_with_options(&missing, no_create),
         Err(Error::SessionDirMissing(p)) if p == missing
     ));
+    drop(Session::open(&missing).unwrap());
+    assert!(missing.is_dir());
 }
 
 #[test]
@@ -63,9 +69,9 @@ fn dropping_a_session_releases_its_lock() {
         salt: Some(99),
         ..SessionOptions::default()
     };
-    let s = Session::open_with(fs.clone(), "/s", options).unwrap();
+    let s = Session::open_with(fs.clone(), "/s", options.clone()).unwrap();
     assert!(matches!(
-        Session::open_with(fs.clone(), "/s", options),
+        Session::open_with(fs.clone(), "/s", options.clone()),
         Err(Error::SessionLocked(_))
     ));
     drop(s);
@@ -398,7 +404,7 @@ fn read_only_sessions_read_everything_and_change_nothing() {
         read_only: true,
         ..SessionOptions::default()
     };
-    let reader = Session::open_with_options(tmp.path(), options).unwrap();
+    let reader = Session::open_with_options(tmp.path(), options.clone()).unwrap();
     assert!(reader.is_read_only());
     assert_eq!(reader.salt(), owner.salt());
     assert_eq!(reader.list_snapshots().unwrap(), ["plain", "union"]);
@@ -445,7 +451,7 @@ fn read_only_sessions_read_everything_and_change_nothing() {
     // Only a session directory opens read-only, and an empty one is not created.
     let empty = tempfile::tempdir().unwrap();
     assert!(matches!(
-        Session::open_with_options(empty.path(), options),
+        Session::open_with_options(empty.path(), options.clone()),
         Err(Error::SessionCorrupted { .. })
     ));
     assert!(std::fs::read_dir(empty.path()).unwrap().next().is_none());

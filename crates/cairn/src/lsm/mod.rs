@@ -448,6 +448,11 @@ impl Lsm {
     }
 
     /// Whether `self` belongs to `session`.
+    /// Whether `self` and `other` are handles of the same table (not merely duplicates).
+    pub(crate) fn is_same(&self, other: &Lsm) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     pub(crate) fn in_session(&self, session: &Arc<SessionCore>) -> bool {
         Arc::ptr_eq(&self.inner.session, session)
     }

@@ -28,6 +28,49 @@ impl Lsm {
         )
     }
 
+    /// Saves the table as checkpoint `name` *without* committing: an authenticated table's
+    /// trie is saved at its last commit beside contents that may be newer, and the keys updated
+    /// since (its dirty keys, taken at the same instant) are returned, for the caller to log
+    /// after the checkpoint (the `durable` module's dirty-keys record), so that a table
+    /// recovered from it commits them as the table would have. A checkpoint thus never makes a
+    /// version of its own. Plain tables save as [`Lsm::save_snapshot_as`] and return none.
+    pub(crate) fn save_checkpoint_as(&self, name: &str, label: &str) -> Result<Vec<Vec<u8>>> {
+        self.inner.session.check_writable("saving a checkpoint")?;
+        let Some(mut auth) = self.lock_auth()? else {
+            self.save_snapshot_as(name, label)?;
+            return Ok(Vec::new());
+        };
+        let (dirty, mut contents) = {
+            let mut state = self.lock_write()?;
+            self.settle_flush(&mut state)?;
+            let dirty: Vec<Vec<u8>> = state.dirty.iter().cloned().collect();
+            (dirty, self.plan_snapshot(&state))
+        };
+        let (meta, files) = auth.snapshot_meta()?;
+        contents.auth = Some(meta);
+        snapshot::save_table(
+            &self.inner.session,
+            &self.inner.params,
+            name,
+            label,
+            contents,
+            Some(files),
+        )?;
+        Ok(dirty)
+    }
+
+    /// Marks `keys` as updated since the last commit (a recovered checkpoint's dirty keys):
+    /// the next commit rehashes them. Errors: [`crate::Error::TableClosed`],
+    /// [`crate::Error::TableBroken`].
+    pub(crate) fn mark_dirty(&self, keys: Vec<Vec<u8>>) -> Result<()> {
+        if self.inner.auth.is_none() {
+            return Ok(());
+        }
+        let mut state = self.lock_write()?;
+        state.dirty.extend(keys);
+        Ok(())
+    }
+
     /// Saves an authenticated table: commits what changed (so the snapshot records the root of
     /// exactly the contents it saves), writes the retained trie pages changed since the last
     /// snapshot to the page log, and saves the table with the trie's segments in one snapshot.
