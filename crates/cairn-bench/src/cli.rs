@@ -45,6 +45,9 @@ pub enum Command {
     /// write-to-durability latency at several writer counts and batch sizes, against the
     /// disk's own fsync rate.
     Wal(WalArgs),
+    /// Read-modify-write transactions on Cairn's named durable tables: the SmallBank mix,
+    /// committed transactions per second and latency to durability, on one thread and two.
+    Txn(TxnArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
     Report(ReportArgs),
@@ -372,6 +375,31 @@ pub struct UpsertArgs {
     /// Repetitions of every measurement; medians are reported.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeat: u64,
+}
+
+/// Options of `txn`.
+#[derive(Debug, Args)]
+pub struct TxnArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Accounts (each a key in both tables).
+    #[arg(long, default_value_t = 100_000)]
+    pub accounts: u64,
+    /// Seconds each thread count runs.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Transaction thread counts, comma-separated.
+    #[arg(long, default_value = "1,2")]
+    pub threads: String,
+    /// Draw accounts from a Zipfian law (exponent 0.99) instead of uniformly.
+    #[arg(long)]
+    pub zipf: bool,
+    /// Do not wait for each commit's durability (group commit still fsyncs).
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Check the money at the end against the committed deposits and checks.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub check: bool,
 }
 
 /// Options of `wal`.

@@ -15,6 +15,8 @@
 //! - `trie`: an authenticated table's proof sizes and commit costs ([`trie`]).
 //! - `chain`, `chain-report`: a synthetic Ethereum sync with hashed and block-ordered keys, on
 //!   Cairn and RocksDB ([`chain`]).
+//! - `wal`: durable writes through each engine's log ([`wal`]).
+//! - `txn`: SmallBank read-modify-write transactions on Cairn's named tables ([`txn`]).
 //!
 //! The parts, each a directory or a file:
 //!
@@ -59,6 +61,7 @@ mod report;
 mod stats;
 mod sys;
 mod trie;
+mod txn;
 mod union;
 mod upsert;
 mod utxo;
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
             println!("{}", path.display());
         }),
         Command::Wal(args) => wal::run(&args),
+        Command::Txn(args) => txn::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Chain(args) => chain::run(&args),
         Command::ChainReport(args) => chain::report::write(&args.dir).map(|path| {
