@@ -307,14 +307,23 @@ impl EntryStream for MergedEntries {
     }
 }
 
+/// What a cursor keeps of its view to read it again from another key ([`Cursor::seek`]): the
+/// view's write-buffer clone and runs, and a way to stream them.
+pub(crate) trait Restart: std::fmt::Debug + Send {
+    /// The view's merged stream from the first key `>= from` (or the first key at all).
+    fn stream_from(&self, from: Option<&[u8]>) -> Result<MergedEntries>;
+}
+
 /// A merged stream whose entries are handed to users, with blob references stamped with the
-/// table's id and epoch, ending at an upper bound.
+/// table's id and epoch, within bounds.
 #[derive(Debug)]
 pub(crate) struct StampedEntries {
     entries: MergedEntries,
     table_id: u64,
     epoch: u64,
+    start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
+    restart: Box<dyn Restart>,
 }
 
 impl StampedEntries {
@@ -322,21 +331,45 @@ impl StampedEntries {
         entries: MergedEntries,
         table_id: u64,
         epoch: u64,
-        end: Bound<Vec<u8>>,
+        (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
+        restart: Box<dyn Restart>,
     ) -> StampedEntries {
         StampedEntries {
             entries,
             table_id,
             epoch,
+            start,
             end,
+            restart,
         }
+    }
+
+    /// Starts reading the view again at the first key `>= key` within the bounds.
+    fn seek(&mut self, key: &[u8]) -> Result<()> {
+        let from = match &self.start {
+            Bound::Included(s) | Bound::Excluded(s) if s.as_slice() > key => s.clone(),
+            _ => key.to_vec(),
+        };
+        self.entries = self.restart.stream_from(Some(&from))?;
+        Ok(())
+    }
+
+    /// Whether `key` is below the lower bound (an excluded start key, after a seek to it).
+    fn before_start(&self, key: &[u8]) -> bool {
+        matches!(&self.start, Bound::Excluded(s) if s.as_slice() == key)
     }
 
     /// The next entry for a user, or `None` past the end bound.
     fn next_entry(&mut self) -> Result<Option<CursorEntry>> {
-        let Some(e) = self.entries.next_raw()? else {
+        let Some(mut e) = self.entries.next_raw()? else {
             return Ok(None);
         };
+        if self.before_start(&e.key) {
+            let Some(next) = self.entries.next_raw()? else {
+                return Ok(None);
+            };
+            e = next;
+        }
         let within = match &self.end {
             Bound::Included(end) => e.key <= *end,
             Bound::Excluded(end) => e.key < *end,
@@ -470,6 +503,39 @@ impl Cursor {
             self.peeked = self.read_next()?;
         }
         Ok(self.peeked.as_ref())
+    }
+
+    /// Moves the cursor to the first entry whose key is `>= key` (and within the cursor's
+    /// range; a key before the range moves it to the range's start), forwards or backwards:
+    /// the next read returns that entry. The cursor keeps its view: what it reads is still the
+    /// table as it was when the cursor was opened.
+    ///
+    /// Cost: as opening the cursor (one index search and one span read per run, whatever the
+    /// distance moved).
+    ///
+    /// Errors: [`Error::KeyTooLarge`], [`Error::CursorClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`]. After an error the cursor is finished.
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        let key = key.as_ref();
+        if key.len() > crate::page::KEY_SIZE_MAX {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: crate::page::KEY_SIZE_MAX,
+            });
+        }
+        self.peeked = None;
+        let result = match self.inner.state.lock() {
+            Err(poisoned) if poisoned.get_ref().is_none() => Err(Error::CursorClosed),
+            Err(_) => Err(Error::TableBroken(
+                "a panic interrupted a read through this cursor".into(),
+            )),
+            Ok(mut state) => match state.as_mut() {
+                None => Err(Error::CursorClosed),
+                Some(entries) => entries.seek(key),
+            },
+        };
+        self.failed = result.is_err();
+        result
     }
 
     /// Closes the cursor and releases the runs it holds. Idempotent; later reads return

@@ -452,6 +452,28 @@ impl Table {
         self.lsm.range(range)
     }
 
+    /// A cursor over every entry whose key starts with `prefix`, in key order (see
+    /// [`Table::range`]; an empty prefix is the whole table).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let session = cairn::Session::open(dir.path()).unwrap();
+    /// # let table = session.new_table(cairn::TableConfig::default()).unwrap();
+    /// table.inserts(&[("acct/1", "a"), ("acct/2", "b"), ("acctz", "c"), ("tx/1", "d")])?;
+    /// let keys: Vec<Vec<u8>> = table.prefix("acct/")?.map(|e| e.map(|e| e.key)).collect::<cairn::Result<_>>()?;
+    /// assert_eq!(keys, [b"acct/1".to_vec(), b"acct/2".to_vec()]);
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    ///
+    /// Errors: as [`Table::range`].
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Result<Cursor> {
+        let prefix = prefix.as_ref();
+        self.range((
+            std::ops::Bound::Included(prefix.to_vec()),
+            prefix_end(prefix),
+        ))
+    }
+
     /// Every entry whose key lies in `range`, in key order, collected (see [`Table::range`]).
     ///
     /// Cost: as a cursor, plus the entries returned (all held in memory). Errors: as
@@ -587,5 +609,32 @@ impl Table {
     /// Errors: [`Error::TableClosed`], [`Error::TableBroken`], [`Error::Io`].
     pub fn stats(&self) -> Result<TableStats> {
         self.lsm.stats()
+    }
+}
+
+/// The first key after every key that starts with `prefix`: the prefix with its last byte below
+/// 0xff incremented and what follows it cut (unbounded when every byte is 0xff, or none).
+fn prefix_end(prefix: &[u8]) -> std::ops::Bound<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return std::ops::Bound::Excluded(end);
+        }
+    }
+    std::ops::Bound::Unbounded
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+    use std::ops::Bound;
+
+    #[test]
+    fn prefix_ends() {
+        assert_eq!(prefix_end(b"ab"), Bound::Excluded(b"ac".to_vec()));
+        assert_eq!(prefix_end(b"a\xff"), Bound::Excluded(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff\xff"), Bound::Unbounded);
+        assert_eq!(prefix_end(b""), Bound::Unbounded);
     }
 }

@@ -38,6 +38,20 @@ use crate::write_buffer::WriteBuffer;
 /// A key's value and blob as a lookup in a view found it (`None`: absent).
 type Found = Option<(Vec<u8>, Option<BlobSource>)>;
 
+/// A view and the resolve function to stream it with: what a cursor keeps to seek
+/// ([`crate::cursor::Restart`]).
+#[derive(Debug)]
+pub(crate) struct ViewRestart {
+    pub(crate) view: TableView,
+    pub(crate) resolve: Resolve,
+}
+
+impl crate::cursor::Restart for ViewRestart {
+    fn stream_from(&self, from: Option<&[u8]>) -> Result<MergedEntries> {
+        self.view.stream(from, &self.resolve)
+    }
+}
+
 /// A frozen view of a table's contents, newest first: write buffer, runs, union level.
 #[derive(Debug)]
 pub(crate) struct TableView {

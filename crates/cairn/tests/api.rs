@@ -738,3 +738,48 @@ fn deepest_level_without_filters(session: &Session) {
     let again = reopened.lookups(&probe).unwrap();
     assert!(again.iter().zip(&want).all(|(a, w)| a.value() == w.value()));
 }
+
+#[test]
+fn cursors_seek_within_their_view_and_range() {
+    use std::ops::Bound;
+    let dir = tempfile::tempdir().unwrap();
+    let session = cairn::Session::open(dir.path()).unwrap();
+    let table = session
+        .new_table(cairn::TableConfig {
+            write_buffer_entries: 4,
+            merge_batch_size: 2,
+            ..cairn::TableConfig::default()
+        })
+        .unwrap();
+    let keys: Vec<String> = (0..40).map(|i| format!("k{i:02}")).collect();
+    for k in &keys {
+        table.insert(k, k).unwrap();
+    }
+    let keys_of = |c: &mut cairn::Cursor, n: usize| -> Vec<Vec<u8>> {
+        c.by_ref().take(n).map(|e| e.unwrap().key).collect()
+    };
+    let mut c = table
+        .range((Bound::Excluded("k10"), Bound::Included("k30")))
+        .unwrap();
+    // Updates after the cursor opened are not seen, whatever the seeks.
+    table.insert("k15", "changed").unwrap();
+    table.delete("k20").unwrap();
+    assert_eq!(keys_of(&mut c, 2), [b"k11".to_vec(), b"k12".to_vec()]);
+    c.seek("k20").unwrap(); // forwards
+    assert_eq!(keys_of(&mut c, 1), [b"k20".to_vec()]);
+    c.seek("k05").unwrap(); // before the range: its start, excluded
+    assert_eq!(keys_of(&mut c, 1), [b"k11".to_vec()]);
+    c.seek("k10").unwrap(); // the excluded start itself
+    assert_eq!(keys_of(&mut c, 1), [b"k11".to_vec()]);
+    c.seek("k15").unwrap();
+    let e = c.next().unwrap().unwrap();
+    assert_eq!((e.key, e.value), (b"k15".to_vec(), b"k15".to_vec()));
+    c.seek("k295").unwrap(); // between keys, near the end
+    assert_eq!(keys_of(&mut c, 5), [b"k30".to_vec()]);
+    c.seek("k99").unwrap(); // past the end
+    assert!(c.next().is_none());
+    c.seek("k29").unwrap(); // and back after the end
+    assert_eq!(keys_of(&mut c, 5), [b"k29".to_vec(), b"k30".to_vec()]);
+    c.close();
+    assert!(matches!(c.seek("k20"), Err(cairn::Error::CursorClosed)));
+}

@@ -59,6 +59,10 @@ enum Op {
     /// Insert this many fresh keys above every key so far, in one batch (block-ordered data:
     /// runs that overlap nothing older, which merges link instead of rewriting).
     Append(u8, Vec<u8>),
+    /// Move an open cursor to the first key `>=` this one (`Cursor::seek`).
+    SeekCursor(usize, u16),
+    /// A cursor over the keys starting with the first `n` bytes of this key (`Table::prefix`).
+    Prefix(u16, u8),
 }
 
 #[derive(Clone, Debug)]
@@ -190,6 +194,8 @@ fn op_strategy(resolve: ResolveKind, keys: u16) -> impl Strategy<Value = Op> {
         1 => Just(Op::CompleteMerges),
         3 => (1u8..24, prop::collection::vec(any::<u8>(), 0..8))
             .prop_map(|(n, v)| Op::Append(n, v)),
+        2 => (0usize..5, 0..keys).prop_map(|(c, k)| Op::SeekCursor(c, k)),
+        2 => (0..keys, 0u8..6).prop_map(|(k, n)| Op::Prefix(k, n)),
     ]
 }
 
@@ -405,7 +411,9 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
     // Blob references from lookups: (reference, expected bytes, update count at the lookup).
     let mut blob_refs = Vec::new();
     // Open cursors: the cursor and the model's entries it must still return, in order.
+    // With each, the whole view it was opened on (from its start key), for seeks.
     let mut cursors: Vec<(cairn::Cursor, Expected)> = Vec::new();
+    let mut cursor_views: Vec<Vec<(Vec<u8>, Vec<u8>)>> = Vec::new();
     let key = |k: u16| key_bytes(k, setup.long_keys);
     let remember = |blob_refs: &mut Vec<_>, model: &Model, k: &[u8], r: &LookupResult, at: u64| {
         if let (Some(blob), Some((_, Some(bytes)))) = (r.blob(), model.get(k)) {
@@ -539,7 +547,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::OpenCursor(from) => {
                 if cursors.len() < 5 {
-                    let (cursor, expected) = match from {
+                    let (cursor, expected): (cairn::Cursor, Expected) = match from {
                         Some(k) => {
                             let k = key(*k);
                             let expected = model
@@ -556,6 +564,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                                 .collect(),
                         ),
                     };
+                    cursor_views.push(expected.iter().cloned().collect());
                     cursors.push((cursor, expected));
                 }
             }
@@ -575,9 +584,37 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                     }
                 }
             }
+            Op::SeekCursor(c, k) => {
+                if let Some((cursor, expected)) = cursors.get_mut(*c) {
+                    let k = key(*k);
+                    cursor.seek(&k).unwrap();
+                    *expected = cursor_views[*c]
+                        .iter()
+                        .filter(|(key, _)| *key >= k)
+                        .cloned()
+                        .collect();
+                }
+            }
+            Op::Prefix(k, n) => {
+                let k = key(*k);
+                let prefix = &k[..usize::from(*n).min(k.len())];
+                let got: Vec<(Vec<u8>, Vec<u8>)> = table
+                    .prefix(prefix)
+                    .unwrap()
+                    .map(|e| e.map(|e| (e.key, e.value)))
+                    .collect::<cairn::Result<_>>()
+                    .unwrap();
+                let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .iter()
+                    .filter(|(key, _)| key.starts_with(prefix))
+                    .map(|(k, (v, _))| (k.clone(), v.clone()))
+                    .collect();
+                prop_assert_eq!(got, want);
+            }
             Op::CloseCursor(c) => {
                 if *c < cursors.len() {
                     let (mut cursor, _) = cursors.remove(*c);
+                    cursor_views.remove(*c);
                     cursor.close();
                     prop_assert!(matches!(cursor.next(), Some(Err(Error::CursorClosed))));
                 }
@@ -703,6 +740,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                 for (mut cursor, _) in cursors.drain(..) {
                     prop_assert!(matches!(cursor.next(), Some(Err(Error::CursorClosed))));
                 }
+                cursor_views.clear();
                 session = open_session();
                 table = session.new_table(config.clone()).unwrap();
                 model = Model::new();

@@ -102,13 +102,28 @@ impl Lsm {
 
     /// The table's entries from the first key `>= from` (or the first key) up to `end`, as a
     /// stable view. Cost: O(1) memory for the write buffer (a persistent map, shared).
-    fn merged_entries(&self, from: Option<&[u8]>, end: Bound<Vec<u8>>) -> Result<StampedEntries> {
+    fn merged_entries(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Result<StampedEntries> {
+        let from = match &start {
+            Bound::Included(k) | Bound::Excluded(k) => Some(&k[..]),
+            Bound::Unbounded => None,
+        };
         if let Some(key) = from {
             check_key(key)?;
         }
         let view = self.view()?;
         let entries = view.stream(from, &self.inner.config.resolve)?;
-        Ok(StampedEntries::new(entries, self.inner.id, view.epoch, end))
+        let epoch = view.epoch;
+        let restart = Box::new(crate::union::ViewRestart {
+            view,
+            resolve: self.inner.config.resolve.clone(),
+        });
+        Ok(StampedEntries::new(
+            entries,
+            self.inner.id,
+            epoch,
+            (start, end),
+            restart,
+        ))
     }
 
     /// A frozen view of the table (for a union or a stream): an O(1) clone of the write buffer
@@ -138,21 +153,12 @@ impl Lsm {
         if let Bound::Included(k) | Bound::Excluded(k) = range.end_key() {
             check_key(k)?;
         }
-        let from = match range.start_key() {
-            Bound::Included(k) | Bound::Excluded(k) => Some(k),
-            Bound::Unbounded => None,
-        };
+        let start = range.start_key().map(<[u8]>::to_vec);
         let end = range.end_key().map(<[u8]>::to_vec);
-        let entries = self.merged_entries(from, end)?;
-        let mut cursor = Cursor::new(entries, self.inner.session.clone());
+        // An excluded start key is skipped by the stream itself (also after a seek to it).
+        let entries = self.merged_entries(start, end)?;
+        let cursor = Cursor::new(entries, self.inner.session.clone());
         self.inner.session.register_cursor(cursor.member())?;
-        if let Bound::Excluded(k) = range.start_key() {
-            if cursor.peek()?.is_some_and(|e| e.key == k) {
-                if let Some(Err(e)) = cursor.next() {
-                    return Err(e);
-                }
-            }
-        }
         Ok(cursor)
     }
 }
