@@ -645,6 +645,14 @@ impl Log {
             if state.buffer.is_empty() || state.buffer.len() < s.options.buffer_bytes_max {
                 break;
             }
+            // The buffer is full: wait for the group being written. Under `Immediate` no group
+            // may be (only a waiter or a question starts one), so this writer asks the syncer
+            // for one; without it, writers that never wait for their records would block here
+            // for ever once they filled the buffer.
+            if s.options.sync == SyncPolicy::Immediate {
+                state.flush_requested = true;
+                s.work.notify_one();
+            }
             state = s.changed.wait(state).unwrap_or_else(|p| p.into_inner());
         }
         let seq = state.next_seq;
@@ -844,6 +852,13 @@ impl Shared {
                                 continue;
                             }
                         }
+                    }
+                    if !pending {
+                        // A flush asked for a record the group just written held (its handle
+                        // was dropped or polled while the group was being written): done. Left
+                        // set, the flag would hide the next request, whose asker sets it only
+                        // when it is clear, and the syncer would sleep with records pending.
+                        state.flush_requested = false;
                     }
                     state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
                 }

@@ -1367,3 +1367,44 @@ fn durable_tables_use_registered_custom_resolve_functions() {
         Err(Error::InvalidConfig(_))
     ));
 }
+
+/// Writers that never wait for their records fill the log's buffer; under every policy the
+/// buffer is then written (under `Immediate` the full buffer asks the syncer for a group), and
+/// no writer blocks for ever. Found by `cairn-bench txn --no-wait`, which hung: a handle
+/// dropped while its record's group was being written left the syncer's flush flag set with
+/// nothing pending, and the next requests, seeing it set, did not wake the syncer.
+#[test]
+fn writers_that_never_wait_do_not_block_on_a_full_buffer() {
+    for sync in [
+        SyncPolicy::Immediate,
+        SyncPolicy::Group {
+            window: Duration::from_millis(1),
+            bytes: 1 << 20,
+        },
+        SyncPolicy::Never,
+    ] {
+        let fs = new_fs();
+        let small_buffer = SessionOptions {
+            log: Some(LogOptions {
+                sync,
+                buffer_bytes_max: 4096,
+                segment_bytes: 64 << 10,
+                ..LogOptions::default()
+            }),
+            ..options(sync)
+        };
+        let session = Session::open_with(Arc::new(fs.clone()), "/s", small_buffer).unwrap();
+        let t = session.table("t", small()).unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for i in 0..2_000u32 {
+                t.write(&[(format!("k{i:05}").as_bytes(), Update::Insert(&[7u8; 100]))])
+                    .unwrap();
+            }
+            done_tx.send(()).unwrap();
+        });
+        done_rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("a writer blocked on a full buffer under {sync:?}"));
+    }
+}
