@@ -10,10 +10,10 @@
 //! with `--zipf`, from a Zipfian law of exponent 0.99):
 //!
 //! - **Balance**: reads `a`'s checking and savings (read-only: no commit record).
-//! - **DepositChecking**: checking[a] += 1.3 (in cents: 130).
-//! - **TransactSavings**: savings[a] += 20.20 if the result stays non-negative (it does here).
+//! - **DepositChecking**: `checking[a] += 1.30` (in cents: 130).
+//! - **TransactSavings**: `savings[a] += 20.20` if the result stays non-negative (it does here).
 //! - **Amalgamate**: moves all of `a`'s money to `b`'s checking.
-//! - **WriteCheck**: checking[a] -= 5, or 6 with a penalty if checking + savings < 5.
+//! - **WriteCheck**: `checking[a] -= 5`, or 6 with a penalty if checking + savings < 5.
 //! - **SendPayment**: moves 5 from `a`'s checking to `b`'s, if `a` has it.
 //!
 //! For each writer count (`--threads`, default 1 and 2: one core, two): a fresh session, the
