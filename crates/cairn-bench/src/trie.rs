@@ -58,10 +58,7 @@ fn bench_in(dir: &Path, args: &TrieArgs) -> Result<(), Failure> {
     let seed = args.common.seed;
     let session = Session::open(dir).context(|| "opening the session".to_string())?;
     let table = session
-        .new_table(TableConfig {
-            auth: Some(AuthConfig::default()),
-            ..TableConfig::default()
-        })
+        .new_table(TableConfig::default().auth(Some(AuthConfig::default())))
         .context(|| "creating the table".to_string())?;
     let ctx = |what: &'static str| move || what.to_string();
 

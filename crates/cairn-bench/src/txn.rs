@@ -60,14 +60,11 @@ struct Bank {
 
 impl Bank {
     fn open(dir: &Path, accounts: u64) -> Result<Bank, Failure> {
-        let options = cairn::SessionOptions {
-            log: Some(cairn::LogOptions {
-                sync: cairn::SyncPolicy::Immediate,
-                ..cairn::LogOptions::default()
-            }),
-            background_merges: true,
-            ..cairn::SessionOptions::default()
-        };
+        let options = cairn::SessionOptions::default()
+            .log(Some(
+                cairn::LogOptions::default().sync(cairn::SyncPolicy::Immediate),
+            ))
+            .background_merges(true);
         let session = cairn::Session::open_with_options(dir, options)
             .context(|| "opening a Cairn session".to_string())?;
         let checking = session

@@ -59,14 +59,11 @@ struct Cairn {
 
 impl Cairn {
     fn open(dir: &Path, background_merges: bool) -> Result<Cairn, Failure> {
-        let options = cairn::SessionOptions {
-            log: Some(cairn::LogOptions {
-                sync: cairn::SyncPolicy::Immediate,
-                ..cairn::LogOptions::default()
-            }),
-            background_merges,
-            ..cairn::SessionOptions::default()
-        };
+        let options = cairn::SessionOptions::default()
+            .log(Some(
+                cairn::LogOptions::default().sync(cairn::SyncPolicy::Immediate),
+            ))
+            .background_merges(background_merges);
         let session = cairn::Session::open_with_options(dir, options)
             .context(|| "opening a Cairn session with a log".to_string())?;
         let table = session

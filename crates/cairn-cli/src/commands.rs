@@ -125,10 +125,7 @@ fn done(json: bool, what: &str, snapshot: &str, path: &Path) -> Result<u8, Failu
 
 /// The session in `dir`, read-only: no lock, nothing written.
 fn open_read_only(dir: &Path) -> Result<Session, Failure> {
-    let options = SessionOptions {
-        read_only: true,
-        ..SessionOptions::default()
-    };
+    let options = SessionOptions::default().read_only(true);
     Ok(Session::open_with_options(dir, options)?)
 }
 
@@ -139,11 +136,9 @@ fn open_writable(dir: &Path) -> Result<Session, Failure> {
     drop(open_read_only(dir)?);
     // A session with a write-ahead log is opened with it (its durable tables recovered, as
     // their owner would); one without gets none created by a snapshot command.
-    let options = SessionOptions {
-        log: dir.join("log").is_dir().then(cairn::LogOptions::default),
-        create_if_missing: false,
-        ..SessionOptions::default()
-    };
+    let options = SessionOptions::default()
+        .log(dir.join("log").is_dir().then(cairn::LogOptions::default))
+        .create_if_missing(false);
     Ok(Session::open_with_options(dir, options)?)
 }
 
@@ -325,9 +320,7 @@ fn report_json(name: &str, r: &VerifyReport) -> Value {
 fn verify(dir: &Path, name: Option<&str>, root_memory: usize, json: bool) -> Result<u8, Failure> {
     let session = open_read_only(dir)?;
     let names = snapshots(&session, name)?;
-    let options = VerifyOptions {
-        root_memory_bytes: root_memory.saturating_mul(1 << 20),
-    };
+    let options = VerifyOptions::default().root_memory_bytes(root_memory.saturating_mul(1 << 20));
     let mut damaged = 0;
     let mut reports = Vec::new();
     for name in &names {

@@ -41,11 +41,9 @@ type Model = BTreeMap<Vec<u8>, (Vec<u8>, Option<Vec<u8>>)>;
 
 fn make(dir: &Path) -> (Model, cairn::Root) {
     let session = Session::open(dir).unwrap();
-    let config = TableConfig {
-        write_buffer_entries: 64,
-        merge_batch_size: 8,
-        ..TableConfig::default()
-    };
+    let config = TableConfig::default()
+        .write_buffer_entries(64)
+        .merge_batch_size(8);
     let plain = session.new_table(config.clone()).unwrap();
     let mut model = BTreeMap::new();
     for i in 0..2000u32 {
@@ -76,10 +74,7 @@ fn make(dir: &Path) -> (Model, cairn::Root) {
     }
     plain.save_snapshot("plain", "ledger").unwrap();
     let auth = session
-        .new_table(TableConfig {
-            auth: Some(AuthConfig::default()),
-            ..config
-        })
+        .new_table(config.auth(Some(AuthConfig::default())))
         .unwrap();
     for i in 0..500u32 {
         auth.insert(format!("account{i}"), i.to_le_bytes()).unwrap();
@@ -290,10 +285,7 @@ fn export_import_and_delete() {
     let salt = Session::open(&dir).unwrap().salt();
     let other = tmp.path().join("other");
     std::fs::create_dir(&other).unwrap();
-    let options = SessionOptions {
-        salt: Some(salt),
-        ..SessionOptions::default()
-    };
+    let options = SessionOptions::default().salt(Some(salt));
     drop(Session::open_with_options(&other, options).unwrap());
     let o = cairn(&[&"import", &other, &"restored", &target, &"--json"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));

@@ -9,10 +9,7 @@ use cairn::{AuthConfig, Session, SnapshotOverrides, TableConfig};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let session = Session::open(dir.path())?;
-    let accounts = session.new_table(TableConfig {
-        auth: Some(AuthConfig::default()),
-        ..TableConfig::default()
-    })?;
+    let accounts = session.new_table(TableConfig::default().auth(Some(AuthConfig::default())))?;
     for block in 0..5u32 {
         let keys: Vec<String> = (0..100)
             .map(|i| format!("acct{}", block * 100 + i))

@@ -8,10 +8,8 @@ use cairn::{Session, TableConfig};
 fn main() -> cairn::Result<()> {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let session = Session::open(dir.path())?;
-    let table = session.new_table(TableConfig {
-        write_buffer_entries: 64, // small, so that the range spans runs as well as the buffer
-        ..TableConfig::default()
-    })?;
+    // A small write buffer, so that the range spans runs as well as the buffer.
+    let table = session.new_table(TableConfig::default().write_buffer_entries(64))?;
     for day in 1..=30u32 {
         for tx in 0..10u32 {
             table.insert(

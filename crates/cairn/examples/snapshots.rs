@@ -36,10 +36,7 @@ fn main() -> cairn::Result<()> {
     // An import needs a session with the same Bloom-filter salt.
     let other_session = Session::open_with_options(
         other.path(),
-        cairn::SessionOptions {
-            salt: Some(session.salt()),
-            ..Default::default()
-        },
+        cairn::SessionOptions::default().salt(Some(session.salt())),
     )?;
     other_session.import_snapshot("copy", &exported)?;
     let copy = other_session.open_snapshot("copy", "my-ledger-v1", SnapshotOverrides::default())?;

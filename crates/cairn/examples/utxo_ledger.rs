@@ -17,10 +17,7 @@ fn main() -> cairn::Result<()> {
     let utxos = session.table("utxos", TableConfig::default())?;
     let balances = session.table(
         "balances",
-        TableConfig {
-            resolve: Resolve::AddU64Le, // an upsert adds to the balance
-            ..TableConfig::default()
-        },
+        TableConfig::default().resolve(Resolve::AddU64Le), // an upsert adds to the balance
     )?;
 
     // Block 0: a genesis output per address.

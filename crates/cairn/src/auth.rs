@@ -30,6 +30,7 @@ use crate::trie::{self, Change, Loaded, Node, PageStore, TrieState};
 
 /// The result of a commit: the version it made and its state root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Commit {
     /// Commits that changed the table's contents since it was created (0 for a new table; a
     /// duplicate keeps its source's version and counts on from there).
@@ -40,6 +41,7 @@ pub struct Commit {
 
 /// Counters of an authenticated table's trie.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AuthStats {
     /// The current version (see [`Commit::version`]).
     pub version: u64,
@@ -95,6 +97,7 @@ pub struct AuthStats {
 /// wall-clock time on the committing thread, but for `page_reads`. For reports and profiles:
 /// it costs two clock reads per phase and commit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CommitTime {
     /// Looking up the committed keys' values (the batched lookup [`crate::Table::commit`]
     /// plans) and hashing their key paths, values and blobs.

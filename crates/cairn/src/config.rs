@@ -20,6 +20,7 @@ pub const WRITE_BUFFER_ENTRIES_MAX: usize = 1 << 26;
 
 /// When merge work is done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum MergeSchedule {
     /// Merge work is spread over updates with credits, so that no update does more than a fixed
     /// bound of merge steps (derived in `docs/design.md`, "Merges").
@@ -31,6 +32,7 @@ pub enum MergeSchedule {
 
 /// How much memory the Bloom filters get.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum BloomAlloc {
     /// A fixed number of bits per entry (1.0 ..= 64.0).
     BitsPerEntry(f64),
@@ -58,6 +60,7 @@ pub enum BloomAlloc {
 
 /// Which runs are read through the operating system's page cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DiskCachePolicy {
     /// Every run is read through the page cache.
     All,
@@ -189,6 +192,7 @@ impl fmt::Debug for Resolve {
 
 /// The configuration of one table.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TableConfig {
     /// Entries the write buffer holds before it is written out as a run (`B`). 1 ..= 2^26.
     /// A full buffer is written out over the next `B / 2` updates while a fresh one fills, so
@@ -244,6 +248,7 @@ pub struct TableConfig {
 
 /// How an authenticated table keeps its Merkle trie (`docs/format/trie.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AuthConfig {
     /// The hash function of the trie, its root and its proofs. Default SHA-256.
     pub hash: HashKind,
@@ -283,6 +288,24 @@ impl AuthConfig {
 
 /// Memory of one full trie page in the retained levels, for [`AuthConfig::retained_levels`].
 const PAGE_MEMORY_BYTES: usize = 4_200;
+
+setters!(TableConfig {
+    write_buffer_entries: usize,
+    merge_schedule: MergeSchedule,
+    bloom: BloomAlloc,
+    last_level_bloom: Option<BloomAlloc>,
+    index: IndexType,
+    disk_cache: DiskCachePolicy,
+    merge_batch_size: usize,
+    resolve: Resolve,
+    auth: Option<AuthConfig>,
+    part_entries: Option<u64>,
+});
+
+setters!(AuthConfig {
+    hash: HashKind,
+    retained_bytes: usize,
+});
 
 impl Default for TableConfig {
     fn default() -> Self {

@@ -51,6 +51,7 @@ pub enum RunPlace {
 
 /// One run of a snapshot, as its index file describes it.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct RunInfo {
     /// The run's number in the snapshot (its files are `<number>.keyops` and so on).
     pub number: usize,
@@ -66,6 +67,7 @@ pub struct RunInfo {
 
 /// An authenticated table's trie, as its snapshot records it.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct AuthInfo {
     /// The state root.
     pub root: Root,
@@ -78,6 +80,7 @@ pub struct AuthInfo {
 /// What a snapshot holds, from its metadata and index files (no data read, nothing verified:
 /// see [`crate::Session::verify_snapshot`]).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SnapshotInfo {
     /// The snapshot's name.
     pub name: String,
@@ -112,6 +115,7 @@ impl SnapshotInfo {
 
 /// A run's layout and the quality of its filter, measured by [`crate::Session::snapshot_stats`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct RunStats {
     /// The run's number and place, and its entries and pages.
     pub run: RunInfo,
@@ -143,6 +147,7 @@ pub struct RunStats {
 
 /// One thing wrong with a snapshot: the file, where in it (when known), and what.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Problem {
     /// The damaged (or missing, or unexpected) file.
     pub path: PathBuf,
@@ -168,11 +173,16 @@ impl std::fmt::Display for Problem {
 
 /// How thoroughly [`crate::Session::verify_snapshot`] works.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct VerifyOptions {
     /// Memory for recomputing an authenticated table's root: the key space is hashed in as many
     /// passes over the table as needed to keep each pass's leaves (96 bytes each) within it.
     pub root_memory_bytes: usize,
 }
+
+setters!(VerifyOptions {
+    root_memory_bytes: usize,
+});
 
 impl Default for VerifyOptions {
     fn default() -> Self {
@@ -196,6 +206,7 @@ pub enum VerifyPhase {
 
 /// Progress of a verification.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct VerifyProgress {
     /// The phase.
     pub phase: VerifyPhase,
@@ -207,6 +218,7 @@ pub struct VerifyProgress {
 
 /// The outcome of verifying one snapshot.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct VerifyReport {
     /// Everything found wrong; empty when the snapshot is sound.
     pub problems: Vec<Problem>,

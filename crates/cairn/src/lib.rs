@@ -19,6 +19,25 @@
 //! format is specified in `docs/format/`.
 #![warn(missing_docs)]
 
+/// Builder-style setters for a configuration type: one method per field, named after it, that
+/// sets the field and returns the value, so that a configuration reads
+/// `TableConfig::default().write_buffer_entries(8).merge_batch_size(2)` (the types are
+/// `#[non_exhaustive]`: new fields never break such code).
+macro_rules! setters {
+    ($ty:ident { $($field:ident : $t:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                #[doc = concat!("Sets [`", stringify!($ty), "::", stringify!($field), "`].")]
+                #[must_use]
+                pub fn $field(mut self, value: $t) -> Self {
+                    self.$field = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
 mod auth;
 mod background;
 mod batch;

@@ -73,10 +73,7 @@ impl Session {
     /// ```
     /// use cairn::{IoBackendKind, Session, SessionOptions};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let options = SessionOptions {
-    ///     io_backend: IoBackendKind::Pread,
-    ///     ..SessionOptions::default()
-    /// };
+    /// let options = SessionOptions::default().io_backend(IoBackendKind::Pread);
     /// let session = Session::open_with_options(dir.path(), options)?;
     /// assert_eq!(session.io_backend(), IoBackendKind::Pread);
     /// # Ok::<(), cairn::Error>(())

@@ -87,6 +87,7 @@ pub(crate) fn decode_metadata(bytes: &[u8]) -> Result<u64> {
 
 /// How a session is opened.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SessionOptions {
     /// The block I/O backend for batched lookups.
     pub io_backend: IoBackendKind,
@@ -139,6 +140,17 @@ impl SessionOptions {
     /// The default of [`SessionOptions::recycle_bytes`]: 1 GiB.
     pub const RECYCLE_BYTES_DEFAULT: u64 = 1 << 30;
 }
+
+setters!(SessionOptions {
+    io_backend: IoBackendKind,
+    salt: Option<u64>,
+    read_only: bool,
+    log: Option<crate::LogOptions>,
+    create_if_missing: bool,
+    resolve_functions: Vec<crate::Resolve>,
+    background_merges: bool,
+    recycle_bytes: u64,
+});
 
 impl Default for SessionOptions {
     fn default() -> Self {

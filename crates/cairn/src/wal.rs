@@ -48,6 +48,7 @@ pub const LOG_RECORD_BYTES_MAX: usize = 1 << 30;
 
 /// When the log's buffer is written and fsynced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SyncPolicy {
     /// Every group is written and fsynced at once: by the writer that waits for it
     /// ([`Durability::wait`] leads the group itself, with no thread switch), or by the syncer as
@@ -73,6 +74,7 @@ pub enum SyncPolicy {
 
 /// What recovery does with damage in the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RecoveryMode {
     /// The default: a torn or junk tail after the last good record of the last segment is cut
     /// off (it can only be a write never reported durable); damage anywhere before it (a bad
@@ -89,6 +91,7 @@ pub enum RecoveryMode {
 
 /// How a session's write-ahead log works ([`crate::SessionOptions::log`]).
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct LogOptions {
     /// When groups are fsynced.
     pub sync: SyncPolicy,
@@ -113,6 +116,15 @@ pub struct LogOptions {
     pub checkpoint_interval: Option<Duration>,
 }
 
+setters!(LogOptions {
+    sync: SyncPolicy,
+    segment_bytes: u64,
+    buffer_bytes_max: usize,
+    recovery: RecoveryMode,
+    checkpoint_bytes: u64,
+    checkpoint_interval: Option<Duration>,
+});
+
 impl Default for LogOptions {
     fn default() -> Self {
         LogOptions {
@@ -131,6 +143,7 @@ impl Default for LogOptions {
 
 /// Counters of a session's log since it was opened ([`crate::Session::log_stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LogStats {
     /// Records appended (one per write).
     pub records: u64,

@@ -234,12 +234,10 @@ proptest! {
         let armed = Arc::new(AtomicBool::new(false));
         let fs = MemFs::new();
         let session = memfs_session(&fs);
-        let config = TableConfig {
-            write_buffer_entries: 3,
-            merge_batch_size: 1,
-            resolve: panicking_resolve(armed.clone()),
-            ..TableConfig::default()
-        };
+        let config = TableConfig::default()
+            .write_buffer_entries(3)
+            .merge_batch_size(1)
+            .resolve(panicking_resolve(armed.clone()));
         let table = session.new_table(config).unwrap();
         let mut model = Model::new();
         for (k, upsert) in &ops {
@@ -314,12 +312,10 @@ fn a_panic_inside_a_merge_step_breaks_the_table() {
     let armed = Arc::new(AtomicBool::new(false));
     let fs = MemFs::new();
     let session = memfs_session(&fs);
-    let config = TableConfig {
-        write_buffer_entries: 2,
-        merge_batch_size: 1,
-        resolve: panicking_resolve(armed.clone()),
-        ..TableConfig::default()
-    };
+    let config = TableConfig::default()
+        .write_buffer_entries(2)
+        .merge_batch_size(1)
+        .resolve(panicking_resolve(armed.clone()));
     let table = session.new_table(config).unwrap();
     // Every run holds an upsert of the largest key, so every merge combines it last (merges go
     // in key order): a merge in progress has not reached it yet.
@@ -541,11 +537,9 @@ fn a_late_drop_of_a_closed_session_removes_nothing() {
         }
         newer.to_vec()
     });
-    let config = TableConfig {
-        write_buffer_entries: 1,
-        resolve,
-        ..TableConfig::default()
-    };
+    let config = TableConfig::default()
+        .write_buffer_entries(1)
+        .resolve(resolve);
     let table = s1.new_table(config).unwrap();
     table.upsert("k", "1").unwrap();
     table.upsert("k", "2").unwrap();
@@ -589,10 +583,7 @@ fn a_snapshot_saved_with_a_built_in_resolve_refuses_another() {
     let fs = MemFs::new();
     let session = memfs_session(&fs);
     let table = session
-        .new_table(TableConfig {
-            resolve: Resolve::AddU64Le,
-            ..small()
-        })
+        .new_table(small().resolve(Resolve::AddU64Le))
         .unwrap();
     table.upsert("k", 1u64.to_le_bytes()).unwrap();
     table.save_snapshot("add", "").unwrap();
@@ -600,19 +591,13 @@ fn a_snapshot_saved_with_a_built_in_resolve_refuses_another() {
         Resolve::KeepNewest,
         Resolve::custom("add", |n, _| n.to_vec()),
     ] {
-        let overrides = SnapshotOverrides {
-            resolve: Some(other),
-            ..SnapshotOverrides::default()
-        };
+        let overrides = SnapshotOverrides::default().resolve(Some(other));
         assert!(matches!(
             session.open_snapshot("add", "", overrides),
             Err(Error::InvalidConfig(_))
         ));
     }
-    let same = SnapshotOverrides {
-        resolve: Some(Resolve::AddU64Le),
-        ..SnapshotOverrides::default()
-    };
+    let same = SnapshotOverrides::default().resolve(Some(Resolve::AddU64Le));
     session.open_snapshot("add", "", same).unwrap();
 }
 
@@ -622,10 +607,7 @@ fn write_buffer_chunks_give_every_entry_once() {
     let dir = tempfile::tempdir().unwrap();
     let s = Session::open(dir.path()).unwrap();
     let t = s
-        .new_table(TableConfig {
-            write_buffer_entries: 10_000,
-            ..TableConfig::default()
-        })
+        .new_table(TableConfig::default().write_buffer_entries(10_000))
         .unwrap();
     let mut model = BTreeMap::new();
     for i in 0..1000u32 {
@@ -685,17 +667,12 @@ fn the_deepest_level_can_go_without_filters_on_disk() {
 fn deepest_level_without_filters(session: &Session) {
     use cairn::BloomAlloc;
     const KEYS: u32 = 20_000;
-    let base = TableConfig {
-        write_buffer_entries: 500,
-        merge_batch_size: 100,
-        ..TableConfig::default()
-    };
+    let base = TableConfig::default()
+        .write_buffer_entries(500)
+        .merge_batch_size(100);
     let filtered = session.new_table(base.clone()).unwrap();
     let unfiltered = session
-        .new_table(TableConfig {
-            last_level_bloom: Some(BloomAlloc::None),
-            ..base
-        })
+        .new_table(base.last_level_bloom(Some(BloomAlloc::None)))
         .unwrap();
     // Keys in scrambled order (7919 is prime to KEYS): ascending runs would be linked into the
     // deepest level with the filters they were written with, not merged there.
@@ -745,11 +722,11 @@ fn cursors_seek_within_their_view_and_range() {
     let dir = tempfile::tempdir().unwrap();
     let session = cairn::Session::open(dir.path()).unwrap();
     let table = session
-        .new_table(cairn::TableConfig {
-            write_buffer_entries: 4,
-            merge_batch_size: 2,
-            ..cairn::TableConfig::default()
-        })
+        .new_table(
+            cairn::TableConfig::default()
+                .write_buffer_entries(4)
+                .merge_batch_size(2),
+        )
         .unwrap();
     let keys: Vec<String> = (0..40).map(|i| format!("k{i:02}")).collect();
     for k in &keys {

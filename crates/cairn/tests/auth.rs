@@ -28,17 +28,14 @@ fn config(
     schedule: MergeSchedule,
     retained: usize,
 ) -> TableConfig {
-    TableConfig {
-        write_buffer_entries: write_buffer,
-        merge_batch_size: 1,
-        merge_schedule: schedule,
-        resolve: Resolve::AddU64Le,
-        auth: Some(AuthConfig {
-            hash: kind,
-            retained_bytes: retained,
-        }),
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(write_buffer)
+        .merge_batch_size(1)
+        .merge_schedule(schedule)
+        .resolve(Resolve::AddU64Le)
+        .auth(Some(
+            AuthConfig::default().hash(kind).retained_bytes(retained),
+        ))
 }
 
 #[derive(Clone, Debug)]

@@ -12,16 +12,15 @@ use common::session_in;
 use proptest::prelude::*;
 
 fn config(write_buffer: usize, schedule: MergeSchedule) -> TableConfig {
-    TableConfig {
-        write_buffer_entries: write_buffer,
-        merge_batch_size: 1,
-        merge_schedule: schedule,
-        auth: Some(AuthConfig {
-            hash: HashKind::Sha256,
-            retained_bytes: 0,
-        }),
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(write_buffer)
+        .merge_batch_size(1)
+        .merge_schedule(schedule)
+        .auth(Some(
+            AuthConfig::default()
+                .hash(HashKind::Sha256)
+                .retained_bytes(0),
+        ))
 }
 
 fn schedule(one_shot: bool) -> MergeSchedule {

@@ -204,11 +204,7 @@ fn keys_of_exactly_key_size_max_are_accepted_everywhere() {
     for index in [IndexType::Ordinary, IndexType::Compact] {
         let (_fs, session) = session();
         let table = session
-            .new_table(TableConfig {
-                index,
-                resolve: Resolve::AddU64Le,
-                ..small()
-            })
+            .new_table(small().index(index).resolve(Resolve::AddU64Le))
             .unwrap();
         let max = |c: u8| vec![c; KEY_SIZE_MAX];
         for (op, result) in key_ops(&table, &max(b'm')) {
@@ -308,7 +304,7 @@ fn inverted_and_empty_ranges_give_nothing() {
 fn the_empty_key_is_an_ordinary_key() {
     for index in [IndexType::Ordinary, IndexType::Compact] {
         let (_fs, session) = session();
-        let config = TableConfig { index, ..small() };
+        let config = small().index(index);
         let table = session.new_table(config.clone()).unwrap();
         let empty: &[u8] = b"";
         table
@@ -699,10 +695,7 @@ fn importing_a_directory_that_is_not_a_snapshot_fails_when_it_is_opened() {
 fn a_snapshot_with_a_custom_resolve_function_needs_it_when_opened() {
     let (_fs, session) = session();
     let table = session
-        .new_table(TableConfig {
-            resolve: Resolve::custom("concat", |n, o| [n, o].concat()),
-            ..small()
-        })
+        .new_table(small().resolve(Resolve::custom("concat", |n, o| [n, o].concat())))
         .unwrap();
     table.upsert(b"k", b"a").unwrap();
     table.upsert(b"k", b"b").unwrap();
@@ -715,10 +708,8 @@ fn a_snapshot_with_a_custom_resolve_function_needs_it_when_opened() {
         .open_snapshot(
             "custom",
             "",
-            SnapshotOverrides {
-                resolve: Some(Resolve::custom("concat", |n, o| [n, o].concat())),
-                ..SnapshotOverrides::default()
-            },
+            SnapshotOverrides::default()
+                .resolve(Some(Resolve::custom("concat", |n, o| [n, o].concat()))),
         )
         .unwrap();
     assert_eq!(reopened.lookup(b"k").unwrap().value(), Some(&b"ba"[..]));
@@ -732,26 +723,20 @@ fn snapshot_overrides_are_validated_like_a_config() {
     let open = |overrides: SnapshotOverrides| session.open_snapshot("s", "", overrides);
     for batch in [0, (1 << 24) + 1, usize::MAX] {
         assert_err!(
-            open(SnapshotOverrides {
-                merge_batch_size: Some(batch),
-                ..SnapshotOverrides::default()
-            }),
+            open(SnapshotOverrides::default().merge_batch_size(Some(batch))),
             Error::InvalidConfig(_)
         );
     }
     assert_err!(
-        open(SnapshotOverrides {
-            disk_cache: Some(DiskCachePolicy::LevelsUpTo(0)),
-            ..SnapshotOverrides::default()
-        }),
+        open(SnapshotOverrides::default().disk_cache(Some(DiskCachePolicy::LevelsUpTo(0)))),
         Error::InvalidConfig(_)
     );
     for batch in [1, 1 << 24] {
-        let t = open(SnapshotOverrides {
-            merge_batch_size: Some(batch),
-            disk_cache: Some(DiskCachePolicy::LevelsUpTo(1)),
-            ..SnapshotOverrides::default()
-        })
+        let t = open(
+            SnapshotOverrides::default()
+                .merge_batch_size(Some(batch))
+                .disk_cache(Some(DiskCachePolicy::LevelsUpTo(1))),
+        )
         .unwrap();
         assert_eq!(contents(&t), contents(&table));
     }
@@ -823,10 +808,9 @@ fn every_config_rule_rejects_just_outside_and_accepts_just_inside() {
         }),
     ];
     for config in accepted {
-        let small_buffer = TableConfig {
-            write_buffer_entries: config.write_buffer_entries.min(3),
-            ..config.clone()
-        };
+        let small_buffer = config
+            .clone()
+            .write_buffer_entries(config.write_buffer_entries.min(3));
         for config in [config, small_buffer] {
             let table = session
                 .new_table(config.clone())
@@ -1121,11 +1105,7 @@ fn unions_of_tables_with_different_resolve_functions_are_rejected() {
     let (_fs, session) = session();
     let concat = |n: &[u8], o: &[u8]| [n, o].concat();
     let shared = Resolve::custom("concat", concat);
-    let make = |resolve: Resolve| {
-        session
-            .new_table(TableConfig { resolve, ..small() })
-            .unwrap()
-    };
+    let make = |resolve: Resolve| session.new_table(small().resolve(resolve)).unwrap();
     let keep = make(Resolve::KeepNewest);
     let add = make(Resolve::AddU64Le);
     let custom_a = make(shared.clone());
@@ -1209,10 +1189,7 @@ fn union_credits_in_any_amount_are_safe() {
 fn add_u64_upserts_must_carry_exactly_eight_bytes() {
     let (_fs, session) = session();
     let table = session
-        .new_table(TableConfig {
-            resolve: Resolve::AddU64Le,
-            ..small()
-        })
+        .new_table(small().resolve(Resolve::AddU64Le))
         .unwrap();
     table.upsert(b"k", 5u64.to_le_bytes()).unwrap();
     let good = 1u64.to_le_bytes();
@@ -1367,10 +1344,7 @@ fn blob_ref_or(table: &Table, fallback: &BlobRef) -> BlobRef {
 fn blob_references_survive_refused_updates_and_reads() {
     let (_fs, session) = session();
     let table = session
-        .new_table(TableConfig {
-            resolve: Resolve::AddU64Le,
-            ..small()
-        })
+        .new_table(small().resolve(Resolve::AddU64Le))
         .unwrap();
     table.insert_with_blob(key(0), b"v0", b"blob-0").unwrap();
     for i in 1..10 {
@@ -1440,10 +1414,7 @@ fn blob_references_of_a_closed_table() {
 fn bad_session_directories_are_refused() {
     let fs = MemFs::new();
     let open = |dir: &str| Session::open_with(Arc::new(fs.clone()), dir, SessionOptions::default());
-    let no_create = SessionOptions {
-        create_if_missing: false,
-        ..SessionOptions::default()
-    };
+    let no_create = SessionOptions::default().create_if_missing(false);
     assert_err!(
         Session::open_with(Arc::new(fs.clone()), "/missing", no_create),
         Error::SessionDirMissing(p) if p == Path::new("/missing")
@@ -1615,10 +1586,7 @@ fn snapshots_of_a_session_with_another_salt_are_refused_when_opened() {
     let fs = MemFs::new();
     let open = |dir: &str, salt: u64| {
         fs.create_dir_all(Path::new(dir)).unwrap();
-        let options = SessionOptions {
-            salt: Some(salt),
-            ..SessionOptions::default()
-        };
+        let options = SessionOptions::default().salt(Some(salt));
         Session::open_with(Arc::new(fs.clone()), dir, options).unwrap()
     };
     let a = open("/a", 1);
@@ -1698,19 +1666,13 @@ fn script(
 /// A small write buffer and a fixed Bloom filter size (no search for the bits per entry that
 /// give a target false-positive rate, which costs milliseconds per table).
 fn cheap() -> TableConfig {
-    TableConfig {
-        bloom: BloomAlloc::BitsPerEntry(10.0),
-        ..small()
-    }
+    small().bloom(BloomAlloc::BitsPerEntry(10.0))
 }
 
 /// A session in `/s` reading with pread (cheaper to open than probing io_uring every time).
 fn pread_session(fs: &MemFs) -> Session {
     fs.create_dir_all(Path::new("/s")).unwrap();
-    let options = SessionOptions {
-        io_backend: IoBackendKind::Pread,
-        ..SessionOptions::default()
-    };
+    let options = SessionOptions::default().io_backend(IoBackendKind::Pread);
     Session::open_with(Arc::new(fs.clone()), "/s", options).unwrap()
 }
 

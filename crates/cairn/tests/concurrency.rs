@@ -395,13 +395,11 @@ fn check_everything(table: &Table, model: &Model, ctx: &str) {
 }
 
 fn config() -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 64,
-        merge_batch_size: 8,
-        index: IndexType::Compact,
-        resolve: Resolve::AddU64Le,
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(64)
+        .merge_batch_size(8)
+        .index(IndexType::Compact)
+        .resolve(Resolve::AddU64Le)
 }
 
 fn mem_session(fs: &Arc<MemFs>) -> Session {

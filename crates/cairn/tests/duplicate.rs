@@ -29,12 +29,12 @@ fn duplicate_writes_no_data() {
     let fs = Arc::new(TestFs::default());
     let session = session(fs.clone());
     let table = session
-        .new_table(TableConfig {
-            write_buffer_entries: 16,
-            merge_batch_size: 4,
-            index: IndexType::Compact,
-            ..TableConfig::default()
-        })
+        .new_table(
+            TableConfig::default()
+                .write_buffer_entries(16)
+                .merge_batch_size(4)
+                .index(IndexType::Compact),
+        )
         .unwrap();
     // 313 write buffers and one entry: the last full buffer is frozen, its flush (spread over
     // the next updates) in progress with nothing written yet.
@@ -136,13 +136,16 @@ proptest! {
     ) {
         let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
         let session = session(fs.clone());
-        let config = TableConfig {
-            write_buffer_entries: write_buffer,
-            merge_batch_size: merge_batch,
-            merge_schedule: if one_shot { MergeSchedule::OneShot } else { MergeSchedule::Incremental },
-            resolve: Resolve::AddU64Le,
-            ..TableConfig::default()
+        let schedule = if one_shot {
+            MergeSchedule::OneShot
+        } else {
+            MergeSchedule::Incremental
         };
+        let config = TableConfig::default()
+            .write_buffer_entries(write_buffer)
+            .merge_batch_size(merge_batch)
+            .merge_schedule(schedule)
+            .resolve(Resolve::AddU64Le);
         let mut handles: Vec<(Table, Model)> = vec![(session.new_table(config).unwrap(), Model::new())];
         for op in ops {
             match op {

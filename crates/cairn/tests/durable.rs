@@ -22,23 +22,15 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 type KeyAndValue = (Vec<u8>, Option<Vec<u8>>);
 
 fn options(sync: SyncPolicy) -> SessionOptions {
-    SessionOptions {
-        salt: Some(5),
-        log: Some(LogOptions {
-            sync,
-            segment_bytes: 4096,
-            ..LogOptions::default()
-        }),
-        ..SessionOptions::default()
-    }
+    SessionOptions::default()
+        .salt(Some(5))
+        .log(Some(LogOptions::default().sync(sync).segment_bytes(4096)))
 }
 
 fn small() -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 8,
-        merge_batch_size: 2,
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(8)
+        .merge_batch_size(2)
 }
 
 fn contents(t: &Table) -> Model {
@@ -95,13 +87,7 @@ fn batches_across_tables_survive_a_restart_with_every_kind_of_notice() {
             let session = open(&fs, sync);
             let u = session.create_durable_table("utxo", small()).unwrap();
             let b = session
-                .create_durable_table(
-                    "balances",
-                    TableConfig {
-                        resolve: Resolve::AddU64Le,
-                        ..small()
-                    },
-                )
+                .create_durable_table("balances", small().resolve(Resolve::AddU64Le))
                 .unwrap();
             let called = Arc::new(AtomicUsize::new(0));
             let mut last = None;
@@ -247,10 +233,7 @@ fn bad_input_is_refused_before_anything_is_logged() {
     let no_log = Session::open_with(
         Arc::new(new_fs()),
         "/s",
-        SessionOptions {
-            log: None,
-            ..SessionOptions::default()
-        },
+        SessionOptions::default().log(None),
     )
     .unwrap();
     assert!(matches!(
@@ -299,13 +282,10 @@ fn several_segments(n: u32) -> MemFs {
 
 #[test]
 fn recovery_modes_against_damage_before_the_tail() {
-    let with_mode = |mode| SessionOptions {
-        log: Some(LogOptions {
-            recovery: mode,
-            segment_bytes: 4096,
-            ..LogOptions::default()
-        }),
-        ..options(SyncPolicy::Immediate)
+    let with_mode = |mode| {
+        options(SyncPolicy::Immediate).log(Some(
+            LogOptions::default().recovery(mode).segment_bytes(4096),
+        ))
     };
     // Junk after the last record of the last segment is a torn tail: cut off, silently.
     let fs = several_segments(120);
@@ -420,28 +400,14 @@ enum Step {
 
 /// Table `b` of the power-loss property: authenticated, small.
 fn small_auth() -> TableConfig {
-    TableConfig {
-        auth: Some(cairn::AuthConfig {
-            retained_bytes: 0,
-            ..cairn::AuthConfig::default()
-        }),
-        ..small()
-    }
+    small().auth(Some(cairn::AuthConfig::default().retained_bytes(0)))
 }
 
 /// The state root of `model`, from a fresh ephemeral authenticated table.
 fn root_of(model: &Model) -> cairn::Root {
     let tmp = MemFs::new();
     tmp.create_dir_all(Path::new("/r")).unwrap();
-    let s = Session::open_with(
-        Arc::new(tmp),
-        "/r",
-        SessionOptions {
-            log: None,
-            ..SessionOptions::default()
-        },
-    )
-    .unwrap();
+    let s = Session::open_with(Arc::new(tmp), "/r", SessionOptions::default().log(None)).unwrap();
     let t = s.new_table(small_auth()).unwrap();
     let pairs: Vec<_> = model.iter().collect();
     t.inserts(&pairs).unwrap();
@@ -812,13 +778,8 @@ fn a_closed_durable_table_is_recovered_from_its_old_checkpoint() {
     let session = open(&fs, SyncPolicy::Immediate);
     assert_eq!(contents(&session.durable_table("a").unwrap()), a_model);
     assert_eq!(contents(&session.durable_table("b").unwrap()), b_model);
-    let small_segments = SessionOptions {
-        log: Some(LogOptions {
-            segment_bytes: 100,
-            ..LogOptions::default()
-        }),
-        ..SessionOptions::default()
-    };
+    let small_segments =
+        SessionOptions::default().log(Some(LogOptions::default().segment_bytes(100)));
     drop(session);
     assert!(matches!(
         Session::open_with(Arc::new(fs.clone()), "/s", small_segments),
@@ -870,14 +831,8 @@ fn concurrent_writers_all_get_their_notices() {
         },
     ] {
         let tmp = tempfile::tempdir().unwrap();
-        let opts = SessionOptions {
-            log: Some(LogOptions {
-                sync,
-                segment_bytes: 8192,
-                ..LogOptions::default()
-            }),
-            ..SessionOptions::default()
-        };
+        let opts = SessionOptions::default()
+            .log(Some(LogOptions::default().sync(sync).segment_bytes(8192)));
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let dir = tmp.path().to_path_buf();
         let worker_opts = opts.clone();
@@ -970,13 +925,10 @@ fn recovery_under_faults_fails_cleanly_or_recovers_everything() {
 /// `SyncPolicy::Never` returns, and reopening does not pile up segments.
 #[test]
 fn a_missing_or_foreign_catalog_is_refused_in_every_recovery_mode() {
-    let with_mode = |mode| SessionOptions {
-        log: Some(LogOptions {
-            recovery: mode,
-            segment_bytes: 4096,
-            ..LogOptions::default()
-        }),
-        ..options(SyncPolicy::Immediate)
+    let with_mode = |mode| {
+        options(SyncPolicy::Immediate).log(Some(
+            LogOptions::default().recovery(mode).segment_bytes(4096),
+        ))
     };
     let modes = [RecoveryMode::TolerateTornTail, RecoveryMode::PointInTime];
     let refused = |fs: &MemFs, what: &str| {
@@ -1113,10 +1065,7 @@ fn named_tables_are_opened_or_created_and_survive_restarts_by_default() {
         let again = session.table("accounts", TableConfig::default()).unwrap();
         assert_eq!(again.get("alice").unwrap(), Some(b"100".to_vec()));
         // A config that disagrees on the contents' rules is refused.
-        let adds = TableConfig {
-            resolve: Resolve::AddU64Le,
-            ..TableConfig::default()
-        };
+        let adds = TableConfig::default().resolve(Resolve::AddU64Le);
         assert!(matches!(
             session.table("accounts", adds),
             Err(Error::InvalidConfig(_))
@@ -1133,10 +1082,7 @@ fn named_tables_are_opened_or_created_and_survive_restarts_by_default() {
     drop(session);
     drop(accounts);
     // Without creation, a missing directory is an error; so is a file.
-    let no_create = SessionOptions {
-        create_if_missing: false,
-        ..SessionOptions::default()
-    };
+    let no_create = SessionOptions::default().create_if_missing(false);
     let missing = tmp.path().join("missing");
     assert!(matches!(
         Session::open_with_options(&missing, no_create),
@@ -1148,10 +1094,7 @@ fn named_tables_are_opened_or_created_and_survive_restarts_by_default() {
         Err(Error::SessionDirMissing(_))
     ));
     // A session without a log has no named tables.
-    let no_log = SessionOptions {
-        log: None,
-        ..SessionOptions::default()
-    };
+    let no_log = SessionOptions::default().log(None);
     let s = Session::open_with_options(tmp.path().join("plain"), no_log).unwrap();
     assert!(matches!(
         s.table("t", TableConfig::default()),
@@ -1213,15 +1156,12 @@ fn a_write_batch_spans_tables_with_keys_of_their_own_types() {
 #[test]
 fn automatic_checkpoints_bound_the_log_without_the_application() {
     let fs = new_fs();
-    let by_size = SessionOptions {
-        log: Some(LogOptions {
-            segment_bytes: 4096,
-            checkpoint_bytes: 16 << 10,
-            checkpoint_interval: None,
-            ..LogOptions::default()
-        }),
-        ..options(SyncPolicy::Immediate)
-    };
+    let by_size = options(SyncPolicy::Immediate).log(Some(
+        LogOptions::default()
+            .segment_bytes(4096)
+            .checkpoint_bytes(16 << 10)
+            .checkpoint_interval(None),
+    ));
     let mut model = Model::new();
     {
         let session = Session::open_with(Arc::new(fs.clone()), "/s", by_size).unwrap();
@@ -1245,15 +1185,12 @@ fn automatic_checkpoints_bound_the_log_without_the_application() {
 
     // By time: the first write after the interval checkpoints.
     let fs = new_fs();
-    let by_time = SessionOptions {
-        log: Some(LogOptions {
-            segment_bytes: 4096,
-            checkpoint_bytes: u64::MAX,
-            checkpoint_interval: Some(Duration::from_millis(1)),
-            ..LogOptions::default()
-        }),
-        ..options(SyncPolicy::Immediate)
-    };
+    let by_time = options(SyncPolicy::Immediate).log(Some(
+        LogOptions::default()
+            .segment_bytes(4096)
+            .checkpoint_bytes(u64::MAX)
+            .checkpoint_interval(Some(Duration::from_millis(1))),
+    ));
     let session = Session::open_with(Arc::new(fs.clone()), "/s", by_time).unwrap();
     let t = session.table("t", small()).unwrap();
     for i in 0..500u32 {
@@ -1324,14 +1261,8 @@ fn durable_authenticated_tables_recover_their_exact_version_and_root() {
 #[test]
 fn durable_tables_use_registered_custom_resolve_functions() {
     let max = Resolve::custom("max-v1", |newer, older| newer.max(older).to_vec());
-    let with_max = SessionOptions {
-        resolve_functions: vec![max.clone()],
-        ..options(SyncPolicy::Immediate)
-    };
-    let config = TableConfig {
-        resolve: max.clone(),
-        ..small()
-    };
+    let with_max = options(SyncPolicy::Immediate).resolve_functions(vec![max.clone()]);
+    let config = small().resolve(max.clone());
     let fs = new_fs();
     {
         // Not registered: refused.
@@ -1384,15 +1315,12 @@ fn writers_that_never_wait_do_not_block_on_a_full_buffer() {
         SyncPolicy::Never,
     ] {
         let fs = new_fs();
-        let small_buffer = SessionOptions {
-            log: Some(LogOptions {
-                sync,
-                buffer_bytes_max: 4096,
-                segment_bytes: 64 << 10,
-                ..LogOptions::default()
-            }),
-            ..options(sync)
-        };
+        let small_buffer = options(sync).log(Some(
+            LogOptions::default()
+                .sync(sync)
+                .buffer_bytes_max(4096)
+                .segment_bytes(64 << 10),
+        ));
         let session = Session::open_with(Arc::new(fs.clone()), "/s", small_buffer).unwrap();
         let t = session.table("t", small()).unwrap();
         let (done_tx, done_rx) = std::sync::mpsc::channel();

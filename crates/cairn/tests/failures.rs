@@ -18,11 +18,9 @@ fn session_on(fs: Arc<dyn FileSystem>) -> Session {
 }
 
 fn config(write_buffer_entries: usize) -> TableConfig {
-    TableConfig {
-        write_buffer_entries,
-        merge_batch_size: 1,
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(write_buffer_entries)
+        .merge_batch_size(1)
 }
 
 #[test]
@@ -111,10 +109,7 @@ fn blob_references_do_not_cross_sessions() {
 fn add_u64_upserts_must_be_eight_bytes() {
     let session = session_on(Arc::new(MemFs::new()));
     let table = session
-        .new_table(TableConfig {
-            resolve: Resolve::AddU64Le,
-            ..config(2)
-        })
+        .new_table(config(2).resolve(Resolve::AddU64Le))
         .unwrap();
     table.insert(b"k", 5u64.to_le_bytes()).unwrap();
     assert!(matches!(

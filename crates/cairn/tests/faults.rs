@@ -347,12 +347,10 @@ fn a_failed_fsync_is_not_trusted_by_a_later_save() {
 }
 
 fn config_strategy_fixed() -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 4,
-        resolve: cairn::Resolve::AddU64Le,
-        bloom: cairn::BloomAlloc::BitsPerEntry(10.0),
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(4)
+        .resolve(cairn::Resolve::AddU64Le)
+        .bloom(cairn::BloomAlloc::BitsPerEntry(10.0))
 }
 
 /// The first open of a directory writes `active/`, `snapshots/` and the metadata: failing or
@@ -426,17 +424,14 @@ fn background_fault_case(seed: u64) -> bool {
 
     let fs = MemFs::new();
     fs.create_dir_all(Path::new("/s")).unwrap();
-    let options = cairn::SessionOptions {
-        background_merges: true,
-        ..cairn::SessionOptions::default()
-    };
+    let options = cairn::SessionOptions::default().background_merges(true);
     let session = Session::open_with(Arc::new(fs.clone()), "/s", options).unwrap();
     let table = session
-        .new_table(TableConfig {
-            write_buffer_entries: 16,
-            merge_batch_size: 4,
-            ..TableConfig::default()
-        })
+        .new_table(
+            TableConfig::default()
+                .write_buffer_entries(16)
+                .merge_batch_size(4),
+        )
         .unwrap();
     let mut rng = cairn::fs::SplitMix64::new(seed);
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
@@ -530,21 +525,21 @@ fn background_fault_case(seed: u64) -> bool {
 /// no longer reaches the same point; the test below checks every point).
 #[test]
 fn power_loss_case_authenticated_trie_manifest() {
-    let config = TableConfig {
-        write_buffer_entries: 4,
-        merge_schedule: cairn::MergeSchedule::Incremental,
-        bloom: cairn::BloomAlloc::BitsPerEntry(10.0),
-        last_level_bloom: None,
-        index: cairn::IndexType::Compact,
-        disk_cache: cairn::DiskCachePolicy::All,
-        merge_batch_size: 2,
-        resolve: cairn::Resolve::AddU64Le,
-        auth: Some(cairn::AuthConfig {
-            hash: cairn::HashKind::Sha256,
-            retained_bytes: 20_971_520,
-        }),
-        part_entries: Some(1),
-    };
+    let config = TableConfig::default()
+        .write_buffer_entries(4)
+        .merge_schedule(cairn::MergeSchedule::Incremental)
+        .bloom(cairn::BloomAlloc::BitsPerEntry(10.0))
+        .last_level_bloom(None)
+        .index(cairn::IndexType::Compact)
+        .disk_cache(cairn::DiskCachePolicy::All)
+        .merge_batch_size(2)
+        .resolve(cairn::Resolve::AddU64Le)
+        .auth(Some(
+            cairn::AuthConfig::default()
+                .hash(cairn::HashKind::Sha256)
+                .retained_bytes(20_971_520),
+        ))
+        .part_entries(Some(1));
     let zero = |keys: &[u8]| keys.iter().map(|k| (*k, 0u64)).collect::<Vec<_>>();
     let steps: Vec<Step> = vec![
         (Op::Insert(0, 0), None, false),
@@ -582,11 +577,9 @@ fn power_loss_case_authenticated_trie_manifest() {
 /// files missing below it.
 #[test]
 fn a_failed_delete_then_power_loss_leaves_the_snapshot_whole_or_gone() {
-    let config = TableConfig {
-        write_buffer_entries: 4,
-        auth: Some(cairn::AuthConfig::default()),
-        ..TableConfig::default()
-    };
+    let config = TableConfig::default()
+        .write_buffer_entries(4)
+        .auth(Some(cairn::AuthConfig::default()));
     let keys: Vec<[u8; 2]> = (0..24u8).map(|k| [k, 1]).collect();
     let open = |fs: &MemFs| {
         Session::open_with(

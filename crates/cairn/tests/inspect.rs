@@ -10,10 +10,7 @@ use cairn::inspect::{RunPlace, VerifyOptions, VerifyReport};
 use cairn::{AuthConfig, Session, SessionOptions, Table, TableConfig, Update};
 
 fn read_only(dir: &Path) -> Session {
-    let options = SessionOptions {
-        read_only: true,
-        ..SessionOptions::default()
-    };
+    let options = SessionOptions::default().read_only(true);
     Session::open_with_options(dir, options).unwrap()
 }
 
@@ -55,12 +52,10 @@ fn fill(table: &Table, n: u32) -> BTreeMap<Vec<u8>, Vec<u8>> {
 }
 
 fn config(auth: bool) -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 64,
-        merge_batch_size: 8,
-        auth: auth.then(AuthConfig::default),
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(64)
+        .merge_batch_size(8)
+        .auth(auth.then(AuthConfig::default))
 }
 
 #[test]
@@ -92,9 +87,7 @@ fn sound_snapshots_verify_with_their_contents_and_root() {
     assert_eq!(report.entries, Some(auth_model.len() as u64));
     assert_eq!(report.root, Some(root));
     // The root recomputed in several passes over the key space gives the same answer.
-    let narrow = VerifyOptions {
-        root_memory_bytes: 20_000,
-    };
+    let narrow = VerifyOptions::default().root_memory_bytes(20_000);
     let report = reader.verify_snapshot("auth", narrow, &mut |_| {}).unwrap();
     assert_eq!(report.root, Some(root), "{report:?}");
     let report = verify(&reader, "union");
@@ -251,10 +244,7 @@ fn level_scaled_filters_give_upper_levels_more_bits() {
     let dir = tempfile::tempdir().unwrap();
     let session = Session::open(dir.path()).unwrap();
     let table = session
-        .new_table(TableConfig {
-            bloom: cairn::BloomAlloc::LevelScaledFpr(0.02),
-            ..config(false)
-        })
+        .new_table(config(false).bloom(cairn::BloomAlloc::LevelScaledFpr(0.02)))
         .unwrap();
     let key = |i: u32| format!("k{:08}", i.wrapping_mul(2_654_435_761)).into_bytes();
     for i in 0..6_000u32 {

@@ -68,11 +68,9 @@ fn accepts_o_direct(dir: &Path) -> bool {
 
 /// A table that asks for direct reads works either way, and finds its keys.
 fn lookups_work_without_the_disk_cache(session: &Session) {
-    let config = TableConfig {
-        disk_cache: DiskCachePolicy::None,
-        write_buffer_entries: 100,
-        ..TableConfig::default()
-    };
+    let config = TableConfig::default()
+        .disk_cache(DiskCachePolicy::None)
+        .write_buffer_entries(100);
     let table = session.new_table(config).unwrap();
     let pairs: Vec<([u8; 8], [u8; 8])> = (0..1000u64)
         .map(|i| (i.to_be_bytes(), (i * 3).to_le_bytes()))
@@ -159,10 +157,7 @@ fn report_agrees_with_the_file_system_and_the_backend() {
     lookups_work_without_the_disk_cache(&session);
     drop(session);
 
-    let options = SessionOptions {
-        io_backend: IoBackendKind::Pread,
-        ..SessionOptions::default()
-    };
+    let options = SessionOptions::default().io_backend(IoBackendKind::Pread);
     let session = Session::open_with(Arc::new(cairn::fs::RealFs), dir.path(), options).unwrap();
     let report = session.io_report();
     assert_eq!(report.backend, IoBackendKind::Pread);

@@ -85,20 +85,17 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
     let session = Session::open_with(
         shared,
         "/s",
-        SessionOptions {
-            background_merges: setup.background,
-            ..SessionOptions::default()
-        },
+        SessionOptions::default().background_merges(setup.background),
     )
     .unwrap();
     let table = session
-        .new_table(TableConfig {
-            write_buffer_entries: setup.write_buffer,
-            merge_schedule: setup.schedule,
-            merge_batch_size: setup.merge_batch,
-            part_entries: setup.part_entries,
-            ..TableConfig::default()
-        })
+        .new_table(
+            TableConfig::default()
+                .write_buffer_entries(setup.write_buffer)
+                .merge_schedule(setup.schedule)
+                .merge_batch_size(setup.merge_batch)
+                .part_entries(setup.part_entries),
+        )
         .unwrap();
     let keys = BlockKeys::new(1).unwrap();
     let mut model = Model::new();
@@ -251,10 +248,7 @@ fn random_keys_are_merged_not_linked() {
     let session =
         Session::open_with(Arc::new(fs.clone()), "/s", SessionOptions::default()).unwrap();
     let table = session
-        .new_table(TableConfig {
-            write_buffer_entries: 64,
-            ..TableConfig::default()
-        })
+        .new_table(TableConfig::default().write_buffer_entries(64))
         .unwrap();
     for i in 0..5_000u64 {
         let key = i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes();

@@ -40,21 +40,18 @@ fn run(
 ) {
     let fs = MemFs::new();
     fs.create_dir_all(Path::new("/s")).unwrap();
-    let options = SessionOptions {
-        background_merges,
-        ..SessionOptions::default()
-    };
+    let options = SessionOptions::default().background_merges(background_merges);
     let session = Session::open_with(Arc::new(fs), "/s", options).unwrap();
     let table = session
-        .new_table(TableConfig {
-            write_buffer_entries: write_buffer,
-            merge_schedule: MergeSchedule::Incremental,
-            bloom: BloomAlloc::BitsPerEntry(2.0),
-            index: IndexType::Compact,
-            merge_batch_size: merge_batch,
-            resolve: Resolve::AddU64Le,
-            ..TableConfig::default()
-        })
+        .new_table(
+            TableConfig::default()
+                .write_buffer_entries(write_buffer)
+                .merge_schedule(MergeSchedule::Incremental)
+                .bloom(BloomAlloc::BitsPerEntry(2.0))
+                .index(IndexType::Compact)
+                .merge_batch_size(merge_batch)
+                .resolve(Resolve::AddU64Le),
+        )
         .unwrap();
     let mut rng = Rng::new(42);
     let mut next_id = 0u64;

@@ -352,47 +352,43 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
         Session::open_with(
             fs.clone(),
             &dir,
-            SessionOptions {
-                io_backend: IoBackendKind::Auto,
-                salt: Some(7),
-                read_only: false,
-                log: None,
-                background_merges: setup.background,
-                recycle_bytes: if setup.recycle {
+            SessionOptions::default()
+                .io_backend(IoBackendKind::Auto)
+                .salt(Some(7))
+                .read_only(false)
+                .log(None)
+                .background_merges(setup.background)
+                .recycle_bytes(if setup.recycle {
                     SessionOptions::RECYCLE_BYTES_DEFAULT
                 } else {
                     0
-                },
-                ..SessionOptions::default()
-            },
+                }),
         )
         .unwrap()
     };
     let mut session = open_session();
     let resolve = resolve_of(setup.resolve);
-    let config = TableConfig {
-        write_buffer_entries: setup.write_buffer,
-        merge_schedule: setup.schedule,
-        bloom: BloomAlloc::BitsPerEntry(4.0),
-        last_level_bloom: setup.last_level_bloom,
-        index: setup.index,
-        disk_cache: if setup.real_fs && setup.direct {
+    let config = TableConfig::default()
+        .write_buffer_entries(setup.write_buffer)
+        .merge_schedule(setup.schedule)
+        .bloom(BloomAlloc::BitsPerEntry(4.0))
+        .last_level_bloom(setup.last_level_bloom)
+        .index(setup.index)
+        .disk_cache(if setup.real_fs && setup.direct {
             DiskCachePolicy::None
         } else {
             DiskCachePolicy::LevelsUpTo(2)
-        },
-        merge_batch_size: setup.merge_batch,
-        resolve: resolve.clone(),
-        auth: setup.auth.then(|| cairn::AuthConfig {
-            retained_bytes: if setup.write_buffer.is_multiple_of(2) {
+        })
+        .merge_batch_size(setup.merge_batch)
+        .resolve(resolve.clone())
+        .auth(setup.auth.then(|| {
+            cairn::AuthConfig::default().retained_bytes(if setup.write_buffer.is_multiple_of(2) {
                 0
             } else {
                 20 << 20
-            },
-            ..cairn::AuthConfig::default()
-        }),
-        part_entries: setup.part_entries,
-    };
+            })
+        }))
+        .part_entries(setup.part_entries);
     let mut table = session.new_table(config.clone()).unwrap();
     // Appended keys so far (ids APPEND_BASE..APPEND_BASE + appended).
     let mut appended = 0u32;
@@ -404,10 +400,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
     let mut snapshots: BTreeMap<String, (Model, u64)> = BTreeMap::new();
     let snapshot_name = |s: u8| format!("snap-{s}");
     let mut exports = 0u32;
-    let overrides = || cairn::SnapshotOverrides {
-        resolve: Some(resolve.clone()),
-        ..cairn::SnapshotOverrides::default()
-    };
+    let overrides = || cairn::SnapshotOverrides::default().resolve(Some(resolve.clone()));
     // Blob references from lookups: (reference, expected bytes, update count at the lookup).
     let mut blob_refs = Vec::new();
     // Open cursors: the cursor and the model's entries it must still return, in order.

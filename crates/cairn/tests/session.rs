@@ -11,11 +11,9 @@ use cairn::{
 };
 
 fn small_config() -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 4,
-        merge_batch_size: 1,
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(4)
+        .merge_batch_size(1)
 }
 
 #[test]
@@ -32,10 +30,7 @@ fn handles_are_send_and_sync() {
 fn missing_directory_is_created_or_a_typed_error() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("nope");
-    let no_create = cairn::SessionOptions {
-        create_if_missing: false,
-        ..cairn::SessionOptions::default()
-    };
+    let no_create = cairn::SessionOptions::default().create_if_missing(false);
     assert!(matches!(
         Session::open_with_options(&missing, no_create),
         Err(Error::SessionDirMissing(p)) if p == missing
@@ -65,10 +60,7 @@ fn dropping_a_session_releases_its_lock() {
     let fs = MemFs::new();
     fs.create_dir_all(Path::new("/s")).unwrap();
     let fs: Arc<dyn FileSystem> = Arc::new(fs);
-    let options = SessionOptions {
-        salt: Some(99),
-        ..SessionOptions::default()
-    };
+    let options = SessionOptions::default().salt(Some(99));
     let s = Session::open_with(fs.clone(), "/s", options.clone()).unwrap();
     assert!(matches!(
         Session::open_with(fs.clone(), "/s", options.clone()),
@@ -148,10 +140,7 @@ fn bad_input_is_rejected_before_anything_is_applied() {
     let tmp = tempfile::tempdir().unwrap();
     let session = Session::open(tmp.path()).unwrap();
     assert!(matches!(
-        session.new_table(TableConfig {
-            write_buffer_entries: 0,
-            ..TableConfig::default()
-        }),
+        session.new_table(TableConfig::default().write_buffer_entries(0)),
         Err(Error::InvalidConfig(_))
     ));
     let table = session.new_table(small_config()).unwrap();
@@ -220,20 +209,17 @@ fn backend_round_trip(io_backend: IoBackendKind, disk_cache: DiskCachePolicy, in
     let session = Session::open_with(
         Arc::new(RealFs),
         tmp.path(),
-        SessionOptions {
-            io_backend,
-            ..SessionOptions::default()
-        },
+        SessionOptions::default().io_backend(io_backend),
     )
     .unwrap();
     let table = session
-        .new_table(TableConfig {
-            write_buffer_entries: 100,
-            merge_batch_size: 10,
-            disk_cache,
-            index,
-            ..TableConfig::default()
-        })
+        .new_table(
+            TableConfig::default()
+                .write_buffer_entries(100)
+                .merge_batch_size(10)
+                .disk_cache(disk_cache)
+                .index(index),
+        )
         .unwrap();
     let key = |i: u32| xxh(i).to_vec();
     let pairs: Vec<_> = (0..5000u32).map(|i| (key(i), i.to_le_bytes())).collect();
@@ -278,12 +264,12 @@ fn lookups_run_concurrently_with_updates() {
     let session = Session::open(tmp.path()).unwrap();
     let table = Arc::new(
         session
-            .new_table(TableConfig {
-                write_buffer_entries: 64,
-                merge_batch_size: 8,
-                index: IndexType::Compact,
-                ..TableConfig::default()
-            })
+            .new_table(
+                TableConfig::default()
+                    .write_buffer_entries(64)
+                    .merge_batch_size(8)
+                    .index(IndexType::Compact),
+            )
             .unwrap(),
     );
     let stable: Vec<_> = (0..2000u32)
@@ -372,12 +358,10 @@ fn read_only_sessions_read_everything_and_change_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     // The owner stays open (holding the lock) while the read-only session reads.
     let owner = Session::open(tmp.path()).unwrap();
-    let config = TableConfig {
-        write_buffer_entries: 4,
-        merge_batch_size: 1,
-        auth: Some(cairn::AuthConfig::default()),
-        ..TableConfig::default()
-    };
+    let config = TableConfig::default()
+        .write_buffer_entries(4)
+        .merge_batch_size(1)
+        .auth(Some(cairn::AuthConfig::default()));
     let a = owner.new_table(config.clone()).unwrap();
     let b = owner.new_table(config).unwrap();
     for i in 0..203u32 {
@@ -400,10 +384,7 @@ fn read_only_sessions_read_everything_and_change_nothing() {
         .collect();
     let before = tree_of(tmp.path());
 
-    let options = SessionOptions {
-        read_only: true,
-        ..SessionOptions::default()
-    };
+    let options = SessionOptions::default().read_only(true);
     let reader = Session::open_with_options(tmp.path(), options.clone()).unwrap();
     assert!(reader.is_read_only());
     assert_eq!(reader.salt(), owner.salt());

@@ -83,16 +83,11 @@ fn write_batch(table: &Table, n: u64) {
 /// table): a snapshot then holds two tables' runs and the trie's root, and the parent checks
 /// the root of every snapshot too.
 fn config() -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 64,
-        merge_batch_size: 16,
-        resolve: Resolve::AddU64Le,
-        auth: Some(AuthConfig {
-            retained_bytes: 0,
-            ..AuthConfig::default()
-        }),
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(64)
+        .merge_batch_size(16)
+        .resolve(Resolve::AddU64Le)
+        .auth(Some(AuthConfig::default().retained_bytes(0)))
 }
 
 fn generation(name: &str) -> Option<u64> {

@@ -37,23 +37,18 @@ fn mix(x: u64) -> u64 {
 }
 
 fn options() -> SessionOptions {
-    SessionOptions {
-        log: Some(LogOptions {
-            segment_bytes: 256 << 10,
-            checkpoint_bytes: 1 << 20,
-            ..LogOptions::default()
-        }),
-        ..SessionOptions::default()
-    }
+    SessionOptions::default().log(Some(
+        LogOptions::default()
+            .segment_bytes(256 << 10)
+            .checkpoint_bytes(1 << 20),
+    ))
 }
 
 fn config(auth: bool) -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 128,
-        merge_batch_size: 16,
-        auth: auth.then(AuthConfig::default),
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(128)
+        .merge_batch_size(16)
+        .auth(auth.then(AuthConfig::default))
 }
 
 fn tables(session: &Session) -> [Table; 3] {
@@ -131,14 +126,7 @@ fn read(tables: &[Table; 3]) -> Model {
 /// The state root of `contents`, from a fresh ephemeral table.
 fn root_of(contents: &BTreeMap<Vec<u8>, Vec<u8>>) -> cairn::Root {
     let dir = tempfile::tempdir().unwrap();
-    let s = Session::open_with_options(
-        dir.path(),
-        SessionOptions {
-            log: None,
-            ..SessionOptions::default()
-        },
-    )
-    .unwrap();
+    let s = Session::open_with_options(dir.path(), SessionOptions::default().log(None)).unwrap();
     let t = s.new_table(config(true)).unwrap();
     let pairs: Vec<_> = contents.iter().collect();
     t.inserts(&pairs).unwrap();

@@ -78,22 +78,14 @@ impl Model {
 }
 
 fn options() -> SessionOptions {
-    SessionOptions {
-        log: Some(LogOptions {
-            segment_bytes: 256 << 10,
-            ..LogOptions::default()
-        }),
-        ..SessionOptions::default()
-    }
+    SessionOptions::default().log(Some(LogOptions::default().segment_bytes(256 << 10)))
 }
 
 fn config(resolve: Resolve) -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 256,
-        merge_batch_size: 16,
-        resolve,
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(256)
+        .merge_batch_size(16)
+        .resolve(resolve)
 }
 
 /// The three tables, created if the session has none yet.

@@ -28,13 +28,11 @@ fn key(i: u32) -> Vec<u8> {
 }
 
 fn config() -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 32,
-        merge_batch_size: 4,
-        index: IndexType::Compact,
-        resolve: Resolve::AddU64Le,
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(32)
+        .merge_batch_size(4)
+        .index(IndexType::Compact)
+        .resolve(Resolve::AddU64Le)
 }
 
 /// Fills a table through inserts, upserts, deletes and blobs; returns the model of values and
@@ -231,10 +229,7 @@ fn snapshot_errors_are_typed() {
     ));
     // A snapshot saved with a custom resolve function needs it back.
     let custom = session
-        .new_table(TableConfig {
-            resolve: Resolve::custom("keep-newer", |n, _| n.to_vec()),
-            ..config()
-        })
+        .new_table(config().resolve(Resolve::custom("keep-newer", |n, _| n.to_vec())))
         .unwrap();
     custom.insert(b"k", b"v").unwrap();
     custom.save_snapshot("custom", "l").unwrap();
@@ -247,19 +242,14 @@ fn snapshot_errors_are_typed() {
         Resolve::custom("keep-older", |_, o| o.to_vec()),
         Resolve::KeepNewest,
     ] {
-        let overrides = SnapshotOverrides {
-            resolve: Some(wrong),
-            ..SnapshotOverrides::default()
-        };
+        let overrides = SnapshotOverrides::default().resolve(Some(wrong));
         assert!(matches!(
             session.open_snapshot("custom", "l", overrides),
             Err(Error::InvalidConfig(_))
         ));
     }
-    let overrides = SnapshotOverrides {
-        resolve: Some(Resolve::custom("keep-newer", |n, _| n.to_vec())),
-        ..SnapshotOverrides::default()
-    };
+    let overrides = SnapshotOverrides::default()
+        .resolve(Some(Resolve::custom("keep-newer", |n, _| n.to_vec())));
     let t = session.open_snapshot("custom", "l", overrides).unwrap();
     // A table reopened with the function unions with one made with it anew.
     t.union(&custom).unwrap();
@@ -356,13 +346,8 @@ fn saved_snapshot() -> (MemFs, Vec<PathBuf>) {
 
 /// An authenticated table's snapshot: its page table's files under `trie/` too.
 fn saved_authenticated_snapshot() -> (MemFs, Vec<PathBuf>) {
-    let (fs, files) = saved_snapshot_of(TableConfig {
-        auth: Some(cairn::AuthConfig {
-            retained_bytes: 0,
-            ..cairn::AuthConfig::default()
-        }),
-        ..config()
-    });
+    let (fs, files) =
+        saved_snapshot_of(config().auth(Some(cairn::AuthConfig::default().retained_bytes(0))));
     assert!(files
         .iter()
         .any(|p| p.starts_with("/s/snapshots/victim/trie")));

@@ -20,12 +20,12 @@ fn snapshot_files_grow_logarithmically() {
     let session = Session::open(tmp.path()).unwrap();
     let write_buffer = 1_000u64;
     let table = session
-        .new_table(TableConfig {
-            write_buffer_entries: write_buffer as usize,
-            merge_batch_size: 1_000,
-            index: IndexType::Compact,
-            ..TableConfig::default()
-        })
+        .new_table(
+            TableConfig::default()
+                .write_buffer_entries(write_buffer as usize)
+                .merge_batch_size(1_000)
+                .index(IndexType::Compact),
+        )
         .unwrap();
     let mut next = 0u64;
     let mut n = 10_000u64;

@@ -13,24 +13,18 @@ use cairn::{Error, LogOptions, Resolve, Session, SessionOptions, SyncPolicy, Tab
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn small() -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 8,
-        merge_batch_size: 2,
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(8)
+        .merge_batch_size(2)
 }
 
 fn options() -> SessionOptions {
-    SessionOptions {
-        salt: Some(9),
-        log: Some(LogOptions {
-            sync: SyncPolicy::Immediate,
-            segment_bytes: 8192,
-            checkpoint_bytes: 64 << 10,
-            ..LogOptions::default()
-        }),
-        ..SessionOptions::default()
-    }
+    SessionOptions::default().salt(Some(9)).log(Some(
+        LogOptions::default()
+            .sync(SyncPolicy::Immediate)
+            .segment_bytes(8192)
+            .checkpoint_bytes(64 << 10),
+    ))
 }
 
 fn new_fs() -> MemFs {
@@ -62,13 +56,7 @@ fn a_transaction_reads_its_own_writes_over_a_view_of_its_start() {
     let session = open(&fs);
     let plain = session.table("plain", small()).unwrap();
     let counts = session
-        .table(
-            "counts",
-            TableConfig {
-                resolve: Resolve::AddU64Le,
-                ..small()
-            },
-        )
+        .table("counts", small().resolve(Resolve::AddU64Le))
         .unwrap();
     plain.insert("a", "1").unwrap();
     counts.insert("n", 5u64.to_le_bytes()).unwrap();

@@ -35,12 +35,10 @@ fn nested_unions_survive_snapshots_at_every_stage() {
         let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
         fs.create_dir_all(Path::new("/s")).unwrap();
         let s = Session::open_with(fs, "/s", SessionOptions::default()).unwrap();
-        let cfg = TableConfig {
-            write_buffer_entries: wb,
-            merge_batch_size: 3,
-            resolve: concat(),
-            ..TableConfig::default()
-        };
+        let cfg = TableConfig::default()
+            .write_buffer_entries(wb)
+            .merge_batch_size(3)
+            .resolve(concat());
         let t0 = s.new_table(cfg).unwrap();
         let mut m0: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         for i in 0..200u32 {
@@ -86,10 +84,7 @@ fn nested_unions_survive_snapshots_at_every_stage() {
             .open_snapshot(
                 "x",
                 "l",
-                SnapshotOverrides {
-                    resolve: Some(concat()),
-                    ..Default::default()
-                },
+                SnapshotOverrides::default().resolve(Some(concat())),
             )
             .unwrap();
         check(&o, &m2, "opened");
@@ -108,10 +103,7 @@ fn unions_need_one_resolve_function() {
     let s = Session::open_with(fs, "/s", SessionOptions::default()).unwrap();
     let a = s.new_table(TableConfig::default()).unwrap();
     let b = s
-        .new_table(TableConfig {
-            resolve: Resolve::AddU64Le,
-            ..TableConfig::default()
-        })
+        .new_table(TableConfig::default().resolve(Resolve::AddU64Le))
         .unwrap();
     assert!(matches!(
         Table::incremental_unions(&[&a, &b]),
@@ -130,11 +122,9 @@ fn a_migrated_union_keeps_the_merge_bound() {
     let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
     fs.create_dir_all(Path::new("/s")).unwrap();
     let s = Session::open_with(fs, "/s", SessionOptions::default()).unwrap();
-    let cfg = TableConfig {
-        write_buffer_entries: 16,
-        merge_batch_size: 1,
-        ..TableConfig::default()
-    };
+    let cfg = TableConfig::default()
+        .write_buffer_entries(16)
+        .merge_batch_size(1);
     let input = s.new_table(cfg.clone()).unwrap();
     for i in 0..20_000u32 {
         input.insert(i.to_be_bytes(), b"v").unwrap();

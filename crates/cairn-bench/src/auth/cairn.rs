@@ -26,10 +26,7 @@ use crate::failure::{Context, Failure};
 pub fn logged_session(dir: &Path) -> Result<Session, Failure> {
     Session::open_with_options(
         dir,
-        SessionOptions {
-            log: Some(LogOptions::default()),
-            ..SessionOptions::default()
-        },
+        SessionOptions::default().log(Some(LogOptions::default())),
     )
     .context(|| format!("opening a Cairn session in {}", dir.display()))
 }
@@ -94,13 +91,7 @@ impl CairnAuth {
         let table = session
             .create_durable_table(
                 "state",
-                TableConfig {
-                    auth: kind.map(|hash| AuthConfig {
-                        hash,
-                        ..AuthConfig::default()
-                    }),
-                    ..TableConfig::default()
-                },
+                TableConfig::default().auth(kind.map(|hash| AuthConfig::default().hash(hash))),
             )
             .context(|| "creating the authenticated table".to_string())?;
         Ok(CairnAuth {

@@ -62,12 +62,12 @@ pub struct CairnStore {
 pub fn table_config(write_buffer_bytes: usize, mean_entry_bytes: f64) -> TableConfig {
     let default = TableConfig::default();
     let entries = (write_buffer_bytes as f64 / (mean_entry_bytes + ENTRY_OVERHEAD_BYTES)) as usize;
-    TableConfig {
-        write_buffer_entries: entries
-            .min(default.write_buffer_entries)
+    let most = default.write_buffer_entries;
+    default.write_buffer_entries(
+        entries
+            .min(most)
             .clamp(*WRITE_BUFFER_ENTRIES.start(), *WRITE_BUFFER_ENTRIES.end()),
-        ..default
-    }
+    )
 }
 
 impl CairnStore {
@@ -80,11 +80,9 @@ impl CairnStore {
         settle_timeout: Duration,
         seed: u64,
     ) -> Result<CairnStore, Failure> {
-        let options = SessionOptions {
-            salt: Some(seed),
-            background_merges: true,
-            ..SessionOptions::default()
-        };
+        let options = SessionOptions::default()
+            .salt(Some(seed))
+            .background_merges(true);
         let session = Session::open_with_options(dir, options)
             .context(|| format!("opening a Cairn session in {}", dir.display()))?;
         let mut opened = Vec::new();

@@ -59,30 +59,23 @@ pub struct TableSettings {
 impl TableSettings {
     /// The engine's configuration.
     fn config(&self) -> TableConfig {
-        let base = TableConfig {
-            write_buffer_entries: self.write_buffer,
-            merge_batch_size: self.merge_batch_size,
-            disk_cache: match self.disk_cache {
+        let base = TableConfig::default()
+            .write_buffer_entries(self.write_buffer)
+            .merge_batch_size(self.merge_batch_size)
+            .disk_cache(match self.disk_cache {
                 DiskCacheArg::None => DiskCachePolicy::None,
                 DiskCacheArg::All => DiskCachePolicy::All,
-            },
-            last_level_bloom: self.filters_for_hits.then_some(BloomAlloc::None),
-            ..TableConfig::default()
-        };
+            })
+            .last_level_bloom(self.filters_for_hits.then_some(BloomAlloc::None));
         match self.kind {
-            TableKind::Utxo => TableConfig {
-                index: IndexType::Compact,
+            TableKind::Utxo => base
+                .index(IndexType::Compact)
                 // Monkey's allocation: about the false reads per lookup of FPR 1e-3 on every
                 // level (with four filtered levels, as at 10M; fewer with more), less memory.
-                bloom: BloomAlloc::LevelScaledFpr(UTXO_BLOOM_FPR),
-                merge_schedule: MergeSchedule::Incremental,
-                resolve: Resolve::KeepNewest,
-                ..base
-            },
-            TableKind::Upsert(resolve) => TableConfig {
-                resolve: Resolve::custom("upsert-bench", resolve),
-                ..base
-            },
+                .bloom(BloomAlloc::LevelScaledFpr(UTXO_BLOOM_FPR))
+                .merge_schedule(MergeSchedule::Incremental)
+                .resolve(Resolve::KeepNewest),
+            TableKind::Upsert(resolve) => base.resolve(Resolve::custom("upsert-bench", resolve)),
         }
     }
 }
@@ -105,17 +98,15 @@ impl CairnSession {
         wal: bool,
         background_merges: bool,
     ) -> Result<CairnSession, Failure> {
-        let options = SessionOptions {
-            io_backend: match io {
+        let options = SessionOptions::default()
+            .io_backend(match io {
                 IoArg::Auto => IoBackendKind::Auto,
                 IoArg::Uring => IoBackendKind::Uring,
                 IoArg::Pread => IoBackendKind::Pread,
-            },
-            salt: Some(seed),
-            log: wal.then(cairn::LogOptions::default),
-            background_merges,
-            ..SessionOptions::default()
-        };
+            })
+            .salt(Some(seed))
+            .log(wal.then(cairn::LogOptions::default))
+            .background_merges(background_merges);
         let session = Session::open_with_options(dir, options)
             .context(|| format!("opening a Cairn session in {}", dir.display()))?;
         Ok(CairnSession {
@@ -182,11 +173,9 @@ impl CairnSession {
         settings: Option<&TableSettings>,
     ) -> Result<CairnTable, Failure> {
         let overrides = match settings.map(TableSettings::config) {
-            Some(config) => SnapshotOverrides {
-                disk_cache: Some(config.disk_cache),
-                merge_batch_size: Some(config.merge_batch_size),
-                ..SnapshotOverrides::default()
-            },
+            Some(config) => SnapshotOverrides::default()
+                .disk_cache(Some(config.disk_cache))
+                .merge_batch_size(Some(config.merge_batch_size)),
             None => SnapshotOverrides::default(),
         };
         let table = self
@@ -259,6 +248,7 @@ impl CairnTable {
                 "Bloom FPR {fpr:e} on the deepest filtered level, {}x lower per level above",
                 cairn::SIZE_RATIO
             ),
+            other => format!("Bloom {other:?}"),
         }
     }
 

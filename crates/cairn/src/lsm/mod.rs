@@ -69,6 +69,7 @@ pub enum Update<'a> {
 
 /// Counters describing a table's shape and the merge work it has done.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TableStats {
     /// Levels below the write buffer.
     pub levels: usize,

@@ -25,6 +25,7 @@ use crate::write_buffer::WriteBuffer;
 
 /// What may differ from a snapshot's saved configuration when it is opened.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct SnapshotOverrides {
     /// The resolve function: required when the snapshot was saved with a custom one (functions
     /// cannot be stored; the snapshot records the name, which must match); for a snapshot saved
@@ -36,6 +37,12 @@ pub struct SnapshotOverrides {
     /// A different merge batch size.
     pub merge_batch_size: Option<usize>,
 }
+
+setters!(SnapshotOverrides {
+    resolve: Option<Resolve>,
+    disk_cache: Option<DiskCachePolicy>,
+    merge_batch_size: Option<usize>,
+});
 
 /// A table's contents rebuilt from a snapshot, for [`crate::Table`] to wrap.
 pub(crate) struct Restored {

@@ -150,27 +150,32 @@ pub fn config_strategy() -> impl Strategy<Value = TableConfig> {
         // A third of the cases authenticated, with one or three page levels in memory.
         prop_oneof![
             2 => Just(None),
-            1 => prop_oneof![Just(0usize), Just(20 << 20)].prop_map(|retained_bytes| Some(AuthConfig {
-                retained_bytes,
-                ..AuthConfig::default()
-            })),
+            1 => prop_oneof![Just(0usize), Just(20 << 20)]
+                .prop_map(|retained| Some(AuthConfig::default().retained_bytes(retained))),
         ],
         // A quarter of the cases cut runs into parts of a few entries (snapshots of several
         // parts per run, merges that link some parts and rewrite others).
         prop_oneof![3 => Just(None), 1 => (1u64..=3).prop_map(Some)],
     )
         .prop_map(
-            |(write_buffer_entries, index, merge_schedule, merge_batch_size, auth, part_entries)| TableConfig {
+            |(
                 write_buffer_entries,
                 index,
                 merge_schedule,
                 merge_batch_size,
                 auth,
                 part_entries,
-                resolve: Resolve::AddU64Le,
-                // A fixed allocation: sizing for a target FPR costs milliseconds per table.
-                bloom: BloomAlloc::BitsPerEntry(10.0),
-                ..TableConfig::default()
+            )| {
+                TableConfig::default()
+                    .write_buffer_entries(write_buffer_entries)
+                    .index(index)
+                    .merge_schedule(merge_schedule)
+                    .merge_batch_size(merge_batch_size)
+                    .auth(auth)
+                    .part_entries(part_entries)
+                    .resolve(Resolve::AddU64Le)
+                    // A fixed allocation: sizing for a target FPR costs milliseconds per table.
+                    .bloom(BloomAlloc::BitsPerEntry(10.0))
             },
         )
 }
@@ -319,10 +324,7 @@ impl World {
         Session::open_with(
             Arc::new(self.fs.clone()) as Arc<dyn FileSystem>,
             SESSION_DIR,
-            SessionOptions {
-                salt: Some(7),
-                ..SessionOptions::default()
-            },
+            SessionOptions::default().salt(Some(7)),
         )
     }
 

@@ -20,11 +20,9 @@ pub fn session_in(fs: &MemFs) -> Session {
 /// A small write buffer and merge batch, so that a few updates already make runs and merges.
 #[allow(dead_code)]
 pub fn small() -> TableConfig {
-    TableConfig {
-        write_buffer_entries: 4,
-        merge_batch_size: 1,
-        ..TableConfig::default()
-    }
+    TableConfig::default()
+        .write_buffer_entries(4)
+        .merge_batch_size(1)
 }
 
 /// The `i`-th test key, in key order.
