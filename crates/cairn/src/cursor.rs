@@ -461,26 +461,33 @@ impl Cursor {
         weak
     }
 
+    /// Runs `f` on the cursor's open stream, or reports why there is none: closed (also after
+    /// a panic), or broken by a resolve function that panicked while this cursor was reading
+    /// (its sources may have advanced past entries it never returned).
+    fn with_stream<T>(&self, f: impl FnOnce(&mut StampedEntries) -> Result<T>) -> Result<T> {
+        match self.inner.state.lock() {
+            Err(poisoned) if poisoned.get_ref().is_none() => Err(Error::CursorClosed),
+            Err(_) => Err(Error::TableBroken(
+                "a panic interrupted a read through this cursor".into(),
+            )),
+            Ok(mut state) => match state.as_mut() {
+                None => Err(Error::CursorClosed),
+                Some(entries) => f(entries),
+            },
+        }
+    }
+
     /// Reads the next entry (the peeked one first) from the shared state, which tells whether
     /// the cursor was closed; an error finishes the cursor.
     fn read_next(&mut self) -> Result<Option<CursorEntry>> {
         if self.failed {
             return Ok(None);
         }
-        let result = match self.inner.state.lock() {
-            // Closed after a panic: closed.
-            Err(poisoned) if poisoned.get_ref().is_none() => Err(Error::CursorClosed),
-            // A resolve function panicked while this cursor was reading: its sources may have
-            // advanced past entries it never returned.
-            Err(_) => Err(Error::TableBroken(
-                "a panic interrupted a read through this cursor".into(),
-            )),
-            Ok(mut state) => match state.as_mut() {
-                None => Err(Error::CursorClosed),
-                Some(_) if self.peeked.is_some() => Ok(self.peeked.take()),
-                Some(entries) => entries.next_entry(),
-            },
-        };
+        let peeked = self.peeked.take();
+        let result = self.with_stream(|entries| match peeked {
+            Some(entry) => Ok(Some(entry)),
+            None => entries.next_entry(),
+        });
         if result.is_err() {
             self.failed = true;
             self.peeked = None;
@@ -524,16 +531,7 @@ impl Cursor {
             });
         }
         self.peeked = None;
-        let result = match self.inner.state.lock() {
-            Err(poisoned) if poisoned.get_ref().is_none() => Err(Error::CursorClosed),
-            Err(_) => Err(Error::TableBroken(
-                "a panic interrupted a read through this cursor".into(),
-            )),
-            Ok(mut state) => match state.as_mut() {
-                None => Err(Error::CursorClosed),
-                Some(entries) => entries.seek(key),
-            },
-        };
+        let result = self.with_stream(|entries| entries.seek(key));
         self.failed = result.is_err();
         result
     }

@@ -525,19 +525,20 @@ pub(crate) fn open(
         .min()
         .unwrap_or(u64::MAX);
     let mut replayed = 0u64;
+    // The table record `seq` names, with the sequence number its checkpoint holds.
+    let table_of = |id: u32, seq: u64| {
+        by_id.get(&id).ok_or_else(|| {
+            Error::corrupt(
+                "log record",
+                format!("record {seq} names durable table {id}, which does not exist"),
+            )
+        })
+    };
     let mut apply = |record: &wal::Record| -> Result<()> {
         let parts = match decode_payload(&record.payload)? {
             Payload::Batch(parts) => parts,
             Payload::Commit(commit) => {
-                let Some((table, seq)) = by_id.get(&commit.id) else {
-                    return Err(Error::corrupt(
-                        "log record",
-                        format!(
-                            "record {} commits durable table {}, which does not exist",
-                            record.seq, commit.id
-                        ),
-                    ));
-                };
+                let (table, seq) = table_of(commit.id, record.seq)?;
                 if record.seq > *seq {
                     replayed += 1;
                     replay_commit(table, &commit, record.seq)?;
@@ -545,15 +546,7 @@ pub(crate) fn open(
                 return Ok(());
             }
             Payload::Dirty(id, keys) => {
-                let Some((table, seq)) = by_id.get(&id) else {
-                    return Err(Error::corrupt(
-                        "log record",
-                        format!(
-                            "record {} names durable table {id}, which does not exist",
-                            record.seq
-                        ),
-                    ));
-                };
+                let (table, seq) = table_of(id, record.seq)?;
                 // Only the checkpoint just before it needs it: a replay from an older one
                 // finds the same keys dirty from the updates it replays.
                 if record.seq > *seq {
@@ -566,15 +559,7 @@ pub(crate) fn open(
             }
         };
         for (id, updates) in parts {
-            let Some((table, seq)) = by_id.get(&id) else {
-                return Err(Error::corrupt(
-                    "log record",
-                    format!(
-                        "record {} names durable table {id}, which does not exist",
-                        record.seq
-                    ),
-                ));
-            };
+            let (table, seq) = table_of(id, record.seq)?;
             if record.seq > *seq {
                 replayed += 1;
                 let batch: Vec<(&[u8], Update<'_>)> = updates

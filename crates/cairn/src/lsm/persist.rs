@@ -40,12 +40,25 @@ impl Lsm {
             self.save_snapshot_as(name, label)?;
             return Ok(Vec::new());
         };
-        let (dirty, mut contents) = {
+        let (dirty, contents) = {
             let mut state = self.lock_write()?;
             self.settle_flush(&mut state)?;
             let dirty: Vec<Vec<u8>> = state.dirty.iter().cloned().collect();
             (dirty, self.plan_snapshot(&state))
         };
+        self.save_with_trie(&mut auth, name, label, contents)?;
+        Ok(dirty)
+    }
+
+    /// Saves `contents` as snapshot `name` with the trie as it stands: its retained pages
+    /// changed since the last snapshot written to the page log, its segments linked.
+    fn save_with_trie(
+        &self,
+        auth: &mut Auth,
+        name: &str,
+        label: &str,
+        mut contents: snapshot::SnapshotContents,
+    ) -> Result<()> {
         let (meta, files) = auth.snapshot_meta()?;
         contents.auth = Some(meta);
         snapshot::save_table(
@@ -55,8 +68,7 @@ impl Lsm {
             label,
             contents,
             Some(files),
-        )?;
-        Ok(dirty)
+        )
     }
 
     /// Marks `keys` as updated since the last commit (a recovered checkpoint's dirty keys):
@@ -75,23 +87,14 @@ impl Lsm {
     /// exactly the contents it saves), writes the retained trie pages changed since the last
     /// snapshot to the page log, and saves the table with the trie's segments in one snapshot.
     fn save_authenticated(&self, auth: &mut Auth, name: &str, label: &str) -> Result<()> {
-        let (pending, mut contents) = {
+        let (pending, contents) = {
             let mut state = self.lock_write()?;
             self.settle_flush(&mut state)?;
             let pending = Self::take_dirty(&mut state, &self.inner.config.resolve);
             (pending, self.plan_snapshot(&state))
         };
         self.commit_pending(auth, pending)?;
-        let (meta, files) = auth.snapshot_meta()?;
-        contents.auth = Some(meta);
-        snapshot::save_table(
-            &self.inner.session,
-            &self.inner.params,
-            name,
-            label,
-            contents,
-            Some(files),
-        )
+        self.save_with_trie(auth, name, label, contents)
     }
 
     /// The table's contents planned for a snapshot, at one instant.
