@@ -31,7 +31,9 @@ fn check(table: &Table, model: &Model) {
     let scanned: Vec<(Vec<u8>, Vec<u8>)> = table
         .cursor()
         .unwrap()
-        .by_ref().take(usize::MAX).collect::<cairn::Result<Vec<_>>>()
+        .by_ref()
+        .take(usize::MAX)
+        .collect::<cairn::Result<Vec<_>>>()
         .unwrap()
         .into_iter()
         .map(|e| (e.key, e.value))
@@ -44,23 +46,25 @@ fuzz_target!(|data: &[u8]| {
     let [a, b, rest @ ..] = data else { return };
     let fs = MemFs::new();
     fs.create_dir_all(Path::new("/s")).unwrap();
-    let session = Session::open_with(Arc::new(fs), "/s", SessionOptions::default()).unwrap();
-    let config = TableConfig {
-        write_buffer_entries: 1 + (*a as usize % 8),
-        merge_batch_size: 1 + (*b as usize % 4),
-        index: if a & 0x80 == 0 {
-            IndexType::Compact
-        } else {
-            IndexType::Ordinary
-        },
-        merge_schedule: if b & 0x80 == 0 {
-            MergeSchedule::Incremental
-        } else {
-            MergeSchedule::OneShot
-        },
-        resolve: concat(),
-        ..TableConfig::default()
+    // Ephemeral tables: no log (nor its syncer thread) per input.
+    let options = SessionOptions::default().log(None);
+    let session = Session::open_with(Arc::new(fs), "/s", options).unwrap();
+    let index = if a & 0x80 == 0 {
+        IndexType::Compact
+    } else {
+        IndexType::Ordinary
     };
+    let schedule = if b & 0x80 == 0 {
+        MergeSchedule::Incremental
+    } else {
+        MergeSchedule::OneShot
+    };
+    let config = TableConfig::default()
+        .write_buffer_entries(1 + (*a as usize % 8))
+        .merge_batch_size(1 + (*b as usize % 4))
+        .index(index)
+        .merge_schedule(schedule)
+        .resolve(concat());
     let mut tables = vec![(session.new_table(config).unwrap(), Model::new())];
     let mut snapshots: BTreeMap<String, Model> = BTreeMap::new();
     let mut bytes = rest.iter().copied();
@@ -131,10 +135,7 @@ fuzz_target!(|data: &[u8]| {
                 if table.save_snapshot(&name, "f").is_ok() {
                     snapshots.insert(name.clone(), model.clone());
                 }
-                let overrides = SnapshotOverrides {
-                    resolve: Some(concat()),
-                    ..SnapshotOverrides::default()
-                };
+                let overrides = SnapshotOverrides::default().resolve(Some(concat()));
                 if let Some(saved) = snapshots.get(&name) {
                     let opened = session.open_snapshot(&name, "f", overrides).unwrap();
                     check(&opened, saved);

@@ -82,8 +82,10 @@ pub fn hostile_snapshot(input: &[u8]) -> HostileOutcome {
     let fs = MemFs::new();
     let root = Path::new("/s");
     fs.create_dir_all(root).expect("a new directory");
+    // Snapshots of ephemeral tables: no log (nor its syncer thread) per input.
     let options = SessionOptions {
         salt: Some(7),
+        log: None,
         ..SessionOptions::default()
     };
     let config = TableConfig {
