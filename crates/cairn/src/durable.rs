@@ -645,6 +645,14 @@ fn checkpoint_resolve(
     }
 }
 
+/// The durable id of `table`. Errors: [`Error::NotDurable`] for a table that is not durable
+/// (an ephemeral table, or a duplicate).
+pub(crate) fn durable_id(table: &Lsm) -> Result<u32> {
+    table.durable_id().ok_or_else(|| {
+        Error::NotDurable("the table is not durable (open it with Session::table)".into())
+    })
+}
+
 /// Repeats a logged commit: the table commits what was replayed before it, and must reach the
 /// logged version and root (the root depends only on the contents, the version only on the
 /// commits, so a difference is damage the record checksums missed, or a bug).
@@ -658,17 +666,13 @@ fn replay_commit(table: &Lsm, commit: &CommitRecord, seq: u64) -> Result<()> {
                  replay reached version {} with root {}",
                 commit.id,
                 commit.version,
-                hex(&commit.root),
+                hex::encode(commit.root),
                 got.version,
-                hex(&got.root.hash)
+                hex::encode(got.root.hash)
             ),
         ));
     }
     Ok(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Durable {
@@ -827,9 +831,7 @@ impl Durable {
     /// exactly after the updates it covers. Returns the commit and, for a new version, the
     /// durability of its record.
     pub(crate) fn commit(&self, table: &Lsm) -> Result<(crate::Commit, Option<Durability>)> {
-        let id = table.durable_id().ok_or_else(|| {
-            Error::NotDurable("the table is not durable (open it with Session::table)".into())
-        })?;
+        let id = durable_id(table)?;
         let _order = lock(&self.order);
         self.commit_locked(table, id)
     }
@@ -837,9 +839,7 @@ impl Durable {
     /// Saves durable authenticated table `table` as snapshot `name`: its commit logged first
     /// (as [`Durable::commit`]), and no write in between.
     pub(crate) fn save_snapshot(&self, table: &Lsm, name: &str, label: &str) -> Result<()> {
-        let id = table.durable_id().ok_or_else(|| {
-            Error::NotDurable("the table is not durable (open it with Session::table)".into())
-        })?;
+        let id = durable_id(table)?;
         let _order = lock(&self.order);
         self.commit_locked(table, id)?;
         table.save_snapshot_as(name, label)
@@ -1041,11 +1041,7 @@ impl Durable {
                         .into(),
                 ));
             }
-            let id = table.durable_id().ok_or_else(|| {
-                Error::NotDurable(
-                    "the table is not durable (create it with create_durable_table)".into(),
-                )
-            })?;
+            let id = durable_id(table)?;
             table.validate_batch(batch)?;
             // A closed or broken table refuses before anything is logged.
             table.check_usable()?;

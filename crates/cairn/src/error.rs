@@ -212,7 +212,7 @@ pub enum Error {
 
 /// A key for an error message: hex, cut after 32 bytes.
 fn hex_key(key: &[u8]) -> String {
-    let mut out: String = key.iter().take(32).map(|b| format!("{b:02x}")).collect();
+    let mut out = hex::encode(&key[..key.len().min(32)]);
     if key.len() > 32 {
         out.push_str("...");
     }

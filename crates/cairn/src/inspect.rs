@@ -1079,16 +1079,12 @@ fn check_root(
             "state root",
             format!(
                 "the contents hash to {}, the snapshot records {}",
-                hex(&computed.hash),
-                hex(&recorded.hash)
+                hex::encode(computed.hash),
+                hex::encode(recorded.hash)
             ),
         ));
     }
     Ok(computed)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// See [`crate::Session::snapshot_stats`].

@@ -270,10 +270,9 @@ impl Session {
     /// [`Error::SessionClosed`], [`Error::Io`].
     pub fn table(&self, name: &str, config: TableConfig) -> Result<Table> {
         self.core.check_open()?;
+        // A read-only session opens no log: it says so rather than "not durable".
+        self.core.check_writable("opening a named table")?;
         let durable = self.durable()?;
-        if self.core.read_only() {
-            return Err(Error::ReadOnly("creating a table"));
-        }
         let lsm = durable.open_or_create(&self.core, name, config)?;
         Ok(Table::new(lsm, Some(durable.clone())))
     }

@@ -50,6 +50,12 @@ impl Table {
         &self.lsm
     }
 
+    /// The session's log, for a durable authenticated table, whose commits are logged.
+    fn logged_commits(&self) -> Option<&Arc<Durable>> {
+        let logged = self.lsm.durable_id().is_some() && self.lsm.config().auth.is_some();
+        self.durable.as_ref().filter(|_| logged)
+    }
+
     /// An independently writable copy of the table, made without disk I/O: it shares every run
     /// (files are reference-counted and deleted when the last user lets go) and every merge in
     /// progress (merge work paid through one handle is not done again through the other), and
@@ -190,9 +196,7 @@ impl Table {
     /// as [`Table::updates`].
     pub fn write<K: AsRef<[u8]>>(&self, batch: &[(K, Update<'_>)]) -> Result<crate::Durability> {
         let durable = self.durable.as_ref().ok_or_else(|| {
-            Error::NotDurable(
-                "the table is not durable (create it with create_durable_table)".into(),
-            )
+            Error::NotDurable("the table is not durable (open it with Session::table)".into())
         })?;
         durable.write(self.lsm.session(), &[(&self.lsm, batch)])
     }
@@ -493,15 +497,11 @@ impl Table {
     /// [`Error::SnapshotExists`], I/O errors.
     pub fn save_snapshot(&self, name: &str, label: &str) -> Result<()> {
         snapshot::validate_name(name)?;
-        match &self.durable {
+        match self.logged_commits() {
             // Saving an authenticated table commits what changed: a durable one logs that
             // commit first, with writes held back until the save is done.
-            Some(durable)
-                if self.lsm.durable_id().is_some() && self.lsm.config().auth.is_some() =>
-            {
-                durable.save_snapshot(&self.lsm, name, label)
-            }
-            _ => self.lsm.save_snapshot_as(name, label),
+            Some(durable) => durable.save_snapshot(&self.lsm, name, label),
+            None => self.lsm.save_snapshot_as(name, label),
         }
     }
 
@@ -531,16 +531,12 @@ impl Table {
     /// [`Error::Io`] and corruption of a trie page (the table is then broken: a later root could
     /// be wrong).
     pub fn commit(&self) -> Result<Commit> {
-        match &self.durable {
+        match self.logged_commits() {
             // A durable table's commit is logged (a record after the updates it covers), so
             // that recovery reaches the same version and root; the record is durable with the
             // next write's notice, or `Session::sync_log`.
-            Some(durable)
-                if self.lsm.durable_id().is_some() && self.lsm.config().auth.is_some() =>
-            {
-                Ok(durable.commit(&self.lsm)?.0)
-            }
-            _ => self.lsm.commit(),
+            Some(durable) => Ok(durable.commit(&self.lsm)?.0),
+            None => self.lsm.commit(),
         }
     }
 

@@ -121,13 +121,7 @@ impl Transaction {
     }
 
     fn known(&mut self, table: &Table) -> Result<&mut Known> {
-        let id = table.lsm().durable_id().ok_or_else(|| {
-            Error::NotDurable(
-                "a transaction reads and writes durable tables only (open them with \
-                 Session::table)"
-                    .into(),
-            )
-        })?;
+        let id = crate::durable::durable_id(table.lsm())?;
         match self.tables.get_mut(&id) {
             Some(known) if known.view.live.is_same(table.lsm()) => Ok(known),
             _ => Err(Error::InvalidConfig(
@@ -147,10 +141,7 @@ impl Transaction {
     /// [`Error::Io`].
     pub fn get(&mut self, table: &Table, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
-        Ok(self
-            .get_many(table, &[key])?
-            .pop()
-            .expect("one result per key"))
+        Ok(self.get_many(table, &[key])?.pop().flatten())
     }
 
     /// Whether `key` is present in `table` as this transaction sees it (see
@@ -220,7 +211,7 @@ impl Transaction {
     ) -> Result<()> {
         let key = key.as_ref();
         let known = self.known(table)?;
-        let resolve = known.view.live.config().resolve.clone();
+        let resolve = &known.view.live.config().resolve;
         let pending = match update {
             Update::Insert(v) => Pending::Set(Some((v.to_vec(), None))),
             Update::InsertWithBlob(v, b) => Pending::Set(Some((v.to_vec(), Some(b.to_vec())))),

@@ -247,6 +247,13 @@ fn bad_input_is_refused_before_anything_is_logged() {
     assert!(contents(&session.durable_table("t").unwrap()).is_empty());
 }
 
+/// The options of `open` with recovery mode `mode`.
+fn with_mode(mode: RecoveryMode) -> SessionOptions {
+    options(SyncPolicy::Immediate).log(Some(
+        LogOptions::default().recovery(mode).segment_bytes(4096),
+    ))
+}
+
 /// The segment files of the log, oldest first.
 fn segment_paths(fs: &MemFs) -> Vec<std::path::PathBuf> {
     let mut names: Vec<String> = fs
@@ -282,11 +289,6 @@ fn several_segments(n: u32) -> MemFs {
 
 #[test]
 fn recovery_modes_against_damage_before_the_tail() {
-    let with_mode = |mode| {
-        options(SyncPolicy::Immediate).log(Some(
-            LogOptions::default().recovery(mode).segment_bytes(4096),
-        ))
-    };
     // Junk after the last record of the last segment is a torn tail: cut off, silently.
     let fs = several_segments(120);
     let last = segment_paths(&fs).last().unwrap().clone();
@@ -925,11 +927,6 @@ fn recovery_under_faults_fails_cleanly_or_recovers_everything() {
 /// `SyncPolicy::Never` returns, and reopening does not pile up segments.
 #[test]
 fn a_missing_or_foreign_catalog_is_refused_in_every_recovery_mode() {
-    let with_mode = |mode| {
-        options(SyncPolicy::Immediate).log(Some(
-            LogOptions::default().recovery(mode).segment_bytes(4096),
-        ))
-    };
     let modes = [RecoveryMode::TolerateTornTail, RecoveryMode::PointInTime];
     let refused = |fs: &MemFs, what: &str| {
         for mode in modes {
