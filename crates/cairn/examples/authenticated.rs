@@ -25,8 +25,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             hex(&commit.root.hash)
         );
     }
-    let root = accounts.root()?;
-    let proof = accounts.prove(&["acct42", "nobody"])?;
+    let root = accounts.root()?.root;
+    let proof = accounts.prove(&["acct42", "nobody"])?.proof;
     println!("proof of 2 keys: {} bytes", proof.encoded_len());
     let value = 0u32.to_le_bytes(); // acct42 was written in block 0
     let claims = [Claim::present(b"acct42", &value), Claim::absent(b"nobody")];
@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     accounts.save_snapshot("block-4", "accounts")?;
     let reopened = session.open_snapshot("block-4", "accounts", SnapshotOverrides::default())?;
-    assert_eq!(reopened.root()?, root);
+    assert_eq!(reopened.root()?.root, root);
     println!("the snapshot opens with the same root");
     Ok(())
 }

@@ -39,6 +39,19 @@ pub struct Commit {
     pub root: Root,
 }
 
+/// A multiproof and the version it proves ([`crate::Table::prove`]): verify `proof` against
+/// `root`, the state root of the table's contents at `version`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VersionedProof {
+    /// The version proved (see [`Commit::version`]).
+    pub version: u64,
+    /// The state root at that version: what the proof verifies against.
+    pub root: Root,
+    /// The proof.
+    pub proof: Proof,
+}
+
 /// Counters of an authenticated table's trie.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -640,8 +653,8 @@ mod tests {
             .iter()
             .map(|k| cairn_proof::Claim::present(k, &model[k]))
             .collect();
-        let proof = table.prove(&keys).unwrap();
-        assert_eq!(proof.verify(&table.root().unwrap(), &claims), Ok(()));
+        let proof = table.prove(&keys).unwrap().proof;
+        assert_eq!(proof.verify(&table.root().unwrap().root, &claims), Ok(()));
     }
 
     /// After random commits, duplicates, snapshots, snapshot deletes and closes, every live

@@ -312,6 +312,9 @@ impl EntryStream for MergedEntries {
 pub(crate) trait Restart: std::fmt::Debug + Send {
     /// The view's merged stream from the first key `>= from` (or the first key at all).
     fn stream_from(&self, from: Option<&[u8]>) -> Result<MergedEntries>;
+    /// A key `< upper` (`None`: no bound) such that some source of the view has an entry in
+    /// `[key, upper)`; `None` when no source has a key below `upper`.
+    fn key_before(&self, upper: Option<&[u8]>) -> Result<Option<Vec<u8>>>;
 }
 
 /// A merged stream whose entries are handed to users, with blob references stamped with the
@@ -324,6 +327,25 @@ pub(crate) struct StampedEntries {
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     restart: Box<dyn Restart>,
+    /// Where the front stands: keys it has passed (`Excluded(k)`: up to `k`, read; `Included(k)`:
+    /// below `k`, sought past) are not the backward read's to return.
+    front: Bound<Vec<u8>>,
+    /// The backward read: see [`StampedEntries::next_back_entry`].
+    back: Back,
+}
+
+/// Where a backward read stands: the entries of the window it read last, not yet handed out
+/// (in key order: handed out from the end), the exclusive upper bound of the next window, and
+/// the smallest key handed out (a forward read stops before it).
+#[derive(Debug, Default)]
+struct Back {
+    window: Vec<CursorEntry>,
+    /// `None` before the first backward read (the end bound then applies).
+    upper: Option<Vec<u8>>,
+    /// The smallest key handed out backwards.
+    first: Option<Vec<u8>>,
+    /// No key is left below `upper` (within the bounds).
+    done: bool,
 }
 
 impl StampedEntries {
@@ -341,6 +363,8 @@ impl StampedEntries {
             start,
             end,
             restart,
+            front: Bound::Unbounded,
+            back: Back::default(),
         }
     }
 
@@ -351,6 +375,7 @@ impl StampedEntries {
             _ => key.to_vec(),
         };
         self.entries = self.restart.stream_from(Some(&from))?;
+        self.front = Bound::Included(from);
         Ok(())
     }
 
@@ -375,10 +400,17 @@ impl StampedEntries {
             Bound::Excluded(end) => e.key < *end,
             Bound::Unbounded => true,
         };
-        if !within {
+        // The two ends meet: what the backward read handed out is not read again.
+        if !within || self.back.first.as_ref().is_some_and(|b| e.key >= *b) {
             return Ok(None);
         }
-        Ok(Some(CursorEntry {
+        self.front = Bound::Excluded(e.key.clone());
+        Ok(Some(self.stamp(e)))
+    }
+
+    /// A user's entry: blob references stamped with the table's id and epoch.
+    fn stamp(&self, e: RawEntry) -> CursorEntry {
+        CursorEntry {
             key: e.key,
             value: e.value,
             blob: e.blob.map(|source| BlobRef {
@@ -386,7 +418,84 @@ impl StampedEntries {
                 table_id: self.table_id,
                 epoch: self.epoch,
             }),
-        }))
+        }
+    }
+
+    /// The previous entry from the back, or `None` once the backward read meets the start
+    /// bound or what the forward read handed out.
+    ///
+    /// Reads backwards a window at a time: the view names a key `s` below the window's upper
+    /// bound such that some source has an entry in `[s, upper)` ([`Restart::key_before`]: the
+    /// first key of the span holding each run's greatest key below `upper`, the write buffer's
+    /// greatest key below it), the merged stream from `s` is read up to `upper`, and its
+    /// entries are handed out from the last. Then `upper` becomes `s`. A window is about one
+    /// span of one source, so a backward read costs about one seek (one span read per run) per
+    /// span of entries, where a forward read costs one sequential read per 16 pages: backwards
+    /// is for the last few entries of a range, not for scanning a whole table.
+    fn next_back_entry(&mut self) -> Result<Option<CursorEntry>> {
+        // Whether the front has passed `key`: the two ends met. Nothing is consumed then, so
+        // that a seek of the front backwards lets both go on.
+        let met = |front: &Bound<Vec<u8>>, key: &[u8]| match front {
+            Bound::Excluded(f) => key <= f.as_slice(),
+            Bound::Included(f) => key < f.as_slice(),
+            Bound::Unbounded => false,
+        };
+        loop {
+            if let Some(e) = self.back.window.last() {
+                if met(&self.front, &e.key) {
+                    return Ok(None);
+                }
+                let e = self.back.window.pop();
+                if let Some(e) = &e {
+                    self.back.first = Some(e.key.clone());
+                }
+                return Ok(e);
+            }
+            if self.back.done {
+                return Ok(None);
+            }
+            if let Some(upper) = &self.back.upper {
+                // Every key of the next window is below `upper`.
+                let passed = match &self.front {
+                    Bound::Excluded(f) | Bound::Included(f) => upper <= f,
+                    Bound::Unbounded => false,
+                };
+                if passed {
+                    return Ok(None);
+                }
+            }
+            // The window's upper bound, exclusive: an included end bound `k` is `k` + 0x00,
+            // the first key after it.
+            let upper = match (&self.back.upper, &self.end) {
+                (Some(u), _) => Some(u.clone()),
+                (None, Bound::Included(k)) => Some([k.as_slice(), &[0]].concat()),
+                (None, Bound::Excluded(k)) => Some(k.clone()),
+                (None, Bound::Unbounded) => None,
+            };
+            let Some(mut from) = self.restart.key_before(upper.as_deref())? else {
+                self.back.done = true;
+                return Ok(None);
+            };
+            // Not below the start bound: the window that reaches it is the last.
+            if let Bound::Included(s) | Bound::Excluded(s) = &self.start {
+                if from <= *s {
+                    from = s.clone();
+                    self.back.done = true;
+                }
+            }
+            let mut stream = self.restart.stream_from(Some(&from))?;
+            while let Some(e) = stream.next_raw()? {
+                if upper.as_ref().is_some_and(|u| e.key >= *u) {
+                    break;
+                }
+                if self.before_start(&e.key) {
+                    continue;
+                }
+                let e = self.stamp(e);
+                self.back.window.push(e);
+            }
+            self.back.upper = Some(from);
+        }
     }
 }
 
@@ -394,7 +503,9 @@ impl StampedEntries {
 ///
 /// A cursor is an [`Iterator`] of `Result<CursorEntry>`: collect it, loop over it, or use any
 /// iterator adaptor (`cursor.by_ref().take(100)`, `take_while`, ...); [`Cursor::peek`] looks at
-/// the next entry without consuming it. Once the cursor or its session is closed, its next read
+/// the next entry without consuming it. It is also a [`DoubleEndedIterator`]: `rev()` reads from
+/// the end of the table or range, and reads from both ends meet without repeating an entry
+/// (backwards costs more: about a [`Cursor::seek`] per span of entries, see `next_back`). Once the cursor or its session is closed, its next read
 /// returns [`Error::CursorClosed`] (even at the end, or with an entry peeked at). After an error
 /// the cursor is finished: it returns the error once, then `None`.
 ///
@@ -540,6 +651,28 @@ impl Cursor {
     /// [`Error::CursorClosed`] once.
     pub fn close(&self) {
         self.inner.close();
+    }
+}
+
+impl DoubleEndedIterator for Cursor {
+    /// The previous entry from the end of the table or range; `None` once it meets the start
+    /// or the entries already read from the front (each entry is returned once, from one end
+    /// or the other), and after an error. [`Cursor::seek`] moves the front only.
+    ///
+    /// Cost: reading backwards goes a window of about one span at a time, each window costing
+    /// about what [`Cursor::seek`] costs (one span read per run); see the cursor's docs.
+    fn next_back(&mut self) -> Option<Result<CursorEntry>> {
+        if self.failed {
+            return None;
+        }
+        // An entry peeked at from the front is the front's: it was read from the front, so
+        // the backward read stops above it.
+        let result = self.with_stream(StampedEntries::next_back_entry);
+        if result.is_err() {
+            self.failed = true;
+            self.peeked = None;
+        }
+        result.transpose()
     }
 }
 

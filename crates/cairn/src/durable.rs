@@ -826,6 +826,19 @@ impl Durable {
         self.log.remove_covered(covered)
     }
 
+    /// The checkpoint of a clean close ([`crate::Session::close`]): taken when anything was
+    /// logged since the last one, so that the next open replays nothing. Cannot fail the
+    /// close: an error is logged (`log::warn!`) and the log, intact, is replayed by the next
+    /// open instead.
+    pub(crate) fn checkpoint_at_close(&self, session: &SessionCore) {
+        if lock(&self.auto).bytes == 0 || !session.is_open() {
+            return;
+        }
+        if let Err(e) = self.checkpoint(session) {
+            log::warn!("the checkpoint of a clean close failed (the log will be replayed): {e}");
+        }
+    }
+
     /// Commits durable authenticated table `table` (see [`crate::Table::commit`]) and logs the
     /// commit when it made a new version, under the write order, so that the record stands
     /// exactly after the updates it covers. Returns the commit and, for a new version, the
@@ -967,11 +980,13 @@ impl Durable {
         &self,
         session: &Arc<SessionCore>,
         reads: &[TableReads<'_>],
+        ranges: &dyn Fn() -> Result<()>,
         parts: &[TablePart<'_>],
     ) -> Result<Durability> {
         let payload = self.check_and_encode(session, parts)?;
         let seq = {
             let _order = lock(&self.order);
+            ranges()?;
             for (table, name, keys) in reads {
                 let lookup: Vec<&[u8]> = keys.iter().map(|(k, _)| *k).collect();
                 let now = table.lookups(&lookup)?;

@@ -284,13 +284,15 @@ pub fn hostile_snapshot(input: &[u8]) -> HostileOutcome {
 /// damage passes every CRC.
 pub fn reseal_run(fs: &dyn crate::fs::FileSystem, dir: &std::path::Path, run: u64) {
     use crate::run::{run_file_path, RunChecksums, RunFile};
-    let mut sums = RunChecksums::default();
-    for (slot, file) in RunFile::CHECKSUMMED.iter().enumerate() {
-        let bytes = crate::fs::read_all(fs, &run_file_path(dir, run, *file)).expect("a run file");
-        sums.files[slot] = (bytes.len() as u64, crc32c::crc32c(&bytes));
-    }
+    let read = |file| crate::fs::read_all(fs, &run_file_path(dir, run, file)).expect("a run file");
+    let sums = RunChecksums::of_files(
+        &read(RunFile::KeyOps),
+        &read(RunFile::Blobs),
+        &read(RunFile::Filter),
+        &read(RunFile::Index),
+    );
     let encoded = sums.encode();
-    let crc = crc32c::crc32c(&encoded);
+    let crc = RunChecksums::pin(&encoded);
     crate::fs::write_atomic(fs, &run_file_path(dir, run, RunFile::Checksums), &encoded)
         .expect("rewrite the checksums file");
     let mut meta = crate::snapshot::read_meta(fs, dir).expect("metadata");

@@ -364,9 +364,10 @@ pub(crate) fn info(session: &SessionCore, name: &str) -> Result<SnapshotInfo> {
     })
 }
 
-/// Reads a file front to back, once, computing its CRC32C on the way: the spans a scan asks
-/// for (in increasing order) are served from a buffer that holds at most one chunk plus the
-/// span being asked for.
+/// Reads a file front to back, once, computing its CRC32C on the way and checking each 4 KiB
+/// chunk against its recorded CRC32C (run format version 2): the spans a scan asks for (in
+/// increasing order) are served from a buffer that holds at most one chunk plus the span being
+/// asked for.
 struct Sequential {
     file: Arc<dyn ReadableFile>,
     size: u64,
@@ -374,13 +375,15 @@ struct Sequential {
     /// File offset of `buf[0]`.
     start: u64,
     crc: u32,
+    /// The recorded CRC32C of each 4 KiB chunk, if the run has them.
+    sums: Option<Arc<[u32]>>,
 }
 
 /// Bytes read at once.
 const CHUNK: usize = 1 << 20;
 
 impl Sequential {
-    fn new(file: Arc<dyn ReadableFile>) -> Result<Sequential> {
+    fn new(file: Arc<dyn ReadableFile>, sums: Option<Arc<[u32]>>) -> Result<Sequential> {
         let size = file.len_bytes()?;
         Ok(Sequential {
             file,
@@ -388,7 +391,20 @@ impl Sequential {
             buf: Vec::new(),
             start: 0,
             crc: 0,
+            sums,
         })
+    }
+
+    /// Adds `bytes`, read at `offset` (a multiple of 4 KiB: reads follow each other from 0 in
+    /// whole chunks but the file's last), to the CRC and checks their chunks.
+    fn sum(&mut self, offset: u64, bytes_at: usize, len: usize) -> Result<()> {
+        let bytes = &self.buf[bytes_at..bytes_at + len];
+        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        if let Some(sums) = &self.sums {
+            let first = offset / PAGE_BYTES as u64;
+            crate::run::check_chunks(self.file.path(), first, bytes, sums)?;
+        }
+        Ok(())
     }
 
     /// The `len` bytes at `offset` (not below any offset asked for before; the caller checks
@@ -407,7 +423,7 @@ impl Sequential {
             let at = self.buf.len();
             self.buf.resize(at + want, 0);
             self.file.read_exact_at(&mut self.buf[at..], read_to)?;
-            self.crc = crc32c::crc32c_append(self.crc, &self.buf[at..]);
+            self.sum(read_to, at, want)?;
             progress(want as u64);
         }
         let from = (offset - self.start) as usize;
@@ -422,7 +438,7 @@ impl Sequential {
         while at < self.size {
             let n = ((self.size - at) as usize).min(CHUNK);
             self.file.read_exact_at(&mut self.buf[..n], at)?;
-            self.crc = crc32c::crc32c_append(self.crc, &self.buf[..n]);
+            self.sum(at, 0, n)?;
             progress(n as u64);
             at += n as u64;
         }
@@ -481,7 +497,7 @@ fn scan_run(
     let sums = match read_all(fs, &path(RunFile::Checksums)) {
         Ok(bytes) => {
             out.sizes[4] = bytes.len() as u64;
-            out.checksums_crc = Some(crc32c::crc32c(&bytes));
+            out.checksums_crc = Some(RunChecksums::pin(&bytes));
             match RunChecksums::decode(&bytes) {
                 Ok(sums) => Some(sums),
                 Err(e) => {
@@ -590,7 +606,8 @@ fn scan_run(
                 ));
             }
         }
-        match Sequential::new(f) {
+        let page_sums = sums.as_ref().and_then(|s| s.pages.as_ref());
+        match Sequential::new(f, page_sums.map(|p| p.keyops.clone())) {
             Ok(mut seq) => {
                 let found = scan_pages(&mut seq, pages, blob_size, salt, &mut out, progress);
                 if let Err(p) = found {
@@ -622,7 +639,10 @@ fn scan_run(
         }
     }
     if let Some(f) = blobs {
-        match Sequential::new(f).and_then(|seq| seq.finish(progress)) {
+        let chunk_sums = sums.as_ref().and_then(|s| s.pages.as_ref());
+        match Sequential::new(f, chunk_sums.map(|p| p.blobs.clone()))
+            .and_then(|seq| seq.finish(progress))
+        {
             Ok(crc) => check_crc(RunFile::Blobs, 1, crc, &mut out),
             Err(e) => out
                 .problems

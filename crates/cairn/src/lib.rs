@@ -84,6 +84,7 @@ mod page;
 mod pagelog;
 mod run;
 mod schedule;
+mod scrub;
 mod session;
 mod session_core;
 mod snapshot;
@@ -100,7 +101,7 @@ mod write_buffer;
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
-pub use auth::{AuthStats, Commit, CommitTime};
+pub use auth::{AuthStats, Commit, CommitTime, VersionedProof};
 pub use batch::WriteBatch;
 pub use block_keys::BlockKeys;
 /// Proof types and the verifier (the `cairn-proof` crate, re-exported).
@@ -116,6 +117,7 @@ pub use io::{DirectIo, IoBackendKind, IoReport};
 pub use lookup::{BlobRef, LookupResult};
 pub use lsm::{TableStats, Update, BLOB_SIZE_MAX};
 pub use page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
+pub use scrub::{ScrubProblem, ScrubReport};
 pub use session::Session;
 pub use session_core::SessionOptions;
 pub use snapshot::{SnapshotOverrides, SNAPSHOT_LABEL_BYTES_MAX};

@@ -3,8 +3,8 @@
 //!
 //! Owns: the lookup path below the write buffer ([`lookup_runs`]), [`LookupResult`] and
 //! [`BlobRef`]. May call: `bloom`, `page`, `io`, `run` (its filter and index), `sorted` (the
-//! part of a run that can hold a key), `entry`, `fs`
-//! (blob files), `write_buffer` (blobs still in memory). Must never touch: the
+//! part of a run that can hold a key; its page checksums; blob files), `entry`,
+//! `write_buffer` (blobs still in memory). Must never touch: the
 //! level structure (it receives the runs to consult, newest first) or any update path.
 //!
 //! # Cost of a batch of `n` keys over `r` runs
@@ -37,10 +37,9 @@ use crate::bloom::key_hash;
 use crate::config::Resolve;
 use crate::entry::Entry;
 use crate::error::Result;
-use crate::fs::ReadableFile;
 use crate::io::{BlockIo, ReadBatch, ReadConditions, ReadPlan, ReadRequest};
 use crate::page::{BlobSpan, Op, PageView, PAGE_BYTES};
-use crate::run::read_blob;
+use crate::run::BlobFile;
 use crate::sorted::SortedRun;
 use crate::write_buffer::MemBlob;
 
@@ -49,8 +48,8 @@ use crate::write_buffer::MemBlob;
 pub(crate) enum BlobSource {
     /// Still in the write buffer.
     Memory(MemBlob),
-    /// In a run's blob file (kept open by the reference).
-    File(Arc<dyn ReadableFile>, BlobSpan),
+    /// In a run's blob file (kept open by the reference, with its chunks' checksums).
+    File(BlobFile, BlobSpan),
 }
 
 impl BlobSource {
@@ -58,7 +57,7 @@ impl BlobSource {
     pub(crate) fn read_bytes(&self) -> Result<Vec<u8>> {
         match self {
             BlobSource::Memory(bytes) => Ok(bytes.to_vec()),
-            BlobSource::File(file, span) => read_blob(&**file, *span),
+            BlobSource::File(file, span) => file.read(*span),
         }
     }
 }
@@ -409,11 +408,31 @@ impl<K: AsRef<[u8]>> ReadPlan for WavePlan<'_, K> {
         else {
             return;
         };
-        let Some(key) = self.keys.get(candidate.key) else {
+        let (Some(key), Some(request)) = (self.keys.get(candidate.key), self.wave.requests.get(i))
+        else {
             return;
         };
-        *early = search_early(page, key.as_ref()).unwrap_or(Early::NotYet);
+        *early = checked_search(self.runs, candidate, request, page, key.as_ref())
+            .unwrap_or(Early::NotYet);
     }
+}
+
+/// Checks the span read for `candidate` by `request` against its pages' checksums, then
+/// searches it for `key` ([`search_early`]).
+fn checked_search(
+    runs: &[Arc<SortedRun>],
+    candidate: &Candidate,
+    request: &ReadRequest,
+    page: &[u8],
+    key: &[u8],
+) -> Result<Early> {
+    if let Some(part) = runs
+        .get(candidate.run as usize)
+        .and_then(|r| r.parts().get(candidate.part as usize))
+    {
+        part.check_pages(request.offset / PAGE_BYTES as u64, page)?;
+    }
+    search_early(page, key)
 }
 
 /// Searches `page` for `key`, keeping what it finds ([`Early`]).
@@ -549,7 +568,13 @@ fn resolve_wave<K: AsRef<[u8]>>(
         let (op, value, blob) = match std::mem::replace(early, Early::NotYet) {
             Early::Absent => continue,
             Early::Found(op, value, blob) => (op, value, blob),
-            Early::NotYet => match search_early(pages.get(c), keys[i].as_ref())? {
+            Early::NotYet => match checked_search(
+                runs,
+                candidate,
+                &wave.requests[c],
+                pages.get(c),
+                keys[i].as_ref(),
+            )? {
                 Early::Found(op, value, blob) => (op, value, blob),
                 Early::Absent | Early::NotYet => continue,
             },

@@ -8,7 +8,8 @@
 //! it returns), `lsm` (creating and opening tables), `snapshot` (a session's snapshots),
 //! `durable` (its write-ahead log and durable tables), `inspect` (looking inside snapshots),
 //! `background` (its merge thread's counter), `fs` (the real file system by default), `io`
-//! (the I/O report), `batch` (write batches it writes) and `transaction` (transactions it
+//! (the I/O report), `scrub` (its scrub reports), `batch` (write batches it writes) and
+//! `transaction` (transactions it
 //! begins). Must never touch: run contents.
 
 use std::path::Path;
@@ -476,12 +477,42 @@ impl Session {
         crate::inspect::verify(&self.core, name, options, progress)
     }
 
+    /// Reads every run of every open table of the session and checks every byte against its
+    /// recorded checksums (each file's CRC32C and, for runs of format version 2, each page's
+    /// and blob chunk's), and reports what it found; it changes nothing. Damage in a page no
+    /// one has read yet is found here rather than by the lookup, cursor or merge that would
+    /// read it (which fail with [`Error::CorruptFile`], never returning damaged data).
+    /// Snapshots on disk are checked by [`Session::verify_snapshot`].
+    ///
+    /// Cost: one sequential read of the open tables' runs (about their size on disk, through
+    /// the page cache), unthrottled; it runs beside the tables' reads and updates without
+    /// blocking them. A background scrub at a bounded pace: [`SessionOptions::scrub_interval`].
+    pub fn scrub(&self) -> Result<crate::ScrubReport> {
+        self.core.check_open()?;
+        let runs = self.core.open_runs();
+        let core = &self.core;
+        Ok(crate::scrub::scrub_runs(&runs, None, &|| core.is_open()))
+    }
+
+    /// The report of the last scrub the background scrub finished
+    /// ([`SessionOptions::scrub_interval`]); `None` before the first or without one.
+    pub fn last_scrub(&self) -> Option<crate::ScrubReport> {
+        self.core.last_scrub()
+    }
+
     /// Closes the session now, for every handle: closes every table and cursor (their later
     /// calls fail with [`Error::TableClosed`] and [`Error::CursorClosed`], and this session's
     /// with [`Error::SessionClosed`]), removes the files of released runs where it can (the next
     /// session removes any that remain), and releases the directory lock. Idempotent. Dropping
-    /// every handle has the same effect without the need to call it.
+    /// every handle has the same effect without the need to call it, except one: `close` first
+    /// takes a checkpoint of the durable tables when anything was logged since the last one
+    /// ([`Session::checkpoint`]; in O(log n) file operations per table plus the write of each
+    /// write buffer), so that the next open replays no log. Should it fail, the error is logged
+    /// (`log::warn!`) and the next open replays the log instead; nothing is lost.
     pub fn close(&self) {
+        if let Some(durable) = &self.durable {
+            durable.checkpoint_at_close(&self.core);
+        }
         self.core.close();
     }
 

@@ -85,6 +85,20 @@ impl SortedRun {
         self.parts[self.parts.len() - 1].last_key()
     }
 
+    /// A key `< upper` (`None`: no bound) such that the sorted run has an entry in
+    /// `[key, upper)`, `None` if it has no key below `upper` ([`Run::first_key_before`] of the
+    /// last part with a key below `upper`). Cost: O(log parts) plus one span read.
+    pub(crate) fn first_key_before(&self, upper: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+        let below = match upper {
+            Some(u) => self.parts.partition_point(|p| p.first_key() < u),
+            None => self.parts.len(),
+        };
+        match below.checked_sub(1) {
+            Some(i) => self.parts[i].first_key_before(upper),
+            None => Ok(None),
+        }
+    }
+
     /// The part that can hold `key` and its position: for a run of one part, that part (its
     /// filter and index decide, as before parts existed); otherwise the part whose key range
     /// holds `key`, if any. O(log parts) key comparisons.

@@ -11,9 +11,9 @@
 
 use std::sync::Arc;
 
-use cairn_proof::{Proof, Root};
+use cairn_proof::Proof;
 
-use crate::auth::{AuthStats, Commit};
+use crate::auth::{AuthStats, Commit, VersionedProof};
 use crate::config::TableConfig;
 use crate::cursor::{Cursor, CursorEntry, KeyRange};
 use crate::durable::Durable;
@@ -160,7 +160,12 @@ impl Table {
     /// before anything is applied. Each update then costs O(log B) in the write buffer plus at
     /// most [`TableStats::merge_steps_bound_per_update`] merge steps (incremental schedule); the
     /// update that fills the write buffer freezes it, and the next `B / 4` updates write it out
-    /// as a run, 4 entries each (sequential I/O).
+    /// as a run, 4 entries each (sequential I/O). One exception: a merge restored from a
+    /// snapshot or checkpoint redoes, spread over its remaining credits, the steps it had done
+    /// before the save (so that opening reads no data), so until it finishes, updates do up to
+    /// `D / (D - c0)` times their share of it (`c0` of `D` nominal credits paid at the save;
+    /// `docs/format/snapshot.md`, "Opening"); with background merges the session's thread
+    /// does that work ahead of them.
     ///
     /// Errors: [`Error::KeyTooLarge`], [`Error::ValueTooLarge`], [`Error::BlobTooLarge`],
     /// [`Error::InvalidUpdate`] (input errors refuse the whole batch before anything is applied),
@@ -540,26 +545,42 @@ impl Table {
         }
     }
 
-    /// The state root of the table's current contents: [`Table::commit`]'s root (committing
-    /// first if anything changed since the last commit).
+    /// The version and state root of the table's current contents: [`Table::commit`] (which
+    /// makes a new version if anything changed since the last commit, and says which). To
+    /// read the last commit without making one, [`Table::last_commit`].
     ///
     /// Errors: as [`Table::commit`].
-    pub fn root(&self) -> Result<Root> {
-        Ok(self.commit()?.root)
+    pub fn root(&self) -> Result<Commit> {
+        self.commit()
     }
 
-    /// A multiproof for `keys` against the latest commit (call [`Table::commit`] first to prove
-    /// the current contents): for each key, its leaf (inclusion: the hashes of its value and
-    /// blob) or the empty subtree or other leaf where its path ends (exclusion); nodes shared by
-    /// several paths are included once. Verify with [`cairn_proof::verify`].
+    /// The version and state root of the last commit, without committing: updates made since
+    /// are not covered. O(1).
     ///
-    /// Cost: one round of batched page reads (at most 4 MiB per batch) per trie page level
+    /// Errors: [`Error::NotAuthenticated`], [`Error::TableClosed`], [`Error::TableBroken`].
+    pub fn last_commit(&self) -> Result<Commit> {
+        self.lsm.last_commit()
+    }
+
+    /// A multiproof for `keys` of the table's current contents, with the version and root it
+    /// proves ([`VersionedProof`]): commits first if anything changed since the last commit
+    /// (as [`Table::commit`]; another thread's commit in between may make the version proved
+    /// newer still, and the proof then says so). For each key, its leaf (inclusion: the hashes
+    /// of its value and blob) or the empty subtree or other leaf where its path ends
+    /// (exclusion); nodes shared by several paths are included once. Verify with
+    /// [`cairn_proof::verify`] against the returned root.
+    ///
+    /// Cost: a commit's when updates are pending; then one round of batched page reads (at most 4 MiB per batch) per trie page level
     /// below the retained ones; about `32·(log₂ n + 1.3)` bytes per key proved alone, less per
     /// key together.
     ///
     /// Errors: [`Error::NotAuthenticated`], [`Error::KeyTooLarge`], [`Error::TableClosed`],
     /// [`Error::TableBroken`], [`Error::Io`], corruption of a trie page.
-    pub fn prove<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Proof> {
+    pub fn prove<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<VersionedProof> {
+        for key in keys {
+            crate::lsm::check_key(key.as_ref())?;
+        }
+        self.commit()?;
         self.lsm.prove(keys)
     }
 
@@ -610,7 +631,7 @@ impl Table {
 
 /// The first key after every key that starts with `prefix`: the prefix with its last byte below
 /// 0xff incremented and what follows it cut (unbounded when every byte is 0xff, or none).
-fn prefix_end(prefix: &[u8]) -> std::ops::Bound<Vec<u8>> {
+pub(crate) fn prefix_end(prefix: &[u8]) -> std::ops::Bound<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {

@@ -3,7 +3,8 @@
 //!
 //! Owns: [`Transaction`] (its view, read set and write set) and what a transaction reads.
 //!
-//! May call: `batch` (its write set), `durable` (the view taken and the validated commit, both
+//! May call: `batch` (its write set), `cursor` (the ranges it reads), `durable` (the view taken
+//! and the validated commit, both
 //! under the write order), `lsm` (reads of the view), `table` (the handles it is given),
 //! `session_core` (the session it commits in), `wal` (the durability notice a commit returns).
 //! Must never touch: the log's bytes, or a table's state.
@@ -25,12 +26,14 @@
 //!    committed transactions are serializable in log order.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::batch::WriteBatch;
+use crate::cursor::KeyRange;
 use crate::durable::{Durable, Seen, TablePart, TableReads, ViewTable};
 use crate::error::{Error, Result};
-use crate::lsm::Update;
+use crate::lsm::{Lsm, Update};
 use crate::session_core::SessionCore;
 use crate::table::Table;
 use crate::wal::Durability;
@@ -44,12 +47,51 @@ enum Pending {
     Upsert(Vec<u8>),
 }
 
+/// A range read from the view: its bounds and every entry seen in it (before the
+/// transaction's own writes were laid over them), validated at commit.
+#[derive(Debug)]
+struct RangeRead {
+    bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    seen: Vec<(Vec<u8>, Seen)>,
+}
+
+/// Every entry of `table` within `bounds` with what a read shows of it (value and blob bytes).
+/// Cost: a cursor over the range; memory: the entries.
+fn read_range(
+    table: &Lsm,
+    bounds: &(Bound<Vec<u8>>, Bound<Vec<u8>>),
+) -> Result<Vec<(Vec<u8>, Seen)>> {
+    let mut out = Vec::new();
+    for entry in table.range(bounds.clone())? {
+        let entry = entry?;
+        let blob = match &entry.blob {
+            Some(blob) => Some(blob.read()?),
+            None => None,
+        };
+        out.push((entry.key, Some((entry.value, blob))));
+    }
+    Ok(out)
+}
+
+/// Whether `bounds` holds any key at all (a `BTreeMap` range over bounds that hold none
+/// panics; a table's range is just empty).
+fn holds_keys(bounds: &(Bound<Vec<u8>>, Bound<Vec<u8>>)) -> bool {
+    match bounds {
+        (Bound::Included(a), Bound::Included(b)) => a <= b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b)) => a < b,
+        _ => true,
+    }
+}
+
 /// One durable table as the transaction knows it.
 #[derive(Debug)]
 struct Known {
     view: ViewTable,
     /// Keys read from the view and what was seen.
     reads: BTreeMap<Vec<u8>, Seen>,
+    /// Ranges read from the view.
+    ranges: Vec<RangeRead>,
     /// Keys written, for reading them back.
     writes: BTreeMap<Vec<u8>, Pending>,
 }
@@ -107,6 +149,7 @@ impl Transaction {
                 let known = Known {
                     view,
                     reads: BTreeMap::new(),
+                    ranges: Vec::new(),
                     writes: BTreeMap::new(),
                 };
                 (known.view.id, known)
@@ -199,6 +242,73 @@ impl Transaction {
             .collect())
     }
 
+    /// The entries of `table` within `range`, in key order, as this transaction sees them: the
+    /// table as of the transaction's start with the transaction's own writes laid over it.
+    /// The range joins the read set: the commit fails with [`Error::TransactionConflict`] if
+    /// any key in it was inserted, deleted or changed since, phantoms included, so that a
+    /// decision taken on what the range held (or on its holding nothing) stays right.
+    ///
+    /// Cost: a cursor over the range in the view, every entry (and blob) held in memory; the
+    /// commit reads the range again in the live table, under the session's write order.
+    ///
+    /// Errors: as [`Transaction::get`].
+    pub fn range(
+        &mut self,
+        table: &Table,
+        range: impl KeyRange,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let bounds = (
+            range.start_key().map(<[u8]>::to_vec),
+            range.end_key().map(<[u8]>::to_vec),
+        );
+        let known = self.known(table)?;
+        let seen = read_range(&known.view.view, &bounds)?;
+        let mut out: BTreeMap<Vec<u8>, Vec<u8>> = seen
+            .iter()
+            .filter_map(|(k, s)| s.as_ref().map(|(v, _)| (k.clone(), v.clone())))
+            .collect();
+        if holds_keys(&bounds) {
+            let resolve = &known.view.live.config().resolve;
+            for (key, write) in known.writes.range::<Vec<u8>, _>(bounds.clone()) {
+                match write {
+                    Pending::Set(Some((v, _))) => {
+                        out.insert(key.clone(), v.clone());
+                    }
+                    Pending::Set(None) => {
+                        out.remove(key);
+                    }
+                    Pending::Upsert(u) => {
+                        let value = match out.get(key) {
+                            Some(old) => resolve.apply(u, old),
+                            None => u.clone(),
+                        };
+                        out.insert(key.clone(), value);
+                    }
+                }
+            }
+        }
+        known.ranges.push(RangeRead { bounds, seen });
+        Ok(out.into_iter().collect())
+    }
+
+    /// The entries of `table` whose keys start with `prefix` (see [`Transaction::range`]).
+    ///
+    /// Errors: as [`Transaction::get`].
+    pub fn prefix(
+        &mut self,
+        table: &Table,
+        prefix: impl AsRef<[u8]>,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let prefix = prefix.as_ref();
+        self.range(
+            table,
+            (
+                Bound::Included(prefix.to_vec()),
+                crate::table::prefix_end(prefix),
+            ),
+        )
+    }
+
     /// Buffers `update` of `key` in `table`, to be written at commit.
     ///
     /// Errors: [`Error::NotDurable`], [`Error::InvalidConfig`] (as [`Transaction::get`]); the
@@ -261,9 +371,12 @@ impl Transaction {
         self.update(table, key, Update::Delete)
     }
 
-    /// Keys read so far (the read set validated at commit).
+    /// Keys and ranges read so far (the read set validated at commit).
     pub fn reads(&self) -> usize {
-        self.tables.values().map(|k| k.reads.len()).sum()
+        self.tables
+            .values()
+            .map(|k| k.reads.len() + k.ranges.len())
+            .sum()
     }
 
     /// Updates buffered so far.
@@ -301,8 +414,32 @@ impl Transaction {
             .iter()
             .map(|(t, updates)| (*t, &updates[..]))
             .collect();
+        // Run under the write order, after the keys: every range read again in the live
+        // table must hold exactly what the view held.
+        let ranges = || -> Result<()> {
+            for known in self.tables.values() {
+                for range in &known.ranges {
+                    let now = read_range(&known.view.live, &range.bounds)?;
+                    if now != range.seen {
+                        let key = now
+                            .iter()
+                            .zip(&range.seen)
+                            .find(|(a, b)| a != b)
+                            .map(|(a, _)| a.0.clone())
+                            .or_else(|| now.get(range.seen.len()).map(|e| e.0.clone()))
+                            .or_else(|| range.seen.get(now.len()).map(|e| e.0.clone()))
+                            .unwrap_or_default();
+                        return Err(Error::TransactionConflict {
+                            table: known.view.name.clone(),
+                            key,
+                        });
+                    }
+                }
+            }
+            Ok(())
+        };
         self.durable
-            .commit_transaction(&self.session, &reads, &parts)
+            .commit_transaction(&self.session, &reads, &ranges, &parts)
             .map(Some)
     }
 }

@@ -50,6 +50,10 @@ impl crate::cursor::Restart for ViewRestart {
     fn stream_from(&self, from: Option<&[u8]>) -> Result<MergedEntries> {
         self.view.stream(from, &self.resolve)
     }
+
+    fn key_before(&self, upper: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+        self.view.key_before(upper)
+    }
 }
 
 /// A frozen view of a table's contents, newest first: write buffer, runs, union level.
@@ -63,6 +67,21 @@ pub(crate) struct TableView {
 }
 
 impl TableView {
+    /// A key `< upper` (`None`: no bound) such that some source of the view (write buffer,
+    /// run, union) has an entry in `[key, upper)`: the greatest of the write buffer's greatest
+    /// key below `upper` and each run's [`SortedRun::first_key_before`]. `None` when no source
+    /// has a key below `upper`. Cost: one span read per run (and per run of a pending union).
+    pub(crate) fn key_before(&self, upper: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+        let mut best = self.buffer.key_before(upper);
+        for run in &self.runs {
+            best = best.max(run.first_key_before(upper)?);
+        }
+        if let Some(union) = &self.union {
+            best = best.max(union.key_before(upper)?);
+        }
+        Ok(best)
+    }
+
     /// An upper bound on the keys the view holds.
     fn entries_max(&self) -> u64 {
         let runs: u64 = self.runs.iter().map(|r| r.entries()).sum();
@@ -366,6 +385,21 @@ impl UnionLevel {
                 state.produced += 1;
                 spent += 1;
             }
+        }
+    }
+
+    /// As [`TableView::key_before`], for the union's contents.
+    pub(crate) fn key_before(&self, upper: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+        match self.contents() {
+            UnionContents::Pending(views) => {
+                let mut best = None;
+                for view in &views {
+                    best = best.max(view.key_before(upper)?);
+                }
+                Ok(best)
+            }
+            UnionContents::Done(Some(run)) => run.first_key_before(upper),
+            UnionContents::Done(None) => Ok(None),
         }
     }
 

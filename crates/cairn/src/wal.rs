@@ -108,7 +108,10 @@ pub struct LogOptions {
     /// stay bounded without the application's help. It runs on the writer whose write
     /// crossed the bound, after that write is applied (that write returns when the checkpoint
     /// is done; other writers wait meanwhile, as for any checkpoint). `u64::MAX`: never by
-    /// size. Default 128 MiB.
+    /// size. Default 32 MiB: the most a crash leaves to replay (measured with
+    /// `cairn-bench restart`, `docs/benchmarks/`; a checkpoint costs about the write of one
+    /// write buffer and O(log n) file operations per table, so taking one per 32 MiB of log is
+    /// cheap).
     pub checkpoint_bytes: u64,
     /// An automatic checkpoint is also taken by the first write this long after the last
     /// checkpoint (or the open), so that a slowly written log is folded in too. `None`: never
@@ -135,7 +138,7 @@ impl Default for LogOptions {
             segment_bytes: 64 << 20,
             buffer_bytes_max: 16 << 20,
             recovery: RecoveryMode::TolerateTornTail,
-            checkpoint_bytes: 128 << 20,
+            checkpoint_bytes: 32 << 20,
             checkpoint_interval: Some(Duration::from_secs(300)),
         }
     }
@@ -272,6 +275,14 @@ pub(crate) fn decode_record(bytes: &[u8], seq: u64, prev_crc: u32) -> Option<(Re
 /// Whether any valid record (any sequence number above `after`, any chain) starts at or after
 /// `from` in `bytes`: damage followed by good records is corruption, not a torn tail.
 fn valid_record_after(bytes: &[u8], from: usize, after: u64) -> Option<usize> {
+    // The usual case: the zeros of a preallocated segment's unwritten end (a record has a
+    // non-zero sequence number), checked at memory speed rather than position by position.
+    if bytes
+        .get(from..)
+        .is_none_or(|rest| rest.iter().all(|&b| b == 0))
+    {
+        return None;
+    }
     (from..bytes.len().saturating_sub(RECORD_HEADER_BYTES - 1)).find(|&at| {
         let b = &bytes[at..];
         let crc = u32::from_le_bytes(b[0..4].try_into().expect("4 bytes"));
@@ -282,6 +293,37 @@ fn valid_record_after(bytes: &[u8], from: usize, after: u64) -> Option<usize> {
             && b.len() >= RECORD_HEADER_BYTES + len
             && crc32c::crc32c(&b[4..RECORD_HEADER_BYTES + len]) == crc
     })
+}
+
+/// Bytes a segment is read in.
+const SEGMENT_READ_CHUNK: usize = 1 << 20;
+
+/// The bytes of the segment at `path` up to the end of its last 1 MiB chunk holding a non-zero
+/// byte (its first chunk always): the zeros of a preallocated segment's unwritten end are read
+/// but not kept. Recovery reads a segment the same either way: the records end where the
+/// zeros start, and a zero tail is no damage. Cost: one sequential read of the file; memory:
+/// what is kept plus one chunk.
+fn read_segment(fs: &dyn FileSystem, path: &Path) -> Result<Vec<u8>> {
+    let file = fs.open(path, crate::fs::ReadOptions::default())?;
+    let len = file.len_bytes()?;
+    let mut kept = Vec::new();
+    let mut chunk = vec![0u8; SEGMENT_READ_CHUNK];
+    let mut offset = 0u64;
+    // Zero chunks read since the last kept one: kept only if a non-zero chunk follows.
+    let mut zeros = 0usize;
+    while offset < len {
+        let n = (len - offset).min(SEGMENT_READ_CHUNK as u64) as usize;
+        file.read_exact_at(&mut chunk[..n], offset)?;
+        if offset > 0 && chunk[..n].iter().all(|&b| b == 0) {
+            zeros += n;
+        } else {
+            kept.resize(kept.len() + zeros, 0);
+            zeros = 0;
+            kept.extend_from_slice(&chunk[..n]);
+        }
+        offset += n as u64;
+    }
+    Ok(kept)
 }
 
 /// Reads and decodes the header of the segment at `path` (64 bytes, not the whole file).
@@ -352,11 +394,15 @@ pub(crate) fn recover(
     };
     // A segment whose creation a crash interrupted (its header is written and fsynced before
     // anything else) holds nothing: it is not the last segment.
+    // Its bytes are kept for the loop below (a segment is preallocated: read once, not twice).
+    let mut last_bytes = None;
     if let Some(&last) = numbers.last() {
-        let bytes = crate::fs::read_all(fs, &segment_path(dir, last))?;
+        let bytes = read_segment(fs, &segment_path(dir, last))?;
         if bytes.len() <= SEGMENT_HEADER_BYTES && SegmentHeader::decode(&bytes).is_err() {
             out.dropped.push(last);
             numbers.pop();
+        } else {
+            last_bytes = Some(bytes);
         }
     }
     // The chain as it stands after the records read so far.
@@ -364,8 +410,11 @@ pub(crate) fn recover(
     let mut prev: Option<(u64, u64, u64)> = None; // (number, bytes parsed, file size)
     for (i, &number) in numbers.iter().enumerate() {
         let path = segment_path(dir, number);
-        let bytes = crate::fs::read_all(fs, &path)?;
         let is_last = i + 1 == numbers.len();
+        let bytes = match last_bytes.take().filter(|_| is_last) {
+            Some(bytes) => bytes,
+            None => read_segment(fs, &path)?,
+        };
         let corrupted = |offset: u64, detail: String| Error::LogCorrupted {
             path: path.clone(),
             offset,
@@ -721,10 +770,36 @@ impl Log {
     }
 
     /// Removes, oldest first, every segment whose records all have sequence numbers up to
-    /// `covered` (the checkpoints hold them), never the one being written. Errors: I/O.
+    /// `covered` (the checkpoints hold them). The one being written goes too when all its
+    /// records are covered: a new segment is started first (one fsync, one file created).
+    /// Errors: I/O.
     pub(crate) fn remove_covered(&self, covered: u64) -> Result<()> {
         let s = &self.shared;
-        let current = lock(&s.writer).number;
+        let current = {
+            let mut writer = lock(&s.writer);
+            // Every record of the current segment is covered (a checkpoint with no write
+            // after it, as at a clean close): the next records go to a new segment, so that
+            // this one can go too and the next open reads no covered record.
+            if writer.last.0 <= covered && writer.bytes > SEGMENT_HEADER_BYTES as u64 {
+                writer.file.sync()?;
+                let number = writer.number + 1;
+                let header = SegmentHeader {
+                    log_id: s.log_id,
+                    number,
+                    first_seq: writer.last.0 + 1,
+                    prev_end: writer.bytes,
+                    prev_crc: writer.last.1,
+                };
+                let file = start_segment(&*s.fs, &s.dir, header, s.options.segment_bytes)?;
+                *writer = Writer {
+                    file,
+                    number,
+                    bytes: SEGMENT_HEADER_BYTES as u64,
+                    last: writer.last,
+                };
+            }
+            writer.number
+        };
         // A waiter that found the writer busy just now waits for a notice.
         s.changed.notify_all();
         let mut numbers: Vec<u64> =

@@ -259,6 +259,23 @@ impl WriteBuffer {
         )
     }
 
+    /// The greatest key buffered (a delete included) below `upper` (`None`: no bound).
+    /// Cost: O(log B).
+    pub(crate) fn key_before(&self, upper: Option<&[u8]>) -> Option<Vec<u8>> {
+        let range = (
+            std::ops::Bound::Unbounded,
+            upper.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded),
+        );
+        let recent = self.recent.range::<_, [u8]>(range).next_back();
+        let base = self.base.range::<_, [u8]>(range).next_back();
+        recent
+            .into_iter()
+            .chain(base)
+            .map(|e| e.key())
+            .max()
+            .map(<[u8]>::to_vec)
+    }
+
     /// Copies up to `n` entries in key order, starting at `from`. Cost: O(log B + n).
     pub(crate) fn chunk(
         &self,

@@ -109,8 +109,8 @@ fn apply(table: &Table, m: &mut Model, op: &Op) {
 
 fn check_proof(table: &Table, kind: HashKind, m: &Model, keys: &[u16]) {
     let keys: Vec<Vec<u8>> = keys.iter().map(|&k| key(k)).collect();
-    let root = table.root().unwrap();
-    let proof = table.prove(&keys).unwrap();
+    let root = table.root().unwrap().root;
+    let proof = table.prove(&keys).unwrap().proof;
     let blob_hashes: Vec<Option<[u8; 32]>> = keys
         .iter()
         .map(|k| {
@@ -167,7 +167,7 @@ proptest! {
                     prop_assert_eq!(table.commit().unwrap(), commit, "a second commit changes nothing");
                 }
                 Op::Duplicate => {
-                    let root = table.root().unwrap().hash;
+                    let root = table.root().unwrap().root.hash;
                     let copy = table.duplicate().unwrap();
                     kept.push((table, root));
                     kept_models.push(model.clone());
@@ -192,8 +192,8 @@ proptest! {
                             }
                         }
                     }
-                    prop_assert_eq!(union.root().unwrap().hash, reference_root(kind, &model));
-                    let root = table.root().unwrap().hash;
+                    prop_assert_eq!(union.root().unwrap().root.hash, reference_root(kind, &model));
+                    let root = table.root().unwrap().root.hash;
                     kept.push((table, root));
                     kept_models.push(before);
                     table = union;
@@ -207,9 +207,9 @@ proptest! {
                         table.supply_union_credits(debt).unwrap();
                         table.save_snapshot(&name, "auth").unwrap();
                     }
-                    let root = table.root().unwrap();
+                    let root = table.root().unwrap().root;
                     let opened = session.open_snapshot(&name, "auth", Default::default()).unwrap();
-                    prop_assert_eq!(opened.root().unwrap(), root);
+                    prop_assert_eq!(opened.root().unwrap().root, root);
                     prop_assert_eq!(opened.commit().unwrap().version, table.commit().unwrap().version);
                     kept.push((table, root.hash));
                     kept_models.push(model.clone());
@@ -222,9 +222,9 @@ proptest! {
                 update => apply(&table, &mut model, update),
             }
         }
-        prop_assert_eq!(table.root().unwrap().hash, reference_root(kind, &model));
+        prop_assert_eq!(table.root().unwrap().root.hash, reference_root(kind, &model));
         for (old, root) in &kept {
-            prop_assert_eq!(old.root().unwrap().hash, *root);
+            prop_assert_eq!(old.root().unwrap().root.hash, *root);
         }
     }
 }
@@ -308,13 +308,13 @@ fn compact_proofs_against_a_witness_of_the_table() {
         .collect();
     let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &k[..])).collect();
     table.inserts(&pairs).unwrap();
-    let root = table.root().unwrap();
+    let root = table.root().unwrap().root;
     let levels = 8;
     let witness =
         cairn::cairn_proof::TopWitness::new(&root, &table.top_witness(levels).unwrap(), levels)
             .unwrap();
     let asked = [&keys[7][..], &keys[2999][..], b"absent"];
-    let proof = table.prove(&asked).unwrap();
+    let proof = table.prove(&asked).unwrap().proof;
     let compact = proof.compact(levels);
     assert!(compact.encoded_len() < proof.encoded_len());
     let claims = [
@@ -348,7 +348,7 @@ fn snapshots_keep_their_root_across_sessions_exports_and_imports() {
         }
         // Uncommitted updates are committed by the save: the snapshot's root is its contents'.
         table.save_snapshot("a", "ledger").unwrap();
-        let root = table.root().unwrap();
+        let root = table.root().unwrap().root;
         assert_eq!(root.hash, reference_root(kind, &model));
         session.export_snapshot("a", "/exported").unwrap();
         root
@@ -358,17 +358,20 @@ fn snapshots_keep_their_root_across_sessions_exports_and_imports() {
     let opened = session
         .open_snapshot("a", "ledger", Default::default())
         .unwrap();
-    assert_eq!(opened.root().unwrap(), root);
+    assert_eq!(opened.root().unwrap().root, root);
     check_proof(&opened, kind, &model, &[0, 1, 7, 1999, 2500]);
     session.import_snapshot("b", "/exported").unwrap();
     let imported = session
         .open_snapshot("b", "ledger", Default::default())
         .unwrap();
-    assert_eq!(imported.root().unwrap(), root);
+    assert_eq!(imported.root().unwrap().root, root);
     // Both go on independently and agree with the reference.
     apply(&opened, &mut model, &Op::Insert(5000, 1));
-    assert_eq!(opened.root().unwrap().hash, reference_root(kind, &model));
-    assert_eq!(imported.root().unwrap(), root);
+    assert_eq!(
+        opened.root().unwrap().root.hash,
+        reference_root(kind, &model)
+    );
+    assert_eq!(imported.root().unwrap().root, root);
     // Deleting the snapshots leaves the open tables whole.
     session.delete_snapshot("a").unwrap();
     session.delete_snapshot("b").unwrap();

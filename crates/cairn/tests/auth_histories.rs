@@ -58,7 +58,7 @@ proptest! {
         // 1. In key order.
         let sorted = session.new_table(config(buffers.0, schedule(one_shot))).unwrap();
         insert_all(&sorted, entries.iter().map(|(k, v)| (k, v)));
-        let root = sorted.root().unwrap();
+        let root = sorted.root().unwrap().root;
 
         // 2. Shuffled, the other schedule, stale values first, extra keys deleted again, a
         //    third of the keys deleted and inserted again, committing now and then.
@@ -85,23 +85,23 @@ proptest! {
                 other.insert(k, v).unwrap();
             }
         }
-        prop_assert_eq!(other.root().unwrap(), root);
+        prop_assert_eq!(other.root().unwrap().root, root);
 
         // 3. A snapshot reopened, and an exported copy imported.
         other.save_snapshot("h", "").unwrap();
         session.export_snapshot("h", "/out").unwrap();
         session.import_snapshot("i", "/out").unwrap();
-        prop_assert_eq!(session.open_snapshot("h", "", Default::default()).unwrap().root().unwrap(), root);
-        prop_assert_eq!(session.open_snapshot("i", "", Default::default()).unwrap().root().unwrap(), root);
+        prop_assert_eq!(session.open_snapshot("h", "", Default::default()).unwrap().root().unwrap().root, root);
+        prop_assert_eq!(session.open_snapshot("i", "", Default::default()).unwrap().root().unwrap().root, root);
 
         // 4. A duplicate that changes a key and changes it back.
         let copy = sorted.duplicate().unwrap();
         if let Some((k, v)) = entries.first() {
             copy.insert(k, b"changed").unwrap();
-            prop_assert_ne!(copy.root().unwrap(), root);
+            prop_assert_ne!(copy.root().unwrap().root, root);
             copy.insert(k, v).unwrap();
         }
-        prop_assert_eq!(copy.root().unwrap(), root);
+        prop_assert_eq!(copy.root().unwrap().root, root);
 
         // 5. A union of two disjoint halves, built with a third write buffer.
         let (left, right) = entries.split_at(entries.len() / 2);
@@ -110,10 +110,10 @@ proptest! {
         insert_all(&a, left.iter().map(|(k, v)| (k, v)));
         insert_all(&b, right.iter().map(|(k, v)| (k, v)));
         let union = a.incremental_union(&b).unwrap();
-        prop_assert_eq!(union.root().unwrap(), root);
+        prop_assert_eq!(union.root().unwrap().root, root);
         let debt = union.remaining_union_debt().unwrap();
         union.supply_union_credits(debt / 2).unwrap();
-        prop_assert_eq!(union.root().unwrap(), root);
+        prop_assert_eq!(union.root().unwrap().root, root);
 
         // 6. The streaming builder over a dump, sorted by key path.
         let mut leaves: Vec<Leaf> = sorted

@@ -553,7 +553,7 @@ proptest! {
             versions_durable <= version && version <= versions_max,
             "version {version} recovered; {versions_durable} was durable, {versions_max} the last"
         );
-        prop_assert_eq!(b.root().unwrap(), root_of(&found[1]));
+        prop_assert_eq!(b.root().unwrap().root, root_of(&found[1]));
     }
 }
 

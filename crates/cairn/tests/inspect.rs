@@ -68,12 +68,12 @@ fn sound_snapshots_verify_with_their_contents_and_root() {
     let auth = owner.new_table(config(true)).unwrap();
     let auth_model = fill(&auth, 3000);
     auth.save_snapshot("auth", "ledger").unwrap();
-    let root = auth.root().unwrap();
+    let root = auth.root().unwrap().root;
     let other = owner.new_table(config(true)).unwrap();
     fill(&other, 500);
     let union = Table::incremental_unions(&[&auth, &other]).unwrap();
     union.save_snapshot("union", "ledger").unwrap();
-    let union_root = union.root().unwrap();
+    let union_root = union.root().unwrap().root;
     let union_entries = union.range_lookup(..).unwrap().len() as u64;
 
     // With the owner still open (holding the lock).

@@ -61,6 +61,10 @@ enum Op {
     Append(u8, Vec<u8>),
     /// Move an open cursor to the first key `>=` this one (`Cursor::seek`).
     SeekCursor(usize, u16),
+    /// Read up to this many entries from the back of an open cursor (`next_back`).
+    ReadCursorBack(usize, usize),
+    /// A range read backwards (`Table::range(..).rev()`), as `RangeLookup`'s bounds.
+    RangeBack(u16, u16, u8),
     /// A cursor over the keys starting with the first `n` bytes of this key (`Table::prefix`).
     Prefix(u16, u8),
 }
@@ -195,6 +199,8 @@ fn op_strategy(resolve: ResolveKind, keys: u16) -> impl Strategy<Value = Op> {
         3 => (1u8..24, prop::collection::vec(any::<u8>(), 0..8))
             .prop_map(|(n, v)| Op::Append(n, v)),
         2 => (0usize..5, 0..keys).prop_map(|(c, k)| Op::SeekCursor(c, k)),
+        2 => (0usize..5, 0usize..40).prop_map(|(c, n)| Op::ReadCursorBack(c, n)),
+        1 => (0..keys, 0..keys, 0u8..4).prop_map(|(a, b, kind)| Op::RangeBack(a, b, kind)),
         2 => (0..keys, 0u8..6).prop_map(|(k, n)| Op::Prefix(k, n)),
     ]
 }
@@ -318,7 +324,7 @@ fn check_root(table: &cairn::Table, model: &Model) -> Result<(), TestCaseError> 
             .iter()
             .map(|(k, (v, b))| (&k[..], &v[..], b.as_deref())),
     );
-    prop_assert_eq!(table.root().unwrap().hash, want, "state root");
+    prop_assert_eq!(table.root().unwrap().root.hash, want, "state root");
     Ok(())
 }
 
@@ -407,6 +413,8 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
     // With each, the whole view it was opened on (from its start key), for seeks.
     let mut cursors: Vec<(cairn::Cursor, Expected)> = Vec::new();
     let mut cursor_views: Vec<Vec<(Vec<u8>, Vec<u8>)>> = Vec::new();
+    // Per cursor: the smallest key read from its back (its front stops before it).
+    let mut cursor_backs: Vec<Option<Vec<u8>>> = Vec::new();
     let key = |k: u16| key_bytes(k, setup.long_keys);
     let remember = |blob_refs: &mut Vec<_>, model: &Model, k: &[u8], r: &LookupResult, at: u64| {
         if let (Some(blob), Some((_, Some(bytes)))) = (r.blob(), model.get(k)) {
@@ -558,6 +566,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                         ),
                     };
                     cursor_views.push(expected.iter().cloned().collect());
+                    cursor_backs.push(None);
                     cursors.push((cursor, expected));
                 }
             }
@@ -581,12 +590,64 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                 if let Some((cursor, expected)) = cursors.get_mut(*c) {
                     let k = key(*k);
                     cursor.seek(&k).unwrap();
+                    let back = &cursor_backs[*c];
                     *expected = cursor_views[*c]
                         .iter()
-                        .filter(|(key, _)| *key >= k)
+                        .filter(|(key, _)| *key >= k && back.as_ref().is_none_or(|b| key < b))
                         .cloned()
                         .collect();
                 }
+            }
+            Op::ReadCursorBack(c, n) => {
+                if let Some((cursor, expected)) = cursors.get_mut(*c) {
+                    let got = cursor
+                        .by_ref()
+                        .rev()
+                        .take(*n)
+                        .collect::<cairn::Result<Vec<_>>>()
+                        .unwrap();
+                    for entry in got.iter() {
+                        let want = expected.pop_back();
+                        prop_assert_eq!(Some((entry.key.clone(), entry.value.clone())), want);
+                        cursor_backs[*c] = Some(entry.key.clone());
+                    }
+                    if got.len() < *n {
+                        prop_assert!(expected.is_empty(), "cursor ended early from the back");
+                    }
+                }
+            }
+            Op::RangeBack(a, b, kind) => {
+                let (a, b) = (key(*a), key(*b));
+                let (lo, hi) = match kind {
+                    0 => (Bound::Included(a), Bound::Excluded(b)),
+                    1 => (Bound::Included(a), Bound::Included(b)),
+                    2 => (Bound::Excluded(a), Bound::Unbounded),
+                    _ => (Bound::Unbounded, Bound::Excluded(b)),
+                };
+                let valid = match (&lo, &hi) {
+                    (Bound::Included(x), Bound::Included(y)) => x <= y,
+                    (Bound::Included(x), Bound::Excluded(y))
+                    | (Bound::Excluded(x), Bound::Included(y)) => x < y,
+                    (Bound::Excluded(x), Bound::Excluded(y)) => x < y,
+                    _ => true,
+                };
+                let got: Vec<(Vec<u8>, Vec<u8>)> = table
+                    .range((lo.clone(), hi.clone()))
+                    .unwrap()
+                    .rev()
+                    .map(|e| e.map(|e| (e.key, e.value)))
+                    .collect::<cairn::Result<_>>()
+                    .unwrap();
+                let want: Vec<(Vec<u8>, Vec<u8>)> = if valid {
+                    model
+                        .range::<Vec<u8>, _>((lo, hi))
+                        .rev()
+                        .map(|(k, (v, _))| (k.clone(), v.clone()))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                prop_assert_eq!(got, want);
             }
             Op::Prefix(k, n) => {
                 let k = key(*k);
@@ -608,6 +669,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                 if *c < cursors.len() {
                     let (mut cursor, _) = cursors.remove(*c);
                     cursor_views.remove(*c);
+                    cursor_backs.remove(*c);
                     cursor.close();
                     prop_assert!(matches!(cursor.next(), Some(Err(Error::CursorClosed))));
                 }
@@ -734,6 +796,7 @@ fn run_case(setup: &Setup, ops: &[Op]) -> Result<(), TestCaseError> {
                     prop_assert!(matches!(cursor.next(), Some(Err(Error::CursorClosed))));
                 }
                 cursor_views.clear();
+                cursor_backs.clear();
                 session = open_session();
                 table = session.new_table(config.clone()).unwrap();
                 model = Model::new();

@@ -380,7 +380,7 @@ fn read_only_sessions_read_everything_and_change_nothing() {
     union.save_snapshot("union", "ledger").unwrap();
     let expected: Vec<_> = [&a, &union]
         .iter()
-        .map(|t| (pairs(t), t.root().unwrap()))
+        .map(|t| (pairs(t), t.root().unwrap().root))
         .collect();
     let before = tree_of(tmp.path());
 
@@ -394,7 +394,7 @@ fn read_only_sessions_read_everything_and_change_nothing() {
             .open_snapshot(name, "ledger", Default::default())
             .unwrap();
         assert_eq!(&pairs(&t), entries, "{name}");
-        assert_eq!(&t.root().unwrap(), root, "{name}");
+        assert_eq!(&t.root().unwrap().root, root, "{name}");
         assert_eq!(t.commit().unwrap().root, *root);
         let keys: Vec<_> = entries.iter().map(|e| e.0.clone()).collect();
         assert!(t
@@ -402,7 +402,7 @@ fn read_only_sessions_read_everything_and_change_nothing() {
             .unwrap()
             .iter()
             .all(|r| r.value().is_some()));
-        let proof = t.prove(&keys[..3]).unwrap();
+        let proof = t.prove(&keys[..3]).unwrap().proof;
         assert!(proof.root().is_ok());
         let dup = t.duplicate().unwrap();
         for refused in [

@@ -196,7 +196,7 @@ fn check_session(dir: &Path, models: &mut Models, acknowledged: u64) -> (u64, us
             values.iter().map(|(k, v)| (&k[..], &v[..], None)),
         );
         assert_eq!(
-            table.root().unwrap().hash,
+            table.root().unwrap().root.hash,
             want,
             "g{g} has the wrong state root"
         );

@@ -285,7 +285,7 @@ fn sigkill_loses_no_acknowledged_transaction() {
         // table's versions stay the child's.
         let copy = tables[2].duplicate().unwrap();
         assert_eq!(
-            copy.root().unwrap(),
+            copy.root().unwrap().root,
             root_of(&found[2]),
             "kill {kill}: root"
         );

@@ -271,3 +271,73 @@ fn transact_retries_conflicts_until_it_commits() {
     // Every increment read the value the one before it wrote: none lost.
     assert_eq!(u64_of(counter.get("n").unwrap()), 400);
 }
+
+/// A range read sees the view with the transaction's own writes laid over it, and joins the
+/// read set: a key inserted into the range since (a phantom), deleted from it or changed in it
+/// fails the commit; a change outside it does not.
+#[test]
+fn range_reads_see_own_writes_and_catch_phantoms() {
+    let fs = new_fs();
+    let session = open(&fs);
+    let t = session
+        .table("t", small().resolve(Resolve::AddU64Le))
+        .unwrap();
+    for k in [b"a1", b"a3", b"b1"] {
+        t.insert(k, 10u64.to_le_bytes()).unwrap();
+    }
+    let key = |s: &str| s.as_bytes().to_vec();
+    let v = |n: u64| n.to_le_bytes().to_vec();
+
+    // Own writes: an insert, a delete and an upsert inside the range, one write outside.
+    let mut tx = session.transaction().unwrap();
+    tx.insert(&t, "a2", 5u64.to_le_bytes()).unwrap();
+    tx.delete(&t, "a1").unwrap();
+    tx.upsert(&t, "a3", 1u64.to_le_bytes()).unwrap();
+    tx.insert(&t, "c", 7u64.to_le_bytes()).unwrap();
+    assert_eq!(
+        tx.prefix(&t, "a").unwrap(),
+        vec![(key("a2"), v(5)), (key("a3"), v(11))]
+    );
+    assert_eq!(tx.range(&t, "b".."a").unwrap(), vec![]); // inverted: empty
+    tx.commit().unwrap();
+
+    // Each kind of change inside the range read fails the commit; outside, it commits.
+    type Change = fn(&Table);
+    let changes: [(&str, Change, bool); 4] = [
+        ("phantom", |t| t.insert("a0", [1]).unwrap(), true),
+        ("deleted", |t| t.delete("a2").unwrap(), true),
+        ("changed", |t| t.insert("a3", [9]).unwrap(), true),
+        ("outside", |t| t.insert("b2", [1]).unwrap(), false),
+    ];
+    for (what, change, conflicts) in changes {
+        let before = contents(&t);
+        let mut tx = session.transaction().unwrap();
+        let seen = tx.prefix(&t, "a").unwrap();
+        tx.insert(&t, "count", (seen.len() as u64).to_le_bytes())
+            .unwrap();
+        change(&t);
+        let changed = contents(&t);
+        match tx.commit() {
+            Err(Error::TransactionConflict { table, .. }) => {
+                assert!(conflicts, "{what}: a change outside the range conflicted");
+                assert_eq!(table, "t");
+                assert_eq!(contents(&t), changed, "{what}: the aborted commit wrote");
+            }
+            Ok(_) => {
+                assert!(!conflicts, "{what}: the change was not caught");
+                assert_ne!(contents(&t), before);
+            }
+            Err(e) => panic!("{what}: {e:?}"),
+        }
+        // Restore the range for the next case.
+        for (k, value) in before.iter().filter(|(k, _)| k.starts_with(b"a")) {
+            t.insert(k, value).unwrap();
+        }
+        for k in changed
+            .keys()
+            .filter(|k| k.starts_with(b"a") && !before.contains_key(*k))
+        {
+            t.delete(k).unwrap();
+        }
+    }
+}

@@ -279,6 +279,8 @@ struct State {
     injected: Vec<InjectedFault>,
     /// Bytes appended to files, by file name extension (`""` for none).
     appended: HashMap<String, u64>,
+    /// Bytes read from files, by file name extension (`""` for none).
+    read: HashMap<String, u64>,
 }
 
 impl Default for State {
@@ -296,6 +298,7 @@ impl Default for State {
             ops: 0,
             injected: Vec::new(),
             appended: HashMap::new(),
+            read: HashMap::new(),
         }
     }
 }
@@ -557,6 +560,11 @@ impl MemFs {
             .get(extension)
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Bytes read so far (successful reads) from files whose name ends in `.{extension}`.
+    pub fn bytes_read(&self, extension: &str) -> u64 {
+        self.lock_state().read.get(extension).copied().unwrap_or(0)
     }
 
     /// Primitives issued so far (including failed ones).
@@ -1114,6 +1122,10 @@ impl ReadableFile for MemReadable {
         match start.checked_add(buf.len()) {
             Some(end) if end <= contents.data.len() => {
                 buf.copy_from_slice(&contents.data[start..end]);
+                drop(contents);
+                let extension = self.path.extension().and_then(|e| e.to_str()).unwrap_or("");
+                let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                *state.read.entry(extension.to_string()).or_insert(0) += buf.len() as u64;
                 Ok(())
             }
             _ => Err(io_error(

@@ -244,6 +244,16 @@ impl CompactIndex {
         next_clear(&self.ltp, start + 1, self.primaries.len()) - 1
     }
 
+    /// The span whose last page is `last` (which must be a span's last page: the page before
+    /// a span's first page, or the run's last page), `None` past the end. O(pages of the span
+    /// / 64).
+    pub(crate) fn span_ending_at(&self, last: u64) -> Option<PageSpan> {
+        let last = usize::try_from(last)
+            .ok()
+            .filter(|&l| l < self.primaries.len())?;
+        Some(page_span(self.span_start(last), last))
+    }
+
     /// The span that must hold `key` if the run holds it (module documentation, "search").
     pub fn search(&self, key: &[u8]) -> Option<PageSpan> {
         let p = primary(key);

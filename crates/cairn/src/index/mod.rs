@@ -259,6 +259,21 @@ impl Index {
         }
     }
 
+    /// The span whose last page is `last`, if a span ends there (for reading a run backwards).
+    pub(crate) fn span_ending_at(&self, last: u64) -> Option<PageSpan> {
+        match self {
+            Index::Compact(c) => c.span_ending_at(last),
+            Index::Ordinary(o) => o.span_ending_at(last),
+        }
+    }
+
+    /// The run's last span (`None` for an index without pages).
+    pub(crate) fn last_span(&self) -> Option<PageSpan> {
+        self.page_count()
+            .checked_sub(1)
+            .and_then(|last| self.span_ending_at(last))
+    }
+
     /// Pages of the run.
     pub fn page_count(&self) -> u64 {
         match self {

@@ -76,6 +76,23 @@ impl OrdinaryIndex {
         key_at(&self.keys, &self.ends, j)
     }
 
+    /// The span whose last page is `last` (the page before a span's first page, or the run's
+    /// last page), `None` if no span ends there. O(log spans).
+    pub(crate) fn span_ending_at(&self, last: u64) -> Option<PageSpan> {
+        let j = self
+            .first_pages
+            .partition_point(|&p| p <= last)
+            .checked_sub(1)?;
+        let end = match self.first_pages.get(j + 1) {
+            Some(&next) => next - 1,
+            None => self.page_count.checked_sub(1)?,
+        };
+        (end == last).then_some(PageSpan {
+            first: self.first_pages[j],
+            last,
+        })
+    }
+
     /// The first span whose last key is `>= key`; `None` if `key` is above the run's last key.
     pub fn search(&self, key: &[u8]) -> Option<PageSpan> {
         let n = self.first_pages.len();

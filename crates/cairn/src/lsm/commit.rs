@@ -91,9 +91,22 @@ impl Lsm {
     }
 
     /// The work of [`crate::Table::prove`] (its doc gives the costs and errors).
-    pub(crate) fn prove<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Proof> {
+    pub(crate) fn prove<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<crate::VersionedProof> {
         let (mut auth, paths) = self.key_paths(keys)?;
-        auth.prove(&paths)
+        let Commit { version, root } = auth.current();
+        let proof = auth.prove(&paths)?;
+        Ok(crate::VersionedProof {
+            version,
+            root,
+            proof,
+        })
+    }
+
+    /// The work of [`crate::Table::last_commit`].
+    pub(crate) fn last_commit(&self) -> Result<Commit> {
+        let auth = self.auth()?;
+        drop(self.read()?); // a closed or broken table answers nothing
+        Ok(auth.current())
     }
 
     /// The work of [`crate::Table::prefetch`] (its doc gives the costs and errors).

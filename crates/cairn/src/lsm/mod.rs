@@ -241,6 +241,27 @@ impl Member for LsmInner {
     fn is_open(&self) -> bool {
         LsmInner::is_open(self)
     }
+    fn runs(&self, out: &mut Vec<Arc<crate::run::Run>>) {
+        let (mut sorted, union) = {
+            let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+            let mut sorted = Vec::new();
+            state.levels.runs_newest_first(&mut sorted);
+            (sorted, state.union.clone())
+        };
+        let mut unions: Vec<Arc<crate::union::UnionLevel>> = union.into_iter().collect();
+        while let Some(union) = unions.pop() {
+            match union.contents() {
+                crate::union::UnionContents::Done(run) => sorted.extend(run),
+                crate::union::UnionContents::Pending(inputs) => {
+                    for view in inputs {
+                        sorted.extend(view.runs.iter().cloned());
+                        unions.extend(view.union.clone());
+                    }
+                }
+            }
+        }
+        out.extend(sorted.iter().flat_map(|s| s.parts().iter().cloned()));
+    }
 }
 
 impl Lsm {
@@ -507,7 +528,7 @@ impl Drop for LsmInner {
 }
 
 /// Fails with [`Error::KeyTooLarge`] for a key longer than [`KEY_SIZE_MAX`].
-fn check_key(key: &[u8]) -> Result<()> {
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
     if key.len() > KEY_SIZE_MAX {
         return Err(Error::KeyTooLarge {
             len: key.len(),

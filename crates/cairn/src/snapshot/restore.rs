@@ -241,7 +241,14 @@ fn restore_parts(
         },
     )?;
     let write_buffer = match meta.write_buffer {
-        Some(i) => write_buffer_from_run(&runs[i], &config.resolve)?,
+        // Read whole: a damaged page of it (found as it is read) is the snapshot's damage.
+        Some(i) => write_buffer_from_run(&runs[i], &config.resolve).map_err(|e| {
+            if e.is_io() {
+                return e;
+            }
+            let file = RunFile::from_path(e.path()).unwrap_or(RunFile::KeyOps);
+            corrupted(run_file_path(&dir, i as u64, file), e)
+        })?,
         None => WriteBuffer::default(),
     };
     let sorted = sorted_runs(&meta, &runs).map_err(|e| corrupted(dir.join("metadata"), e))?;
@@ -280,6 +287,7 @@ fn open_snapshot_runs(
 ) -> std::result::Result<Vec<Arc<Run>>, (Option<PathBuf>, Error)> {
     let fs = session.fs();
     let mut runs = Vec::with_capacity(meta.run_count);
+    prefetch_run_metadata(&**fs, dir, meta.run_count)?;
     if session.read_only() {
         // Opened in place: the snapshot's own files, never removed when the runs are dropped.
         let in_place = RunParams {
@@ -288,7 +296,14 @@ fn open_snapshot_runs(
         };
         for (i, level) in meta.run_levels().into_iter().enumerate() {
             let caching = config.disk_cache.caches_level(level);
-            let run = Run::open(fs.clone(), &in_place, i as u64, caching).map_err(|e| {
+            let run = Run::open(
+                fs.clone(),
+                &in_place,
+                i as u64,
+                caching,
+                session.open_check(),
+            )
+            .map_err(|e| {
                 let file = RunFile::from_path(e.path()).unwrap_or(RunFile::Checksums);
                 (Some(run_file_path(dir, i as u64, file)), e)
             })?;
@@ -332,7 +347,7 @@ fn open_snapshot_runs(
             }
         }
         let caching = config.disk_cache.caches_level(level);
-        match Run::open(fs.clone(), params, number, caching) {
+        match Run::open(fs.clone(), params, number, caching, session.open_check()) {
             Ok(run) if run.checksums_crc() != meta.run_sums[i] => {
                 // Dropping the run queues its links for removal.
                 let e = Error::corrupt(
@@ -350,6 +365,31 @@ fn open_snapshot_runs(
         }
     }
     Ok(runs)
+}
+
+/// Asks the kernel to read every run's checksums file, filter and index ahead
+/// ([`crate::fs::ReadableFile::prefetch`]), all at once, before the runs are opened one after
+/// the other, so that the device serves them at its queue depth rather than one read at a time
+/// (about 200 MiB for a table of 100M entries). The prefetch itself is a hint, but a file that
+/// does not open is the open's failure, named as `Run::open` would name it.
+fn prefetch_run_metadata(
+    fs: &dyn crate::fs::FileSystem,
+    dir: &Path,
+    runs: usize,
+) -> std::result::Result<(), (Option<PathBuf>, Error)> {
+    for i in 0..runs as u64 {
+        for file in [RunFile::Checksums, RunFile::Filter, RunFile::Index] {
+            let path = run_file_path(dir, i, file);
+            let opened = fs
+                .open(&path, crate::fs::ReadOptions::default())
+                .and_then(|f| f.len_bytes().map(|len| (f, len)));
+            match opened {
+                Ok((f, len)) => f.prefetch(0, len),
+                Err(e) => return Err((Some(path), e)),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The sorted runs of a snapshot over its opened runs. A sorted run whose parts overlap or are

@@ -285,7 +285,7 @@ pub fn check_table(table: &Table, model: &Model) -> Result<Result<(), Error>, Te
                 .iter()
                 .map(|(k, (_, b))| (&k[..], &values[&k[..]][..], b.as_deref())),
         );
-        prop_assert_eq!(root.hash, want, "state root");
+        prop_assert_eq!(root.root.hash, want, "state root");
     }
     Ok(Ok(()))
 }
