@@ -48,6 +48,13 @@ pub enum Command {
     /// Read-modify-write transactions on Cairn's named durable tables: the SmallBank mix,
     /// committed transactions per second and latency to durability, on one thread and two.
     Txn(TxnArgs),
+    /// How long a named durable table of the UTxO shape takes to open and serve its first
+    /// batch of lookups, page cache dropped, after a clean shutdown and after a SIGKILL (needs
+    /// root to drop the page cache).
+    Restart(RestartArgs),
+    /// One phase of `restart`, in a child process of its own.
+    #[command(hide = true)]
+    RestartChild(RestartChildArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
     Report(ReportArgs),
@@ -728,4 +735,76 @@ impl Mode {
             Mode::LookupOnly => "lookup-only",
         }
     }
+}
+
+/// Options of `restart`.
+#[derive(Debug, Args)]
+pub struct RestartArgs {
+    /// The session directory (built there, and reused with `--reuse`).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Entries of the table.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub entries: u64,
+    /// Measured restarts of each kind.
+    #[arg(long, default_value_t = 3)]
+    pub runs: u64,
+    /// UTxO batches run after the load, before the clean shutdown.
+    #[arg(long, default_value_t = 2_000)]
+    pub churn_batches: u64,
+    /// Log size (MiB) at which the kill phase kills itself.
+    #[arg(long, default_value_t = 120)]
+    pub kill_log_mib: u64,
+    /// Reuse the table in `--dir` if one is there.
+    #[arg(long)]
+    pub reuse: bool,
+    /// Open with `SessionOptions::verify_on_open` (every byte read and checked).
+    #[arg(long)]
+    pub verify_on_open: bool,
+    /// Seed of the keys and the Bloom-filter salt.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// The phases of `restart-child`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RestartPhase {
+    /// Build the table and close it cleanly.
+    Build,
+    /// Open it and serve one batch of lookups.
+    Open,
+    /// Open it, run batches until the log is large, and SIGKILL itself.
+    Kill,
+}
+
+/// Options of `restart-child`.
+#[derive(Debug, Args)]
+pub struct RestartChildArgs {
+    /// The phase.
+    #[arg(value_enum)]
+    pub phase: RestartPhase,
+    /// The session directory.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Entries of the table.
+    #[arg(long)]
+    pub entries: u64,
+    /// Seed of the keys and the Bloom-filter salt.
+    #[arg(long)]
+    pub seed: u64,
+    /// UTxO batches after the load (build).
+    #[arg(long, default_value_t = 0)]
+    pub churn_batches: u64,
+    /// First id the kill phase inserts.
+    #[arg(long, default_value_t = 0)]
+    pub first_id: u64,
+    /// Log size (MiB) at which the kill phase kills itself.
+    #[arg(long, default_value_t = 120)]
+    pub kill_log_mib: u64,
+    /// Open with `SessionOptions::verify_on_open`.
+    #[arg(long)]
+    pub verify_on_open: bool,
 }

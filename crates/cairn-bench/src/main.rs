@@ -17,6 +17,8 @@
 //!   Cairn and RocksDB ([`chain`]).
 //! - `wal`: durable writes through each engine's log ([`wal`]).
 //! - `txn`: SmallBank read-modify-write transactions on Cairn's named tables ([`txn`]).
+//! - `restart`: a named durable table's time to open and serve its first lookups, cold, after
+//!   a clean shutdown and after a kill ([`restart`]).
 //!
 //! The parts, each a directory or a file:
 //!
@@ -58,6 +60,7 @@ mod keys;
 mod options;
 mod record;
 mod report;
+mod restart;
 mod stats;
 mod sys;
 mod trie;
@@ -99,6 +102,8 @@ fn main() -> ExitCode {
         }),
         Command::Wal(args) => wal::run(&args),
         Command::Txn(args) => txn::run(&args),
+        Command::Restart(args) => restart::run(&args),
+        Command::RestartChild(args) => restart::child(&args),
         Command::Report(args) => report::run(&args),
         Command::Chain(args) => chain::run(&args),
         Command::ChainReport(args) => chain::report::write(&args.dir).map(|path| {

@@ -84,7 +84,7 @@ fn bench_in(dir: &Path, args: &TrieArgs) -> Result<(), Failure> {
         );
     }
     let load_s = timer.elapsed().as_secs_f64();
-    let root = table.root().context(ctx("root"))?;
+    let root = table.root().context(ctx("root"))?.root;
 
     // 2. Proofs.
     let mut rng = SplitMix64::new(seed ^ 0x5EED);
@@ -93,13 +93,13 @@ fn bench_in(dir: &Path, args: &TrieArgs) -> Result<(), Failure> {
     for _ in 0..args.samples {
         let i = rng.next_u64() % args.keys;
         let (k, v) = (key(i, seed), value(i, 0));
-        let proof = table.prove(&[k]).context(ctx("proving"))?;
+        let proof = table.prove(&[k]).context(ctx("proving"))?.proof;
         proof
             .verify(&root, &[Claim::present(&k, &v)])
             .map_err(|e| Failure(format!("an inclusion proof does not verify: {e}")))?;
         inclusion.push(proof.encoded_len() as f64);
         let absent = key(args.keys + 1_000_000 + rng.next_u64() % 1_000_000_000, seed);
-        let proof = table.prove(&[absent]).context(ctx("proving"))?;
+        let proof = table.prove(&[absent]).context(ctx("proving"))?.proof;
         proof
             .verify(&root, &[Claim::absent(&absent)])
             .map_err(|e| Failure(format!("an exclusion proof does not verify: {e}")))?;
@@ -109,7 +109,7 @@ fn bench_in(dir: &Path, args: &TrieArgs) -> Result<(), Failure> {
     let multi_keys: Vec<[u8; KEY_BYTES]> = multi_ids.iter().map(|&i| key(i, seed)).collect();
     let multi_values: Vec<[u8; VALUE_BYTES]> = multi_ids.iter().map(|&i| value(i, 0)).collect();
     let timer = Instant::now();
-    let multi = table.prove(&multi_keys).context(ctx("proving"))?;
+    let multi = table.prove(&multi_keys).context(ctx("proving"))?.proof;
     let multi_ms = timer.elapsed().as_secs_f64() * 1e3;
     let claims: Vec<Claim<'_>> = multi_keys
         .iter()

@@ -80,7 +80,7 @@ fn make(dir: &Path) -> (Model, cairn::Root) {
         auth.insert(format!("account{i}"), i.to_le_bytes()).unwrap();
     }
     auth.save_snapshot("auth", "accounts").unwrap();
-    (model, auth.root().unwrap())
+    (model, auth.root().unwrap().root)
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -203,7 +203,11 @@ impl AuthEngine for CairnAuth {
         let Some(kind) = self.kind else {
             return Err(Failure("cairn-plain makes no proofs".to_string()));
         };
-        let proof = self.table.prove(keys).context(|| "proving".to_string())?;
+        let proof = self
+            .table
+            .prove(keys)
+            .context(|| "proving".to_string())?
+            .proof;
         Ok(Box::new(CairnProof { proof, kind }))
     }
 }
