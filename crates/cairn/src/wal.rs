@@ -781,22 +781,7 @@ impl Log {
             // after it, as at a clean close): the next records go to a new segment, so that
             // this one can go too and the next open reads no covered record.
             if writer.last.0 <= covered && writer.bytes > SEGMENT_HEADER_BYTES as u64 {
-                writer.file.sync()?;
-                let number = writer.number + 1;
-                let header = SegmentHeader {
-                    log_id: s.log_id,
-                    number,
-                    first_seq: writer.last.0 + 1,
-                    prev_end: writer.bytes,
-                    prev_crc: writer.last.1,
-                };
-                let file = start_segment(&*s.fs, &s.dir, header, s.options.segment_bytes)?;
-                *writer = Writer {
-                    file,
-                    number,
-                    bytes: SEGMENT_HEADER_BYTES as u64,
-                    last: writer.last,
-                };
+                s.roll_segment(&mut writer)?;
             }
             writer.number
         };
@@ -1026,6 +1011,28 @@ impl Shared {
         result.map(|()| last_seq)
     }
 
+    /// Ends the segment `writer` writes (made durable first, since the next one's header names
+    /// its end) and starts the next one. Cost: two fsyncs and a file created.
+    fn roll_segment(&self, writer: &mut Writer) -> Result<()> {
+        writer.file.sync()?;
+        let number = writer.number + 1;
+        let header = SegmentHeader {
+            log_id: self.log_id,
+            number,
+            first_seq: writer.last.0 + 1,
+            prev_end: writer.bytes,
+            prev_crc: writer.last.1,
+        };
+        let file = start_segment(&*self.fs, &self.dir, header, self.options.segment_bytes)?;
+        *writer = Writer {
+            file,
+            number,
+            bytes: SEGMENT_HEADER_BYTES as u64,
+            last: writer.last,
+        };
+        Ok(())
+    }
+
     fn write_locked(
         &self,
         writer: &mut Writer,
@@ -1037,25 +1044,9 @@ impl Shared {
     ) -> Result<()> {
         if !group.is_empty() {
             if writer.bytes >= self.options.segment_bytes {
-                // The full segment is made durable before the next one names its end.
-                writer.file.sync()?;
                 io.0 += 2; // this one, and the new segment's header
                 io.1 += SEGMENT_HEADER_BYTES as u64;
-                let number = writer.number + 1;
-                let header = SegmentHeader {
-                    log_id: self.log_id,
-                    number,
-                    first_seq: writer.last.0 + 1,
-                    prev_end: writer.bytes,
-                    prev_crc: writer.last.1,
-                };
-                let file = start_segment(&*self.fs, &self.dir, header, self.options.segment_bytes)?;
-                *writer = Writer {
-                    file,
-                    number,
-                    bytes: SEGMENT_HEADER_BYTES as u64,
-                    last: writer.last,
-                };
+                self.roll_segment(writer)?;
             }
             writer.file.append(group)?;
             io.1 += group.len() as u64;
