@@ -577,6 +577,35 @@ impl BloomFilter {
                 ),
             ));
         };
+        let shape = Shape::parse(header, body.len() as u64)?;
+        let blocks = body
+            .chunks_exact(BLOCK_BYTES)
+            .map(|chunk| {
+                let mut block = Block::default();
+                for (word, bytes) in block.0.iter_mut().zip(chunk.chunks_exact(8)) {
+                    let mut le = [0u8; 8];
+                    le.copy_from_slice(bytes);
+                    *word = u64::from_le_bytes(le);
+                }
+                block
+            })
+            .collect();
+        Ok(shape.with_blocks(blocks))
+    }
+}
+
+/// A filter's header fields, checked.
+struct Shape {
+    hashes: u32,
+    block_count: u64,
+    salt: u64,
+    entries: u64,
+}
+
+impl Shape {
+    /// Checks `header` (the magic, the version, the hash count and the block count) and that a
+    /// body of `body_len` bytes holds exactly that many blocks.
+    fn parse(header: &[u8; HEADER_LEN], body_len: u64) -> Result<Shape> {
         let u32_at = |at: usize| {
             u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
         };
@@ -613,39 +642,31 @@ impl BloomFilter {
                 format!("block count {block_count} is outside 1 ..= {BLOCK_COUNT_MAX}"),
             ));
         }
-        let salt = u64_at(24);
-        let entries = u64_at(32);
-        check_body_len(block_count, body.len() as u64)?;
-        let blocks = body
-            .chunks_exact(BLOCK_BYTES)
-            .map(|chunk| {
-                let mut block = Block::default();
-                for (word, bytes) in block.0.iter_mut().zip(chunk.chunks_exact(8)) {
-                    let mut le = [0u8; 8];
-                    le.copy_from_slice(bytes);
-                    *word = u64::from_le_bytes(le);
-                }
-                block
-            })
-            .collect();
-        Ok(BloomFilter {
-            blocks,
+        if block_count.checked_mul(BLOCK_BYTES as u64) != Some(body_len) {
+            return Err(Error::corrupt(
+                WHAT,
+                format!(
+                    "body of {body_len} bytes does not match {block_count} blocks of \
+                     {BLOCK_BYTES} bytes"
+                ),
+            ));
+        }
+        Ok(Shape {
             hashes,
-            salt,
-            entries,
+            block_count,
+            salt: u64_at(24),
+            entries: u64_at(32),
         })
     }
-}
 
-/// Refuses a body whose length is not `block_count` blocks.
-fn check_body_len(block_count: u64, body_len: u64) -> Result<()> {
-    if block_count.checked_mul(BLOCK_BYTES as u64) != Some(body_len) {
-        return Err(Error::corrupt(
-            WHAT,
-            format!("body of {body_len} bytes does not match {block_count} blocks of {BLOCK_BYTES} bytes"),
-        ));
+    fn with_blocks(self, blocks: Vec<Block>) -> BloomFilter {
+        BloomFilter {
+            blocks,
+            hashes: self.hashes,
+            salt: self.salt,
+            entries: self.entries,
+        }
     }
-    Ok(())
 }
 
 impl BloomFilter {
@@ -663,20 +684,8 @@ impl BloomFilter {
         }
         let mut header = [0u8; HEADER_LEN];
         file.read_exact_at(&mut header, 0)?;
-        // The header's checks, on a filter of one zero block: then its block count.
-        let mut probe = header.to_vec();
-        probe[16..24].copy_from_slice(&1u64.to_le_bytes());
-        probe.resize(HEADER_LEN + BLOCK_BYTES, 0);
-        let shape = BloomFilter::decode(&probe)?;
-        let block_count = u64::from_le_bytes(header[16..24].try_into().unwrap_or([0; 8]));
-        if !(1..=BLOCK_COUNT_MAX).contains(&block_count) {
-            return Err(Error::corrupt(
-                WHAT,
-                format!("block count {block_count} is outside 1 ..= {BLOCK_COUNT_MAX}"),
-            ));
-        }
-        check_body_len(block_count, len - HEADER_LEN as u64)?;
-        let mut blocks = vec![Block::default(); block_count as usize];
+        let shape = Shape::parse(&header, len - HEADER_LEN as u64)?;
+        let mut blocks = vec![Block::default(); shape.block_count as usize];
         // SAFETY: `Block` is `repr(C)` eight `u64`s with no padding (size checked at compile
         // time), so its memory is `block_count * BLOCK_BYTES` initialised bytes, and any bytes
         // written there are valid `u64`s. The byte slice borrows `blocks` mutably and is gone
@@ -695,7 +704,7 @@ impl BloomFilter {
                 *word = u64::from_le(*word);
             }
         }
-        Ok((BloomFilter { blocks, ..shape }, crc))
+        Ok((shape.with_blocks(blocks), crc))
     }
 }
 
