@@ -67,9 +67,9 @@ impl ScrubReport {
 }
 
 /// Reads and checks every file of `runs` (duplicates, by file, read once), at most
-/// `bytes_per_second` when set, stopping early once `keep_going` says no. An I/O error of one
-/// file is reported as a problem of that file, like a checksum mismatch; the scrub goes on with
-/// the next.
+/// `bytes_per_second` when set, stopping early (within 1 MiB) once `keep_going` says no. An
+/// I/O error of one file is reported as a problem of that file, like a checksum mismatch; the
+/// scrub goes on with the next.
 pub(crate) fn scrub_runs(
     runs: &[Arc<Run>],
     bytes_per_second: Option<u64>,
@@ -86,16 +86,31 @@ pub(crate) fn scrub_runs(
             report.interrupted = true;
             break;
         }
+        let mut stopped = false;
         let mut pace = |bytes: u64| {
             report.bytes += bytes;
-            if let Some(rate) = bytes_per_second.filter(|&r| r > 0) {
-                let due = Duration::from_secs_f64(report.bytes as f64 / rate as f64);
-                if let Some(wait) = due.checked_sub(start.elapsed()) {
-                    std::thread::sleep(wait);
+            let due = bytes_per_second
+                .filter(|&r| r > 0)
+                .map(|rate| Duration::from_secs_f64(report.bytes as f64 / rate as f64));
+            loop {
+                if !keep_going() {
+                    stopped = true;
+                    return Err(Error::SessionClosed);
+                }
+                // The pace is kept in naps of at most `POLL`, each followed by a look at
+                // whether to go on.
+                match due.and_then(|due| due.checked_sub(start.elapsed())) {
+                    Some(wait) if !wait.is_zero() => std::thread::sleep(wait.min(POLL)),
+                    _ => return Ok(()),
                 }
             }
         };
-        if let Err(e) = run.verify_files(&mut pace) {
+        let checked = run.verify_files(&mut pace);
+        if stopped {
+            report.interrupted = true;
+            break;
+        }
+        if let Err(e) = checked {
             let path = e
                 .path()
                 .map(PathBuf::from)
@@ -147,7 +162,9 @@ impl BackgroundScrub {
                     return;
                 };
                 let runs = core.open_runs();
-                let keep_going = || core.is_open();
+                // A session whose every handle is gone is not kept open (and locked) by its
+                // scrub: the scrub stops within 1 MiB.
+                let keep_going = || core.is_open() && Arc::strong_count(&core) > 1;
                 let report = scrub_runs(&runs, bytes_per_second, &keep_going);
                 drop(runs);
                 for p in &report.problems {

@@ -199,3 +199,42 @@ fn a_scrub_of_sound_tables_is_clean() {
     );
     drop((table, copy));
 }
+
+/// A background scrub does not keep a session whose handles are all gone open (and its
+/// directory locked) until it finishes: a slow scrub stops within a chunk.
+#[test]
+fn a_slow_background_scrub_lets_a_dropped_session_go() {
+    let fs = MemFs::new();
+    saved(&fs);
+    let options = SessionOptions::default()
+        .scrub_interval(Some(Duration::from_millis(10)))
+        .scrub_bytes_per_second(1024);
+    let session = open(&fs, options);
+    let table = session
+        .open_snapshot("s", "", SnapshotOverrides::default())
+        .unwrap();
+    // The scrub is under way (its pace would take half an hour for this table).
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(session.last_scrub().is_none());
+    drop(table);
+    drop(session);
+    let start = Instant::now();
+    loop {
+        fs.create_dir_all(Path::new("/s")).unwrap();
+        match Session::open_with(
+            Arc::new(fs.clone()),
+            "/s",
+            SessionOptions::default().log(None),
+        ) {
+            Ok(_) => break,
+            Err(Error::SessionLocked(_)) => {
+                assert!(
+                    start.elapsed() < Duration::from_secs(20),
+                    "the scrub kept the lock"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+}

@@ -558,7 +558,7 @@ impl Run {
     /// size and CRC32C, and each page and blob chunk's CRC32C (run format version 2). For
     /// scrubs ([`crate::Session::scrub`]). `progress` gets the bytes of each read (1 MiB at
     /// most). Cost: one sequential read of the run.
-    pub(crate) fn verify_files(&self, progress: &mut dyn FnMut(u64)) -> Result<()> {
+    pub(crate) fn verify_files(&self, progress: &mut dyn FnMut(u64) -> Result<()>) -> Result<()> {
         for (file, recorded) in RunFile::CHECKSUMMED.iter().zip(self.checksums.files) {
             let sums = self.checksums.pages.as_ref().and_then(|p| match file {
                 RunFile::KeyOps => Some(&p.keyops[..]),
@@ -670,7 +670,8 @@ impl Run {
                     // A filter that does not decode but matches its CRC is the filter's
                     // damage; one that does not match, the file's.
                     Err(e) => {
-                        let (_, actual, _) = checksum_file(&*fs, &path, false, None, &mut |_| {})?;
+                        let (_, actual, _) =
+                            checksum_file(&*fs, &path, false, None, &mut |_| Ok(()))?;
                         if actual != crc {
                             return Err(Error::ChecksumMismatch {
                                 path,
@@ -704,7 +705,9 @@ impl Run {
                 contents.push(Vec::new());
                 continue;
             }
-            let checked = checksum_file(&*fs, &path, wanted, recorded.map(|r| &r[..]), &mut |_| {});
+            let checked = checksum_file(&*fs, &path, wanted, recorded.map(|r| &r[..]), &mut |_| {
+                Ok(())
+            });
             contents.push(check_file(path, (size, crc), checked?)?);
         }
         let filter_path = run_file_path(dir, number, RunFile::Filter);
@@ -1038,7 +1041,7 @@ fn checksum_file(
     path: &Path,
     keep: bool,
     chunk_sums: Option<&[u32]>,
-    progress: &mut dyn FnMut(u64),
+    progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<(u64, u32, Vec<u8>)> {
     let file = fs.open(path, ReadOptions::default())?;
     let size = file.len_bytes()?;
@@ -1057,7 +1060,7 @@ fn checksum_file(
             kept.extend_from_slice(&chunk[..n]);
         }
         offset += n as u64;
-        progress(n as u64);
+        progress(n as u64)?;
     }
     Ok((size, crc, kept))
 }
