@@ -468,6 +468,16 @@ pub(crate) fn open(
             options.segment_bytes
         )));
     }
+    // No removal step while the open replays the log and takes its checkpoint (an earlier
+    // session's leftovers can be gigabytes): they resume with the first operation after it.
+    struct Resume<'a>(&'a crate::fs::DeferredRemovals);
+    impl Drop for Resume<'_> {
+        fn drop(&mut self) {
+            self.0.resume();
+        }
+    }
+    session.removals().pause();
+    let _resume = Resume(session.removals());
     let fs = session.fs().clone();
     let dir = session.dir().join("log");
     let catalog_path = dir.join("catalog");
@@ -572,6 +582,12 @@ pub(crate) fn open(
         }
         Ok(())
     };
+    // The replay pays the merge credits of the updates it repeats, but puts off the steps of
+    // merges it does not finish: those are spread over the updates after the open (or done by
+    // the background thread), so that the open does not redo the deep levels' merge work.
+    for (table, _) in by_id.values() {
+        table.defer_merge_steps(true)?;
+    }
     let recovered = wal::recover(
         &*fs,
         &dir,
@@ -580,6 +596,9 @@ pub(crate) fn open(
         options.recovery,
         &mut apply,
     )?;
+    for (table, _) in by_id.values() {
+        table.defer_merge_steps(false)?;
+    }
     let next_seq_min = catalog.tables.iter().map(|t| t.seq + 1).max().unwrap_or(1);
     let log = Arc::new(Log::open(
         fs.clone(),

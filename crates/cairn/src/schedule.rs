@@ -149,34 +149,48 @@ struct LevelMerge {
     merge: Arc<SharedMerge>,
     nominal_debt: u64,
     nominal_credits: u64,
-    /// For a merge restored from a snapshot: the nominal credits it had been paid when saved.
-    /// Its steps restart from 0 and are spread over the credits still to come (see
-    /// [`LevelMerge::target`]) instead of being replayed while the table opens.
-    restored_at: Option<u64>,
+    /// Where the merge's pace was last set from, when its steps fell behind its credits: a
+    /// merge restored from a snapshot (its steps restart from 0, at the credits it had been
+    /// paid when saved) or one whose steps a log replay put off ([`Levels::defer_steps`]). The
+    /// steps owed then are spread over the credits still to come (see [`LevelMerge::target`])
+    /// instead of being done while the table opens.
+    baseline: Option<Baseline>,
+}
+
+/// The point a merge's pace is measured from: `credits` nominal credits paid and `steps` steps
+/// done.
+#[derive(Debug, Clone, Copy)]
+struct Baseline {
+    credits: u64,
+    steps: u64,
 }
 
 impl LevelMerge {
     /// The merge steps due once `nominal_credits` are paid, for a merge of `debt` steps: in
-    /// proportion to the credits; all of it once the nominal debt is paid. For a merge restored
-    /// from a snapshot at `c0` credits, whose steps restarted from 0: in proportion to the
-    /// credits paid since `c0` over those left, so that it still finishes when its nominal debt
-    /// is paid with no update doing more than `D / (D - c0)` times its usual share. (Paying the
-    /// owed steps at the usual rate instead and leaving them to the background thread was
-    /// measured: when the thread lags, the update paying the last credit completes the whole
-    /// merge, 95 s in one restart of a 100M table; see `docs/design.md`, "Restart in seconds".)
+    /// proportion to the credits; all of it once the nominal debt is paid. For a merge with a
+    /// [`Baseline`] of `s0` steps at `c0` credits (restored from a snapshot, or its steps put off
+    /// by a log replay): `s0` plus the steps left in proportion to the credits paid since `c0`
+    /// over those left, so that it still finishes when its nominal debt is paid with no update
+    /// doing more than `(D - s0) / (N - c0)` steps per credit (`N` the nominal debt) where it
+    /// would have done `D / N`. (Paying the owed steps at the usual rate instead and leaving
+    /// them to the background thread was measured: when the thread lags, the update paying the
+    /// last credit completes the whole merge, 95 s in one restart of a 100M table; see
+    /// `docs/design.md`, "Restart in seconds".)
     fn target(&self, debt: u64) -> u64 {
-        let (paid, owed) = match self.restored_at {
-            Some(c0) => (
-                self.nominal_credits.saturating_sub(c0),
-                self.nominal_debt.saturating_sub(c0),
-            ),
-            None => (self.nominal_credits, self.nominal_debt),
-        };
-        if self.nominal_credits >= self.nominal_debt || owed == 0 {
-            debt
-        } else {
-            (paid as u128 * debt as u128 / owed as u128) as u64
+        if self.nominal_credits >= self.nominal_debt {
+            return debt;
         }
+        let Baseline { credits, steps } = self.baseline.unwrap_or(Baseline {
+            credits: 0,
+            steps: 0,
+        });
+        let paid = self.nominal_credits.saturating_sub(credits);
+        let owed = self.nominal_debt.saturating_sub(credits);
+        let left = debt.saturating_sub(steps);
+        if owed == 0 {
+            return debt;
+        }
+        steps.min(debt) + (paid as u128 * left as u128 / owed as u128) as u64
     }
 }
 
@@ -226,6 +240,9 @@ pub(crate) struct Levels {
     levels: Vec<Level>,
     /// Merges started through this handle and what they linked.
     counts: MergeCounts,
+    /// Credits are paid but no steps done, except to finish a merge whose nominal debt is paid
+    /// (see [`Levels::defer_steps`]).
+    deferring: bool,
 }
 
 /// Merges started by a handle of a table, and the parts they linked instead of rewriting.
@@ -296,9 +313,41 @@ impl Levels {
         }
     }
 
+    /// Puts off (`true`) or resumes (`false`) the steps credits pay for, for a log replay: while
+    /// put off, every update still pays its credits and a merge whose nominal debt is paid is
+    /// still finished (as the schedule's shape needs), but no other step is done. On resuming,
+    /// each merge behind its credits gets a [`Baseline`] there, so that the steps put off are
+    /// spread over the credits still to come (or done ahead by the background thread) rather
+    /// than done by the next update. A replay of `u` updates thus does the merge work of the
+    /// levels whose merges finish within `u` updates (the upper ones, a small share of the
+    /// work) and leaves the deep levels' steps to the updates after the open. O(levels).
+    pub(crate) fn defer_steps(&mut self, on: bool) {
+        let was = std::mem::replace(&mut self.deferring, on);
+        if on || !was {
+            return;
+        }
+        for level in &mut self.levels {
+            let Incoming::Merging(m) = &mut level.incoming else {
+                continue;
+            };
+            let merge = lock(&m.merge);
+            if merge.is_done() {
+                continue;
+            }
+            let done = merge.steps_done();
+            if done < m.target(merge.debt()) {
+                m.baseline = Some(Baseline {
+                    credits: m.nominal_credits,
+                    steps: done,
+                });
+            }
+        }
+    }
+
     /// Pays `credits` nominal credits to the merge of every level; returns the steps performed.
     pub(crate) fn supply_credits(&mut self, ctx: &MergeContext<'_>, credits: u64) -> Result<u64> {
         let mut steps = 0;
+        let deferring = self.deferring;
         for level in &mut self.levels {
             let Incoming::Merging(m) = &mut level.incoming else {
                 continue;
@@ -313,6 +362,9 @@ impl Levels {
                 .nominal_credits
                 .saturating_add(credits)
                 .min(m.nominal_debt);
+            if deferring && m.nominal_credits < m.nominal_debt {
+                continue;
+            }
             let debt = m.merge.debt();
             let target = m.target(debt);
             let due = target.saturating_sub(published) >= ctx.merge_batch_size
@@ -525,7 +577,7 @@ impl Levels {
                                 ))),
                                 nominal_debt: *nominal_debt,
                                 nominal_credits: *nominal_credits,
-                                restored_at: None,
+                                baseline: None,
                             })),
                             resident: shape
                                 .resident
@@ -555,7 +607,10 @@ impl Levels {
                         merge: ctx.share(merge),
                         nominal_debt: *nominal_debt,
                         nominal_credits: *nominal_credits,
-                        restored_at: Some(*nominal_credits),
+                        baseline: Some(Baseline {
+                            credits: *nominal_credits,
+                            steps: 0,
+                        }),
                     }))
                 }
             };
@@ -569,6 +624,7 @@ impl Levels {
         Ok(Levels {
             levels,
             counts: MergeCounts::default(),
+            deferring: false,
         })
     }
 
@@ -681,7 +737,7 @@ fn new_incoming(
         merge: ctx.share(merge),
         nominal_debt: ctx.tiering_size(level_number)?,
         nominal_credits: 0,
-        restored_at: None,
+        baseline: None,
     });
     Ok((Incoming::Merging(m), steps))
 }

@@ -1333,3 +1333,102 @@ fn writers_that_never_wait_do_not_block_on_a_full_buffer() {
             .unwrap_or_else(|_| panic!("a writer blocked on a full buffer under {sync:?}"));
     }
 }
+
+/// A replay after a crash does the merge work of the levels whose merges finish within the
+/// updates it repeats, and puts off the rest (spread over the updates after the open): it
+/// performs well under half the merge steps those updates performed the first time, and the
+/// table is right before and after the merges it put off have run.
+#[test]
+fn a_replay_puts_off_the_deep_levels_merge_steps() {
+    let fs = new_fs();
+    let opts = || {
+        SessionOptions::default().salt(Some(5)).log(Some(
+            LogOptions::default()
+                .sync(SyncPolicy::Immediate)
+                .checkpoint_bytes(u64::MAX),
+        ))
+    };
+    let config = TableConfig::default()
+        .write_buffer_entries(8)
+        .merge_batch_size(1);
+    let key = |i: u32| (i.wrapping_mul(2_654_435_761)).to_be_bytes().to_vec();
+    let value = |i: u32| format!("value {i}").into_bytes();
+    let mut model = Model::new();
+    let replayed_first_time;
+    {
+        let session = Session::open_with(Arc::new(fs.clone()), "/s", opts()).unwrap();
+        let table = session.create_durable_table("t", config.clone()).unwrap();
+        for chunk in (0..12_000u32).collect::<Vec<_>>().chunks(100) {
+            let batch: Vec<_> = chunk.iter().map(|&i| (key(i), value(i))).collect();
+            table.inserts(&batch).unwrap();
+            model.extend(batch);
+        }
+        session.checkpoint().unwrap();
+        let before = table.stats().unwrap().merge_steps_total;
+        // 160 updates after the checkpoint (five level-2 merges' worth): new keys, overwrites
+        // and deletes.
+        for i in 0..160u32 {
+            let k = key(i * 29 % 13_000);
+            if i % 5 == 4 {
+                table.delete(&k).unwrap();
+                model.remove(&k);
+            } else {
+                table.insert(&k, value(i + 50_000)).unwrap();
+                model.insert(k, value(i + 50_000));
+            }
+        }
+        replayed_first_time = table.stats().unwrap().merge_steps_total - before;
+        assert!(table.stats().unwrap().levels >= 5);
+        // An update returns once logged; it is durable once synced.
+        session.sync_log().unwrap();
+        fs.cut_power();
+        drop(table);
+        drop(session);
+    }
+    fs.recover(1);
+    let session = Session::open_with(Arc::new(fs.clone()), "/s", opts()).unwrap();
+    let table = session.durable_table("t").unwrap();
+    let replay = table.stats().unwrap().merge_steps_total;
+    assert!(
+        replay * 2 < replayed_first_time,
+        "the replay did {replay} merge steps; the same updates did {replayed_first_time}"
+    );
+    same(&contents(&table), &model);
+    // The steps put off are done by the updates that follow, and every merge still finishes.
+    for i in 0..20_000u32 {
+        let k = key(100_000 + i);
+        table.insert(&k, value(i)).unwrap();
+        model.insert(k, value(i));
+    }
+    table.complete_merges().unwrap();
+    same(&contents(&table), &model);
+    drop(table);
+    session.close();
+    let session = Session::open_with(Arc::new(fs.clone()), "/s", opts()).unwrap();
+    same(&contents(&session.durable_table("t").unwrap()), &model);
+}
+
+/// Asserts `found == want`, naming the first few differences rather than printing both.
+fn same(found: &Model, want: &Model) {
+    let keys: std::collections::BTreeSet<_> = found.keys().chain(want.keys()).collect();
+    let diff: Vec<_> = keys
+        .into_iter()
+        .filter(|k| found.get(*k) != want.get(*k))
+        .map(|k| {
+            let show = |v: Option<&Vec<u8>>| v.map(|v| String::from_utf8_lossy(v).into_owned());
+            format!(
+                "{k:?}: found {:?}, want {:?}",
+                show(found.get(k)),
+                show(want.get(k))
+            )
+        })
+        .collect();
+    assert!(
+        diff.is_empty(),
+        "{} keys differ ({} found, {} wanted), first: {:?}",
+        diff.len(),
+        found.len(),
+        want.len(),
+        &diff[..diff.len().min(5)]
+    );
+}

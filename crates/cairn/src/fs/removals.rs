@@ -79,6 +79,8 @@ pub(crate) struct DeferredRemovals {
     run_entries: AtomicU64,
     /// Files pooled so far: the next pooled file's name.
     pooled: AtomicU64,
+    /// Steps are put off ([`DeferredRemovals::pause`]).
+    paused: AtomicBool,
 }
 
 /// The extension of a file kept for reuse (`<n>.free`, beside the file it was).
@@ -221,11 +223,27 @@ impl DeferredRemovals {
         self.pending.load(Ordering::Acquire)
     }
 
+    /// Puts off every step until [`DeferredRemovals::resume`] (a session's open, which replays
+    /// its log through operations that would each take one: freeing an earlier session's
+    /// leftovers there made the open wait for the file system, 1.6 s of a 3.9 s open measured at
+    /// 100M entries after a kill). [`DeferredRemovals::remove_all`] still removes everything.
+    pub(crate) fn pause(&self) {
+        self.paused.store(true, Ordering::Release);
+    }
+
+    /// Ends [`DeferredRemovals::pause`]. What was written meanwhile earns no credit: the steps
+    /// after it free [`DeferredRemovals::STEP_BYTES`] plus twice what is written from now on,
+    /// not the whole replay's worth at once.
+    pub(crate) fn resume(&self) {
+        self.written.store(0, Ordering::Relaxed);
+        self.paused.store(false, Ordering::Release);
+    }
+
     /// One bounded step (see the type's doc): removes queued files, newest first, and cuts the
     /// end off the one that does not fit in the budget. A file already gone counts as removed;
     /// any other failure is returned, and that file and the ones not yet reached stay queued.
     pub(crate) fn remove_step(&self, fs: &dyn FileSystem) -> Result<()> {
-        if !self.pending.load(Ordering::Acquire) {
+        if !self.pending.load(Ordering::Acquire) || self.paused.load(Ordering::Acquire) {
             return Ok(());
         }
         self.reads_since_step.store(0, Ordering::Relaxed);
@@ -235,7 +253,7 @@ impl DeferredRemovals {
     /// A read's step: nothing until [`DeferredRemovals::READS_PER_STEP`] reads have come since
     /// another operation's step, then the same step as [`DeferredRemovals::remove_step`].
     pub(crate) fn remove_step_for_read(&self, fs: &dyn FileSystem) -> Result<()> {
-        if !self.pending.load(Ordering::Acquire) {
+        if !self.pending.load(Ordering::Acquire) || self.paused.load(Ordering::Acquire) {
             return Ok(());
         }
         let reads = self

@@ -23,6 +23,14 @@ impl Lsm {
         Ok(())
     }
 
+    /// Puts off (`true`) or resumes (`false`) merge steps for a log replay
+    /// (`schedule::Levels::defer_steps`: credits are still paid, and the steps put off are
+    /// spread over the credits to come once resumed). O(levels).
+    pub(crate) fn defer_merge_steps(&self, on: bool) -> Result<()> {
+        self.lock_write()?.levels.defer_steps(on);
+        Ok(())
+    }
+
     /// Applies a validated batch (no logging).
     pub(crate) fn apply_updates<K: AsRef<[u8]>>(&self, batch: &[(K, Update<'_>)]) -> Result<()> {
         if batch.is_empty() {
