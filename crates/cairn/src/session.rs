@@ -343,7 +343,10 @@ impl Session {
     }
 
     /// Runs `body` in a transaction and commits it, running it again (in a new transaction)
-    /// when the commit finds a conflict, up to [`Session::TRANSACT_ATTEMPTS_MAX`] times.
+    /// when the commit finds a conflict, up to [`Session::TRANSACT_ATTEMPTS_MAX`] times, after a
+    /// pause that grows with the attempts (a yield, then a random sleep of up to 2^n
+    /// microseconds, at most about 4 ms) so that clients contending for one key take turns
+    /// instead of failing each other in lockstep.
     /// Returns what `body` returned with the commit's [`crate::Durability`] (`None` if
     /// `body` wrote nothing). An error from `body` ends it: the transaction is dropped,
     /// nothing written.
@@ -361,6 +364,7 @@ impl Session {
             match tx.commit() {
                 Ok(durability) => return Ok((out, durability)),
                 Err(e) if e.is_retryable() && attempt < Session::TRANSACT_ATTEMPTS_MAX => {
+                    backoff(attempt);
                     attempt += 1;
                 }
                 Err(e) => return Err(e),
@@ -368,7 +372,7 @@ impl Session {
         }
     }
 
-    /// Most attempts of [`Session::transact`].
+    /// Most attempts of [`Session::transact`] (with its pauses, about 0.2 s in all at most).
     pub const TRANSACT_ATTEMPTS_MAX: u32 = 64;
 
     /// Writes `batch` (updates across durable tables of this session, each table's keys of
@@ -528,4 +532,16 @@ impl Session {
     pub fn io_report(&self) -> IoReport {
         self.core.io().report()
     }
+}
+
+/// The pause of [`Session::transact`] after failed attempt `attempt` (1, 2, ...): a yield for the
+/// first two, then a sleep drawn uniformly from 0 to `2^min(attempt, 12)` microseconds.
+fn backoff(attempt: u32) {
+    if attempt <= 2 {
+        std::thread::yield_now();
+        return;
+    }
+    let ceiling = 1u64 << attempt.min(12);
+    let draw = getrandom::u64().unwrap_or(ceiling / 2) % ceiling;
+    std::thread::sleep(std::time::Duration::from_micros(draw));
 }

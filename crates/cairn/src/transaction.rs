@@ -392,7 +392,10 @@ impl Transaction {
     /// Errors: [`Error::TransactionConflict`] when a key read changed since (nothing was
     /// written; run the transaction again, as [`crate::Session::transact`] does), the input
     /// errors of [`crate::Table::updates`] (nothing written), [`Error::TableClosed`],
-    /// [`Error::TableBroken`], [`Error::LogFailed`], [`Error::Io`].
+    /// [`Error::TableBroken`], [`Error::LogFailed`], [`Error::Io`]. An I/O error while
+    /// applying the write set to a table (a flush or merge) breaks that table *after* the record
+    /// was logged: the transaction may then be recovered whole after a restart (its outcome is
+    /// unknown, as with any database's I/O error at commit; never partial).
     pub fn commit(self) -> Result<Option<Durability>> {
         if self.batch.is_empty() {
             return Ok(None);
