@@ -319,6 +319,18 @@ fn block_of(hash: u64, block_count: u64) -> u64 {
     ((hash >> 32) * block_count) >> 32
 }
 
+/// `blocks` rounded up to a multiple of the largest power of two `g` with `64 * g <= blocks` (a
+/// block count of 64 to 127 times `g`; at most 1/64 more): such a count has every power of two
+/// up to `g` among its divisors, so a filter sized for a bound it did not reach folds to within
+/// twice the blocks its entries need ([`BloomBuilder::finish_fitted`]), down to 64 blocks.
+fn foldable(blocks: u64) -> u64 {
+    if blocks < 128 {
+        return blocks;
+    }
+    let g = 1u64 << (63 - (blocks / 64).leading_zeros());
+    blocks.div_ceil(g).saturating_mul(g)
+}
+
 /// Builds a filter for at most `entries_max` keys (the filter is sized for that bound; for a merge
 /// output the bound is the sum of the input sizes).
 pub struct BloomBuilder {
@@ -334,6 +346,8 @@ pub struct BloomBuilder {
     /// [`INSERT_DELAY`] places after it arrives (or at [`BloomBuilder::finish`]), so that the
     /// cache miss of a block in a large filter overlaps the work of the keys in between.
     delayed: [u64; INSERT_DELAY],
+    /// Bits per entry the filter was sized with (for [`BloomBuilder::finish_fitted`]).
+    bits_per_entry: f64,
 }
 
 /// How many keys a [`BloomBuilder`] inserts late, each after prefetching its block.
@@ -349,7 +363,7 @@ impl BloomBuilder {
     pub fn new(params: BloomParams, entries_max: u64, salt: u64) -> BloomBuilder {
         let bits = (entries_max as f64 * params.bits_per_entry / BLOCK_BITS as f64).ceil();
         // `as` saturates (NaN becomes 0), so this is total.
-        let block_count = (bits as u64).clamp(1, BLOCK_COUNT_MAX);
+        let block_count = foldable(bits as u64).clamp(1, BLOCK_COUNT_MAX);
         let block_count = usize::try_from(block_count).unwrap_or(usize::MAX / BLOCK_BYTES);
         BloomBuilder {
             blocks: vec![Block::default(); block_count],
@@ -358,6 +372,7 @@ impl BloomBuilder {
             entries: 0,
             pass_all: params.is_none(),
             delayed: [0; INSERT_DELAY],
+            bits_per_entry: params.bits_per_entry,
         }
     }
 
@@ -412,6 +427,29 @@ impl BloomBuilder {
         prefetch_block(&self.blocks[block_of(hash, self.blocks.len() as u64) as usize]);
     }
 
+    /// The filter built so far, folded to the size its entries need when it was sized for at
+    /// least twice as many ([`BloomFilter::fold`]): a run cut short (a merge's output cut at a
+    /// checkpoint) or one whose entries cancelled out gets the filter, memory and
+    /// false-positive rate of a run built for the entries it holds, give or take the factor's
+    /// rounding. Cost: one pass over the blocks when it folds.
+    pub fn finish_fitted(self) -> BloomFilter {
+        let needed = (self.entries as f64 * self.bits_per_entry / BLOCK_BITS as f64).ceil();
+        let needed = (needed as u64).max(1);
+        let filter = self.finish();
+        let count = filter.blocks.len() as u64;
+        if filter.entries == 0 || count < 2 * needed {
+            return filter;
+        }
+        // The largest factor dividing the block count that keeps at least `needed` blocks.
+        let factor = (2..=count / needed)
+            .rev()
+            .find(|&f| count.is_multiple_of(f));
+        match factor {
+            Some(factor) => filter.fold(factor),
+            None => filter,
+        }
+    }
+
     /// The filter built so far (the keys still delayed are set first).
     pub fn finish(mut self) -> BloomFilter {
         if self.pass_all {
@@ -456,6 +494,31 @@ pub struct BloomFilter {
 }
 
 impl BloomFilter {
+    /// The filter of `block_count / factor` blocks holding the same keys, exactly as if it had
+    /// been built with that many (`factor` must divide the block count): a key's block among
+    /// `n / f` blocks is its block among `n` divided by `f` (`block_of` scales the hash's high
+    /// half, so `floor(floor(x * f) / f) = floor(x)`), and its bits within the block depend on
+    /// the hash alone, so block `j` of the result is the OR of blocks `j * f .. (j + 1) * f`.
+    /// O(blocks).
+    fn fold(self, factor: u64) -> BloomFilter {
+        let factor = factor as usize;
+        debug_assert!(factor >= 1 && self.blocks.len().is_multiple_of(factor));
+        let blocks = self
+            .blocks
+            .chunks_exact(factor)
+            .map(|group| {
+                let mut block = Block::default();
+                for b in group {
+                    for (word, w) in block.0.iter_mut().zip(b.0) {
+                        *word |= w;
+                    }
+                }
+                block
+            })
+            .collect();
+        BloomFilter { blocks, ..self }
+    }
+
     /// True if the key with this hash may be in the filter; false if it certainly is not.
     /// Touches exactly one block (one cache line).
     #[inline]
@@ -759,6 +822,39 @@ mod tests {
 
     /// Setting a key's bits [`INSERT_DELAY`] keys late (and the last ones at `finish`) builds
     /// exactly the blocks that setting them at once would, for counts around the delay.
+    #[test]
+    fn a_fitted_filter_is_the_filter_built_for_its_entries() {
+        let params = BloomParams::for_bits_per_entry(10.0).unwrap();
+        for (bound, entries) in [
+            (100_000u64, 1_000u64),
+            (64_000, 3_000),
+            (1_000, 999),
+            (5, 0),
+        ] {
+            let mut big = BloomBuilder::new(params, bound, 7);
+            for i in 0..entries {
+                big.insert_key(&i.to_le_bytes());
+            }
+            let fitted = big.finish_fitted();
+            let count = fitted.blocks.len() as u64;
+            // Same blocks as a builder made for that many blocks from the start.
+            let mut exact = BloomBuilder::new(params, 1, 7);
+            exact.blocks = vec![Block::default(); count as usize];
+            for i in 0..entries {
+                exact.insert_key(&i.to_le_bytes());
+            }
+            assert!(fitted == exact.finish(), "bound {bound}, {entries} entries");
+            let needed = (entries * 10).div_ceil(BLOCK_BITS as u64).max(1);
+            assert!(
+                count >= needed && (count < 2 * needed || count < 128),
+                "{count} {needed}"
+            );
+            for i in 0..entries {
+                assert!(fitted.contains_hash(key_hash(7, &i.to_le_bytes())));
+            }
+        }
+    }
+
     #[test]
     fn delayed_inserts_build_the_same_blocks() {
         let salt = 7;
@@ -1072,9 +1168,10 @@ mod tests {
 
     #[test]
     fn write_to_streams_in_bounded_chunks() {
-        // 3000 blocks: 192 000 bytes of body, so several chunks.
+        // 3000 blocks, rounded up to 3008 (a multiple of 32: `foldable`): 192 512 bytes of
+        // body, so several chunks.
         let filter = small_filter(9, 3000 * 512 / 10, 10.0);
-        assert_eq!(filter.block_count(), 3000);
+        assert_eq!(filter.block_count(), 3008);
         let mut streamed = Vec::new();
         let mut chunks = 0;
         filter

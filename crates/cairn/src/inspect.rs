@@ -275,7 +275,14 @@ fn run_places(meta: &SnapshotMeta) -> Vec<RunPlace> {
         };
         match &level.incoming {
             IncomingShape::Single(i) => set(*i, at(false)),
-            IncomingShape::Merging { inputs, .. } => inputs.iter().for_each(|&i| set(i, at(true))),
+            IncomingShape::Merging {
+                inputs, progress, ..
+            } => {
+                inputs.iter().for_each(|&i| set(i, at(true)));
+                if let Some(i) = progress.as_ref().and_then(|p| p.output) {
+                    set(i, at(true));
+                }
+            }
             IncomingShape::Empty => {}
         }
         level.resident.iter().for_each(|&i| set(i, at(false)));

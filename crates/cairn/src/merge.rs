@@ -70,6 +70,49 @@ pub(crate) struct MergingRun {
     /// Set when a step failed half way, with the cause: the merge (shared by duplicates and
     /// perhaps stepped by the background merger) refuses further work.
     failed: Option<String>,
+    /// The progress recorded at the last cut ([`MergingRun::progress`]).
+    last_cut: Option<MergeProgress>,
+    /// For a merge resumed inside a piece: the key its next piece's cursors seek.
+    resume_at: Option<Vec<u8>>,
+}
+
+/// The fewest steps between two cuts of a merge's output ([`MergingRun::progress`]): a part of
+/// at least this many entries has a filter of at least 128 blocks at 8 bits per key, which
+/// folds to within twice its entries' need (`bloom::foldable`); smaller merges start again
+/// from their inputs after a restore, as they cost little.
+pub(crate) const CUT_STEPS_MIN: u64 = 8_192;
+
+/// How far a merge in progress has come, as a snapshot records it: every input entry whose key
+/// is below `next_key` has been consumed (`steps_done` steps) into the finished `parts` of the
+/// output, none at or above it (`next_key` `None`: every entry consumed).
+#[derive(Debug, Clone)]
+pub(crate) struct MergeProgress {
+    pub(crate) parts: Vec<Arc<Run>>,
+    pub(crate) next_key: Option<Vec<u8>>,
+    pub(crate) steps_done: u64,
+}
+
+/// The first and last keys of `piece` of a merge of `inputs`.
+fn piece_bounds<'a>(piece: &'a Piece, inputs: &'a [Arc<SortedRun>]) -> (&'a [u8], &'a [u8]) {
+    match piece {
+        Piece::Link(part) => (part.first_key(), part.last_key()),
+        Piece::Merge { sources, .. } => {
+            let parts = || {
+                sources
+                    .iter()
+                    .filter_map(|(i, range)| Some((inputs.get(*i)?, range)))
+            };
+            let first = parts()
+                .filter_map(|(run, r)| run.parts().get(r.start).map(|p| p.first_key()))
+                .min()
+                .unwrap_or_default();
+            let last = parts()
+                .filter_map(|(run, r)| run.parts().get(r.end.checked_sub(1)?).map(|p| p.last_key()))
+                .max()
+                .unwrap_or_default();
+            (first, last)
+        }
+    }
 }
 
 /// A piece of a merge's output, in key order.
@@ -283,11 +326,160 @@ impl MergingRun {
             parts_linked: 0,
             output: None,
             failed: None,
+            last_cut: None,
+            resume_at: None,
         };
         if debt == 0 {
             merge.complete()?;
         }
         Ok(merge)
+    }
+
+    /// A merge of `inputs` (as [`MergingRun::new`]) resumed from `progress`, which a snapshot
+    /// recorded ([`MergingRun::progress`]): its output goes on after the finished parts, from
+    /// the input entries at `next_key` (each input's cursor seeks it: one index search per
+    /// input), with `steps_done` steps counted as done. Errors: `Corrupt` when the progress does
+    /// not fit the inputs (more steps than the debt, a finished part at or above `next_key`,
+    /// `next_key` inside a part the plan links whole); a progress that lies about its steps is
+    /// found when the merge finishes (its steps then differ from its debt).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn resume(
+        fs: Arc<dyn FileSystem>,
+        params: &RunParams,
+        number: u64,
+        inputs: Vec<Arc<SortedRun>>,
+        kind: MergeKind,
+        resolve: Resolve,
+        caching: bool,
+        part_entries: Option<u64>,
+        progress: MergeProgress,
+    ) -> Result<MergingRun> {
+        let bad = |what: &str| {
+            Err(Error::corrupt(
+                "snapshot metadata",
+                format!("merge progress: {what}"),
+            ))
+        };
+        let mut merge = MergingRun::paused(inputs, kind, resolve);
+        merge.pieces = plan_pieces(&merge.inputs);
+        merge.debt = merge
+            .pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Merge { entries, .. } => *entries,
+                Piece::Link(_) => 0,
+            })
+            .sum();
+        for p in &merge.pieces {
+            if let Piece::Link(part) = p {
+                merge.links_planned += 1;
+                merge.entries_linked += part.entries();
+            }
+        }
+        if progress.steps_done > merge.debt {
+            return bad("more steps than the merge has");
+        }
+        if let (Some(last), Some(next)) = (progress.parts.last(), &progress.next_key) {
+            if last.last_key() >= next.as_slice() {
+                return bad("a finished part reaches the next key");
+            }
+        }
+        for pair in progress.parts.windows(2) {
+            if pair[0].last_key() >= pair[1].first_key() {
+                return bad("finished parts out of key order");
+            }
+        }
+        let writer = PartWriter::resumed(
+            fs,
+            params,
+            number,
+            merge.debt - progress.steps_done,
+            part_entries,
+            caching,
+            progress.parts.clone(),
+        );
+        match &progress.next_key {
+            None => merge.pieces.clear(),
+            Some(next) => {
+                while let Some(piece) = merge.pieces.last() {
+                    let (first, last) = piece_bounds(piece, &merge.inputs);
+                    if last < next.as_slice() {
+                        if matches!(piece, Piece::Link(_)) {
+                            merge.parts_linked += 1;
+                        }
+                        merge.pieces.pop();
+                        continue;
+                    }
+                    if first < next.as_slice() {
+                        if matches!(piece, Piece::Link(_)) {
+                            return bad("the next key inside a linked part");
+                        }
+                        // Its cursors seek `next` when the merge first steps (an open reads
+                        // no data).
+                        merge.resume_at = Some(next.clone());
+                    }
+                    break;
+                }
+            }
+        }
+        merge.writer = Some(writer);
+        merge.steps_done = progress.steps_done;
+        merge.last_cut = Some(progress);
+        Ok(merge)
+    }
+
+    /// The merge's progress for a snapshot, or `None` before any work (or once finished, or in a
+    /// read-only session). When at least `debt / 32` and `min_steps` steps were done since the
+    /// last cut ([`CUT_STEPS_MIN`] but in tests: a smaller part's filter may not fold to its
+    /// size), the
+    /// output is cut first ([`PartWriter::cut`]: the part being written is finished, its
+    /// filter fitted); otherwise the last cut's progress is returned (older, and as valid), so
+    /// that a merge is cut at most once per 1/32 of its work, whatever the number of snapshots.
+    /// Cost of a cut: writing the part's filter, index and checksums. An error fails the merge
+    /// (its writer is gone).
+    pub(crate) fn progress(&mut self, min_steps: u64) -> Result<Option<MergeProgress>> {
+        if self.is_done() || self.writer.is_none() || self.failed.is_some() {
+            return Ok(None);
+        }
+        let since = self.steps_done - self.last_cut.as_ref().map_or(0, |c| c.steps_done);
+        let worth = (self.debt / 32).max(min_steps).max(1);
+        if since < worth || (self.steps_done == 0 && self.parts_linked == 0) {
+            return Ok(self.last_cut.clone());
+        }
+        let result = self.cut();
+        if let Err(e) = &result {
+            self.failed = Some(e.with_causes());
+        }
+        result.map(Some)
+    }
+
+    fn cut(&mut self) -> Result<MergeProgress> {
+        let next_key = if !self.inputs_merge.is_exhausted() {
+            match self.inputs_merge.peek_group()? {
+                Some(group) => self.inputs_merge.sources()[group.first]
+                    .head()?
+                    .map(|h| h.key.to_vec()),
+                None => None,
+            }
+        } else if let Some(key) = &self.resume_at {
+            Some(key.clone())
+        } else {
+            self.pieces
+                .last()
+                .map(|p| piece_bounds(p, &self.inputs).0.to_vec())
+        };
+        let writer = self
+            .writer
+            .as_mut()
+            .expect("an unfinished merge has a writer");
+        writer.cut()?;
+        let progress = MergeProgress {
+            parts: writer.parts().to_vec(),
+            next_key,
+            steps_done: self.steps_done,
+        };
+        self.last_cut = Some(progress.clone());
+        Ok(progress)
     }
 
     /// A merge of `inputs` that never runs (in a read-only session): readers see its inputs, and
@@ -311,6 +503,8 @@ impl MergingRun {
             entries_linked: 0,
             output: None,
             failed: None,
+            last_cut: None,
+            resume_at: None,
         }
     }
 
@@ -424,12 +618,20 @@ impl MergingRun {
                 writer.expect(entries);
                 // Opened together: each input's first read is asked for before any is waited
                 // on, so that the disk serves them side by side.
-                let cursors = SortedCursor::open_together(
-                    sources
+                let cursors = match self.resume_at.take() {
+                    Some(key) => sources
                         .into_iter()
-                        .map(|(input, parts)| (self.inputs[input].clone(), parts))
-                        .collect(),
-                )?;
+                        .map(|(input, parts)| {
+                            SortedCursor::seek_in(self.inputs[input].clone(), parts, &key)
+                        })
+                        .collect::<Result<Vec<_>>>()?,
+                    None => SortedCursor::open_together(
+                        sources
+                            .into_iter()
+                            .map(|(input, parts)| (self.inputs[input].clone(), parts))
+                            .collect(),
+                    )?,
+                };
                 self.inputs_merge = KMerge::new(cursors)?;
             }
         }
@@ -555,6 +757,111 @@ mod tests {
             w.push(&k.to_be_bytes(), Op::Insert, b"v", None).unwrap();
         }
         w.finish().unwrap().unwrap()
+    }
+
+    fn entries_of(run: &Option<Arc<SortedRun>>) -> Vec<(Vec<u8>, Op, Vec<u8>)> {
+        let Some(run) = run else { return Vec::new() };
+        let mut cursor = SortedCursor::new(run.clone()).unwrap();
+        let mut out = Vec::new();
+        while let Some(e) = cursor.peek().unwrap() {
+            out.push((e.key.to_vec(), e.op, e.value.to_vec()));
+            cursor.advance().unwrap();
+        }
+        out
+    }
+
+    /// A merge cut at any step and resumed from its progress (as a snapshot's restore does)
+    /// writes the output an uninterrupted merge writes, for mid- and last-level merges, with
+    /// overlapping and linked parts, and its steps add up to the debt.
+    #[test]
+    fn a_merge_resumed_from_its_progress_writes_the_same_output() {
+        let fs: Arc<dyn FileSystem> = Arc::new(MemFs::new());
+        fs.create_dir_all(&params().dir).unwrap();
+        let mut number = 5_000;
+        let mut next = || {
+            number += 1;
+            number
+        };
+        // Newest first: overlapping inputs, with a delete and a range only one input covers.
+        let mk = |fs: &Arc<dyn FileSystem>, n: u64, keys: &[u32], op: Op| {
+            let mut w = PartWriter::new(fs.clone(), &params(), n, keys.len() as u64, Some(7), true);
+            for k in keys {
+                let value = if op == Op::Delete {
+                    Vec::new()
+                } else {
+                    k.to_le_bytes().to_vec()
+                };
+                w.push(&k.to_be_bytes(), op, &value, None).unwrap();
+            }
+            w.finish().unwrap().unwrap()
+        };
+        let a = mk(
+            &fs,
+            next(),
+            &(0..40).map(|i| i * 3).collect::<Vec<_>>(),
+            Op::Insert,
+        );
+        let b = mk(
+            &fs,
+            next(),
+            &(0..30).map(|i| i * 2).collect::<Vec<_>>(),
+            Op::Delete,
+        );
+        let c = mk(&fs, next(), &(500..540).collect::<Vec<_>>(), Op::Insert);
+        for kind in [MergeKind::MidLevel, MergeKind::LastLevel] {
+            let inputs = vec![a.clone(), b.clone(), c.clone()];
+            let new = |n: u64| {
+                MergingRun::new(
+                    fs.clone(),
+                    &params(),
+                    n,
+                    inputs.clone(),
+                    kind,
+                    Resolve::KeepNewest,
+                    true,
+                    Some(7),
+                )
+                .unwrap()
+            };
+            let mut whole = new(next());
+            whole.complete().unwrap();
+            let want = entries_of(whole.output().unwrap());
+            let debt = whole.debt();
+            for cut_at in 0..=debt {
+                let mut merge = new(next());
+                merge.steps(cut_at).unwrap();
+                let Some(progress) = merge.progress(1).unwrap() else {
+                    assert!(cut_at == 0 || merge.is_done());
+                    continue;
+                };
+                let mut resumed = MergingRun::resume(
+                    fs.clone(),
+                    &params(),
+                    next(),
+                    inputs.clone(),
+                    kind,
+                    Resolve::KeepNewest,
+                    true,
+                    Some(7),
+                    progress.clone(),
+                )
+                .unwrap();
+                let steps = resumed.complete().unwrap();
+                assert_eq!(
+                    progress.steps_done + steps,
+                    debt,
+                    "{kind:?} cut at {cut_at}"
+                );
+                assert_eq!(
+                    entries_of(resumed.output().unwrap()),
+                    want,
+                    "{kind:?} cut at {cut_at}"
+                );
+                // The original goes on too, from its cut.
+                merge.complete().unwrap();
+                assert_eq!(entries_of(merge.output().unwrap()), want);
+            }
+        }
     }
 
     /// Overlapping parts are merged, the others linked; a finished merge keeps no input alive

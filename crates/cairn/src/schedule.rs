@@ -50,7 +50,7 @@ use crate::background::Background;
 use crate::config::{DiskCachePolicy, MergeSchedule, Resolve, SIZE_RATIO};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
-use crate::merge::{MergeKind, MergingRun, SharedMerge};
+use crate::merge::{MergeKind, MergeProgress, MergingRun, SharedMerge, CUT_STEPS_MIN};
 use crate::run::RunParams;
 use crate::sorted::SortedRun;
 
@@ -207,15 +207,28 @@ enum Incoming {
 pub(crate) enum IncomingShape {
     /// A single run.
     Single(usize),
-    /// A merge in progress: its inputs (newest first), kind and the handle's nominal credits.
+    /// A merge in progress: its inputs (newest first), kind, the handle's nominal credits and
+    /// how far it had come (none recorded: it starts again from its first entry).
     Merging {
         last_level: bool,
         nominal_debt: u64,
         nominal_credits: u64,
         inputs: Vec<usize>,
+        progress: Option<ShapeProgress>,
     },
     /// Nothing (a finished merge whose output was empty).
     Empty,
+}
+
+/// A merge's progress as a snapshot records it ([`crate::merge::MergeProgress`], its output so far
+/// named by index).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ShapeProgress {
+    /// The finished parts of the output, as one sorted run (`None`: nothing written yet).
+    pub(crate) output: Option<usize>,
+    /// Every input entry below this key is consumed, none at or above it (`None`: all are).
+    pub(crate) next_key: Option<Vec<u8>>,
+    pub(crate) steps_done: u64,
 }
 
 /// One level of a [`IncomingShape`]-described structure.
@@ -507,31 +520,48 @@ impl Levels {
     }
 
     /// The structure of the levels, naming every run through `name` (which gives its index in
-    /// the snapshot). A finished merge is recorded as its output.
-    pub(crate) fn shape(&self, name: &mut dyn FnMut(&Arc<SortedRun>) -> usize) -> Vec<LevelShape> {
+    /// the snapshot). A finished merge is recorded as its output; one in progress with its
+    /// progress ([`MergingRun::progress`], which may cut its output: writing a part's filter,
+    /// index and checksums). Errors: the I/O of a cut (the merge then fails, and the table
+    /// with it).
+    pub(crate) fn shape(
+        &self,
+        name: &mut dyn FnMut(&Arc<SortedRun>) -> usize,
+    ) -> Result<Vec<LevelShape>> {
         let mut shapes = Vec::with_capacity(self.levels.len());
         for level in &self.levels {
             let incoming = match &level.incoming {
                 Incoming::Single(run) => IncomingShape::Single(name(run)),
                 Incoming::Empty => IncomingShape::Empty,
                 Incoming::Merging(m) => {
-                    let merge = lock(&m.merge);
+                    let mut merge = lock(&m.merge);
                     match merge.output() {
                         Some(Some(run)) => IncomingShape::Single(name(run)),
                         Some(None) => IncomingShape::Empty,
-                        None => IncomingShape::Merging {
-                            last_level: merge.kind() == MergeKind::LastLevel,
-                            nominal_debt: m.nominal_debt,
-                            nominal_credits: m.nominal_credits,
-                            inputs: merge.inputs().iter().map(&mut *name).collect(),
-                        },
+                        None => {
+                            let progress = match merge.progress(CUT_STEPS_MIN)? {
+                                Some(p) => Some(ShapeProgress {
+                                    output: SortedRun::new(p.parts)?.map(|run| name(&run)),
+                                    next_key: p.next_key,
+                                    steps_done: p.steps_done,
+                                }),
+                                None => None,
+                            };
+                            IncomingShape::Merging {
+                                last_level: merge.kind() == MergeKind::LastLevel,
+                                nominal_debt: m.nominal_debt,
+                                nominal_credits: m.nominal_credits,
+                                inputs: merge.inputs().iter().map(&mut *name).collect(),
+                                progress,
+                            }
+                        }
                     }
                 }
             };
             let resident = level.resident.iter().map(&mut *name).collect();
             shapes.push(LevelShape { incoming, resident });
         }
-        shapes
+        Ok(shapes)
     }
 
     /// Rebuilds levels from a recorded structure over opened runs: merges in progress restart
@@ -557,6 +587,7 @@ impl Levels {
                     nominal_debt,
                     nominal_credits,
                     inputs,
+                    progress,
                 } => {
                     let inputs = inputs.iter().map(|&i| run(i)).collect::<Result<Vec<_>>>()?;
                     if inputs.len() < 2 || *nominal_debt == 0 || nominal_credits > nominal_debt {
@@ -587,19 +618,51 @@ impl Levels {
                         });
                         continue;
                     }
-                    let mut merge = MergingRun::new(
-                        ctx.fs.clone(),
-                        &ctx.params_for(kind, idx + 1, shapes.len()),
-                        (ctx.next_run_number)(),
-                        inputs,
-                        kind,
-                        ctx.resolve.clone(),
-                        ctx.disk_cache.caches_level(idx + 1),
-                        ctx.part_entries,
-                    )?;
-                    // The steps its credits paid for are not replayed here, so that an open
-                    // reads no data: they are spread over the credits still to come
-                    // (`LevelMerge::target`), or done ahead by the background thread.
+                    let params = ctx.params_for(kind, idx + 1, shapes.len());
+                    let caching = ctx.disk_cache.caches_level(idx + 1);
+                    let (mut merge, steps) = match progress {
+                        // Resumed where the snapshot left it: no step is done again.
+                        Some(p) => {
+                            let parts = match p.output {
+                                Some(i) => run(i)?.parts().to_vec(),
+                                None => Vec::new(),
+                            };
+                            let progress = MergeProgress {
+                                parts,
+                                next_key: p.next_key.clone(),
+                                steps_done: p.steps_done,
+                            };
+                            let merge = MergingRun::resume(
+                                ctx.fs.clone(),
+                                &params,
+                                (ctx.next_run_number)(),
+                                inputs,
+                                kind,
+                                ctx.resolve.clone(),
+                                caching,
+                                ctx.part_entries,
+                                progress,
+                            )?;
+                            (merge, p.steps_done)
+                        }
+                        // A snapshot without progress: the merge starts again from its first
+                        // entry. The steps its credits paid for are not replayed here, so that
+                        // an open reads no data: they are spread over the credits still to come
+                        // (`LevelMerge::target`), or done ahead by the background thread.
+                        None => {
+                            let merge = MergingRun::new(
+                                ctx.fs.clone(),
+                                &params,
+                                (ctx.next_run_number)(),
+                                inputs,
+                                kind,
+                                ctx.resolve.clone(),
+                                caching,
+                                ctx.part_entries,
+                            )?;
+                            (merge, 0)
+                        }
+                    };
                     if ctx.schedule == MergeSchedule::OneShot || nominal_credits == nominal_debt {
                         merge.complete()?;
                     }
@@ -609,7 +672,7 @@ impl Levels {
                         nominal_credits: *nominal_credits,
                         baseline: Some(Baseline {
                             credits: *nominal_credits,
-                            steps: 0,
+                            steps,
                         }),
                     }))
                 }

@@ -210,6 +210,23 @@ impl SortedCursor {
         Ok(cursor)
     }
 
+    /// A cursor over parts `parts` of `run` at the first entry whose key is `>= key`.
+    pub(crate) fn seek_in(
+        run: Arc<SortedRun>,
+        parts: std::ops::Range<usize>,
+        key: &[u8],
+    ) -> Result<SortedCursor> {
+        let start = run.first_part_from(key).clamp(parts.start, parts.end);
+        let mut cursor = SortedCursor {
+            run,
+            part: start,
+            end: parts.end,
+            cursor: None,
+        };
+        cursor.open_from(start, Some(key), None)?;
+        Ok(cursor)
+    }
+
     /// Opens part `part` (seeking `key` in it, if given), moving on past parts that turn out
     /// empty from there; `file`, when given, is part `part`'s file opened already
     /// ([`RunCursor::open_file`]; not used with `key`).
@@ -314,6 +331,34 @@ impl PartWriter {
             parts: Vec::new(),
             written_parts: 0,
         }
+    }
+
+    /// A writer that goes on after `parts`, the parts of an output written so far (a merge
+    /// resumed from a snapshot); its next part is run `number`.
+    pub(crate) fn resumed(
+        fs: Arc<dyn FileSystem>,
+        params: &RunParams,
+        number: u64,
+        expected: u64,
+        part_entries: Option<u64>,
+        caching: bool,
+        parts: Vec<Arc<Run>>,
+    ) -> PartWriter {
+        let mut writer = PartWriter::new(fs, params, number, expected, part_entries, caching);
+        writer.parts = parts;
+        writer
+    }
+
+    /// Finishes the part being written, if any, so that every entry pushed so far is in a
+    /// finished part ([`PartWriter::parts`]); the next entry starts a new part. The finished
+    /// part's filter is fitted to its entries ([`crate::bloom::BloomBuilder::finish_fitted`]).
+    pub(crate) fn cut(&mut self) -> Result<()> {
+        self.finish_part()
+    }
+
+    /// The finished parts so far, in key order.
+    pub(crate) fn parts(&self) -> &[Arc<Run>] {
+        &self.parts
     }
 
     /// Sets the bound on the entries that will be pushed from here on (until the next call).

@@ -595,3 +595,60 @@ fn stale_checksums_files_and_stale_runs_are_reported() {
     }
     assert!(tested >= 2, "no stale run was tried");
 }
+
+/// A snapshot records how far each merge in progress has come (its output cut into finished
+/// parts) once it has come at least 8,192 steps (and 1/32 of its work) since its last cut: the
+/// table opened from it finishes those merges from there, doing no more steps than the table
+/// that saved it still had to do, but for at most 8,192 per merge, and holds the same entries,
+/// before and after.
+#[test]
+fn merges_in_progress_resume_where_the_snapshot_left_them() {
+    let fs = MemFs::new();
+    let session = open_session(&fs);
+    let config = TableConfig::default()
+        .write_buffer_entries(2_000)
+        .merge_batch_size(64);
+    let table = session.new_table(config).unwrap();
+    let key = |i: u32| i.wrapping_mul(2_654_435_761).to_be_bytes();
+    let mut model = BTreeMap::new();
+    let mut saved = 0;
+    // Saves whose restored table did exactly the steps the saver had left.
+    let mut exact = 0;
+    for i in 0..120_000u32 {
+        table.insert(key(i), i.to_le_bytes()).unwrap();
+        model.insert(key(i).to_vec(), i.to_le_bytes().to_vec());
+        if i % 20_000 == 19_999 {
+            let name = format!("s{saved}");
+            table.save_snapshot(&name, "t").unwrap();
+            let restored = session
+                .open_snapshot(&name, "t", SnapshotOverrides::default())
+                .unwrap();
+            let merges = restored.stats().unwrap().merges_in_progress as u64;
+            assert!(merges > 0);
+            let contents = |t: &Table| -> BTreeMap<Vec<u8>, Vec<u8>> {
+                t.range_lookup(..)
+                    .unwrap()
+                    .into_iter()
+                    .map(|e| (e.key, e.value))
+                    .collect()
+            };
+            assert!(contents(&restored) == model, "{name} as saved");
+            // The saver's duplicate and the restored table finish the same merges.
+            let saver = table.duplicate().unwrap();
+            let left = saver.complete_merges().unwrap();
+            let redone = restored.complete_merges().unwrap();
+            assert!(
+                redone <= left + merges * 8_192,
+                "{name}: the restored table did {redone} steps, the saver had {left} left"
+            );
+            assert!(contents(&restored) == model, "{name} after its merges");
+            exact += u32::from(redone == left);
+            saved += 1;
+        }
+    }
+    assert_eq!(saved, 6);
+    assert!(
+        exact >= 1,
+        "no save resumed its merges exactly where the saver was"
+    );
+}

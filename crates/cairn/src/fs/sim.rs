@@ -143,6 +143,8 @@ pub struct FaultPlan {
     pub silent_write: f64,
     /// The eligible primitives; empty means all.
     pub ops: Vec<FsOp>,
+    /// Only primitives on paths under this directory are eligible; `None` means all paths.
+    pub under: Option<PathBuf>,
 }
 
 impl FaultPlan {
@@ -153,6 +155,7 @@ impl FaultPlan {
             noisy: p,
             silent_write: 0.0,
             ops: Vec::new(),
+            under: None,
         }
     }
 
@@ -163,11 +166,13 @@ impl FaultPlan {
             noisy: 0.0,
             silent_write: p,
             ops: Vec::new(),
+            under: None,
         }
     }
 
-    fn applies(&self, op: FsOp) -> bool {
-        self.ops.is_empty() || self.ops.contains(&op)
+    fn applies(&self, op: FsOp, path: &Path) -> bool {
+        (self.ops.is_empty() || self.ops.contains(&op))
+            && self.under.as_ref().is_none_or(|dir| path.starts_with(dir))
     }
 }
 
@@ -369,7 +374,7 @@ impl State {
         }
         if fault.is_none() {
             if let Some((plan, rng)) = self.plan.as_mut() {
-                if plan.applies(op) {
+                if plan.applies(op, path) {
                     if rng.chance(plan.noisy) {
                         fault = Some(if op == FsOp::Append && len > 0 && rng.chance(0.5) {
                             FaultKind::TornWrite

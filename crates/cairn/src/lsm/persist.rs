@@ -44,7 +44,7 @@ impl Lsm {
             let mut state = self.lock_write()?;
             self.settle_flush(&mut state)?;
             let dirty: Vec<Vec<u8>> = state.dirty.iter().cloned().collect();
-            (dirty, self.plan_snapshot(&state))
+            (dirty, self.plan_snapshot(&state)?)
         };
         self.save_with_trie(&mut auth, name, label, contents)?;
         Ok(dirty)
@@ -91,7 +91,7 @@ impl Lsm {
             let mut state = self.lock_write()?;
             self.settle_flush(&mut state)?;
             let pending = Self::take_dirty(&mut state, &self.inner.config.resolve);
-            (pending, self.plan_snapshot(&state))
+            (pending, self.plan_snapshot(&state)?)
         };
         self.commit_pending(auth, pending)?;
         self.save_with_trie(auth, name, label, contents)
@@ -99,11 +99,12 @@ impl Lsm {
 
     /// The table's contents planned for a snapshot, at one instant.
     fn snapshot_contents(&self) -> Result<snapshot::SnapshotContents> {
-        self.with_settled(|state| self.plan_snapshot(state))
+        self.with_settled(|state| self.plan_snapshot(state))?
     }
 
-    /// The contents of `state` planned for a snapshot: O(runs) reference counts, no I/O.
-    fn plan_snapshot(&self, state: &TableState) -> snapshot::SnapshotContents {
+    /// The contents of `state` planned for a snapshot: O(runs) reference counts, and the cut of
+    /// a merge in progress whose progress is worth recording ([`snapshot::plan`]).
+    fn plan_snapshot(&self, state: &TableState) -> Result<snapshot::SnapshotContents> {
         snapshot::plan(
             &self.inner.config,
             &state.levels,

@@ -392,7 +392,7 @@ impl RunWriter {
         let dir = self.dir.clone();
         let number = self.number;
         let entries = self.entries;
-        let filter = self.bloom.finish();
+        let filter = self.bloom.finish_fitted();
         let index = self.index.finish(entries);
         let keyops = self.keyops.finish(false)?;
         let blobs = self.blobs.finish(false)?;

@@ -6,7 +6,7 @@ use crate::config::{
     TableConfig, RESOLVE_NAME_BYTES_MAX,
 };
 use crate::error::{Error, Result};
-use crate::schedule::{IncomingShape, LevelShape};
+use crate::schedule::{IncomingShape, LevelShape, ShapeProgress};
 
 pub(crate) const MAGIC: &[u8; 8] = b"CRNSNAPM";
 pub(crate) const VERSION: u32 = 3;
@@ -49,6 +49,11 @@ const EXTENSION_AUTH: u32 = 2;
 const EXTENSION_LAST_LEVEL_BLOOM: u32 = 3;
 /// Extension type: `TableConfig::part_entries` (u64), when set.
 const EXTENSION_PART_ENTRIES: u32 = 4;
+/// Extension: the progress of merges in progress (`docs/format/snapshot.md`); a build without
+/// it refuses the snapshot (an unknown extension) rather than restart those merges silently.
+const EXTENSION_MERGE_PROGRESS: u32 = 5;
+/// Most bytes of the merge-progress extension: a record per level, each with a key.
+const MERGE_PROGRESS_BYTES_MAX: u32 = LEVELS_MAX * (24 + crate::page::KEY_SIZE_MAX as u32);
 
 /// What a snapshot records of an authenticated table's trie besides its configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -227,6 +232,7 @@ impl SnapshotMeta {
                     nominal_debt,
                     nominal_credits,
                     inputs,
+                    progress: _,
                 } => {
                     w.u8(1);
                     w.u8(u8::from(*last_level));
@@ -267,6 +273,38 @@ impl SnapshotMeta {
         }
         if let Some(part_entries) = self.config.part_entries {
             extensions.push((EXTENSION_PART_ENTRIES, part_entries.to_le_bytes().to_vec()));
+        }
+        let progress: Vec<(usize, &ShapeProgress)> = (self.levels.iter().enumerate())
+            .filter_map(|(i, level)| match &level.incoming {
+                IncomingShape::Merging {
+                    progress: Some(p), ..
+                } => Some((i, p)),
+                _ => None,
+            })
+            .collect();
+        if !progress.is_empty() {
+            let mut b = Writer(Vec::new());
+            b.u32(progress.len() as u32);
+            for (level, p) in progress {
+                b.u32(level as u32);
+                match p.output {
+                    Some(i) => {
+                        b.u8(1);
+                        b.run(sorted(i));
+                    }
+                    None => b.u8(0),
+                }
+                b.u64(p.steps_done);
+                match &p.next_key {
+                    Some(key) => {
+                        b.u8(1);
+                        b.u32(key.len() as u32);
+                        b.0.extend_from_slice(key);
+                    }
+                    None => b.u8(0),
+                }
+            }
+            extensions.push((EXTENSION_MERGE_PROGRESS, b.0));
         }
         w.u32(extensions.len() as u32);
         for (kind, bytes) in extensions {
@@ -352,6 +390,7 @@ impl SnapshotMeta {
                         nominal_debt,
                         nominal_credits,
                         inputs,
+                        progress: None,
                     }
                 }
                 2 => IncomingShape::Empty,
@@ -370,10 +409,23 @@ impl SnapshotMeta {
         let mut config = config;
         let mut auth = None;
         let extensions = r.count(EXTENSIONS_MAX)?;
+        let mut progress_seen = false;
         for _ in 0..extensions {
             let kind = r.u32()?;
-            let len = r.count(RESOLVE_NAME_BYTES_MAX as u32)?;
+            let len = r.count(if kind == EXTENSION_MERGE_PROGRESS {
+                MERGE_PROGRESS_BYTES_MAX
+            } else {
+                RESOLVE_NAME_BYTES_MAX as u32
+            })?;
             let bytes = r.take(len)?;
+            if kind == EXTENSION_MERGE_PROGRESS {
+                if progress_seen {
+                    return Err(bad("two merge-progress extensions"));
+                }
+                progress_seen = true;
+                decode_progress(bytes, &mut levels, sorted_count)?;
+                continue;
+            }
             if kind == EXTENSION_AUTH {
                 if auth.is_some() {
                     return Err(bad("two auth extensions"));
@@ -462,7 +514,12 @@ impl SnapshotMeta {
             };
             match &level.incoming {
                 IncomingShape::Single(i) => set(*i),
-                IncomingShape::Merging { inputs, .. } => inputs.iter().for_each(|&i| set(i)),
+                IncomingShape::Merging {
+                    inputs, progress, ..
+                } => {
+                    inputs.iter().for_each(|&i| set(i));
+                    progress.iter().filter_map(|p| p.output).for_each(&mut set);
+                }
                 IncomingShape::Empty => {}
             }
             level.resident.iter().for_each(|&i| set(i));
@@ -500,7 +557,9 @@ impl SnapshotMeta {
                 stack.extend(view.union.as_deref());
             }
         }
-        let mut mark = |s: usize, shared: bool| -> Result<()> {
+        // `output`: a merge's output so far, whose parts may be its inputs' (linked), marked
+        // after them.
+        let mut mark_named = |s: usize, shared: bool, output: bool| -> Result<()> {
             let Some(parts) = self.sorted.get(s) else {
                 return Err(Error::corrupt(
                     "snapshot metadata",
@@ -514,22 +573,37 @@ impl SnapshotMeta {
                 ));
             }
             named[s] = true;
-            parts.iter().try_for_each(|&i| mark_run(i, shared))
+            parts
+                .iter()
+                .try_for_each(|&i| mark_run(i, shared || output))
         };
         for level in &self.levels {
             match &level.incoming {
-                IncomingShape::Single(i) => mark(*i, false)?,
-                IncomingShape::Merging { inputs, .. } => {
-                    inputs.iter().try_for_each(|&i| mark(i, false))?
+                IncomingShape::Single(i) => mark_named(*i, false, false)?,
+                IncomingShape::Merging {
+                    inputs, progress, ..
+                } => {
+                    inputs
+                        .iter()
+                        .try_for_each(|&i| mark_named(i, false, false))?;
+                    // The output so far shares the parts its merge linked with the inputs.
+                    if let Some(i) = progress.as_ref().and_then(|p| p.output) {
+                        mark_named(i, false, true)?;
+                    }
                 }
                 IncomingShape::Empty => {}
             }
-            level.resident.iter().try_for_each(|&i| mark(i, false))?;
+            level
+                .resident
+                .iter()
+                .try_for_each(|&i| mark_named(i, false, false))?;
         }
         let mut stack: Vec<&UnionShape> = self.union.iter().collect();
         while let Some(union) = stack.pop() {
             for view in &union.inputs {
-                view.runs.iter().try_for_each(|&i| mark(i, true))?;
+                view.runs
+                    .iter()
+                    .try_for_each(|&i| mark_named(i, true, false))?;
                 stack.extend(view.union.as_deref());
             }
         }
@@ -544,6 +618,45 @@ impl SnapshotMeta {
         }
         Ok(())
     }
+}
+
+/// Decodes the merge-progress extension into `levels` (each record names a level whose
+/// incoming run is a merge without progress yet). Total: every malformed body is `Corrupt`.
+fn decode_progress(bytes: &[u8], levels: &mut [LevelShape], sorted_count: usize) -> Result<()> {
+    let bad = |what: &str| Error::corrupt("snapshot metadata", format!("merge progress: {what}"));
+    let mut r = Reader { bytes };
+    let n = r.count(LEVELS_MAX)?;
+    for _ in 0..n {
+        let level = r.u32()? as usize;
+        let output = match r.u8()? {
+            0 => None,
+            1 => Some(r.run(sorted_count)?),
+            _ => return Err(bad("bad output flag")),
+        };
+        let steps_done = r.u64()?;
+        let next_key = match r.u8()? {
+            0 => None,
+            1 => {
+                let len = r.count(crate::page::KEY_SIZE_MAX as u32)?;
+                Some(r.take(len)?.to_vec())
+            }
+            _ => return Err(bad("bad key flag")),
+        };
+        match levels.get_mut(level).map(|l| &mut l.incoming) {
+            Some(IncomingShape::Merging { progress, .. }) if progress.is_none() => {
+                *progress = Some(ShapeProgress {
+                    output,
+                    next_key,
+                    steps_done,
+                });
+            }
+            _ => return Err(bad("a record for a level without a merge (or two)")),
+        }
+    }
+    if !r.bytes.is_empty() {
+        return Err(bad("trailing bytes"));
+    }
+    Ok(())
 }
 
 /// The auth extension's body: hash kind code, retention budget (u64), version (u64), root node.
@@ -761,6 +874,7 @@ mod tests {
                         nominal_debt: 256,
                         nominal_credits: 17,
                         inputs: vec![3, 4],
+                        progress: None,
                     },
                     resident: vec![],
                 },
@@ -847,11 +961,59 @@ mod tests {
             nominal_debt: 256,
             nominal_credits: 17,
             inputs: vec![2, 3],
+            progress: None,
         };
         let union = meta.union.as_mut().unwrap();
         union.inputs[0].runs = vec![4, 2];
         union.inputs[1].union.as_mut().unwrap().inputs[0].runs = vec![5];
         meta
+    }
+
+    /// A merge's progress is an extension: its output so far (here a part linked from an
+    /// input, 4, and a part of its own, 9), steps and next key.
+    #[test]
+    fn merge_progress_is_an_extension_golden_and_total() {
+        let mut meta = sample_with_parts();
+        meta.run_count = 10;
+        meta.run_sums.push(0x9999_9999);
+        meta.sorted.push(vec![4, 9]);
+        let IncomingShape::Merging { progress, .. } = &mut meta.levels[1].incoming else {
+            unreachable!()
+        };
+        *progress = Some(ShapeProgress {
+            output: Some(6),
+            next_key: Some(b"utxo-4711".to_vec()),
+            steps_done: 99,
+        });
+        let bytes = meta.encode();
+        let golden = crate::golden::check_golden("snapshot-metadata-v3-progress.bin", &bytes);
+        let back = SnapshotMeta::decode(&golden).unwrap();
+        assert_eq!(back.levels, meta.levels);
+        assert_eq!(back.encode(), bytes);
+        assert_every_damage_refused(&bytes);
+        // Without a key (every entry consumed) or an output (nothing written) too.
+        for (output, next_key) in [(Some(6), None), (None, Some(b"k".to_vec()))] {
+            let mut m = meta.clone();
+            if output.is_none() {
+                m.sorted.pop();
+                m.run_count = 9;
+                m.run_sums.pop();
+            }
+            let IncomingShape::Merging { progress, .. } = &mut m.levels[1].incoming else {
+                unreachable!()
+            };
+            *progress = Some(ShapeProgress {
+                output,
+                next_key,
+                steps_done: 3,
+            });
+            let back = SnapshotMeta::decode(&m.encode()).unwrap();
+            assert_eq!(back.levels, m.levels);
+        }
+        // The output's own part used elsewhere too is refused.
+        let mut twice = meta.clone();
+        twice.sorted[6] = vec![4, 8];
+        assert!(SnapshotMeta::decode(&twice.encode()).is_err());
     }
 
     #[test]

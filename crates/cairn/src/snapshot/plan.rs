@@ -181,15 +181,16 @@ fn check_union_limits(union: &UnionShape, depth: usize) -> Result<()> {
 }
 
 /// A table's contents at one instant, as a snapshot plan (the table holds its read lock): O(runs)
-/// reference counts and an O(1) clone of each write buffer, no I/O.
+/// reference counts and an O(1) clone of each write buffer; no I/O but the cut of a merge in
+/// progress whose progress is worth recording ([`Levels::shape`]), whose error it returns.
 pub(crate) fn plan(
     config: &TableConfig,
     levels: &Levels,
     write_buffer: &WriteBuffer,
     union: Option<&Arc<UnionLevel>>,
-) -> SnapshotContents {
+) -> Result<SnapshotContents> {
     let mut plan = SnapshotPlan::default();
-    let mut levels = levels.shape(&mut |run| plan.name(run));
+    let mut levels = levels.shape(&mut |run| plan.name(run))?;
     let write_buffer = plan.buffer(write_buffer.clone());
     // The union's state is read once: it may finish concurrently (through a duplicate).
     let union = match union.map(|u| u.state()) {
@@ -204,12 +205,12 @@ pub(crate) fn plan(
         Some((UnionContents::Pending(views), produced)) => Some(plan.union(&views, produced)),
         Some((UnionContents::Done(None), _)) | None => None,
     };
-    SnapshotContents {
+    Ok(SnapshotContents {
         config: config.clone(),
         plan,
         levels,
         write_buffer,
         union,
         auth: None,
-    }
+    })
 }
