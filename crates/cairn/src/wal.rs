@@ -616,8 +616,8 @@ pub(crate) struct Log {
 
 impl Log {
     /// Opens the log in `dir` after recovery: starts a new segment after the last one kept
-    /// (its header records where that one's good records end), removes segments recovery
-    /// dropped, and starts the syncer.
+    /// (its header records where that one's good records end), or in its place when it holds
+    /// no record, removes segments recovery dropped, and starts the syncer.
     pub(crate) fn open(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
@@ -630,6 +630,15 @@ impl Log {
             fs.remove_file(&segment_path(dir, number))?;
         }
         let (number, prev_end) = match recovered.last_segment {
+            // A last segment that holds no record is started again in its place, never built
+            // on: its header may not be on disk even though it reads back whole (the open or
+            // roll that created it failed at its fsync, and once an fsync failed a later one
+            // proves nothing), and a segment chained after it would leave, if the power then
+            // failed, a log whose middle segment has no header. Its own header says where the
+            // segment before it ends.
+            Some((n, end)) if end == SEGMENT_HEADER_BYTES as u64 => {
+                (n, read_header(&*fs, &segment_path(dir, n))?.prev_end)
+            }
             Some((n, end)) => (n + 1, end),
             None => (recovered.dropped.first().copied().unwrap_or(1), 0),
         };
