@@ -335,8 +335,8 @@ impl MergingRun {
         Ok(merge)
     }
 
-    /// A merge of `inputs` (as [`MergingRun::new`]) resumed from `progress`, which a snapshot
-    /// recorded ([`MergingRun::progress`]): its output goes on after the finished parts, from
+    /// A merge of `inputs` (as [`MergingRun::new`], which it is for `progress` `None`) resumed
+    /// from `progress`, which a snapshot recorded ([`MergingRun::progress`]): its output goes on after the finished parts, from
     /// the input entries at `next_key` (each input's cursor seeks it: one index search per
     /// input), with `steps_done` steps counted as done. Errors: `Corrupt` when the progress does
     /// not fit the inputs (more steps than the debt, a finished part at or above `next_key`,
@@ -352,8 +352,20 @@ impl MergingRun {
         resolve: Resolve,
         caching: bool,
         part_entries: Option<u64>,
-        progress: MergeProgress,
+        progress: Option<MergeProgress>,
     ) -> Result<MergingRun> {
+        let Some(progress) = progress else {
+            return MergingRun::new(
+                fs,
+                params,
+                number,
+                inputs,
+                kind,
+                resolve,
+                caching,
+                part_entries,
+            );
+        };
         let bad = |what: &str| {
             Err(Error::corrupt(
                 "snapshot metadata",
@@ -389,15 +401,15 @@ impl MergingRun {
                 return bad("finished parts out of key order");
             }
         }
-        let writer = PartWriter::resumed(
+        let writer = PartWriter::new(
             fs,
             params,
             number,
             merge.debt - progress.steps_done,
             part_entries,
             caching,
-            progress.parts.clone(),
-        );
+        )
+        .after_parts(progress.parts.clone());
         match &progress.next_key {
             None => merge.pieces.clear(),
             Some(next) => {
@@ -843,7 +855,7 @@ mod tests {
                     Resolve::KeepNewest,
                     true,
                     Some(7),
-                    progress.clone(),
+                    Some(progress.clone()),
                 )
                 .unwrap();
                 let steps = resumed.complete().unwrap();

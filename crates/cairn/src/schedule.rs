@@ -620,49 +620,34 @@ impl Levels {
                     }
                     let params = ctx.params_for(kind, idx + 1, shapes.len());
                     let caching = ctx.disk_cache.caches_level(idx + 1);
-                    let (mut merge, steps) = match progress {
-                        // Resumed where the snapshot left it: no step is done again.
-                        Some(p) => {
-                            let parts = match p.output {
+                    // Resumed where the snapshot left it (no step is done again); without a
+                    // recorded progress, the merge starts again from its first entry, and the
+                    // steps its credits paid for are not replayed here, so that an open reads
+                    // no data: they are spread over the credits still to come
+                    // (`LevelMerge::target`), or done ahead by the background thread.
+                    let progress = match progress {
+                        Some(p) => Some(MergeProgress {
+                            parts: match p.output {
                                 Some(i) => run(i)?.parts().to_vec(),
                                 None => Vec::new(),
-                            };
-                            let progress = MergeProgress {
-                                parts,
-                                next_key: p.next_key.clone(),
-                                steps_done: p.steps_done,
-                            };
-                            let merge = MergingRun::resume(
-                                ctx.fs.clone(),
-                                &params,
-                                (ctx.next_run_number)(),
-                                inputs,
-                                kind,
-                                ctx.resolve.clone(),
-                                caching,
-                                ctx.part_entries,
-                                progress,
-                            )?;
-                            (merge, p.steps_done)
-                        }
-                        // A snapshot without progress: the merge starts again from its first
-                        // entry. The steps its credits paid for are not replayed here, so that
-                        // an open reads no data: they are spread over the credits still to come
-                        // (`LevelMerge::target`), or done ahead by the background thread.
-                        None => {
-                            let merge = MergingRun::new(
-                                ctx.fs.clone(),
-                                &params,
-                                (ctx.next_run_number)(),
-                                inputs,
-                                kind,
-                                ctx.resolve.clone(),
-                                caching,
-                                ctx.part_entries,
-                            )?;
-                            (merge, 0)
-                        }
+                            },
+                            next_key: p.next_key.clone(),
+                            steps_done: p.steps_done,
+                        }),
+                        None => None,
                     };
+                    let steps = progress.as_ref().map_or(0, |p| p.steps_done);
+                    let mut merge = MergingRun::resume(
+                        ctx.fs.clone(),
+                        &params,
+                        (ctx.next_run_number)(),
+                        inputs,
+                        kind,
+                        ctx.resolve.clone(),
+                        caching,
+                        ctx.part_entries,
+                        progress,
+                    )?;
                     if ctx.schedule == MergeSchedule::OneShot || nominal_credits == nominal_debt {
                         merge.complete()?;
                     }

@@ -198,16 +198,8 @@ impl SortedCursor {
     /// A cursor at the first entry whose key is `>= key`: one binary search over the parts,
     /// then [`RunCursor::seek`] in the part that can hold `key`.
     pub(crate) fn seek(run: Arc<SortedRun>, key: &[u8]) -> Result<SortedCursor> {
-        let start = run.first_part_from(key);
         let end = run.parts().len();
-        let mut cursor = SortedCursor {
-            run,
-            part: start,
-            end,
-            cursor: None,
-        };
-        cursor.open_from(start, Some(key), None)?;
-        Ok(cursor)
+        SortedCursor::seek_in(run, 0..end, key)
     }
 
     /// A cursor over parts `parts` of `run` at the first entry whose key is `>= key`.
@@ -333,20 +325,11 @@ impl PartWriter {
         }
     }
 
-    /// A writer that goes on after `parts`, the parts of an output written so far (a merge
-    /// resumed from a snapshot); its next part is run `number`.
-    pub(crate) fn resumed(
-        fs: Arc<dyn FileSystem>,
-        params: &RunParams,
-        number: u64,
-        expected: u64,
-        part_entries: Option<u64>,
-        caching: bool,
-        parts: Vec<Arc<Run>>,
-    ) -> PartWriter {
-        let mut writer = PartWriter::new(fs, params, number, expected, part_entries, caching);
-        writer.parts = parts;
-        writer
+    /// This writer, going on after `parts`, the parts of an output written so far (a merge
+    /// resumed from a snapshot); nothing written yet.
+    pub(crate) fn after_parts(mut self, parts: Vec<Arc<Run>>) -> PartWriter {
+        self.parts = parts;
+        self
     }
 
     /// Finishes the part being written, if any, so that every entry pushed so far is in a

@@ -264,6 +264,24 @@ fn client(
 }
 
 const ACCOUNTS: u64 = 12;
+
+/// The two tables of the bank (`checking`, `savings`), every account at `START` in both, and
+/// their model.
+fn bank(session: &Session) -> ([Table; 2], [Model; 2]) {
+    let tables = [
+        session.table("checking", small()).unwrap(),
+        session.table("savings", small()).unwrap(),
+    ];
+    let mut initial = [Model::new(), Model::new()];
+    for (t, model) in tables.iter().zip(&mut initial) {
+        for a in 0..ACCOUNTS {
+            let key = format!("acct{a:02}").into_bytes();
+            t.insert(&key, START.to_le_bytes()).unwrap();
+            model.insert(key, START.to_le_bytes().to_vec());
+        }
+    }
+    (tables, initial)
+}
 const START: u64 = 1_000;
 
 /// Threads move money between accounts of two tables (checking and savings, SmallBank's)
@@ -276,18 +294,7 @@ fn concurrent_transactions_are_serializable_in_log_order() {
     for seed in 0..6u64 {
         let fs = new_fs();
         let session = open(&fs);
-        let tables = [
-            session.table("checking", small()).unwrap(),
-            session.table("savings", small()).unwrap(),
-        ];
-        let mut initial = [Model::new(), Model::new()];
-        for (t, model) in tables.iter().zip(&mut initial) {
-            for a in 0..ACCOUNTS {
-                let key = format!("acct{a:02}").into_bytes();
-                t.insert(&key, START.to_le_bytes()).unwrap();
-                model.insert(key, START.to_le_bytes().to_vec());
-            }
-        }
+        let (tables, initial) = bank(&session);
         let history = Mutex::new(Vec::new());
         std::thread::scope(|scope| {
             for thread in 0..4u64 {
@@ -524,18 +531,7 @@ proptest::proptest! {
         };
         let fs = new_fs();
         let session = Session::open_with(Arc::new(fs.clone()), "/s", options_with(sync)).unwrap();
-        let tables = [
-            session.table("checking", small()).unwrap(),
-            session.table("savings", small()).unwrap(),
-        ];
-        let mut initial = [Model::new(), Model::new()];
-        for (t, model) in tables.iter().zip(&mut initial) {
-            for a in 0..ACCOUNTS {
-                let key = format!("acct{a:02}").into_bytes();
-                t.insert(&key, START.to_le_bytes()).unwrap();
-                model.insert(key, START.to_le_bytes().to_vec());
-            }
-        }
+        let (tables, initial) = bank(&session);
         session.sync_log().unwrap();
         let start = fs.op_count();
         fs.crash_after(start + cut);
