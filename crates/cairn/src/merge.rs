@@ -296,6 +296,35 @@ impl MergingRun {
         caching: bool,
         part_entries: Option<u64>,
     ) -> Result<MergingRun> {
+        let mut merge = MergingRun::planned(
+            fs,
+            params,
+            number,
+            inputs,
+            kind,
+            resolve,
+            caching,
+            part_entries,
+        );
+        if merge.debt == 0 {
+            merge.complete()?;
+        }
+        Ok(merge)
+    }
+
+    /// A merge of `inputs` as [`MergingRun::new`] plans it, not started (a merge all linked is
+    /// not finished yet). No I/O.
+    #[allow(clippy::too_many_arguments)]
+    fn planned(
+        fs: Arc<dyn FileSystem>,
+        params: &RunParams,
+        number: u64,
+        inputs: Vec<Arc<SortedRun>>,
+        kind: MergeKind,
+        resolve: Resolve,
+        caching: bool,
+        part_entries: Option<u64>,
+    ) -> MergingRun {
         let pieces = plan_pieces(&inputs);
         let debt = pieces
             .iter()
@@ -312,7 +341,7 @@ impl MergingRun {
             })
             .fold((0, 0), |(n, e), entries| (n + 1, e + entries));
         let writer = PartWriter::new(fs, params, number, debt, part_entries, caching);
-        let mut merge = MergingRun {
+        MergingRun {
             kind,
             resolve,
             inputs,
@@ -328,11 +357,7 @@ impl MergingRun {
             failed: None,
             last_cut: None,
             resume_at: None,
-        };
-        if debt == 0 {
-            merge.complete()?;
         }
-        Ok(merge)
     }
 
     /// A merge of `inputs` (as [`MergingRun::new`], which it is for `progress` `None`) resumed
@@ -372,22 +397,16 @@ impl MergingRun {
                 format!("merge progress: {what}"),
             ))
         };
-        let mut merge = MergingRun::paused(inputs, kind, resolve);
-        merge.pieces = plan_pieces(&merge.inputs);
-        merge.debt = merge
-            .pieces
-            .iter()
-            .map(|p| match p {
-                Piece::Merge { entries, .. } => *entries,
-                Piece::Link(_) => 0,
-            })
-            .sum();
-        for p in &merge.pieces {
-            if let Piece::Link(part) = p {
-                merge.links_planned += 1;
-                merge.entries_linked += part.entries();
-            }
-        }
+        let mut merge = MergingRun::planned(
+            fs,
+            params,
+            number,
+            inputs,
+            kind,
+            resolve,
+            caching,
+            part_entries,
+        );
         if progress.steps_done > merge.debt {
             return bad("more steps than the merge has");
         }
@@ -401,15 +420,11 @@ impl MergingRun {
                 return bad("finished parts out of key order");
             }
         }
-        let writer = PartWriter::new(
-            fs,
-            params,
-            number,
-            merge.debt - progress.steps_done,
-            part_entries,
-            caching,
-        )
-        .after_parts(progress.parts.clone());
+        let left = merge.debt - progress.steps_done;
+        let writer = merge.writer.take().map(|mut w| {
+            w.expect(left);
+            w.after_parts(progress.parts.clone())
+        });
         match &progress.next_key {
             None => merge.pieces.clear(),
             Some(next) => {
@@ -434,7 +449,7 @@ impl MergingRun {
                 }
             }
         }
-        merge.writer = Some(writer);
+        merge.writer = writer;
         merge.steps_done = progress.steps_done;
         merge.last_cut = Some(progress);
         Ok(merge)
