@@ -354,6 +354,9 @@ pub(crate) struct Recovered {
     pub(crate) last: (u64, u32),
     /// The last segment kept and its valid end (none for an empty log directory).
     pub(crate) last_segment: Option<(u64, u64)>,
+    /// The last segment kept holds records the checkpoints lack (from `first_seq` on): the
+    /// open copies it before building on it ([`Log::open`]).
+    pub(crate) last_uncovered: bool,
     /// Segments to remove (after a point-in-time recovery stopped before them).
     pub(crate) dropped: Vec<u64>,
 }
@@ -390,6 +393,7 @@ pub(crate) fn recover(
     let mut out = Recovered {
         last: (0, 0),
         last_segment: None,
+        last_uncovered: false,
         dropped: Vec::new(),
     };
     // A segment whose creation a crash interrupted (its header is written and fsynced before
@@ -489,6 +493,7 @@ pub(crate) fn recover(
         // before it may be gone, removed by a checkpoint).
         out.last = (header.first_seq.saturating_sub(1), header.prev_crc);
         let mut at = SEGMENT_HEADER_BYTES;
+        out.last_uncovered = false;
         while at < bytes.len() {
             match decode_record(&bytes[at..], seq, prev_crc) {
                 Some((record, len)) => {
@@ -496,6 +501,7 @@ pub(crate) fn recover(
                     seq += 1;
                     prev_crc = record.crc;
                     if record.seq >= first_seq {
+                        out.last_uncovered = true;
                         on_record(&record)?;
                     }
                     out.last = (record.seq, record.crc);
@@ -615,9 +621,10 @@ pub(crate) struct Log {
 }
 
 impl Log {
-    /// Opens the log in `dir` after recovery: starts a new segment after the last one kept
-    /// (its header records where that one's good records end), or in its place when it holds
-    /// no record, removes segments recovery dropped, and starts the syncer.
+    /// Opens the log in `dir` after recovery: removes segments recovery dropped, replaces the
+    /// last one kept by a durable copy when it holds records the checkpoints lack
+    /// ([`copy_segment`]), starts a new segment after it (its header records where that one's
+    /// good records end), or in its place when it holds no record, and starts the syncer.
     pub(crate) fn open(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
@@ -628,6 +635,20 @@ impl Log {
     ) -> Result<Log> {
         for &number in &recovered.dropped {
             fs.remove_file(&segment_path(dir, number))?;
+        }
+        // A copy an earlier open did not finish.
+        for name in fs.list_dir(dir)? {
+            if name
+                .strip_suffix(COPY_SUFFIX)
+                .is_some_and(|n| segment_number(&format!("{n}.seg")).is_some())
+            {
+                fs.remove_file(&dir.join(name))?;
+            }
+        }
+        if let Some((n, end)) = recovered.last_segment {
+            if recovered.last_uncovered && end > SEGMENT_HEADER_BYTES as u64 {
+                copy_segment(&*fs, dir, n, end)?;
+            }
         }
         let (number, prev_end) = match recovered.last_segment {
             // A last segment that holds no record is started again in its place, never built
@@ -839,6 +860,43 @@ impl Drop for Log {
     fn drop(&mut self) {
         self.close();
     }
+}
+
+/// The suffix of a segment's copy while it is written ([`copy_segment`]).
+const COPY_SUFFIX: &str = ".copy";
+
+/// Replaces segment `number` in `dir` by a durable copy of its first `end` bytes (its header
+/// and records), in a new file renamed over it.
+///
+/// Why: records of the last segment that a replay reads back may not be on disk. The session
+/// that wrote them may have been killed before their fsync (they are in the page cache only),
+/// or their fsync failed, and then, as on Linux, the dirty pages may have been dropped from the
+/// write-back queue while still reading back whole, so that an fsync of the same file now would
+/// report success without writing them. A session that chained new records after them (and the
+/// open's own checkpoint logs some) would leave, if the power then failed, a log with a hole
+/// before durable records: corrupted, or cut before acknowledged writes. A new file's pages are
+/// written by its own fsync whatever happened to the old one's. Cost: one sequential read
+/// (from the page cache: recovery just read it) and one write of at most a segment, and two
+/// fsyncs; taken only when the segment holds records the checkpoints lack, so after a crash,
+/// never after a clean close. Memory: one chunk.
+fn copy_segment(fs: &dyn FileSystem, dir: &Path, number: u64, end: u64) -> Result<()> {
+    let path = segment_path(dir, number);
+    let copy = dir.join(format!("{number:016}{COPY_SUFFIX}"));
+    let source = fs.open(&path, crate::fs::ReadOptions::default())?;
+    let mut out = fs.create(&copy)?;
+    let mut chunk = vec![0u8; SEGMENT_READ_CHUNK.min(end as usize)];
+    let mut offset = 0u64;
+    while offset < end {
+        let n = (end - offset).min(chunk.len() as u64) as usize;
+        source.read_exact_at(&mut chunk[..n], offset)?;
+        out.append(&chunk[..n])?;
+        offset += n as u64;
+    }
+    out.sync()?;
+    drop(out);
+    drop(source);
+    fs.rename(&copy, &path)?;
+    fs.sync_dir(dir)
 }
 
 /// Creates segment `number` and writes and fsyncs its header, then fsyncs the directory.

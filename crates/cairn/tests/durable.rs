@@ -1439,6 +1439,96 @@ fn same(found: &Model, want: &Model) {
 /// before the old segments are removed, the log would have a middle segment with no header
 /// and not recover (found by `power_loss_keeps_snapshots_whole` in tests/faults.rs). Checked at
 /// every primitive of that next open.
+/// Records whose fsync failed read back whole but may not be on disk (once an fsync of a file
+/// failed, a later one proves nothing). The open that replays them must make them durable before
+/// it builds on them: a power loss at any point of that open, or after a write the reopened
+/// session acknowledged, leaves a log that opens, in a state that existed (the acknowledged
+/// write was made on top of the replayed one, so it comes back only with it).
+#[test]
+fn records_whose_fsync_failed_are_made_durable_before_they_are_built_on() {
+    let reopen =
+        |fs: &MemFs| Session::open_with(Arc::new(fs.clone()), "/s", options(SyncPolicy::Never));
+    // A log with a durable record, then one whose fsync fails at primitive `n`, if that
+    // primitive is the fsync of a segment.
+    let failed_write = |n: u64| -> Option<MemFs> {
+        let fs = new_fs();
+        let session = open(&fs, SyncPolicy::Never);
+        let t = session.create_durable_table("t", small()).unwrap();
+        t.insert("a", "1").unwrap();
+        session.sync_log().unwrap();
+        fs.fail_after(n);
+        let failed = t
+            .insert("b", "2")
+            .and_then(|()| session.sync_log())
+            .is_err();
+        fs.fail_after(u64::MAX);
+        drop(t);
+        session.close();
+        let injected = fs.take_injected();
+        let segment_sync = injected.iter().any(|f| {
+            f.op == cairn::fs::FsOp::SyncFile && f.path.extension().is_some_and(|e| e == "seg")
+        });
+        (failed && segment_sync && injected.len() == 1).then_some(fs)
+    };
+    let failed = || {
+        (0..50)
+            .find_map(failed_write)
+            .expect("no primitive of the write is the fsync of its segment")
+    };
+    // Reads back whole before any power loss.
+    let dry = failed();
+    let start = dry.op_count();
+    {
+        let session = reopen(&dry).unwrap();
+        let t = session.durable_table("t").unwrap();
+        assert_eq!(t.get("b").unwrap().as_deref(), Some(&b"2"[..]));
+        t.insert("c", "3").unwrap();
+        session.sync_log().unwrap();
+        drop(t);
+        session.close();
+    }
+    let reopen_ops = dry.op_count() - start;
+    assert!(reopen_ops > 4);
+    for crash_at in 0..=reopen_ops {
+        for seed in 0..4 {
+            let fs = failed();
+            fs.crash_after(crash_at);
+            let acknowledged = reopen(&fs).is_ok_and(|session| {
+                let written = session
+                    .durable_table("t")
+                    .is_some_and(|t| t.insert("c", "3").and_then(|()| session.sync_log()).is_ok());
+                session.close();
+                written
+            });
+            fs.cut_power();
+            fs.recover(seed);
+            let session =
+                reopen(&fs).unwrap_or_else(|e| panic!("crash at {crash_at}, seed {seed}: {e}"));
+            let t = session.durable_table("t").unwrap();
+            let get = |k: &str| t.get(k).unwrap();
+            assert_eq!(
+                get("a").as_deref(),
+                Some(&b"1"[..]),
+                "crash at {crash_at}, seed {seed}"
+            );
+            if acknowledged {
+                assert_eq!(
+                    get("c").as_deref(),
+                    Some(&b"3"[..]),
+                    "crash at {crash_at}, seed {seed}"
+                );
+            }
+            if get("c").is_some() {
+                assert_eq!(
+                    get("b").as_deref(),
+                    Some(&b"2"[..]),
+                    "crash at {crash_at}, seed {seed}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn a_new_segment_whose_fsync_failed_is_not_built_on() {
     let reopen =
