@@ -1,4 +1,5 @@
-//! The crate's errors: what a decoder, a builder or the verifier refuses, and why.
+//! The crate's errors: what a decoder, a builder or a verifier refuses, and why (the state
+//! trie's proofs, then the history tree's).
 
 use crate::hash::HashKind;
 
@@ -125,4 +126,143 @@ pub enum BuildError {
     /// The nodes written do not form one complete tree.
     #[error("proof nodes do not form one tree: {0}")]
     Tree(#[from] DecodeError),
+}
+
+/// Why bytes are not a history-tree digest, proof or leaf (`docs/format/history.md`). Decoding
+/// never panics and never allocates more than [`crate::history::PATH_HASHES_MAX`] hashes.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HistoryDecodeError {
+    /// The bytes end before the structure they describe does.
+    #[error("history structure truncated: {what} needs {needed} more bytes")]
+    Truncated {
+        /// The field being read.
+        what: &'static str,
+        /// Bytes missing.
+        needed: usize,
+    },
+    /// The first four bytes are not `CRNH`.
+    #[error("not a Cairn history digest or proof (bad magic)")]
+    BadMagic,
+    /// A format version (of the structure, or of a leaf) this build does not know.
+    #[error("history format version {0} is not supported (this build reads version 1)")]
+    UnsupportedVersion(u8),
+    /// A hash-kind code other than SHA-256's (1), the only one the history tree uses.
+    #[error("history hash kind {0} is not supported (only SHA-256, code 1)")]
+    UnknownHashKind(u8),
+    /// The bytes hold another structure (a digest where a proof was expected, or the reverse).
+    #[error("expected a history {expected}, found structure type {found}")]
+    WrongType {
+        /// The structure the caller asked for.
+        expected: &'static str,
+        /// The type code found.
+        found: u8,
+    },
+    /// The reserved header byte is not zero.
+    #[error("reserved header byte is not zero")]
+    Reserved,
+    /// A tree size above [`crate::history::SIZE_MAX`].
+    #[error("{what} {size} is above the largest tree size (2^63)")]
+    SizeTooLarge {
+        /// The field.
+        what: &'static str,
+        /// The size read.
+        size: u64,
+    },
+    /// A path count above [`crate::history::PATH_HASHES_MAX`].
+    #[error("proof path of {0} hashes is longer than 64")]
+    PathTooLong(usize),
+    /// Bytes left over after the structure.
+    #[error("{0} bytes after the end of the history structure")]
+    TrailingBytes(usize),
+}
+
+/// Why a history-tree proof does not establish its claim against the digests (RFC 9162
+/// §2.1.3.2 and §2.1.4.2, with the edge rules of `docs/format/history.md`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HistoryVerifyError {
+    /// A digest claims a tree above [`crate::history::SIZE_MAX`] leaves.
+    #[error("tree size {size} is above the largest tree size (2^63)")]
+    SizeTooLarge {
+        /// The size claimed.
+        size: u64,
+    },
+    /// The proof is about a tree of another size than the digest's.
+    #[error("the proof is for a {what} of {proof} leaves, the digest has {digest}")]
+    SizeMismatch {
+        /// Which tree: `tree`, `old tree` or `new tree`.
+        what: &'static str,
+        /// The proof's size.
+        proof: u64,
+        /// The digest's size.
+        digest: u64,
+    },
+    /// The leaf index is not inside the tree.
+    #[error("leaf index {index} is not below the tree size {size}")]
+    IndexBeyondSize {
+        /// The proof's index.
+        index: u64,
+        /// The tree's size.
+        size: u64,
+    },
+    /// A consistency proof from the empty tree: meaningless, so refused.
+    #[error("no consistency proof from the empty tree")]
+    EmptyOld,
+    /// The old tree is larger than the new one.
+    #[error("old size {old_size} is above the new size {new_size}")]
+    OldAfterNew {
+        /// The old digest's size.
+        old_size: u64,
+        /// The new digest's size.
+        new_size: u64,
+    },
+    /// The path holds more or fewer hashes than the sizes (and index) need.
+    #[error("the proof path holds {actual} hashes, the sizes need exactly {expected}")]
+    PathLength {
+        /// Hashes the sizes need.
+        expected: usize,
+        /// Hashes the proof holds.
+        actual: usize,
+    },
+    /// An inclusion proof does not hash to the digest's root, or two digests of the same size
+    /// have different roots.
+    #[error("the proof does not hash to the root")]
+    RootMismatch,
+    /// A consistency proof does not hash to the old digest's root.
+    #[error("the consistency proof does not hash to the old root")]
+    OldRootMismatch,
+    /// A consistency proof does not hash to the new digest's root.
+    #[error("the consistency proof does not hash to the new root")]
+    NewRootMismatch,
+}
+
+/// Why a history tree cannot make the proof or digest asked for.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HistoryProveError {
+    /// A size beyond the leaves the tree holds.
+    #[error("size {size} is beyond the tree's {len} leaves")]
+    SizeBeyondTree {
+        /// The size asked for.
+        size: u64,
+        /// The leaves the tree holds.
+        len: u64,
+    },
+    /// A leaf index not below the size.
+    #[error("leaf index {index} is not below the size {size}")]
+    IndexBeyondSize {
+        /// The index asked for.
+        index: u64,
+        /// The size asked for.
+        size: u64,
+    },
+    /// A consistency proof from the empty tree (there is none).
+    #[error("no consistency proof from the empty tree")]
+    EmptyOld,
+    /// A consistency proof from a larger tree to a smaller one.
+    #[error("old size {old_size} is above the new size {new_size}")]
+    OldAfterNew {
+        /// The old size asked for.
+        old_size: u64,
+        /// The new size asked for.
+        new_size: u64,
+    },
 }

@@ -7,6 +7,10 @@
 //! no `unsafe` and no `std` (it needs `alloc`), so a light client or a WASM module can link it
 //! alone. The engine depends on this crate, never the other way round.
 //!
+//! The [`history`] module holds the ledger's history tree: an append-only Merkle tree over
+//! commits, hashed exactly as RFC 9162 §2.1 defines it, with inclusion and consistency proofs
+//! (`docs/format/history.md`) and their verifiers; [`reference::MemHistory`] makes them.
+//!
 //! ```
 //! use cairn_proof::{reference::MemTrie, Claim, HashKind, Leaf};
 //! let kind = HashKind::Sha256;
@@ -26,12 +30,18 @@ extern crate alloc;
 
 mod error;
 pub mod hash;
+pub mod history;
 mod proof;
 pub mod reference;
 mod trie;
 
-pub use error::{BuildError, DecodeError, VerifyError};
+pub use error::{
+    BuildError, DecodeError, HistoryDecodeError, HistoryProveError, HistoryVerifyError, VerifyError,
+};
 pub use hash::{Hash, HashKind, Leaf, ZERO};
+pub use history::{
+    verify_consistency, verify_inclusion, ConsistencyProof, Digest, HistoryLeaf, InclusionProof,
+};
 pub use proof::{
     verify, Claim, CompactProof, Expect, Proof, ProofNode, ProofWriter, TopWitness,
     COMPACT_LEVELS_MAX, MAGIC, PROOF_VERSION,

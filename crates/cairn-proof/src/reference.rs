@@ -1,13 +1,16 @@
-//! A reference trie in memory: the definition made into a data structure, for tests, fuzzing
-//! and small sets (O(n) memory; nothing is paged or persisted).
+//! Reference structures in memory: the definitions made into data structures, for tests,
+//! fuzzing and small sets (O(n) memory; nothing is paged or persisted).
 //!
-//! Owns: [`MemTrie`]. The engine's paged trie is checked against it: same roots, proofs that
-//! verify the same way.
+//! Owns: [`MemTrie`] (the state trie) and [`MemHistory`] (the history tree). The engine's paged
+//! trie is checked against the first: same roots, proofs that verify the same way; the ledger's
+//! durable history tree against the second: same digests, same proofs, byte for byte.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
+use crate::error::HistoryProveError;
 use crate::hash::{bit, Hash, HashKind, Leaf, ZERO};
+use crate::history::{node_hash, split, ConsistencyProof, Digest, InclusionProof, EMPTY_ROOT};
 use crate::proof::{Proof, ProofNode, ProofWriter};
 use crate::trie::{sorted_leaves, Root, RootBuilder};
 
@@ -155,4 +158,220 @@ pub fn streamed_root(kind: HashKind, leaves: &[Leaf]) -> Hash {
         b.push(l).expect("sorted leaves");
     }
     b.finish()
+}
+
+/// A history tree in memory (RFC 9162 §2.1): leaves appended one at a time, digests and proofs
+/// for any earlier size. It keeps the root of every complete perfect subtree (each aligned run
+/// of 2^h leaves), so that any subtree the RFC's recursion names is a few of them combined.
+///
+/// Costs, for a tree of `n` leaves: memory `2n` hashes (64 bytes a leaf; 64 MiB for a million);
+/// [`append`](MemHistory::append) one node hash amortised, at most `log₂ n`;
+/// [`digest_at`](MemHistory::digest_at) at most `⌈log₂ n⌉` node hashes;
+/// [`prove_inclusion`](MemHistory::prove_inclusion) and
+/// [`prove_consistency`](MemHistory::prove_consistency) at most `⌈log₂ n⌉` path entries, each a
+/// stored subtree root or at most `⌈log₂ n⌉` node hashes (`O(log² n)` in all, a few hundred
+/// hashes at most for a million leaves), recursion at most 64 deep.
+///
+/// ```
+/// use cairn_proof::history::{verify_consistency, verify_inclusion, HistoryLeaf};
+/// use cairn_proof::reference::MemHistory;
+/// let mut tree = MemHistory::new();
+/// let leaves: Vec<HistoryLeaf> = (0..11)
+///     .map(|v| HistoryLeaf { version: v, ledger_root: [v as u8; 32], meta: [0; 32] })
+///     .collect();
+/// for leaf in &leaves {
+///     tree.append(leaf.hash());
+/// }
+/// let old = tree.digest_at(7).unwrap();
+/// let new = tree.digest();
+/// let inclusion = tree.prove_inclusion(4, 11).unwrap();
+/// assert!(verify_inclusion(&leaves[4].hash(), &inclusion, &new).is_ok());
+/// let consistency = tree.prove_consistency(7, 11).unwrap();
+/// assert!(verify_consistency(&old, &new, &consistency).is_ok());
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct MemHistory {
+    /// `levels[h][i]`: the root of the 2^h leaves from `i · 2^h`, for every such run complete;
+    /// `levels[0]` holds the leaf hashes.
+    levels: Vec<Vec<Hash>>,
+}
+
+impl MemHistory {
+    /// The empty tree.
+    pub fn new() -> MemHistory {
+        MemHistory::default()
+    }
+
+    /// The tree of these leaf hashes, in order. Cost: `n - 1` node hashes.
+    pub fn from_leaf_hashes<I: IntoIterator<Item = Hash>>(leaf_hashes: I) -> MemHistory {
+        let mut tree = MemHistory::new();
+        for h in leaf_hashes {
+            tree.append(h);
+        }
+        tree
+    }
+
+    /// Appends a leaf by its RFC leaf hash ([`crate::history::HistoryLeaf::hash`] or
+    /// [`crate::history::leaf_hash`]) and returns its index. Cost: one node hash per perfect
+    /// subtree it completes (the trailing ones of its index): amortised one, at most `log₂ n`.
+    pub fn append(&mut self, leaf_hash: Hash) -> u64 {
+        let index = self.len();
+        let mut hash = leaf_hash;
+        let mut level = 0;
+        loop {
+            if self.levels.len() == level {
+                self.levels.push(Vec::new());
+            }
+            let row = &mut self.levels[level];
+            row.push(hash);
+            if row.len() % 2 == 1 {
+                break;
+            }
+            hash = node_hash(&row[row.len() - 2], &row[row.len() - 1]);
+            level += 1;
+        }
+        index
+    }
+
+    /// Leaves in the tree.
+    pub fn len(&self) -> u64 {
+        self.levels.first().map_or(0, |l| l.len() as u64)
+    }
+
+    /// Whether the tree has no leaf.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The leaf hash at `index`, if the tree holds it.
+    pub fn leaf_hash(&self, index: u64) -> Option<Hash> {
+        let i = usize::try_from(index).ok()?;
+        self.levels.first()?.get(i).copied()
+    }
+
+    /// The digest of the whole tree. Cost: as [`digest_at`](MemHistory::digest_at).
+    pub fn digest(&self) -> Digest {
+        Digest {
+            size: self.len(),
+            root: self.root_at(self.len()),
+        }
+    }
+
+    /// The digest of the tree as it was with `size` leaves (`size <= len`). Cost: at most
+    /// `⌈log₂ size⌉` node hashes.
+    pub fn digest_at(&self, size: u64) -> Result<Digest, HistoryProveError> {
+        self.check_size(size)?;
+        Ok(Digest {
+            size,
+            root: self.root_at(size),
+        })
+    }
+
+    /// The inclusion proof of leaf `index` in the tree of `size` leaves (RFC 9162 §2.1.3.1,
+    /// `PATH(m, D[n])`): `index < size <= len`. Cost: see [`MemHistory`].
+    pub fn prove_inclusion(
+        &self,
+        index: u64,
+        size: u64,
+    ) -> Result<InclusionProof, HistoryProveError> {
+        self.check_size(size)?;
+        if index >= size {
+            return Err(HistoryProveError::IndexBeyondSize { index, size });
+        }
+        let mut path = Vec::new();
+        self.inclusion_path(index, 0, size, &mut path);
+        Ok(InclusionProof { index, size, path })
+    }
+
+    /// The consistency proof between the trees of `old_size` and `new_size` leaves (RFC 9162
+    /// §2.1.4.1, `PROOF(m, D[n])`): `0 < old_size <= new_size <= len`; equal sizes give an empty
+    /// path. Cost: see [`MemHistory`].
+    pub fn prove_consistency(
+        &self,
+        old_size: u64,
+        new_size: u64,
+    ) -> Result<ConsistencyProof, HistoryProveError> {
+        self.check_size(new_size)?;
+        if old_size == 0 {
+            return Err(HistoryProveError::EmptyOld);
+        }
+        if old_size > new_size {
+            return Err(HistoryProveError::OldAfterNew { old_size, new_size });
+        }
+        let mut path = Vec::new();
+        if old_size < new_size {
+            self.subproof(old_size, 0, new_size, true, &mut path);
+        }
+        Ok(ConsistencyProof {
+            old_size,
+            new_size,
+            path,
+        })
+    }
+
+    fn check_size(&self, size: u64) -> Result<(), HistoryProveError> {
+        if size > self.len() {
+            return Err(HistoryProveError::SizeBeyondTree {
+                size,
+                len: self.len(),
+            });
+        }
+        Ok(())
+    }
+
+    fn root_at(&self, size: u64) -> Hash {
+        if size == 0 {
+            EMPTY_ROOT
+        } else {
+            self.subtree(0, size)
+        }
+    }
+
+    /// `MTH(D[lo:hi])`, `lo < hi <= len`: a stored root when the range is an aligned power of
+    /// two (always, for the ranges the RFC's recursion names, except the right edge), else the
+    /// RFC's split.
+    fn subtree(&self, lo: u64, hi: u64) -> Hash {
+        debug_assert!(lo < hi && hi <= self.len());
+        let n = hi - lo;
+        if n.is_power_of_two() && lo.is_multiple_of(n) {
+            let level = n.trailing_zeros() as usize;
+            return self.levels[level][(lo >> level) as usize];
+        }
+        let k = split(n);
+        node_hash(&self.subtree(lo, lo + k), &self.subtree(lo + k, hi))
+    }
+
+    /// `PATH(index - lo, D[lo:hi])`, appended to `out` from the bottom up.
+    fn inclusion_path(&self, index: u64, lo: u64, hi: u64, out: &mut Vec<Hash>) {
+        if hi - lo == 1 {
+            return;
+        }
+        let mid = lo + split(hi - lo);
+        if index < mid {
+            self.inclusion_path(index, lo, mid, out);
+            out.push(self.subtree(mid, hi));
+        } else {
+            self.inclusion_path(index, mid, hi, out);
+            out.push(self.subtree(lo, mid));
+        }
+    }
+
+    /// `SUBPROOF(old - lo, D[lo:hi], whole)`, appended to `out` from the bottom up; `old` is the
+    /// old tree's size, `lo < old <= hi`.
+    fn subproof(&self, old: u64, lo: u64, hi: u64, whole: bool, out: &mut Vec<Hash>) {
+        if old == hi {
+            if !whole {
+                out.push(self.subtree(lo, hi));
+            }
+            return;
+        }
+        let mid = lo + split(hi - lo);
+        if old <= mid {
+            self.subproof(old, lo, mid, whole, out);
+            out.push(self.subtree(mid, hi));
+        } else {
+            self.subproof(old, mid, hi, false, out);
+            out.push(self.subtree(lo, mid));
+        }
+    }
 }
