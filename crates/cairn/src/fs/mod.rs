@@ -178,6 +178,13 @@ pub trait FileSystem: Send + Sync + Debug + 'static {
             reason: "the file system is not the operating system's".into(),
         }
     }
+    /// How many threads may read files at once when the engine opens many (the runs of a
+    /// snapshot or checkpoint): more keep the device busy and spread the kernel's copying over
+    /// cores. The default, 1, issues every primitive from one thread in one order, which is
+    /// what the simulated file system's fault plans and crash points replay.
+    fn open_threads(&self) -> usize {
+        1
+    }
 }
 
 /// The file [`FileSystem::probe_direct_io`] may create (and removes) in the probed directory.

@@ -15,6 +15,9 @@ use crate::error::{Error, Result};
 pub(crate) struct ReadOnlyFs(pub(crate) Arc<dyn FileSystem>);
 
 impl FileSystem for ReadOnlyFs {
+    fn open_threads(&self) -> usize {
+        self.0.open_threads()
+    }
     fn create_dir_all(&self, _: &Path) -> Result<()> {
         Err(Error::ReadOnly("creating a directory"))
     }

@@ -84,6 +84,14 @@ fn held_locks() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<Pat
 pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl FileSystem for RealFs {
+    /// Four: on the project's 2-core machine, a 100M-entry table's clean open (377 MiB of
+    /// filters and indexes, through the page cache) spends about half its time in the kernel's
+    /// copying and page allocation, which threads spread over both cores, and the rest waiting
+    /// for reads, which they overlap.
+    fn open_threads(&self) -> usize {
+        4
+    }
+
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         std::fs::create_dir_all(path).map_err(|e| Error::io("create_dir_all", path, e))
     }

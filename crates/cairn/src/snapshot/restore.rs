@@ -276,8 +276,10 @@ fn restore_parts(
 
 /// Links every run of the snapshot in `dir` into `active/` under fresh numbers and opens it,
 /// verifying every file. On error, returns the snapshot file to blame (none when the error is
-/// not the snapshot's); runs opened so far are
-/// released (their links removed) when the vector is dropped.
+/// not the snapshot's); runs linked or opened so far are released (their links removed).
+///
+/// The links are made one after the other (file operations), then the runs opened (reads: most
+/// of an open's time) on up to [`crate::fs::FileSystem::open_threads`] threads at once.
 fn open_snapshot_runs(
     session: &SessionCore,
     dir: &Path,
@@ -286,85 +288,137 @@ fn open_snapshot_runs(
     params: &RunParams,
 ) -> std::result::Result<Vec<Arc<Run>>, (Option<PathBuf>, Error)> {
     let fs = session.fs();
-    let mut runs = Vec::with_capacity(meta.run_count);
     prefetch_run_metadata(&**fs, dir, meta.run_count)?;
+    let levels = meta.run_levels();
+    let check = session.open_check();
+    let snapshot_file = |i: usize, file: RunFile| run_file_path(dir, i as u64, file);
+    // The snapshot file a failed open of run `i` blames.
+    let blame = |i: usize, e: Error| {
+        let file = RunFile::from_path(e.path()).unwrap_or(RunFile::Checksums);
+        (Some(snapshot_file(i, file)), e)
+    };
+    let not_saved = |i: usize| {
+        let e = Error::corrupt(
+            "snapshot",
+            format!("run {i} is not the run the snapshot saved (checksums file differs)"),
+        );
+        (Some(snapshot_file(i, RunFile::Checksums)), e)
+    };
     if session.read_only() {
         // Opened in place: the snapshot's own files, never removed when the runs are dropped.
         let in_place = RunParams {
             dir: dir.to_path_buf(),
             ..params.clone()
         };
-        for (i, level) in meta.run_levels().into_iter().enumerate() {
-            let caching = config.disk_cache.caches_level(level);
-            let run = Run::open(
-                fs.clone(),
-                &in_place,
-                i as u64,
-                caching,
-                session.open_check(),
-            )
-            .map_err(|e| {
-                let file = RunFile::from_path(e.path()).unwrap_or(RunFile::Checksums);
-                (Some(run_file_path(dir, i as u64, file)), e)
-            })?;
+        let opened = in_parallel(fs.open_threads(), levels.len(), |i| {
+            let caching = config.disk_cache.caches_level(levels[i]);
+            let run = Run::open(fs.clone(), &in_place, i as u64, caching, check)?;
             run.keep_files();
+            Ok(run)
+        });
+        let mut runs = Vec::with_capacity(levels.len());
+        for (i, opened) in opened.into_iter().enumerate() {
+            let run = opened.map_err(|e| blame(i, e))?;
             if run.checksums_crc() != meta.run_sums[i] {
-                let e = Error::corrupt(
-                    "snapshot",
-                    format!("run {i} is not the run the snapshot saved (checksums file differs)"),
-                );
-                return Err((Some(run_file_path(dir, i as u64, RunFile::Checksums)), e));
+                return Err(not_saved(i));
             }
             runs.push(run);
         }
         return Ok(runs);
     }
-    for (i, level) in meta.run_levels().into_iter().enumerate() {
+    // Removed by the session (the open fails, then removes what it can; the rest is retried
+    // and reported by the next operation).
+    let remove_links = |number: u64| {
+        params.removals.defer(
+            RunFile::ALL
+                .into_iter()
+                .map(|file| run_file_path(&params.dir, number, file)),
+        )
+    };
+    let mut numbers = Vec::with_capacity(levels.len());
+    for i in 0..levels.len() {
         let number = session.next_run_number();
-        let snapshot_file = |file: RunFile| run_file_path(dir, i as u64, file);
-        // Removed by the session (the open fails, then removes what it can; the rest is retried
-        // and reported by the next operation).
-        let remove_links = || {
-            params.removals.defer(
-                RunFile::ALL
-                    .into_iter()
-                    .map(|file| run_file_path(&params.dir, number, file)),
-            )
-        };
+        numbers.push(number);
         for file in RunFile::ALL {
             if let Err(e) = fs.hard_link(
-                &snapshot_file(file),
+                &snapshot_file(i, file),
                 &run_file_path(&params.dir, number, file),
             ) {
-                remove_links();
+                numbers.iter().for_each(|&n| remove_links(n));
                 // A missing snapshot file is corruption; a link that failed for another reason
                 // (into `active/`) is the disk's error, not the snapshot's.
-                return match fs.exists(&snapshot_file(file)) {
-                    Ok(false) => Err((Some(snapshot_file(file)), e)),
+                return match fs.exists(&snapshot_file(i, file)) {
+                    Ok(false) => Err((Some(snapshot_file(i, file)), e)),
                     Ok(true) => Err((None, e)),
                     Err(stat) => Err((None, stat)),
                 };
             }
         }
-        let caching = config.disk_cache.caches_level(level);
-        match Run::open(fs.clone(), params, number, caching, session.open_check()) {
+    }
+    let opened = in_parallel(fs.open_threads(), numbers.len(), |i| {
+        let caching = config.disk_cache.caches_level(levels[i]);
+        Run::open(fs.clone(), params, numbers[i], caching, check)
+    });
+    let mut runs = Vec::with_capacity(numbers.len());
+    let mut failure = None;
+    for (i, opened) in opened.into_iter().enumerate() {
+        match opened {
+            // Dropping a run queues its links for removal.
             Ok(run) if run.checksums_crc() != meta.run_sums[i] => {
-                // Dropping the run queues its links for removal.
-                let e = Error::corrupt(
-                    "snapshot",
-                    format!("run {i} is not the run the snapshot saved (checksums file differs)"),
-                );
-                return Err((Some(snapshot_file(RunFile::Checksums)), e));
+                failure = failure.or_else(|| Some(not_saved(i)));
             }
             Ok(run) => runs.push(run),
             Err(e) => {
-                remove_links();
-                let file = RunFile::from_path(e.path()).unwrap_or(RunFile::Checksums);
-                return Err((Some(snapshot_file(file)), e));
+                remove_links(numbers[i]);
+                failure = failure.or_else(|| Some(blame(i, e)));
             }
         }
     }
-    Ok(runs)
+    match failure {
+        Some(failure) => Err(failure),
+        None => Ok(runs),
+    }
+}
+
+/// `work(i)` for every `i < count`, on this thread and up to `threads - 1` more at once, in
+/// order of `i` in the result. A thread that cannot be started leaves its share to the others;
+/// a panic in `work` is resumed here.
+fn in_parallel<T: Send>(threads: usize, count: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = threads.clamp(1, count.max(1));
+    if threads == 1 {
+        return (0..count).map(work).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let worker = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if i >= count {
+                return done;
+            }
+            done.push((i, work(i)));
+        }
+    };
+    let mut all = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads)
+            .filter_map(|_| {
+                std::thread::Builder::new()
+                    .name("cairn-open".into())
+                    .spawn_scoped(scope, worker)
+                    .ok()
+            })
+            .collect();
+        let mut all = worker();
+        for helper in helpers {
+            match helper.join() {
+                Ok(done) => all.extend(done),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        all
+    });
+    all.sort_unstable_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, t)| t).collect()
 }
 
 /// Asks the kernel to read every run's checksums file, filter and index ahead
