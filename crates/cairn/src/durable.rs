@@ -470,14 +470,21 @@ pub(crate) fn open(
     }
     // No removal step while the open replays the log and takes its checkpoint (an earlier
     // session's leftovers can be gigabytes): they resume with the first operation after it.
-    struct Resume<'a>(&'a crate::fs::DeferredRemovals);
+    // Nor background merge work: the open's tables' merges wait for the open to end.
+    struct Resume<'a>(&'a SessionCore);
     impl Drop for Resume<'_> {
         fn drop(&mut self) {
-            self.0.resume();
+            self.0.removals().resume();
+            if let Some(background) = self.0.background() {
+                background.resume();
+            }
         }
     }
     session.removals().pause();
-    let _resume = Resume(session.removals());
+    if let Some(background) = session.background() {
+        background.pause();
+    }
+    let _resume = Resume(session);
     let fs = session.fs().clone();
     let dir = session.dir().join("log");
     let catalog_path = dir.join("catalog");
