@@ -5,25 +5,12 @@
 //! `CAIRN_UPDATE_GOLDEN=1` rewrites the files instead of comparing (the engine's convention,
 //! `crates/cairn/src/golden.rs`).
 
+mod common;
+
 use cairn_proof::hash::common_prefix_bits;
 use cairn_proof::reference::{streamed_root, MemTrie};
 use cairn_proof::{root_of, verify, Claim, CompactProof, HashKind, Leaf, Proof, Root, TopWitness};
-
-/// Compares `bytes` with `testdata/golden/<name>` (or rewrites it) and returns the golden bytes.
-fn check_golden(name: &str, bytes: &[u8]) -> Vec<u8> {
-    let dir = format!("{}/testdata/golden", env!("CARGO_MANIFEST_DIR"));
-    let path = format!("{dir}/{name}");
-    if std::env::var_os("CAIRN_UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{dir}: {e}"));
-        std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
-    }
-    let golden = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    assert!(
-        golden == bytes,
-        "the encoding differs from the golden file {path}: a format change must bump the version"
-    );
-    golden
-}
+use common::check_golden;
 
 const KINDS: [(HashKind, &str); 2] = [(HashKind::Sha256, "sha256"), (HashKind::Blake3, "blake3")];
 

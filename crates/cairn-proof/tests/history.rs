@@ -7,6 +7,8 @@
 //! Cases: `CAIRN_HISTORY_CASES` (default 1,000) for the main property, a quarter of it for the
 //! forgery properties. `CAIRN_UPDATE_GOLDEN=1` rewrites the golden files.
 
+mod common;
+
 use cairn_proof::history::{
     consistency_path_len, inclusion_path_len, leaf_hash, root_of, DIGEST_BYTES, EMPTY_ROOT,
     HISTORY_LEAF_BYTES, PATH_HASHES_MAX, SIZE_MAX,
@@ -18,6 +20,8 @@ use cairn_proof::{
 };
 use proptest::prelude::*;
 use sha2::{Digest as _, Sha256};
+
+use common::check_golden;
 
 fn cases() -> u32 {
     std::env::var("CAIRN_HISTORY_CASES")
@@ -293,23 +297,6 @@ fn rfc6962_test_vectors() {
 
 // ---------------------------------------------------------------------------------------------
 // Golden files.
-
-/// Compares `bytes` with `testdata/golden/<name>` (or rewrites it) and returns the golden bytes
-/// (as `tests/golden.rs` does).
-fn check_golden(name: &str, bytes: &[u8]) -> Vec<u8> {
-    let dir = format!("{}/testdata/golden", env!("CARGO_MANIFEST_DIR"));
-    let path = format!("{dir}/{name}");
-    if std::env::var_os("CAIRN_UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{dir}: {e}"));
-        std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
-    }
-    let golden = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    assert!(
-        golden == bytes,
-        "the encoding differs from the golden file {path}: a format change must bump the version"
-    );
-    golden
-}
 
 /// The golden tree: 11 commits, versions 1 to 11, each committing to `SHA-256("ledger root i")`
 /// and `SHA-256("meta i")`.
