@@ -55,6 +55,10 @@ pub enum Command {
     /// One phase of `restart`, in a child process of its own.
     #[command(hide = true)]
     RestartChild(RestartChildArgs),
+    /// The verifiable ledger's history tree (RFC 9162): encoded sizes of inclusion and
+    /// consistency proofs at a tree size, and how many of each one core decodes and verifies
+    /// per second.
+    History(HistoryArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
     Report(ReportArgs),
@@ -382,6 +386,26 @@ pub struct UpsertArgs {
     /// Repetitions of every measurement; medians are reported.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeat: u64,
+}
+
+/// Options of `history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Leaves of the tree (commits).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub leaves: u64,
+    /// Proofs of each kind made, measured and verified.
+    #[arg(long, default_value_t = 1_000)]
+    pub samples: usize,
+    /// Seconds of verification per kind.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Seed of the leaves and of the indices and sizes proved.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// Options of `txn`.

@@ -19,6 +19,8 @@
 //! - `txn`: SmallBank read-modify-write transactions on Cairn's named tables ([`txn`]).
 //! - `restart`: a named durable table's time to open and serve its first lookups, cold, after
 //!   a clean shutdown and after a kill ([`restart`]).
+//! - `history`: the verifiable ledger's history tree: proof sizes and verification rates
+//!   ([`history`]).
 //!
 //! The parts, each a directory or a file:
 //!
@@ -56,6 +58,7 @@ mod chain;
 mod cli;
 mod engines;
 mod failure;
+mod history;
 mod keys;
 mod options;
 mod record;
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
         }),
         Command::Wal(args) => wal::run(&args),
         Command::Txn(args) => txn::run(&args),
+        Command::History(args) => history::run(&args),
         Command::Restart(args) => restart::run(&args),
         Command::RestartChild(args) => restart::child(&args),
         Command::Report(args) => report::run(&args),
