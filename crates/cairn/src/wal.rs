@@ -886,24 +886,12 @@ const COPY_SUFFIX: &str = ".copy";
 /// before durable records: corrupted, or cut before acknowledged writes. A new file's pages are
 /// written by its own fsync whatever happened to the old one's. Cost: one sequential read
 /// (from the page cache: recovery just read it) and one write of at most a segment, and two
-/// fsyncs; taken only when the segment holds records the checkpoints lack, so after a crash,
+/// fsyncs (`fs::copy_prefix`); taken only when the segment holds records the checkpoints lack, so after a crash,
 /// never after a clean close. Memory: one chunk.
 fn copy_segment(fs: &dyn FileSystem, dir: &Path, number: u64, end: u64) -> Result<()> {
     let path = segment_path(dir, number);
     let copy = dir.join(format!("{number:016}{COPY_SUFFIX}"));
-    let source = fs.open(&path, crate::fs::ReadOptions::default())?;
-    let mut out = fs.create(&copy)?;
-    let mut chunk = vec![0u8; SEGMENT_READ_CHUNK.min(end as usize)];
-    let mut offset = 0u64;
-    while offset < end {
-        let n = (end - offset).min(chunk.len() as u64) as usize;
-        source.read_exact_at(&mut chunk[..n], offset)?;
-        out.append(&chunk[..n])?;
-        offset += n as u64;
-    }
-    out.sync()?;
-    drop(out);
-    drop(source);
+    crate::fs::copy_prefix(fs, &path, &copy, Some(end), true)?;
     fs.rename(&copy, &path)?;
     fs.sync_dir(dir)
 }

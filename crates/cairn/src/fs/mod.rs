@@ -283,8 +283,23 @@ const COPY_CHUNK_BYTES: u64 = 1 << 20;
 /// Copies the file `from` into a new file `to` without syncing it, and returns the copy's size and
 /// CRC32C (computed over the bytes written). Memory: one chunk of 1 MiB, whatever the file's size.
 pub(crate) fn copy_file(fs: &dyn FileSystem, from: &Path, to: &Path) -> Result<(u64, u32)> {
+    copy_prefix(fs, from, to, None, false)
+}
+
+/// Copies the first `len` bytes of `from` (all of it for `None`) into a new file `to`, fsynced
+/// when `sync`, and returns the copy's size and CRC32C. Memory: one chunk of 1 MiB.
+pub(crate) fn copy_prefix(
+    fs: &dyn FileSystem,
+    from: &Path,
+    to: &Path,
+    len: Option<u64>,
+    sync: bool,
+) -> Result<(u64, u32)> {
     let source = fs.open(from, ReadOptions::default())?;
-    let len = source.len_bytes()?;
+    let len = match len {
+        Some(len) => len,
+        None => source.len_bytes()?,
+    };
     let mut out = FileWriter::create(fs, to)?;
     let mut chunk = vec![0u8; len.min(COPY_CHUNK_BYTES) as usize];
     let mut offset = 0;
@@ -294,7 +309,7 @@ pub(crate) fn copy_file(fs: &dyn FileSystem, from: &Path, to: &Path) -> Result<(
         out.write(&chunk[..n])?;
         offset += n as u64;
     }
-    out.finish(false)
+    out.finish(sync)
 }
 
 #[cfg(test)]
