@@ -940,12 +940,13 @@ fn read_key_bounds(
     let file = fs.open(path, ReadOptions::default())?;
     let span_keys = |first_page: u64, first: bool| -> Result<Box<[u8]>> {
         let page = read_span(&*file, index.page_count(), first_page, page_sums)?;
-        let view = PageView::new(&page)?;
+        let view = PageView::new(&page).map_err(|e| e.in_file(path))?;
         let key = if first {
-            view.first_key()?
+            view.first_key()
         } else {
-            view.last_key()?
-        };
+            view.last_key()
+        }
+        .map_err(|e| e.in_file(path))?;
         Ok(key.into())
     };
     let above_every_key = [0xffu8; page::KEY_SIZE_MAX + 1];
@@ -964,10 +965,7 @@ fn read_key_bounds(
         last: span_keys(last_span, false)?,
     };
     if bounds.first > bounds.last {
-        return Err(Error::corrupt(
-            "run",
-            format!("keys out of order in {}", path.display()),
-        ));
+        return Err(Error::corrupt("run", "keys out of order").in_file(path));
     }
     Ok(bounds)
 }
@@ -984,18 +982,20 @@ fn read_span(
     let path = file.path();
     let mut page = vec![0u8; PAGE_BYTES];
     file.read_exact_at(&mut page, first_page * PAGE_BYTES as u64)?;
-    let pages = page::span_pages(&page)?;
+    // The first page is checked before its header is trusted for the span's length: damage
+    // there must be reported as the page's checksum failure, in this file.
+    if let Some(sums) = page_sums {
+        check_chunks(path, first_page, &page, sums)?;
+    }
+    let pages = page::span_pages(&page).map_err(|e| e.in_file(path))?;
     if first_page
         .checked_add(pages)
         .is_none_or(|end| end > page_count)
     {
-        return Err(Error::corrupt(
-            "run",
-            format!("a span runs past the end of {}", path.display()),
-        ));
+        return Err(Error::corrupt("run", "a span runs past the end of the file").in_file(path));
     }
     let bytes = usize::try_from(pages * PAGE_BYTES as u64)
-        .map_err(|_| Error::corrupt("run", "span too large"))?;
+        .map_err(|_| Error::corrupt("run", "span too large").in_file(path))?;
     if pages > 1 {
         page.resize(bytes, 0);
         file.read_exact_at(
@@ -1004,7 +1004,7 @@ fn read_span(
         )?;
     }
     if let Some(sums) = page_sums {
-        check_chunks(path, first_page, &page, sums)?;
+        check_chunks(path, first_page + 1, &page[PAGE_BYTES..], sums)?;
     }
     Ok(page)
 }
