@@ -266,3 +266,130 @@ pub enum HistoryProveError {
         new_size: u64,
     },
 }
+
+/// Why a set of tables has no ledger root ([`crate::ledger::ledger_root`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LedgerError {
+    /// A ledger holds at least one table.
+    #[error("a ledger holds at least one table")]
+    NoTables,
+    /// More tables than [`crate::ledger::LEDGER_TABLES_MAX`].
+    #[error("{0} tables is more than a ledger holds (65,536)")]
+    TooManyTables(usize),
+    /// A table name of 0 or more than [`crate::ledger::TABLE_NAME_BYTES_MAX`] bytes.
+    #[error("a table name of {0} bytes (1 to 64 allowed)")]
+    NameLength(usize),
+    /// Table `index` (from 0) does not come after the previous one in name order (or repeats
+    /// its name).
+    #[error("table {index} is not after the previous table in name order")]
+    OutOfOrder {
+        /// Its position in the input.
+        index: usize,
+    },
+}
+
+/// Why bytes are not a ledger receipt (`docs/format/ledger.md`). Decoding never panics and
+/// allocates at most about the input's length.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReceiptDecodeError {
+    /// The bytes end before the structure they describe does.
+    #[error("receipt truncated: {what} needs {needed} more bytes")]
+    Truncated {
+        /// The field being read.
+        what: &'static str,
+        /// Bytes missing.
+        needed: usize,
+    },
+    /// The first four bytes are not `CRNL`.
+    #[error("not a Cairn ledger receipt (bad magic)")]
+    BadMagic,
+    /// A format version this build does not know.
+    #[error("ledger format version {0} is not supported (this build reads version 1)")]
+    UnsupportedVersion(u8),
+    /// Another structure type than the one asked for.
+    #[error("expected a ledger {expected}, found structure type {found}")]
+    WrongType {
+        /// The structure the caller asked for.
+        expected: &'static str,
+        /// The type code found.
+        found: u8,
+    },
+    /// A reserved header byte is not zero.
+    #[error("reserved header byte is not zero")]
+    Reserved,
+    /// A field breaks the format's rules (`docs/format/ledger.md`): named, with the rule.
+    #[error("receipt field {what}: {rule}")]
+    Field {
+        /// The field.
+        what: &'static str,
+        /// The rule it breaks.
+        rule: &'static str,
+    },
+    /// A table section's trie proof does not decode.
+    #[error("the trie proof of table section {section} does not decode: {source}")]
+    Proof {
+        /// The section (from 0).
+        section: usize,
+        /// Why.
+        source: DecodeError,
+    },
+    /// Bytes left over after the receipt.
+    #[error("{0} bytes after the end of the receipt")]
+    TrailingBytes(usize),
+}
+
+/// Why a receipt does not establish its claims against a digest
+/// ([`crate::ledger::verify_receipt`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReceiptVerifyError {
+    /// The receipt proves a version older than the digest's newest: it shows what a key held
+    /// then, not what it holds now (a stale answer).
+    #[error("the receipt proves version {version}, the digest's newest is {size}: stale")]
+    Stale {
+        /// The receipt's version.
+        version: u64,
+        /// The digest's size (its newest version).
+        size: u64,
+    },
+    /// The receipt's history proof is against another tree size than the digest's.
+    #[error("the receipt's history proof is for {receipt} versions, the digest has {digest}")]
+    SizeMismatch {
+        /// The receipt's tree size.
+        receipt: u64,
+        /// The digest's size.
+        digest: u64,
+    },
+    /// A version of 0 or above the tree size (version `v` is leaf `v - 1`).
+    #[error("version {version} is not in a history of {size} versions")]
+    VersionOutOfRange {
+        /// The receipt's version.
+        version: u64,
+        /// The receipt's tree size.
+        size: u64,
+    },
+    /// A table section's path to the ledger root does not check.
+    #[error("table section {section}: its path to the ledger root: {source}")]
+    TablePath {
+        /// The section (from 0).
+        section: usize,
+        /// Why.
+        source: HistoryVerifyError,
+    },
+    /// Two table sections lead to different ledger roots.
+    #[error("table sections lead to different ledger roots")]
+    TablesDisagree,
+    /// The commit's leaf is not in the digest's tree.
+    #[error("the version's leaf is not in the digest's tree: {0}")]
+    History(HistoryVerifyError),
+    /// A claim names a table the receipt has no section for.
+    #[error("the receipt proves nothing about table {0:?}")]
+    NoSuchTable(alloc::string::String),
+    /// A table's claims do not verify against its root.
+    #[error("table {table:?}: {source}")]
+    Trie {
+        /// The table.
+        table: alloc::string::String,
+        /// Why.
+        source: VerifyError,
+    },
+}

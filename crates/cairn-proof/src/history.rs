@@ -22,7 +22,7 @@ use alloc::vec::Vec;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::error::{HistoryDecodeError, HistoryVerifyError};
+use crate::error::{HistoryDecodeError, HistoryProveError, HistoryVerifyError};
 use crate::hash::Hash;
 
 /// The RFC's prefix of a leaf's data: `leaf hash = SHA-256(0x00 ‖ data)`.
@@ -315,20 +315,44 @@ pub fn verify_inclusion(
             size: proof.size,
         });
     }
-    let expected = walk_steps(proof.index, proof.size - 1);
-    if proof.path.len() != expected {
+    let r = root_from_inclusion(leaf_hash, proof.index, proof.size, &proof.path)?;
+    if r != digest.root {
+        return Err(HistoryVerifyError::RootMismatch);
+    }
+    Ok(())
+}
+
+/// The root of the tree of `size` leaves in which the leaf whose hash is `leaf_hash` sits at
+/// `index` with audit path `path` (RFC 9162 §2.1.3.2, steps 1 to 5): what
+/// [`verify_inclusion`] compares with a digest's root, for a caller that has no root to
+/// compare with yet (a ledger root recomputed from one table's entry, `crate::ledger`). The
+/// index must be below the size and the path exactly as long as that position needs.
+///
+/// Cost: one node hash per path entry (at most 64), no allocation.
+pub fn root_from_inclusion(
+    leaf_hash: &Hash,
+    index: u64,
+    size: u64,
+    path: &[Hash],
+) -> Result<Hash, HistoryVerifyError> {
+    check_size(size)?;
+    if index >= size {
+        return Err(HistoryVerifyError::IndexBeyondSize { index, size });
+    }
+    let expected = walk_steps(index, size - 1);
+    if path.len() != expected {
         return Err(HistoryVerifyError::PathLength {
             expected,
-            actual: proof.path.len(),
+            actual: path.len(),
         });
     }
     // Steps 2 to 5, as the RFC writes them (the length check above makes the `sn == 0` checks
     // redundant; they stay, as the RFC's own guard).
-    let (mut fn_, mut sn) = (proof.index, proof.size - 1);
+    let (mut fn_, mut sn) = (index, size - 1);
     let mut r = *leaf_hash;
-    for p in &proof.path {
+    for p in path {
         if sn == 0 {
-            return Err(path_length(expected, proof.path.len()));
+            return Err(path_length(expected, path.len()));
         }
         if fn_ & 1 == 1 || fn_ == sn {
             r = node_hash(p, &r);
@@ -345,12 +369,9 @@ pub fn verify_inclusion(
         sn >>= 1;
     }
     if sn != 0 {
-        return Err(path_length(expected, proof.path.len()));
+        return Err(path_length(expected, path.len()));
     }
-    if r != digest.root {
-        return Err(HistoryVerifyError::RootMismatch);
-    }
-    Ok(())
+    Ok(r)
 }
 
 /// Checks that the tree `old` describes is a prefix of the tree `new` describes (RFC 9162
@@ -523,6 +544,156 @@ fn walk_steps(mut fn_: u64, mut sn: u64) -> usize {
         steps += 1;
     }
     steps
+}
+
+/// The stored nodes a prover reads: `node(level, i)` is the root of the complete subtree of
+/// the `2^level` leaves from `i · 2^level` (`level` 0: the leaf hashes). Every node a proof
+/// asks for is of a subtree complete in the tree proved against; an `Err` (a read that
+/// failed) ends the proof with it.
+pub type NodeFn<'a, E> = dyn FnMut(u32, u64) -> Result<Hash, E> + 'a;
+
+/// The root of the first `size` leaves of a tree of `len` leaves (`size <= len`), from its
+/// stored nodes: [`EMPTY_ROOT`] for 0. Cost: one node read per bit set in `size` and as many
+/// node hashes less one.
+pub fn root_from_nodes<E: From<HistoryProveError>>(
+    len: u64,
+    size: u64,
+    node: &mut NodeFn<'_, E>,
+) -> Result<Hash, E> {
+    if size > len {
+        return Err(HistoryProveError::SizeBeyondTree { size, len }.into());
+    }
+    if size == 0 {
+        return Ok(EMPTY_ROOT);
+    }
+    subtree(0, size, node)
+}
+
+/// The inclusion proof of leaf `index` in the first `size` leaves of a tree of `len` leaves
+/// (RFC 9162 §2.1.3.1, `PATH(m, D[n])`), from its stored nodes: `index < size <= len`. Cost:
+/// at most `2·⌈log₂ size⌉` node reads and `⌈log₂ size⌉` node hashes (the subtrees along the
+/// tree's right edge are hashed from their complete parts).
+pub fn prove_inclusion_from<E: From<HistoryProveError>>(
+    len: u64,
+    index: u64,
+    size: u64,
+    node: &mut NodeFn<'_, E>,
+) -> Result<InclusionProof, E> {
+    if size > len {
+        return Err(HistoryProveError::SizeBeyondTree { size, len }.into());
+    }
+    if index >= size {
+        return Err(HistoryProveError::IndexBeyondSize { index, size }.into());
+    }
+    let mut path = Vec::new();
+    inclusion_path(index, 0, size, node, &mut path)?;
+    Ok(InclusionProof { index, size, path })
+}
+
+/// The consistency proof between the first `old_size` and the first `new_size` leaves of a
+/// tree of `len` leaves (RFC 9162 §2.1.4.1, `PROOF(m, D[n])`), from its stored nodes:
+/// `0 < old_size <= new_size <= len`; equal sizes give an empty path. Cost: as
+/// [`prove_inclusion_from`].
+pub fn prove_consistency_from<E: From<HistoryProveError>>(
+    len: u64,
+    old_size: u64,
+    new_size: u64,
+    node: &mut NodeFn<'_, E>,
+) -> Result<ConsistencyProof, E> {
+    if new_size > len {
+        return Err(HistoryProveError::SizeBeyondTree {
+            size: new_size,
+            len,
+        }
+        .into());
+    }
+    if old_size == 0 {
+        return Err(HistoryProveError::EmptyOld.into());
+    }
+    if old_size > new_size {
+        return Err(HistoryProveError::OldAfterNew { old_size, new_size }.into());
+    }
+    let mut path = Vec::new();
+    if old_size < new_size {
+        subproof(old_size, 0, new_size, true, node, &mut path)?;
+    }
+    Ok(ConsistencyProof {
+        old_size,
+        new_size,
+        path,
+    })
+}
+
+/// `MTH(D[lo:hi])`, `lo < hi`: a stored node when the range is an aligned power of two, else
+/// the RFC's split (only the ranges along a tree's right edge are not aligned).
+fn subtree<E>(lo: u64, hi: u64, node: &mut NodeFn<'_, E>) -> Result<Hash, E> {
+    debug_assert!(lo < hi);
+    let n = hi - lo;
+    if n.is_power_of_two() && lo.is_multiple_of(n) {
+        let level = n.trailing_zeros();
+        return node(level, lo >> level);
+    }
+    let k = split(n);
+    Ok(node_hash(
+        &subtree(lo, lo + k, node)?,
+        &subtree(lo + k, hi, node)?,
+    ))
+}
+
+/// `PATH(index - lo, D[lo:hi])`, appended to `out` from the bottom up.
+fn inclusion_path<E>(
+    index: u64,
+    lo: u64,
+    hi: u64,
+    node: &mut NodeFn<'_, E>,
+    out: &mut Vec<Hash>,
+) -> Result<(), E> {
+    if hi - lo == 1 {
+        return Ok(());
+    }
+    let mid = lo + split(hi - lo);
+    if index < mid {
+        inclusion_path(index, lo, mid, node, out)?;
+        out.push(subtree(mid, hi, node)?);
+    } else {
+        inclusion_path(index, mid, hi, node, out)?;
+        out.push(subtree(lo, mid, node)?);
+    }
+    Ok(())
+}
+
+/// `SUBPROOF(old - lo, D[lo:hi], whole)`, appended to `out` from the bottom up; `old` is the
+/// old tree's size, `lo < old <= hi`.
+fn subproof<E>(
+    old: u64,
+    lo: u64,
+    hi: u64,
+    whole: bool,
+    node: &mut NodeFn<'_, E>,
+    out: &mut Vec<Hash>,
+) -> Result<(), E> {
+    if old == hi {
+        if !whole {
+            out.push(subtree(lo, hi, node)?);
+        }
+        return Ok(());
+    }
+    let mid = lo + split(hi - lo);
+    if old <= mid {
+        subproof(old, lo, mid, whole, node, out)?;
+        out.push(subtree(mid, hi, node)?);
+    } else {
+        subproof(old, mid, hi, false, node, out)?;
+        out.push(subtree(lo, mid, node)?);
+    }
+    Ok(())
+}
+
+/// The complete subtrees an append of leaf `index` finishes, as `(level, i)` from level 1 up:
+/// one per trailing one bit of `index` (amortised one, at most 63). A durable tree stores
+/// their roots with the leaf, so that every node a proof reads exists.
+pub fn completed_by(index: u64) -> impl Iterator<Item = (u32, u64)> {
+    (1..=index.trailing_ones()).map(move |level| (level, (index + 1) / (1u64 << level) - 1))
 }
 
 fn check_size(size: u64) -> Result<(), HistoryVerifyError> {

@@ -11,6 +11,10 @@
 //! commits, hashed exactly as RFC 9162 §2.1 defines it, with inclusion and consistency proofs
 //! (`docs/format/history.md`) and their verifiers; [`reference::MemHistory`] makes them.
 //!
+//! The [`ledger`] module holds what a ledger's client checks: the ledger root over named
+//! tables, and receipts proving what keys held at a version against a trusted digest
+//! (`docs/format/ledger.md`), fresh (the newest version) or of the past.
+//!
 //! ```
 //! use cairn_proof::{reference::MemTrie, Claim, HashKind, Leaf};
 //! let kind = HashKind::Sha256;
@@ -31,17 +35,20 @@ extern crate alloc;
 mod error;
 pub mod hash;
 pub mod history;
+pub mod ledger;
 mod proof;
 pub mod reference;
 mod trie;
 
 pub use error::{
-    BuildError, DecodeError, HistoryDecodeError, HistoryProveError, HistoryVerifyError, VerifyError,
+    BuildError, DecodeError, HistoryDecodeError, HistoryProveError, HistoryVerifyError,
+    LedgerError, ReceiptDecodeError, ReceiptVerifyError, VerifyError,
 };
 pub use hash::{Hash, HashKind, Leaf, ZERO};
 pub use history::{
     verify_consistency, verify_inclusion, ConsistencyProof, Digest, HistoryLeaf, InclusionProof,
 };
+pub use ledger::{verify_receipt, verify_receipt_at, Receipt, ReceiptTable, TableClaims};
 pub use proof::{
     verify, Claim, CompactProof, Expect, Proof, ProofNode, ProofWriter, TopWitness,
     COMPACT_LEVELS_MAX, MAGIC, PROOF_VERSION,

@@ -10,7 +10,10 @@ use alloc::vec::Vec;
 
 use crate::error::HistoryProveError;
 use crate::hash::{bit, Hash, HashKind, Leaf, ZERO};
-use crate::history::{node_hash, split, ConsistencyProof, Digest, InclusionProof, EMPTY_ROOT};
+use crate::history::{
+    node_hash, prove_consistency_from, prove_inclusion_from, root_from_nodes, ConsistencyProof,
+    Digest, InclusionProof, EMPTY_ROOT,
+};
 use crate::proof::{Proof, ProofNode, ProofWriter};
 use crate::trie::{sorted_leaves, Root, RootBuilder};
 
@@ -274,13 +277,7 @@ impl MemHistory {
         index: u64,
         size: u64,
     ) -> Result<InclusionProof, HistoryProveError> {
-        self.check_size(size)?;
-        if index >= size {
-            return Err(HistoryProveError::IndexBeyondSize { index, size });
-        }
-        let mut path = Vec::new();
-        self.inclusion_path(index, 0, size, &mut path);
-        Ok(InclusionProof { index, size, path })
+        prove_inclusion_from(self.len(), index, size, &mut |l, i| Ok(self.node(l, i)))
     }
 
     /// The consistency proof between the trees of `old_size` and `new_size` leaves (RFC 9162
@@ -291,22 +288,14 @@ impl MemHistory {
         old_size: u64,
         new_size: u64,
     ) -> Result<ConsistencyProof, HistoryProveError> {
-        self.check_size(new_size)?;
-        if old_size == 0 {
-            return Err(HistoryProveError::EmptyOld);
-        }
-        if old_size > new_size {
-            return Err(HistoryProveError::OldAfterNew { old_size, new_size });
-        }
-        let mut path = Vec::new();
-        if old_size < new_size {
-            self.subproof(old_size, 0, new_size, true, &mut path);
-        }
-        Ok(ConsistencyProof {
-            old_size,
-            new_size,
-            path,
+        prove_consistency_from(self.len(), old_size, new_size, &mut |l, i| {
+            Ok(self.node(l, i))
         })
+    }
+
+    /// The stored root of the complete subtree `(level, i)`.
+    fn node(&self, level: u32, i: u64) -> Hash {
+        self.levels[level as usize][i as usize]
     }
 
     fn check_size(&self, size: u64) -> Result<(), HistoryProveError> {
@@ -320,58 +309,7 @@ impl MemHistory {
     }
 
     fn root_at(&self, size: u64) -> Hash {
-        if size == 0 {
-            EMPTY_ROOT
-        } else {
-            self.subtree(0, size)
-        }
-    }
-
-    /// `MTH(D[lo:hi])`, `lo < hi <= len`: a stored root when the range is an aligned power of
-    /// two (always, for the ranges the RFC's recursion names, except the right edge), else the
-    /// RFC's split.
-    fn subtree(&self, lo: u64, hi: u64) -> Hash {
-        debug_assert!(lo < hi && hi <= self.len());
-        let n = hi - lo;
-        if n.is_power_of_two() && lo.is_multiple_of(n) {
-            let level = n.trailing_zeros() as usize;
-            return self.levels[level][(lo >> level) as usize];
-        }
-        let k = split(n);
-        node_hash(&self.subtree(lo, lo + k), &self.subtree(lo + k, hi))
-    }
-
-    /// `PATH(index - lo, D[lo:hi])`, appended to `out` from the bottom up.
-    fn inclusion_path(&self, index: u64, lo: u64, hi: u64, out: &mut Vec<Hash>) {
-        if hi - lo == 1 {
-            return;
-        }
-        let mid = lo + split(hi - lo);
-        if index < mid {
-            self.inclusion_path(index, lo, mid, out);
-            out.push(self.subtree(mid, hi));
-        } else {
-            self.inclusion_path(index, mid, hi, out);
-            out.push(self.subtree(lo, mid));
-        }
-    }
-
-    /// `SUBPROOF(old - lo, D[lo:hi], whole)`, appended to `out` from the bottom up; `old` is the
-    /// old tree's size, `lo < old <= hi`.
-    fn subproof(&self, old: u64, lo: u64, hi: u64, whole: bool, out: &mut Vec<Hash>) {
-        if old == hi {
-            if !whole {
-                out.push(self.subtree(lo, hi));
-            }
-            return;
-        }
-        let mid = lo + split(hi - lo);
-        if old <= mid {
-            self.subproof(old, lo, mid, whole, out);
-            out.push(self.subtree(mid, hi));
-        } else {
-            self.subproof(old, mid, hi, false, out);
-            out.push(self.subtree(lo, mid));
-        }
+        root_from_nodes::<HistoryProveError>(self.len(), size, &mut |l, i| Ok(self.node(l, i)))
+            .unwrap_or(EMPTY_ROOT)
     }
 }

@@ -10,8 +10,9 @@
 mod common;
 
 use cairn_proof::history::{
-    consistency_path_len, inclusion_path_len, leaf_hash, root_of, DIGEST_BYTES, EMPTY_ROOT,
-    HISTORY_LEAF_BYTES, PATH_HASHES_MAX, SIZE_MAX,
+    completed_by, consistency_path_len, inclusion_path_len, leaf_hash, node_hash,
+    prove_consistency_from, prove_inclusion_from, root_from_inclusion, root_from_nodes, root_of,
+    DIGEST_BYTES, EMPTY_ROOT, HISTORY_LEAF_BYTES, PATH_HASHES_MAX, SIZE_MAX,
 };
 use cairn_proof::reference::MemHistory;
 use cairn_proof::{
@@ -354,6 +355,72 @@ fn history_v1_golden() {
 
 /// Every tree up to 128 leaves, exhaustively: the reference tree's digests and proofs are the
 /// definition's (computed over slices), byte for byte, and they verify.
+/// A tree stored as a durable one stores it (each leaf hash with the nodes its append
+/// completes, `completed_by`) proves exactly what the reference proves, reading only nodes it
+/// stored, and a read error ends a proof with that error.
+#[test]
+fn proofs_from_stored_nodes_match_the_reference() {
+    use std::collections::HashMap;
+    let (tree, leaves) = make_tree(100, 3);
+    let mut stored: HashMap<(u32, u64), Hash> = HashMap::new();
+    for (index, leaf) in leaves.iter().enumerate() {
+        stored.insert((0, index as u64), *leaf);
+        for (level, i) in completed_by(index as u64) {
+            let left = stored[&(level - 1, 2 * i)];
+            let right = stored[&(level - 1, 2 * i + 1)];
+            assert!(stored
+                .insert((level, i), node_hash(&left, &right))
+                .is_none());
+        }
+    }
+    assert_eq!(stored.len(), 2 * 100 - 100u64.count_ones() as usize);
+    let len = leaves.len() as u64;
+    let mut node = |level: u32, i: u64| -> Result<Hash, HistoryProveError> {
+        Ok(*stored
+            .get(&(level, i))
+            .expect("a proof read a node never stored"))
+    };
+    for size in 0..=len {
+        assert_eq!(
+            root_from_nodes(len, size, &mut node).unwrap(),
+            tree.digest_at(size).unwrap().root
+        );
+        for index in 0..size {
+            let proof = prove_inclusion_from(len, index, size, &mut node).unwrap();
+            assert_eq!(proof, tree.prove_inclusion(index, size).unwrap());
+            let root = root_from_inclusion(&leaves[index as usize], index, size, &proof.path);
+            assert_eq!(root, Ok(tree.digest_at(size).unwrap().root));
+        }
+        for old in 1..=size {
+            let proof = prove_consistency_from(len, old, size, &mut node).unwrap();
+            assert_eq!(proof, tree.prove_consistency(old, size).unwrap());
+        }
+    }
+    assert_eq!(
+        prove_inclusion_from(len, 0, len + 1, &mut node),
+        Err(HistoryProveError::SizeBeyondTree { size: len + 1, len })
+    );
+    #[derive(Debug, PartialEq)]
+    enum ReadError {
+        Tree(HistoryProveError),
+        Disk,
+    }
+    impl From<HistoryProveError> for ReadError {
+        fn from(e: HistoryProveError) -> Self {
+            ReadError::Tree(e)
+        }
+    }
+    let mut failing = |_: u32, _: u64| -> Result<Hash, ReadError> { Err(ReadError::Disk) };
+    assert_eq!(
+        prove_inclusion_from(len, 5, len, &mut failing),
+        Err(ReadError::Disk)
+    );
+    assert_eq!(
+        prove_consistency_from(len, 0, len, &mut failing),
+        Err(ReadError::Tree(HistoryProveError::EmptyOld))
+    );
+}
+
 #[test]
 fn every_proof_of_every_small_tree() {
     let (tree, leaves) = make_tree(128, 7);

@@ -1,0 +1,782 @@
+//! [`Ledger`]: named authenticated durable tables committed together as numbered versions, each
+//! a leaf of the durable history tree, with receipts for reads.
+//!
+//! Owns: [`Ledger`], [`LedgerConfig`], [`LedgerTx`], [`LedgerBatch`], [`Committed`],
+//! [`VerifiedRead`], [`VersionInfo`], opening and recovery, the commit protocol. May call:
+//! `history` (the tree), `records` (the ledger's own records), the engine (sessions, durable
+//! tables, transactions), `cairn_proof` (ledger roots, receipts). Must never touch: the
+//! engine's files.
+//!
+//! **A commit** (`docs/ledger.md`, "Commits"), under the ledger's commit lock:
+//!
+//! 1. the transaction's writes and a *pending* record (version `v`, the metadata) go to the log
+//!    as one atomic record (the transaction's validated commit);
+//! 2. every table commits its trie (a logged commit record each; a table the version did not
+//!    change keeps its root at no cost);
+//! 3. the ledger root (`cairn_proof::ledger`) of the tables' roots, the leaf `(v, ledger root,
+//!    SHA-256(metadata))`, the history nodes it completes, the version's record and the new head
+//!    are written to `_history` as one record, which also deletes the pending record.
+//!
+//! The log keeps this order, so the third record's [`cairn::Durability`] covers the first two.
+//! A crash after step 1 leaves the pending record: opening the ledger finishes that commit
+//! (steps 2 and 3, with the metadata it kept), so recovery yields a prefix of the versions
+//! committed, each with the root and leaf it had (or would have had). A crash before step 1's
+//! record is durable loses the version whole.
+
+use std::path::Path;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use cairn::fs::{FileSystem, RealFs};
+use cairn::{Durability, Session, SessionOptions, Table, TableConfig, Update};
+use cairn_proof::history::HistoryLeaf;
+use cairn_proof::ledger::{ledger_path, ledger_root, Receipt, ReceiptTable};
+use cairn_proof::{ConsistencyProof, Digest, Hash, HashKind, InclusionProof, Root};
+use sha2::{Digest as _, Sha256};
+
+use crate::error::{Error, Result};
+use crate::history::History;
+use crate::records::{
+    decode_u64, version_key, LedgerMeta, Pending, VersionRecord, KEY_HEAD, KEY_META, KEY_PENDING,
+};
+
+/// The ledger's internal durable table: its configuration, versions and history nodes. Table
+/// names starting with `_` are reserved for it.
+pub const HISTORY_TABLE: &str = "_history";
+/// The longest commit metadata, in bytes.
+pub const META_BYTES_MAX: usize = 4096;
+/// Most attempts of [`Ledger::transact`] before a conflict is returned.
+pub const TRANSACT_ATTEMPTS_MAX: u32 = 64;
+
+/// How to open or create a ledger.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct LedgerConfig {
+    /// The ledger's tables, for a new ledger (any order; stored sorted). Opening an existing
+    /// ledger with a non-empty list checks that it names exactly the ledger's tables; empty,
+    /// the ledger's own list is used.
+    pub tables: Vec<String>,
+    /// The hash function of the tables' tries (and their proofs), for a new ledger. The
+    /// history tree and the ledger root always use SHA-256.
+    pub hash: HashKind,
+    /// The tables' engine configuration (write buffer, Bloom filters, the trie's memory); its
+    /// authentication is set by the ledger (hash from [`LedgerConfig::hash`]).
+    pub table: TableConfig,
+}
+
+impl LedgerConfig {
+    /// A configuration for a ledger of these tables, with the defaults otherwise.
+    pub fn new<S: Into<String>>(tables: impl IntoIterator<Item = S>) -> LedgerConfig {
+        LedgerConfig {
+            tables: tables.into_iter().map(Into::into).collect(),
+            ..LedgerConfig::default()
+        }
+    }
+
+    /// Sets [`LedgerConfig::hash`].
+    #[must_use]
+    pub fn hash(mut self, hash: HashKind) -> LedgerConfig {
+        self.hash = hash;
+        self
+    }
+
+    /// Sets [`LedgerConfig::table`].
+    #[must_use]
+    pub fn table(mut self, table: TableConfig) -> LedgerConfig {
+        self.table = table;
+        self
+    }
+}
+
+/// A version just committed.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Committed {
+    /// Its number (1 for the first commit).
+    pub version: u64,
+    /// Its ledger root.
+    pub ledger_root: Hash,
+    /// The ledger's digest with it: size `version`.
+    pub digest: Digest,
+    /// Fires when the version is durable (with every record it is made of).
+    pub durability: Durability,
+}
+
+/// Values read at one version, with the receipt that proves them.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct VerifiedRead {
+    /// The version read (the newest when the read ran).
+    pub version: u64,
+    /// The digest of that version: what the receipt verifies against.
+    pub digest: Digest,
+    /// For each table read, in the order asked, each key's value or `None`.
+    pub values: Vec<Vec<Option<Vec<u8>>>>,
+    /// The proof ([`cairn_proof::verify_receipt`]).
+    pub receipt: Receipt,
+}
+
+/// What the ledger keeps of one version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VersionInfo {
+    /// The version's history leaf (version, ledger root, metadata hash).
+    pub leaf: HistoryLeaf,
+    /// Each table's state root at the version, in table-name order.
+    pub roots: Vec<(String, Root)>,
+    /// The commit's metadata.
+    pub meta: Vec<u8>,
+}
+
+struct State {
+    history: History,
+    /// The newest version's record (`None` before the first commit).
+    head: Option<VersionRecord>,
+    /// Set when a commit failed after its updates were logged.
+    broken: Option<String>,
+}
+
+/// A verifiable ledger (see the crate doc): named authenticated durable tables committed
+/// together as versions, a history tree over the versions with a digest, and reads with
+/// receipts. Share it between threads (`&Ledger` or an `Arc`): commits are serialized, reads
+/// run beside each other and wait only for a commit's last steps.
+pub struct Ledger {
+    session: Session,
+    meta: LedgerMeta,
+    /// The data tables, in `meta.tables` order.
+    tables: Vec<Table>,
+    history: Table,
+    state: RwLock<State>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("dir", &self.session.dir())
+            .field("tables", &self.meta.tables)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ledger {
+    /// Opens the ledger in `dir` on the real file system, creating it (and the directory) when
+    /// there is none, with the engine's default session options (a write-ahead log with group
+    /// commit). See [`Ledger::open_with`].
+    ///
+    /// ```
+    /// use cairn_ledger::{Ledger, LedgerConfig};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let ledger = Ledger::open(dir.path(), LedgerConfig::new(["accounts"]))?;
+    /// assert_eq!(ledger.version(), 0);
+    /// # Ok::<(), cairn_ledger::Error>(())
+    /// ```
+    pub fn open(dir: impl AsRef<Path>, config: LedgerConfig) -> Result<Ledger> {
+        Ledger::open_with(Arc::new(RealFs), dir, config, SessionOptions::default())
+    }
+
+    /// Opens (or creates) the ledger in `dir` on file system `fs` with session `options`
+    /// (which must keep a log: the ledger's tables are durable). Recovery: the engine recovers
+    /// the tables from their checkpoints and the log; then a commit whose updates were logged
+    /// but whose version was not finished is finished (`docs/ledger.md`), and every table's
+    /// root is checked against the newest version's record.
+    ///
+    /// Cost: the engine's recovery, one lookup of at most 63 history nodes, and for an
+    /// unfinished commit, that commit's steps 2 and 3.
+    ///
+    /// Errors: [`Error::InvalidConfig`] (no tables for a new ledger, a reserved or repeated
+    /// name, a list or hash that disagrees with the ledger's, no log), [`Error::Corrupted`]
+    /// (the ledger's records disagree with its tables), and the engine's.
+    pub fn open_with(
+        fs: Arc<dyn FileSystem>,
+        dir: impl AsRef<Path>,
+        config: LedgerConfig,
+        options: SessionOptions,
+    ) -> Result<Ledger> {
+        if options.log.is_none() {
+            return Err(Error::InvalidConfig(
+                "a ledger needs the session's write-ahead log".into(),
+            ));
+        }
+        let mut names = config.tables.clone();
+        names.sort();
+        if names.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Error::InvalidConfig("a table name is repeated".into()));
+        }
+        if let Some(name) = names.iter().find(|n| n.starts_with('_')) {
+            return Err(Error::InvalidConfig(format!(
+                "table name {name:?}: names starting with '_' are the ledger's"
+            )));
+        }
+        let session = Session::open_with(fs, dir, options)?;
+        let history = session.table(HISTORY_TABLE, TableConfig::default())?;
+        let meta = match history.get(KEY_META)? {
+            Some(bytes) => {
+                let meta = LedgerMeta::decode(&bytes)?;
+                if !names.is_empty() && (names != meta.tables || config.hash != meta.hash) {
+                    return Err(Error::InvalidConfig(format!(
+                        "the ledger holds tables {:?} hashed with {:?}, not {names:?} with {:?}",
+                        meta.tables, meta.hash, config.hash
+                    )));
+                }
+                meta
+            }
+            None => {
+                if names.is_empty() {
+                    return Err(Error::InvalidConfig(
+                        "a new ledger needs at least one table".into(),
+                    ));
+                }
+                // Tables first, then the record naming them, durably.
+                let meta = LedgerMeta {
+                    hash: config.hash,
+                    tables: names,
+                };
+                for name in &meta.tables {
+                    session.table(name, table_config(&config.table, meta.hash))?;
+                }
+                history
+                    .write(&[(KEY_META, Update::Insert(&meta.encode()))])?
+                    .wait()?;
+                meta
+            }
+        };
+        let tables = meta
+            .tables
+            .iter()
+            .map(|name| session.table(name, table_config(&config.table, meta.hash)))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let size = match history.get(KEY_HEAD)? {
+            Some(bytes) => decode_u64("head", &bytes)?,
+            None => 0,
+        };
+        let mut state = State {
+            history: History::load(&history, size)?,
+            head: None,
+            broken: None,
+        };
+        let ledger = Ledger {
+            session,
+            meta,
+            tables,
+            history,
+            state: RwLock::new(State {
+                history: History::default(),
+                head: None,
+                broken: None,
+            }),
+        };
+        if size > 0 {
+            state.head = Some(ledger.read_version(size)?);
+        }
+        if let Some(bytes) = ledger.history.get(KEY_PENDING)? {
+            let pending = Pending::decode(&bytes)?;
+            if pending.version == size + 1 {
+                ledger.finish(&mut state, pending.version, &pending.meta)?;
+                ledger.session.sync_log()?;
+            } else if pending.version > size + 1 {
+                return Err(Error::corrupted(
+                    "pending commit",
+                    format!("version {} after head {size}", pending.version),
+                ));
+            }
+        }
+        ledger.check_roots(&state)?;
+        *ledger.state.write().expect("not poisoned") = state;
+        Ok(ledger)
+    }
+
+    /// The ledger's tables, sorted.
+    pub fn tables(&self) -> &[String] {
+        &self.meta.tables
+    }
+
+    /// The hash function of the tables' tries.
+    pub fn hash_kind(&self) -> HashKind {
+        self.meta.hash
+    }
+
+    /// The newest version (0 before the first commit). O(1).
+    pub fn version(&self) -> u64 {
+        self.read_state().history.size()
+    }
+
+    /// The ledger's digest: the history tree's size (the newest version) and root. What a
+    /// client keeps, and checks receipts and newer digests against. Cost: at most 62 node
+    /// hashes, no I/O.
+    pub fn digest(&self) -> Digest {
+        self.read_state().history.digest()
+    }
+
+    /// The digest the ledger had at version `size` (0: the empty tree's). Cost: at most
+    /// `⌈log₂ n⌉` node reads (one batched lookup) and hashes.
+    ///
+    /// Errors: [`Error::Prove`] for a size beyond the newest version, the engine's.
+    pub fn digest_at(&self, size: u64) -> Result<Digest> {
+        let state = self.read_state();
+        state.history.digest_at(&self.history, size)
+    }
+
+    /// The proof that the ledger's history at `old_size` versions is a prefix of its history at
+    /// `new_size` (RFC 9162): what a client holding the older digest checks a newer one with
+    /// ([`cairn_proof::verify_consistency`]). `0 < old_size <= new_size <= version()`. Cost:
+    /// at most `2·⌈log₂ n⌉` node reads, in one batched lookup.
+    ///
+    /// Errors: [`Error::Prove`] for sizes out of order or beyond the newest, the engine's.
+    pub fn prove_consistency(&self, old_size: u64, new_size: u64) -> Result<ConsistencyProof> {
+        let state = self.read_state();
+        state
+            .history
+            .prove_consistency(&self.history, old_size, new_size)
+    }
+
+    /// The proof that version `version`'s leaf is in the history of `size` versions
+    /// (`version <= size <= version()`). Cost: as [`Ledger::prove_consistency`].
+    ///
+    /// Errors: [`Error::NoSuchVersion`] for version 0, [`Error::Prove`] beyond the newest.
+    pub fn prove_version(&self, version: u64, size: u64) -> Result<InclusionProof> {
+        let state = self.read_state();
+        if version == 0 {
+            return Err(Error::NoSuchVersion {
+                version,
+                newest: state.history.size(),
+            });
+        }
+        state
+            .history
+            .prove_inclusion(&self.history, version - 1, size)
+    }
+
+    /// What the ledger keeps of version `version` (1 to [`Ledger::version`]): its leaf, every
+    /// table's root and the metadata. Cost: one lookup.
+    ///
+    /// Errors: [`Error::NoSuchVersion`], [`Error::Corrupted`], the engine's.
+    pub fn version_info(&self, version: u64) -> Result<VersionInfo> {
+        let newest = self.version();
+        if version == 0 || version > newest {
+            return Err(Error::NoSuchVersion { version, newest });
+        }
+        let record = self.read_version(version)?;
+        Ok(VersionInfo {
+            leaf: record.leaf,
+            roots: self.meta.tables.iter().cloned().zip(record.roots).collect(),
+            meta: record.meta,
+        })
+    }
+
+    /// The value of `key` in `table` as of the newest commit, unverified (no receipt): one
+    /// lookup. Errors: [`Error::NoSuchTable`], the engine's.
+    pub fn get(&self, table: &str, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        Ok(self.table(table)?.get(key)?)
+    }
+
+    /// Reads `keys` of each table named, as of the newest version, with a receipt proving
+    /// every answer (present with its value, or absent) against that version, and its digest:
+    /// check it with [`cairn_proof::verify_receipt`] against a digest the client trusts (this
+    /// one, once checked consistent with the last it held). Each table at most once.
+    ///
+    /// Cost: one batched lookup and one multiproof per table (about `log₂ n` trie nodes per key,
+    /// one round of page reads per trie level below the retained ones), no history read (the
+    /// newest leaf's path is on the tree's right edge). Commits wait meanwhile for their last
+    /// steps.
+    ///
+    /// Errors: [`Error::NoSuchTable`], [`Error::InvalidConfig`] (a table named twice, no
+    /// table), [`Error::NoSuchVersion`] before the first commit, the engine's (a key too large).
+    pub fn read<K: AsRef<[u8]>>(&self, reads: &[(&str, &[K])]) -> Result<VerifiedRead> {
+        if reads.is_empty() {
+            return Err(Error::InvalidConfig(
+                "a read names at least one table".into(),
+            ));
+        }
+        let mut order: Vec<(usize, usize)> = Vec::with_capacity(reads.len());
+        for (i, (name, _)) in reads.iter().enumerate() {
+            order.push((self.table_index(name)?, i));
+        }
+        order.sort_unstable();
+        if order.windows(2).any(|w| w[0].0 == w[1].0) {
+            return Err(Error::InvalidConfig("a read names a table twice".into()));
+        }
+        let state = self.read_state();
+        let head = state.head.as_ref().ok_or(Error::NoSuchVersion {
+            version: 0,
+            newest: 0,
+        })?;
+        let version = head.leaf.version;
+        let pairs: Vec<(&[u8], Root)> = self
+            .meta
+            .tables
+            .iter()
+            .map(|n| n.as_bytes())
+            .zip(head.roots.iter().copied())
+            .collect();
+        let mut values = vec![Vec::new(); reads.len()];
+        let mut sections = Vec::with_capacity(reads.len());
+        for &(t, i) in &order {
+            let keys = reads[i].1;
+            let table = &self.tables[t];
+            values[i] = table
+                .lookups(keys)?
+                .into_iter()
+                .map(|r| r.into_value())
+                .collect();
+            let proved = table.prove(keys)?;
+            if proved.root != head.roots[t] {
+                return Err(Error::corrupted(
+                    format!("table {:?}", self.meta.tables[t]),
+                    format!("its root differs from version {version}'s record"),
+                ));
+            }
+            sections.push(ReceiptTable {
+                name: self.meta.tables[t].clone(),
+                root: proved.root,
+                index: t as u32,
+                path: ledger_path(&pairs, t).map_err(|e| Error::InvalidConfig(e.to_string()))?,
+                proof: proved.proof,
+            });
+        }
+        let inclusion = state
+            .history
+            .prove_inclusion(&self.history, version - 1, version)?;
+        let receipt = Receipt {
+            version,
+            meta: head.leaf.meta,
+            table_count: self.tables.len() as u32,
+            tables: sections,
+            history_size: inclusion.size,
+            history_path: inclusion.path,
+        };
+        Ok(VerifiedRead {
+            version,
+            digest: state.history.digest(),
+            values,
+            receipt,
+        })
+    }
+
+    /// Runs `body` in a read-modify-write transaction over the ledger's tables and commits
+    /// what it wrote as the next version, with `meta` (at most [`META_BYTES_MAX`] bytes: a
+    /// block header, a timestamp, a client's request id) hashed into its history leaf. A
+    /// conflict runs `body` again (up to [`TRANSACT_ATTEMPTS_MAX`] times, with growing pauses).
+    /// Returns what `body` returned and the version made (`None` when `body` wrote nothing:
+    /// no version).
+    ///
+    /// Serializable: every read is validated at commit (the engine's transactions), and the
+    /// version's ledger root covers exactly the writes of the transactions before it. Cost:
+    /// the engine's transaction, then (commits are serialized) one commit of each table's trie,
+    /// one ledger root (two hashes per table), one history append (amortised one node hash)
+    /// and one write of the version's record and nodes.
+    ///
+    /// Errors: those of `body`, [`Error::MetaTooLong`], [`Error::Broken`], the engine's
+    /// ([`cairn::Error::TransactionConflict`] after the last attempt). An error after the
+    /// updates were logged breaks the ledger (see [`Error::Broken`]).
+    pub fn transact<T>(
+        &self,
+        meta: &[u8],
+        mut body: impl FnMut(&mut LedgerTx<'_>) -> Result<T>,
+    ) -> Result<(T, Option<Committed>)> {
+        if meta.len() > META_BYTES_MAX {
+            return Err(Error::MetaTooLong(meta.len()));
+        }
+        let mut attempt = 1;
+        loop {
+            let mut tx = LedgerTx {
+                ledger: self,
+                tx: self.session.transaction()?,
+            };
+            let out = body(&mut tx)?;
+            if tx.tx.writes() == 0 {
+                return Ok((out, None));
+            }
+            let mut state = self.write_state();
+            if let Some(broken) = &state.broken {
+                return Err(Error::Broken(broken.clone()));
+            }
+            let version = state.history.size() + 1;
+            let pending = Pending {
+                version,
+                meta: meta.to_vec(),
+            };
+            tx.tx.insert(&self.history, KEY_PENDING, pending.encode())?;
+            match tx.tx.commit() {
+                Ok(_) => {}
+                Err(e) if e.is_retryable() => {
+                    drop(state);
+                    if attempt >= TRANSACT_ATTEMPTS_MAX {
+                        return Err(e.into());
+                    }
+                    backoff(attempt);
+                    attempt += 1;
+                    continue;
+                }
+                Err(e) => {
+                    // The record may have been logged: only a reopen knows.
+                    state.broken = Some(e.to_string());
+                    return Err(e.into());
+                }
+            }
+            return match self.finish(&mut state, version, meta) {
+                Ok(committed) => Ok((out, Some(committed))),
+                Err(e) => {
+                    state.broken = Some(e.to_string());
+                    Err(e)
+                }
+            };
+        }
+    }
+
+    /// Commits `batch` as the next version (blind writes: nothing is read, so nothing
+    /// conflicts). An empty batch makes no version. Errors: as [`Ledger::transact`].
+    pub fn write(&self, batch: &LedgerBatch) -> Result<Option<Committed>> {
+        for (table, _, _) in &batch.updates {
+            self.table_index(table)?;
+        }
+        let (_, committed) = self.transact(&batch.meta, |tx| {
+            for (table, key, value) in &batch.updates {
+                match value {
+                    Some(value) => tx.insert(table, key, value)?,
+                    None => tx.delete(table, key)?,
+                }
+            }
+            Ok(())
+        })?;
+        Ok(committed)
+    }
+
+    /// Writes and fsyncs everything logged so far, and waits for it.
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.session.sync_log()?)
+    }
+
+    /// Saves every table as a checkpoint and drops the log before them ([`Session::checkpoint`]).
+    pub fn checkpoint(&self) -> Result<()> {
+        Ok(self.session.checkpoint()?)
+    }
+
+    /// Closes the ledger's session (what is logged stays; durability as the log's policy).
+    pub fn close(&self) {
+        self.session.close();
+    }
+
+    // ---------------------------------------------------------------------------------------
+
+    /// Steps 2 and 3 of a commit (see the module doc), for version `version` whose updates
+    /// and pending record are logged.
+    fn finish(&self, state: &mut State, version: u64, meta: &[u8]) -> Result<Committed> {
+        let mut roots = Vec::with_capacity(self.tables.len());
+        for table in &self.tables {
+            roots.push(table.commit()?.root);
+        }
+        let pairs: Vec<(&[u8], Root)> = self
+            .meta
+            .tables
+            .iter()
+            .map(|n| n.as_bytes())
+            .zip(roots.iter().copied())
+            .collect();
+        let ledger_root = ledger_root(&pairs).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let leaf = HistoryLeaf {
+            version,
+            ledger_root,
+            meta: meta_hash(meta),
+        };
+        let mut history = state.history.clone();
+        let nodes = history.append(leaf.hash());
+        let record = VersionRecord {
+            leaf,
+            roots,
+            meta: meta.to_vec(),
+        };
+        let keys: Vec<Vec<u8>> = nodes
+            .iter()
+            .map(|&((level, index), _)| crate::records::node_key(level, index).to_vec())
+            .collect();
+        let record_bytes = record.encode();
+        let head = version.to_be_bytes();
+        let mut updates: Vec<(&[u8], Update<'_>)> = keys
+            .iter()
+            .zip(&nodes)
+            .map(|(k, (_, hash))| (&k[..], Update::Insert(&hash[..])))
+            .collect();
+        let vkey = version_key(version);
+        updates.push((&vkey, Update::Insert(&record_bytes)));
+        updates.push((KEY_HEAD, Update::Insert(&head)));
+        updates.push((KEY_PENDING, Update::Delete));
+        let durability = self.history.write(&updates)?;
+        state.history = history;
+        state.head = Some(record);
+        Ok(Committed {
+            version,
+            ledger_root,
+            digest: state.history.digest(),
+            durability,
+        })
+    }
+
+    /// Every table's last commit must be the newest version's root: anything else means the
+    /// tables and the ledger's records disagree.
+    fn check_roots(&self, state: &State) -> Result<()> {
+        for (t, table) in self.tables.iter().enumerate() {
+            let root = table.last_commit()?.root;
+            let expected =
+                match &state.head {
+                    Some(head) => head.roots.get(t).copied().ok_or_else(|| {
+                        Error::corrupted("version record", "fewer roots than tables")
+                    })?,
+                    None => Root::empty(self.meta.hash),
+                };
+            if root != expected {
+                return Err(Error::corrupted(
+                    format!("table {:?}", self.meta.tables[t]),
+                    format!(
+                        "its root differs from the one version {} recorded",
+                        state.history.size()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn read_version(&self, version: u64) -> Result<VersionRecord> {
+        let what = format!("version {version}");
+        let bytes = self
+            .history
+            .get(version_key(version))?
+            .ok_or_else(|| Error::corrupted(what.clone(), "missing"))?;
+        let record = VersionRecord::decode(&bytes)?;
+        if record.leaf.version != version || record.roots.len() != self.tables.len() {
+            return Err(Error::corrupted(what, "its leaf or roots do not fit"));
+        }
+        Ok(record)
+    }
+
+    fn table_index(&self, name: &str) -> Result<usize> {
+        self.meta
+            .tables
+            .binary_search_by(|n| n.as_str().cmp(name))
+            .map_err(|_| Error::NoSuchTable(name.to_string()))
+    }
+
+    fn table(&self, name: &str) -> Result<&Table> {
+        Ok(&self.tables[self.table_index(name)?])
+    }
+
+    fn read_state(&self) -> RwLockReadGuard<'_, State> {
+        // A panic under the lock leaves the state as the last finished step left it.
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_state(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A read-modify-write transaction over a ledger's tables ([`Ledger::transact`]): reads see
+/// the tables as of its start plus its own writes; writes are buffered until the commit.
+pub struct LedgerTx<'a> {
+    ledger: &'a Ledger,
+    tx: cairn::Transaction,
+}
+
+impl LedgerTx<'_> {
+    /// The value of `key` in `table` as this transaction sees it (validated at commit).
+    /// Errors: [`Error::NoSuchTable`], the engine's.
+    pub fn get(&mut self, table: &str, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let table = self.ledger.table(table)?;
+        Ok(self.tx.get(table, key)?)
+    }
+
+    /// Sets `key` of `table` to `value`. Errors: [`Error::NoSuchTable`], the engine's (a key
+    /// or value too large).
+    pub fn insert(
+        &mut self,
+        table: &str,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let table = self.ledger.table(table)?;
+        Ok(self.tx.insert(table, key, value)?)
+    }
+
+    /// Removes `key` from `table`. Errors: as [`LedgerTx::insert`].
+    pub fn delete(&mut self, table: &str, key: impl AsRef<[u8]>) -> Result<()> {
+        let table = self.ledger.table(table)?;
+        Ok(self.tx.delete(table, key)?)
+    }
+}
+
+/// Blind writes to commit as one version ([`Ledger::write`]), with the version's metadata.
+#[derive(Clone, Debug, Default)]
+pub struct LedgerBatch {
+    updates: Vec<(String, Vec<u8>, Option<Vec<u8>>)>,
+    meta: Vec<u8>,
+}
+
+impl LedgerBatch {
+    /// An empty batch with no metadata.
+    pub fn new() -> LedgerBatch {
+        LedgerBatch::default()
+    }
+
+    /// Sets `key` of `table` to `value`.
+    pub fn insert(
+        &mut self,
+        table: &str,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.updates.push((
+            table.to_string(),
+            key.as_ref().to_vec(),
+            Some(value.as_ref().to_vec()),
+        ));
+        self
+    }
+
+    /// Removes `key` from `table`.
+    pub fn delete(&mut self, table: &str, key: impl AsRef<[u8]>) -> &mut Self {
+        self.updates
+            .push((table.to_string(), key.as_ref().to_vec(), None));
+        self
+    }
+
+    /// Sets the version's metadata (at most [`META_BYTES_MAX`] bytes).
+    pub fn meta(&mut self, meta: impl AsRef<[u8]>) -> &mut Self {
+        self.meta = meta.as_ref().to_vec();
+        self
+    }
+
+    /// Updates in the batch.
+    pub fn len(&self) -> usize {
+        self.updates.len()
+    }
+
+    /// Whether the batch holds no update.
+    pub fn is_empty(&self) -> bool {
+        self.updates.is_empty()
+    }
+}
+
+/// The hash of a commit's metadata, as its history leaf holds it: `SHA-256(meta)`.
+pub fn meta_hash(meta: &[u8]) -> Hash {
+    Sha256::digest(meta).into()
+}
+
+fn table_config(base: &TableConfig, hash: HashKind) -> TableConfig {
+    let auth = base.auth.unwrap_or_default().hash(hash);
+    base.clone().auth(Some(auth))
+}
+
+/// A pause before attempt `attempt + 1` of a transaction: a yield, then a sleep of up to
+/// `2^attempt` microseconds (at most about 4 ms), spread by the clock's low bits.
+fn backoff(attempt: u32) {
+    std::thread::yield_now();
+    if attempt > 1 {
+        let cap = 1u64 << attempt.min(12);
+        let spread = u64::from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos()),
+        );
+        std::thread::sleep(Duration::from_micros(spread % cap));
+    }
+}

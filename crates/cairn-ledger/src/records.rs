@@ -1,0 +1,304 @@
+//! The ledger's own records, stored in its internal durable table `_history`
+//! (`docs/format/ledger.md`, "Stored records"): their keys, encodings and total decoders.
+//!
+//! Owns: the key layout of `_history` and [`LedgerMeta`], [`Pending`], [`VersionRecord`].
+//! May call: `cairn_proof` (leaves, roots, hash kinds), the crate's errors. Must never touch:
+//! tables or files (the ledger reads and writes these records through the engine).
+//!
+//! Every record starts with a format version byte (1); a decoder refuses other versions, short
+//! input and bytes left over. The engine checksums every page they are stored in.
+
+use cairn_proof::history::{HistoryLeaf, HISTORY_LEAF_BYTES};
+use cairn_proof::{Hash, HashKind, Root};
+
+use crate::error::{Error, Result};
+
+/// The format version of every record below.
+pub(crate) const RECORD_VERSION: u8 = 1;
+
+/// Key of the ledger's configuration record.
+pub(crate) const KEY_META: &[u8] = b"c";
+/// Key of the newest finished version (u64 big-endian).
+pub(crate) const KEY_HEAD: &[u8] = b"h";
+/// Key of the commit in progress, written atomically with its updates.
+pub(crate) const KEY_PENDING: &[u8] = b"p";
+/// Prefix of a history node's key: `n`, level (one byte), index (u64 big-endian).
+const NODE_PREFIX: u8 = b'n';
+/// Prefix of a version record's key: `v`, version (u64 big-endian).
+const VERSION_PREFIX: u8 = b'v';
+
+/// The key of history node `(level, index)`: the root of the `2^level` leaves from
+/// `index · 2^level` (level 0: a leaf hash).
+pub(crate) fn node_key(level: u32, index: u64) -> [u8; 10] {
+    let mut key = [0u8; 10];
+    key[0] = NODE_PREFIX;
+    key[1] = level as u8;
+    key[2..].copy_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// The key of version `version`'s record.
+pub(crate) fn version_key(version: u64) -> [u8; 9] {
+    let mut key = [0u8; 9];
+    key[0] = VERSION_PREFIX;
+    key[1..].copy_from_slice(&version.to_be_bytes());
+    key
+}
+
+/// The ledger's configuration, fixed when it is created: its tables (sorted, unique) and
+/// their hash function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LedgerMeta {
+    pub(crate) hash: HashKind,
+    pub(crate) tables: Vec<String>,
+}
+
+impl LedgerMeta {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = vec![RECORD_VERSION, self.hash.code()];
+        out.extend_from_slice(&(self.tables.len() as u16).to_be_bytes());
+        for name in &self.tables {
+            out.push(name.len() as u8);
+            out.extend_from_slice(name.as_bytes());
+        }
+        out
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<LedgerMeta> {
+        let mut r = Reader::new("configuration", bytes);
+        r.version()?;
+        let code = r.u8()?;
+        let hash = HashKind::from_code(code).ok_or_else(|| r.bad("unknown hash kind"))?;
+        let count = r.u16()? as usize;
+        if count == 0 {
+            return Err(r.bad("no tables"));
+        }
+        let mut tables: Vec<String> = Vec::with_capacity(count.min(bytes.len()));
+        for _ in 0..count {
+            let len = r.u8()? as usize;
+            let name = std::str::from_utf8(r.take(len)?)
+                .map_err(|_| r.bad("a table name is not UTF-8"))?
+                .to_string();
+            if tables.last().is_some_and(|p| *p >= name) {
+                return Err(r.bad("table names out of order"));
+            }
+            tables.push(name);
+        }
+        r.finish()?;
+        Ok(LedgerMeta { hash, tables })
+    }
+}
+
+/// The commit in progress: its version and metadata, logged atomically with its updates so
+/// that recovery finishes it exactly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Pending {
+    pub(crate) version: u64,
+    pub(crate) meta: Vec<u8>,
+}
+
+impl Pending {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(13 + self.meta.len());
+        out.push(RECORD_VERSION);
+        out.extend_from_slice(&self.version.to_be_bytes());
+        out.extend_from_slice(&(self.meta.len() as u32).to_be_bytes());
+        out.extend_from_slice(&self.meta);
+        out
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Pending> {
+        let mut r = Reader::new("pending commit", bytes);
+        r.version()?;
+        let version = r.u64()?;
+        let len = r.u32()? as usize;
+        let meta = r.take(len)?.to_vec();
+        r.finish()?;
+        Ok(Pending { version, meta })
+    }
+}
+
+/// What the ledger keeps of each version: its history leaf, every table's root (in the
+/// configuration's table order) and the commit's metadata (whose hash is in the leaf).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct VersionRecord {
+    pub(crate) leaf: HistoryLeaf,
+    pub(crate) roots: Vec<Root>,
+    pub(crate) meta: Vec<u8>,
+}
+
+impl VersionRecord {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1 + HISTORY_LEAF_BYTES + 2 + 33 * self.roots.len() + 4);
+        out.push(RECORD_VERSION);
+        out.extend_from_slice(&self.leaf.encode());
+        out.extend_from_slice(&(self.roots.len() as u16).to_be_bytes());
+        for root in &self.roots {
+            out.push(root.kind.code());
+            out.extend_from_slice(&root.hash);
+        }
+        out.extend_from_slice(&(self.meta.len() as u32).to_be_bytes());
+        out.extend_from_slice(&self.meta);
+        out
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<VersionRecord> {
+        let mut r = Reader::new("version record", bytes);
+        r.version()?;
+        let leaf = HistoryLeaf::decode(r.take(HISTORY_LEAF_BYTES)?)
+            .map_err(|e| r.bad(&format!("its history leaf: {e}")))?;
+        let count = r.u16()? as usize;
+        let mut roots = Vec::with_capacity(count.min(bytes.len() / 33));
+        for _ in 0..count {
+            let code = r.u8()?;
+            let kind = HashKind::from_code(code).ok_or_else(|| r.bad("unknown hash kind"))?;
+            roots.push(Root {
+                kind,
+                hash: r.hash()?,
+            });
+        }
+        let len = r.u32()? as usize;
+        let meta = r.take(len)?.to_vec();
+        r.finish()?;
+        Ok(VersionRecord { leaf, roots, meta })
+    }
+}
+
+/// A stored u64 (the head record).
+pub(crate) fn decode_u64(what: &str, bytes: &[u8]) -> Result<u64> {
+    let b: [u8; 8] = bytes
+        .try_into()
+        .map_err(|_| Error::corrupted(what, format!("{} bytes, not 8", bytes.len())))?;
+    Ok(u64::from_be_bytes(b))
+}
+
+/// A stored hash (a history node).
+pub(crate) fn decode_hash(what: &str, bytes: &[u8]) -> Result<Hash> {
+    bytes
+        .try_into()
+        .map_err(|_| Error::corrupted(what, format!("{} bytes, not 32", bytes.len())))
+}
+
+struct Reader<'a> {
+    what: &'static str,
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(what: &'static str, bytes: &'a [u8]) -> Reader<'a> {
+        Reader { what, bytes, at: 0 }
+    }
+
+    fn bad(&self, detail: &str) -> Error {
+        Error::corrupted(self.what, detail)
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if n > self.bytes.len() - self.at {
+            return Err(self.bad("truncated"));
+        }
+        let out = &self.bytes[self.at..self.at + n];
+        self.at += n;
+        Ok(out)
+    }
+
+    fn version(&mut self) -> Result<()> {
+        let v = self.u8()?;
+        if v != RECORD_VERSION {
+            return Err(self.bad(&format!("format version {v}; this build reads 1")));
+        }
+        Ok(())
+    }
+
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_be_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_be_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+
+    fn hash(&mut self) -> Result<Hash> {
+        Ok(self.take(32)?.try_into().expect("32 bytes"))
+    }
+
+    fn finish(&self) -> Result<()> {
+        if self.at != self.bytes.len() {
+            return Err(self.bad(&format!(
+                "{} bytes after its end",
+                self.bytes.len() - self.at
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_refuse_every_truncation() {
+        let meta = LedgerMeta {
+            hash: HashKind::Blake3,
+            tables: vec!["checking".into(), "savings".into()],
+        };
+        let pending = Pending {
+            version: 7,
+            meta: b"block 7".to_vec(),
+        };
+        let record = VersionRecord {
+            leaf: HistoryLeaf {
+                version: 7,
+                ledger_root: [3; 32],
+                meta: [4; 32],
+            },
+            roots: vec![
+                Root::empty(HashKind::Sha256),
+                Root {
+                    kind: HashKind::Sha256,
+                    hash: [9; 32],
+                },
+            ],
+            meta: b"block 7".to_vec(),
+        };
+        assert_eq!(LedgerMeta::decode(&meta.encode()).unwrap(), meta);
+        assert_eq!(Pending::decode(&pending.encode()).unwrap(), pending);
+        assert_eq!(VersionRecord::decode(&record.encode()).unwrap(), record);
+        for bytes in [meta.encode(), pending.encode(), record.encode()] {
+            for cut in 0..bytes.len() {
+                let short = &bytes[..cut];
+                assert!(LedgerMeta::decode(short).is_err() || cut == bytes.len());
+                assert!(Pending::decode(short).is_err());
+                assert!(VersionRecord::decode(short).is_err());
+            }
+            let mut long = bytes.clone();
+            long.push(0);
+            assert!(LedgerMeta::decode(&long).is_err());
+            assert!(Pending::decode(&long).is_err());
+            assert!(VersionRecord::decode(&long).is_err());
+        }
+    }
+
+    #[test]
+    fn keys_sort_by_level_then_index_and_by_version() {
+        assert!(node_key(0, 1) < node_key(0, 2));
+        assert!(node_key(0, u64::MAX) < node_key(1, 0));
+        assert!(version_key(255) < version_key(256));
+    }
+}
