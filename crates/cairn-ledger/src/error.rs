@@ -27,6 +27,15 @@ pub enum Error {
         /// The ledger's newest version.
         newest: u64,
     },
+    /// A version outside the window of versions kept provable ([`crate::LedgerConfig::history`]):
+    /// older than the oldest kept. Never answered with a proof against another version.
+    #[error("version {version} is pruned (the oldest kept provable is {oldest})")]
+    VersionPruned {
+        /// The version asked for.
+        version: u64,
+        /// The oldest version kept provable.
+        oldest: u64,
+    },
     /// A proof the history tree cannot make for these arguments (sizes out of order, from 0).
     #[error(transparent)]
     Prove(#[from] cairn_proof::HistoryProveError),

@@ -62,6 +62,13 @@ pub struct LedgerConfig {
     /// The tables' engine configuration (write buffer, Bloom filters, the trie's memory); its
     /// authentication is set by the ledger (hash from [`LedgerConfig::hash`]).
     pub table: TableConfig,
+    /// Versions before the newest kept provable ([`Ledger::read_at`], [`Ledger::prove_promises`]):
+    /// 0 (the default) keeps the newest only; `u64::MAX` keeps every version since the ledger
+    /// opened. The window is held in memory as one duplicate of each table per version (O(1)
+    /// each: shared runs, write buffer layers and trie pages), and keeps the files those
+    /// versions reach; it starts again at the newest version when the ledger opens
+    /// (`docs/ledger.md`, "Versions kept provable").
+    pub history: u64,
 }
 
 impl LedgerConfig {
@@ -77,6 +84,13 @@ impl LedgerConfig {
     #[must_use]
     pub fn hash(mut self, hash: HashKind) -> LedgerConfig {
         self.hash = hash;
+        self
+    }
+
+    /// Sets [`LedgerConfig::history`].
+    #[must_use]
+    pub fn history(mut self, history: u64) -> LedgerConfig {
+        self.history = history;
         self
     }
 
@@ -128,8 +142,29 @@ pub struct VersionInfo {
     pub meta: Vec<u8>,
 }
 
+/// One version kept provable: a duplicate of each table as of that version.
+struct Retained {
+    version: u64,
+    tables: Vec<Table>,
+}
+
+/// A read the client will verify later ([`Ledger::prove_promises`]): the keys of a table it
+/// read or wrote at a version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Promise {
+    /// The version the operation saw or made.
+    pub version: u64,
+    /// The table.
+    pub table: String,
+    /// The keys.
+    pub keys: Vec<Vec<u8>>,
+}
+
 struct State {
     history: History,
+    /// The versions kept provable, oldest first, the newest included (empty when
+    /// [`LedgerConfig::history`] is 0).
+    window: std::collections::VecDeque<Retained>,
     /// The newest version's record (`None` before the first commit).
     head: Option<VersionRecord>,
     /// Set when a commit failed after its updates were logged.
@@ -146,6 +181,8 @@ pub struct Ledger {
     /// The data tables, in `meta.tables` order.
     tables: Vec<Table>,
     history: Table,
+    /// [`LedgerConfig::history`].
+    keep: u64,
     state: RwLock<State>,
 }
 
@@ -251,6 +288,7 @@ impl Ledger {
         };
         let mut state = State {
             history: History::load(&history, size)?,
+            window: Default::default(),
             head: None,
             broken: None,
         };
@@ -259,8 +297,10 @@ impl Ledger {
             meta,
             tables,
             history,
+            keep: config.history,
             state: RwLock::new(State {
                 history: History::default(),
+                window: Default::default(),
                 head: None,
                 broken: None,
             }),
@@ -281,6 +321,9 @@ impl Ledger {
             }
         }
         ledger.check_roots(&state)?;
+        if state.window.is_empty() && size > 0 {
+            ledger.retain(&mut state, size)?;
+        }
         *ledger.state.write().expect("not poisoned") = state;
         Ok(ledger)
     }
@@ -382,6 +425,64 @@ impl Ledger {
     /// Errors: [`Error::NoSuchTable`], [`Error::InvalidConfig`] (a table named twice, no
     /// table), [`Error::NoSuchVersion`] before the first commit, the engine's (a key too large).
     pub fn read<K: AsRef<[u8]>>(&self, reads: &[(&str, &[K])]) -> Result<VerifiedRead> {
+        let state = self.read_state();
+        let version = state.history.size();
+        self.read_in(&state, version, reads)
+    }
+
+    /// Reads `keys` of each table named as of version `version`, which may be older than the
+    /// newest (within the window kept provable, [`LedgerConfig::history`]), with a receipt for
+    /// that version against the newest digest: check it with
+    /// [`cairn_proof::verify_receipt_at`]. Cost: as [`Ledger::read`], plus at most
+    /// `2·⌈log₂ n⌉` history nodes read (one batched lookup) for an older version.
+    ///
+    /// Errors: [`Error::VersionPruned`] for a version older than the window,
+    /// [`Error::NoSuchVersion`] for 0 or one beyond the newest, and as [`Ledger::read`].
+    pub fn read_at<K: AsRef<[u8]>>(
+        &self,
+        version: u64,
+        reads: &[(&str, &[K])],
+    ) -> Result<VerifiedRead> {
+        let state = self.read_state();
+        self.read_in(&state, version, reads)
+    }
+
+    /// Proves a batch of promises (deferred verification): one receipt per version named, each
+    /// covering every key promised at that version, against the newest digest; verify each with
+    /// [`cairn_proof::verify_receipt_at`]. Returned in increasing version order. Cost: one
+    /// [`Ledger::read_at`] per distinct version.
+    ///
+    /// Errors: as [`Ledger::read_at`].
+    pub fn prove_promises(&self, promises: &[Promise]) -> Result<Vec<VerifiedRead>> {
+        let mut by_version: std::collections::BTreeMap<
+            u64,
+            std::collections::BTreeMap<&str, Vec<&[u8]>>,
+        > = Default::default();
+        for p in promises {
+            by_version
+                .entry(p.version)
+                .or_default()
+                .entry(p.table.as_str())
+                .or_default()
+                .extend(p.keys.iter().map(|k| &k[..]));
+        }
+        let state = self.read_state();
+        by_version
+            .iter()
+            .map(|(&version, tables)| {
+                let reads: Vec<(&str, &[&[u8]])> =
+                    tables.iter().map(|(t, keys)| (*t, &keys[..])).collect();
+                self.read_in(&state, version, &reads)
+            })
+            .collect()
+    }
+
+    fn read_in<K: AsRef<[u8]>>(
+        &self,
+        state: &State,
+        version: u64,
+        reads: &[(&str, &[K])],
+    ) -> Result<VerifiedRead> {
         if reads.is_empty() {
             return Err(Error::InvalidConfig(
                 "a read names at least one table".into(),
@@ -395,31 +496,45 @@ impl Ledger {
         if order.windows(2).any(|w| w[0].0 == w[1].0) {
             return Err(Error::InvalidConfig("a read names a table twice".into()));
         }
-        let state = self.read_state();
-        let head = state.head.as_ref().ok_or(Error::NoSuchVersion {
-            version: 0,
-            newest: 0,
-        })?;
-        let version = head.leaf.version;
+        let newest = state.history.size();
+        if version == 0 || version > newest {
+            return Err(Error::NoSuchVersion { version, newest });
+        }
+        // The tables as of `version`: the live ones for the newest, else the window's copies.
+        let (tables, record) = if version == newest {
+            let head = state
+                .head
+                .as_ref()
+                .ok_or(Error::NoSuchVersion { version, newest })?;
+            (&self.tables[..], head.clone())
+        } else {
+            let oldest = state.window.front().map_or(newest, |r| r.version);
+            let kept = state
+                .window
+                .iter()
+                .find(|r| r.version == version)
+                .ok_or(Error::VersionPruned { version, oldest })?;
+            (&kept.tables[..], self.read_version(version)?)
+        };
         let pairs: Vec<(&[u8], Root)> = self
             .meta
             .tables
             .iter()
             .map(|n| n.as_bytes())
-            .zip(head.roots.iter().copied())
+            .zip(record.roots.iter().copied())
             .collect();
         let mut values = vec![Vec::new(); reads.len()];
         let mut sections = Vec::with_capacity(reads.len());
         for &(t, i) in &order {
             let keys = reads[i].1;
-            let table = &self.tables[t];
+            let table = &tables[t];
             values[i] = table
                 .lookups(keys)?
                 .into_iter()
                 .map(|r| r.into_value())
                 .collect();
             let proved = table.prove(keys)?;
-            if proved.root != head.roots[t] {
+            if proved.root != record.roots[t] {
                 return Err(Error::corrupted(
                     format!("table {:?}", self.meta.tables[t]),
                     format!("its root differs from version {version}'s record"),
@@ -435,10 +550,10 @@ impl Ledger {
         }
         let inclusion = state
             .history
-            .prove_inclusion(&self.history, version - 1, version)?;
+            .prove_inclusion(&self.history, version - 1, newest)?;
         let receipt = Receipt {
             version,
-            meta: head.leaf.meta,
+            meta: record.leaf.meta,
             table_count: self.tables.len() as u32,
             tables: sections,
             history_size: inclusion.size,
@@ -553,6 +668,9 @@ impl Ledger {
 
     /// Closes the ledger's session (what is logged stays; durability as the log's policy).
     pub fn close(&self) {
+        for kept in &self.read_state().window {
+            kept.tables.iter().for_each(Table::close);
+        }
         self.session.close();
     }
 
@@ -603,12 +721,37 @@ impl Ledger {
         let durability = self.history.write(&updates)?;
         state.history = history;
         state.head = Some(record);
+        self.retain(state, version)?;
         Ok(Committed {
             version,
             ledger_root,
             digest: state.history.digest(),
             durability,
         })
+    }
+
+    /// Keeps version `version` (the newest) provable if the window is on, and drops the
+    /// versions that fall out of the window. Cost: one O(1) duplicate per table.
+    fn retain(&self, state: &mut State, version: u64) -> Result<()> {
+        if self.keep == 0 {
+            return Ok(());
+        }
+        let tables = self
+            .tables
+            .iter()
+            .map(|t| t.duplicate())
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        state.window.push_back(Retained { version, tables });
+        while state
+            .window
+            .front()
+            .is_some_and(|r| version - r.version > self.keep)
+        {
+            if let Some(old) = state.window.pop_front() {
+                old.tables.iter().for_each(Table::close);
+            }
+        }
+        Ok(())
     }
 
     /// Every table's last commit must be the newest version's root: anything else means the

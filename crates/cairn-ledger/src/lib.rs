@@ -44,6 +44,6 @@ mod records;
 
 pub use error::{Error, Result};
 pub use ledger::{
-    meta_hash, Committed, Ledger, LedgerBatch, LedgerConfig, LedgerTx, VerifiedRead, VersionInfo,
-    HISTORY_TABLE, META_BYTES_MAX, TRANSACT_ATTEMPTS_MAX,
+    meta_hash, Committed, Ledger, LedgerBatch, LedgerConfig, LedgerTx, Promise, VerifiedRead,
+    VersionInfo, HISTORY_TABLE, META_BYTES_MAX, TRANSACT_ATTEMPTS_MAX,
 };

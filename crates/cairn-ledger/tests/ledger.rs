@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cairn::fs::{FileSystem, MemFs};
 use cairn::{LogOptions, SessionOptions, SyncPolicy, TableConfig};
-use cairn_ledger::{Error, Ledger, LedgerBatch, LedgerConfig};
+use cairn_ledger::{Error, Ledger, LedgerBatch, LedgerConfig, Promise};
 use cairn_proof::history::EMPTY_ROOT;
 use cairn_proof::ledger::ledger_root;
 use cairn_proof::{
@@ -43,8 +43,11 @@ fn options() -> SessionOptions {
     ))
 }
 
+/// Versions before the newest kept provable in the model test.
+const WINDOW: u64 = 3;
+
 fn config() -> LedgerConfig {
-    LedgerConfig::new(NAMES).table(
+    LedgerConfig::new(NAMES).history(WINDOW).table(
         TableConfig::default()
             .write_buffer_entries(4)
             .merge_batch_size(2),
@@ -146,6 +149,10 @@ enum Step {
     /// Move `amount` from checking[from] to savings[to] if checking[from] holds it.
     Transfer(u8, u8, u8),
     Read(Vec<u8>),
+    /// Read at the version this many before the newest (kept provable or pruned).
+    ReadAt(u8, Vec<u8>),
+    /// Prove promises at these distances from the newest, each for these keys.
+    Promises(Vec<(u8, u8)>),
     Reopen,
     Checkpoint,
     /// Cut the power after this many more file-system primitives, then recover.
@@ -158,6 +165,8 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(Step::Batch),
         3 => (0..12u8, 0..12u8, 1..100u8).prop_map(|(a, b, n)| Step::Transfer(a, b, n)),
         3 => proptest::collection::vec(0..14u8, 1..4).prop_map(Step::Read),
+        2 => (0..6u8, proptest::collection::vec(0..14u8, 1..4)).prop_map(|(d, k)| Step::ReadAt(d, k)),
+        1 => proptest::collection::vec((0..5u8, 0..14u8), 1..6).prop_map(Step::Promises),
         1 => Just(Step::Reopen),
         1 => Just(Step::Checkpoint),
         1 => (0..300u16, any::<u64>()).prop_map(|(c, s)| Step::Crash(c, s)),
@@ -228,6 +237,8 @@ proptest! {
         let mut digests: Vec<Digest> = vec![Digest { size: 0, root: EMPTY_ROOT }];
         let mut durable: Vec<cairn::Durability> = Vec::new();
         let mut trusted = Digest { size: 0, root: EMPTY_ROOT };
+        // The oldest version the window can hold: the newest at the last opening.
+        let mut window_start = 0u64;
         for step in &steps {
             let head = versions.last().unwrap().clone();
             match step {
@@ -272,11 +283,76 @@ proptest! {
                         read_and_verify(&ledger, &head, &keys, &mut trusted);
                     }
                 }
+                Step::ReadAt(back, keys) => {
+                    let newest = versions.len() as u64 - 1;
+                    let keys: Vec<Vec<u8>> = keys.iter().map(|&k| key(k)).collect();
+                    if let Some(version) = newest.checked_sub(u64::from(*back)).filter(|&v| v > 0) {
+                        let kept = newest - version <= WINDOW && version >= window_start;
+                        match ledger.read_at(version, &[(NAMES[0], &keys[..]), (NAMES[1], &keys[..])]) {
+                            Ok(read) => {
+                                prop_assert!(kept, "version {} read, outside the window", version);
+                                check_read_at(&read, &versions[version as usize], &keys, &ledger.digest());
+                            }
+                            Err(Error::VersionPruned { version: v, oldest }) => {
+                                prop_assert!(!kept, "version {} kept but pruned", version);
+                                prop_assert_eq!(v, version);
+                                prop_assert!(oldest > version);
+                            }
+                            Err(e) => panic!("read_at {version}: {e}"),
+                        }
+                    }
+                }
+                Step::Promises(promises) => {
+                    let newest = versions.len() as u64 - 1;
+                    let oldest = window_start.max(newest.saturating_sub(WINDOW)).max(1);
+                    let promises: Vec<Promise> = promises
+                        .iter()
+                        .filter_map(|&(back, k)| {
+                            let version = newest.checked_sub(u64::from(back))?;
+                            (version >= oldest).then(|| Promise {
+                                version,
+                                table: NAMES[usize::from(k % 2)].to_string(),
+                                keys: vec![key(k)],
+                            })
+                        })
+                        .collect();
+                    let proved = ledger.prove_promises(&promises).unwrap();
+                    let mut versions_named: Vec<u64> = promises.iter().map(|p| p.version).collect();
+                    versions_named.sort_unstable();
+                    versions_named.dedup();
+                    prop_assert_eq!(proved.iter().map(|r| r.version).collect::<Vec<_>>(), versions_named);
+                    let digest = ledger.digest();
+                    for read in &proved {
+                        let state = &versions[read.version as usize];
+                        for (section, values) in read.receipt.tables.iter().zip(&read.values) {
+                            let t = NAMES.iter().position(|n| *n == section.name).unwrap();
+                            let keys: Vec<Vec<u8>> = promises
+                                .iter()
+                                .filter(|p| p.version == read.version && p.table == section.name)
+                                .flat_map(|p| p.keys.clone())
+                                .collect();
+                            let claims: Vec<Claim<'_>> = keys
+                                .iter()
+                                .zip(values)
+                                .map(|(k, v)| {
+                                    prop_assert_eq!(v.as_ref(), state[t].get(k));
+                                    Ok(match v {
+                                        Some(v) => Claim::present(k, v),
+                                        None => Claim::absent(k),
+                                    })
+                                })
+                                .collect::<Result<_, TestCaseError>>()?;
+                            let reads = [TableClaims { table: NAMES[t], claims: &claims }];
+                            verify_receipt_at(&read.receipt, &reads, &digest).unwrap();
+                        }
+                    }
+                }
                 Step::Reopen => {
                     ledger.close();
                     drop(ledger);
                     ledger = open(&fs);
                     prop_assert_eq!(ledger.digest(), *digests.last().unwrap());
+                    window_start = ledger.version();
                 }
                 Step::Checkpoint => ledger.checkpoint().unwrap(),
                 Step::Crash(cut, seed) => {
@@ -325,6 +401,7 @@ proptest! {
                         prop_assert_eq!(ledger.digest_at(v).unwrap(), attempted_digests[v as usize]);
                     }
                     digests = (0..=r).map(|v| ledger.digest_at(v).unwrap()).collect();
+                    window_start = r;
                     durable.clear();
                     if trusted.size > r {
                         // The client saw a version the crash lost (it was never durable):
@@ -353,6 +430,50 @@ proptest! {
             }
         }
     }
+}
+
+/// Checks a read of an older version: the values are that version's, the receipt verifies
+/// against the newest digest as a read of the past, and not as a read of the present unless it
+/// is the newest.
+fn check_read_at(
+    read: &cairn_ledger::VerifiedRead,
+    state: &State,
+    keys: &[Vec<u8>],
+    digest: &Digest,
+) {
+    assert_eq!(read.digest, *digest);
+    let claims: Vec<Vec<Claim<'_>>> = (0..2)
+        .map(|t| {
+            assert_eq!(
+                read.values[t],
+                keys.iter()
+                    .map(|k| state[t].get(k).cloned())
+                    .collect::<Vec<_>>()
+            );
+            keys.iter()
+                .zip(&read.values[t])
+                .map(|(k, v)| match v {
+                    Some(v) => Claim::present(k, v),
+                    None => Claim::absent(k),
+                })
+                .collect()
+        })
+        .collect();
+    let reads = [
+        TableClaims {
+            table: NAMES[0],
+            claims: &claims[0],
+        },
+        TableClaims {
+            table: NAMES[1],
+            claims: &claims[1],
+        },
+    ];
+    verify_receipt_at(&read.receipt, &reads, digest).unwrap();
+    assert_eq!(
+        verify_receipt(&read.receipt, &reads, digest).is_ok(),
+        read.version == digest.size
+    );
 }
 
 /// The newest version whose commit was reported durable, given each commit's notice in
