@@ -8,10 +8,15 @@
 //! tree's proofs and their checks), `proof` (the state trie's multiproofs), `hash` (hash kinds).
 //!
 //! **The ledger root** is the RFC 9162 Merkle Tree Hash over the ledger's tables in name order,
-//! each table's leaf data being its *entry*: the byte `0x02`, the table's hash-kind code, its
-//! name's length (one byte) and its name, and its state root (32 bytes). A history leaf's data
-//! starts with `0x01` and is 73 bytes long, so no entry is ever a history leaf. A table's path to
-//! the ledger root is an RFC inclusion proof among the entries.
+//! each table's leaf data being its *entry*: the byte `0x02`, the number of tables (u32
+//! big-endian), the table's hash-kind code, its name's length (one byte) and its name, and its
+//! state root (32 bytes). A history leaf's data starts with `0x01`, so no entry is ever a history
+//! leaf. A table's path to the ledger root is an RFC inclusion proof among the entries.
+//!
+//! Every entry states the number of tables because an RFC path alone does not fix the tree's
+//! size: the path of the last of 2 tables also fits the last of 3, 5 or 9. With the count in the
+//! entry, a path that leads to the ledger root proves the count, and with it the table's
+//! position (one tree shape, one leaf per walk).
 //!
 //! **A receipt** for version `v` holds, for each table read, its state root, its path to the
 //! ledger root and a multiproof of the keys read against that state root; then the version's
@@ -56,14 +61,16 @@ const HEADER_BYTES: usize = 8;
 /// Longest path of a table among [`LEDGER_TABLES_MAX`] tables.
 const TABLE_PATH_MAX: usize = 16;
 
-/// The leaf hash of a table's entry in the ledger root: `SHA-256(0x00 ‖ 0x02 ‖ kind ‖ len ‖
-/// name ‖ root)`. Cost: one SHA-256 of at most 100 bytes.
+/// The leaf hash of a table's entry in the ledger root of `table_count` tables:
+/// `SHA-256(0x00 ‖ 0x02 ‖ table_count ‖ kind ‖ len ‖ name ‖ root)`, the count a u32
+/// big-endian. Cost: one SHA-256 of at most 104 bytes (two compression blocks).
 ///
 /// The name must be 1 to [`TABLE_NAME_BYTES_MAX`] bytes (longer names are cut to 255 bytes'
 /// length byte; [`ledger_root`] refuses them first).
-pub fn table_entry_hash(name: &[u8], root: &Root) -> Hash {
-    let mut data = Vec::with_capacity(3 + name.len() + 32);
+pub fn table_entry_hash(table_count: u32, name: &[u8], root: &Root) -> Hash {
+    let mut data = Vec::with_capacity(7 + name.len() + 32);
     data.push(TABLE_ENTRY_TAG);
+    data.extend_from_slice(&table_count.to_be_bytes());
     data.push(root.kind.code());
     data.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
     data.extend_from_slice(name);
@@ -71,7 +78,8 @@ pub fn table_entry_hash(name: &[u8], root: &Root) -> Hash {
     leaf_hash(&data)
 }
 
-fn check_tables(tables: &[(&[u8], Root)]) -> Result<(), LedgerError> {
+/// The number of `tables`, if they may form a ledger (see [`ledger_root`]).
+fn check_tables(tables: &[(&[u8], Root)]) -> Result<u32, LedgerError> {
     if tables.is_empty() {
         return Err(LedgerError::NoTables);
     }
@@ -86,7 +94,8 @@ fn check_tables(tables: &[(&[u8], Root)]) -> Result<(), LedgerError> {
             return Err(LedgerError::OutOfOrder { index: i });
         }
     }
-    Ok(())
+    // At most LEDGER_TABLES_MAX = 2^16.
+    Ok(tables.len() as u32)
 }
 
 /// The ledger root of `tables`: (name, state root) in strictly increasing name order (bytes
@@ -101,14 +110,14 @@ fn check_tables(tables: &[(&[u8], Root)]) -> Result<(), LedgerError> {
 /// let tables = [(&b"checking"[..], empty), (&b"savings"[..], empty)];
 /// let root = ledger_root(&tables).unwrap();
 /// let path = ledger_path(&tables, 1).unwrap();
-/// let entry = table_entry_hash(b"savings", &empty);
+/// let entry = table_entry_hash(2, b"savings", &empty);
 /// assert_eq!(root_from_inclusion(&entry, 1, 2, &path), Ok(root));
 /// ```
 pub fn ledger_root(tables: &[(&[u8], Root)]) -> Result<Hash, LedgerError> {
-    check_tables(tables)?;
+    let count = check_tables(tables)?;
     let entries: Vec<Hash> = tables
         .iter()
-        .map(|(name, root)| table_entry_hash(name, root))
+        .map(|(name, root)| table_entry_hash(count, name, root))
         .collect();
     Ok(root_of(&entries))
 }
@@ -117,14 +126,14 @@ pub fn ledger_root(tables: &[(&[u8], Root)]) -> Result<Hash, LedgerError> {
 /// among the entries: at most 16 hashes). `tables` as [`ledger_root`] wants them; an index out
 /// of range is [`LedgerError::OutOfOrder`] naming it. Cost: as [`ledger_root`].
 pub fn ledger_path(tables: &[(&[u8], Root)], index: usize) -> Result<Vec<Hash>, LedgerError> {
-    check_tables(tables)?;
+    let count = check_tables(tables)?;
     if index >= tables.len() {
         return Err(LedgerError::OutOfOrder { index });
     }
     let tree = MemHistory::from_leaf_hashes(
         tables
             .iter()
-            .map(|(name, root)| table_entry_hash(name, root)),
+            .map(|(name, root)| table_entry_hash(count, name, root)),
     );
     let proof = tree
         .prove_inclusion(index as u64, tables.len() as u64)
@@ -155,7 +164,8 @@ pub struct Receipt {
     pub version: u64,
     /// The hash of the version's commit metadata.
     pub meta: Hash,
-    /// Tables in the ledger at that version (1 to [`LEDGER_TABLES_MAX`]).
+    /// Tables in the ledger at that version (1 to [`LEDGER_TABLES_MAX`]); every table's entry
+    /// states it, so a receipt that verifies proves it.
     pub table_count: u32,
     /// The tables read, in strictly increasing name order (1 to [`RECEIPT_TABLES_MAX`]).
     pub tables: Vec<ReceiptTable>,
@@ -180,7 +190,7 @@ impl Receipt {
     pub fn ledger_root(&self) -> Result<Hash, ReceiptVerifyError> {
         let mut agreed = None;
         for (section, t) in self.tables.iter().enumerate() {
-            let entry = table_entry_hash(t.name.as_bytes(), &t.root);
+            let entry = table_entry_hash(self.table_count, t.name.as_bytes(), &t.root);
             let root = root_from_inclusion(
                 &entry,
                 u64::from(t.index),
