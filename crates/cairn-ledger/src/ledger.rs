@@ -754,6 +754,27 @@ impl Ledger {
         Ok(())
     }
 
+    /// What an audit works on: the newest version, a duplicate of each table as of it, and
+    /// its recorded roots (`None` before the first commit). Cost: one O(1) duplicate per table.
+    pub(crate) fn audit_view(&self) -> Result<(u64, Vec<Table>, Option<Vec<Root>>)> {
+        let state = self.read_state();
+        let tables = self
+            .tables
+            .iter()
+            .map(|t| t.duplicate())
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok((
+            state.history.size(),
+            tables,
+            state.head.as_ref().map(|h| h.roots.clone()),
+        ))
+    }
+
+    /// The ledger's internal table (its records and history nodes).
+    pub(crate) fn history_table(&self) -> &Table {
+        &self.history
+    }
+
     /// Every table's last commit must be the newest version's root: anything else means the
     /// tables and the ledger's records disagree.
     fn check_roots(&self, state: &State) -> Result<()> {

@@ -37,11 +37,13 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod audit;
 mod error;
 mod history;
 mod ledger;
 mod records;
 
+pub use audit::{AuditOptions, AuditProblem, AuditProgress, AuditReport};
 pub use error::{Error, Result};
 pub use ledger::{
     meta_hash, Committed, Ledger, LedgerBatch, LedgerConfig, LedgerTx, Promise, VerifiedRead,

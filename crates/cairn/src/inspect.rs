@@ -1023,10 +1023,7 @@ fn read_whole(table: &Lsm, stored: u64, progress: &mut dyn FnMut(VerifyProgress)
 }
 
 /// Recomputes the state root of `table` (holding `entries` entries) from its contents and
-/// compares it with the root its snapshot recorded. Leaves are sorted by key path a part of
-/// the key space at a time: 2^d passes over the table for the smallest d that keeps a pass's
-/// leaves within `options.root_memory_bytes`; each pass hashes every key, and the whole leaf
-/// of the keys in its part. The parts' subtrees are then combined up the top d levels.
+/// compares it with the root its snapshot recorded (see [`contents_root`]).
 fn check_root(
     table: &Lsm,
     kind: HashKind,
@@ -1034,8 +1031,35 @@ fn check_root(
     options: VerifyOptions,
     progress: &mut dyn FnMut(VerifyProgress),
 ) -> Result<Root> {
+    let computed = contents_root(table, kind, entries, options.root_memory_bytes, progress)?;
+    let recorded = table.commit()?.root;
+    if computed != recorded {
+        return Err(Error::corrupt(
+            "state root",
+            format!(
+                "the contents hash to {}, the snapshot records {}",
+                hex::encode(computed.hash),
+                hex::encode(recorded.hash)
+            ),
+        ));
+    }
+    Ok(computed)
+}
+
+/// The state root of `table`'s contents (about `entries` entries, an upper bound), computed
+/// from the contents alone, never from the trie. Leaves are sorted by key path a part of the
+/// key space at a time: 2^d passes over the table for the smallest d that keeps a pass's
+/// leaves within `memory_bytes`; each pass hashes every key, and the whole leaf of the keys in
+/// its part. The parts' subtrees are then combined up the top d levels.
+pub(crate) fn contents_root(
+    table: &Lsm,
+    kind: HashKind,
+    entries: u64,
+    memory_bytes: usize,
+    progress: &mut dyn FnMut(VerifyProgress),
+) -> Result<Root> {
     let leaf_bytes = std::mem::size_of::<Leaf>() as u64;
-    let budget = (options.root_memory_bytes as u64).max(leaf_bytes);
+    let budget = (memory_bytes as u64).max(leaf_bytes);
     let mut depth = 0usize;
     while depth < 16 && entries.saturating_mul(leaf_bytes) > budget << depth {
         depth += 1;
@@ -1096,22 +1120,10 @@ fn check_root(
         done: parts,
         total: parts,
     });
-    let computed = Root {
+    Ok(Root {
         kind,
         hash: level[0].0,
-    };
-    let recorded = table.commit()?.root;
-    if computed != recorded {
-        return Err(Error::corrupt(
-            "state root",
-            format!(
-                "the contents hash to {}, the snapshot records {}",
-                hex::encode(computed.hash),
-                hex::encode(recorded.hash)
-            ),
-        ));
-    }
-    Ok(computed)
+    })
 }
 
 /// See [`crate::Session::snapshot_stats`].

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use cairn_proof::Proof;
+use cairn_proof::{Proof, Root};
 
 use crate::auth::{AuthStats, Commit, VersionedProof};
 use crate::config::TableConfig;
@@ -600,6 +600,29 @@ impl Table {
     /// Errors: [`Error::InvalidUpdate`] for `levels` out of range, and as [`Table::prove`].
     pub fn top_witness(&self, levels: u8) -> Result<Proof> {
         self.lsm.top_witness(levels)
+    }
+
+    /// The state root of the table's contents, recomputed from the contents alone (never from
+    /// the trie): what an auditor compares with [`Table::last_commit`] to find a trie or data
+    /// that was tampered with. Cost: one pass over the table to count its entries, then `2^d`
+    /// passes, `d` the smallest keeping a pass's leaves (about 72 bytes each) within
+    /// `memory_bytes`; one key-path hash per entry per pass and the leaf and node hashes of the
+    /// entries once; `progress` hears of each pass.
+    ///
+    /// Errors: [`Error::NotAuthenticated`], [`Error::TableClosed`], [`Error::TableBroken`],
+    /// [`Error::Io`] and corruption met while reading.
+    pub fn contents_root(
+        &self,
+        memory_bytes: usize,
+        progress: &mut dyn FnMut(crate::inspect::VerifyProgress),
+    ) -> Result<Root> {
+        let kind = self.lsm.config().auth.ok_or(Error::NotAuthenticated)?.hash;
+        let mut entries = 0u64;
+        for entry in self.lsm.cursor()? {
+            entry?;
+            entries += 1;
+        }
+        crate::inspect::contents_root(&self.lsm, kind, entries, memory_bytes, progress)
     }
 
     /// Counters of the table's trie.
