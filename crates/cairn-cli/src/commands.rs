@@ -12,11 +12,15 @@ use cairn::inspect::{RunPlace, RunStats, SnapshotInfo, VerifyOptions, VerifyRepo
 use cairn::{Error, Session, SessionOptions, SnapshotOverrides, Table};
 use serde_json::{json, Value};
 
-use crate::output::{self, count, hex, size, VerifyBar};
+use cairn_ledger::{AuditOptions, AuditProblem, Error as LedgerError, Ledger, LedgerConfig};
+
+use crate::output::{self, count, hex, size, AuditBar, VerifyBar};
 use crate::{Cli, Command, DumpFormat};
 
 /// Exit code: damage found.
 const DAMAGED: u8 = 1;
+/// Exit code: a usage error (as clap's).
+const USAGE: u8 = 2;
 /// Exit code: the command failed.
 const FAILED: u8 = 3;
 /// Exit code: another process holds the session's lock.
@@ -103,6 +107,11 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             source,
             no_verify,
         } => import(&dir, &snapshot, &source, no_verify, json),
+        Command::Audit {
+            dir,
+            digests,
+            root_memory,
+        } => audit(&dir, digests.as_deref(), root_memory, json),
         Command::Delete { dir, snapshot } => {
             let session = open_writable(&dir)?;
             session.delete_snapshot(&snapshot)?;
@@ -370,6 +379,158 @@ fn verify(dir: &Path, name: Option<&str>, root_memory: usize, json: bool) -> Res
         println!("{} of {} snapshots damaged", damaged, names.len());
     }
     Ok(if damaged > 0 { DAMAGED } else { 0 })
+}
+
+/// Published digests from a file of `SIZE ROOT` lines.
+fn read_digests(path: &Path) -> Result<Vec<cairn_proof::Digest>, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::new(FAILED, format!("reading {}: {e}", path.display())))?;
+    let mut digests = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = || {
+            Failure::new(
+                USAGE,
+                format!(
+                    "{} line {}: expected `SIZE ROOT` (a number, 64 hex digits)",
+                    path.display(),
+                    n + 1
+                ),
+            )
+        };
+        let mut parts = line.split_whitespace();
+        let size: u64 = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+        let root: [u8; 32] = parts
+            .next()
+            .and_then(output::from_hex)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(bad)?;
+        if parts.next().is_some() {
+            return Err(bad());
+        }
+        digests.push(cairn_proof::Digest { size, root });
+    }
+    Ok(digests)
+}
+
+fn problem_text(p: &AuditProblem) -> String {
+    match p {
+        AuditProblem::TableRoot {
+            table,
+            version,
+            recorded,
+            computed,
+            keys,
+        } => {
+            let mut line = format!(
+                "table {table:?}: its contents hash to {}, version {version} recorded {}",
+                output::root(computed),
+                output::root(recorded)
+            );
+            if !keys.is_empty() {
+                let shown: Vec<String> = keys.iter().map(|k| output::escaped(k)).collect();
+                line.push_str(&format!(
+                    "; keys the trie does not vouch for: {}",
+                    shown.join(", ")
+                ));
+            }
+            line
+        }
+        AuditProblem::Record { version, detail } => format!("version {version}'s record: {detail}"),
+        AuditProblem::Node { level, index } => {
+            format!("history node ({level}, {index}) is missing or differs from the records'")
+        }
+        AuditProblem::Digest {
+            published,
+            stored: Some(stored),
+        } => format!(
+            "published digest at size {} has root {}, the stored history {}",
+            published.size,
+            hex(&published.root),
+            hex(&stored.root)
+        ),
+        AuditProblem::Digest {
+            published,
+            stored: None,
+        } => format!(
+            "published digest at size {} is beyond the ledger's versions (rolled back or \
+             truncated?)",
+            published.size
+        ),
+        _ => format!("{p:?}"),
+    }
+}
+
+fn audit(
+    dir: &Path,
+    digests: Option<&Path>,
+    root_memory: usize,
+    json: bool,
+) -> Result<u8, Failure> {
+    let published = match digests {
+        Some(path) => read_digests(path)?,
+        None => Vec::new(),
+    };
+    if !dir.is_dir() {
+        return Err(Failure::new(
+            FAILED,
+            format!("{} is not a directory", dir.display()),
+        ));
+    }
+    let ledger = Ledger::open(dir, LedgerConfig::default()).map_err(|e| match e {
+        LedgerError::Engine(e) => Failure::from(e),
+        e => Failure::new(FAILED, e.to_string()),
+    })?;
+    let options = AuditOptions::default()
+        .digests(published)
+        .root_memory_bytes(root_memory.saturating_mul(1 << 20));
+    let mut bar = AuditBar::new();
+    let report = ledger.audit(&options, &mut |p| bar.update(&p));
+    bar.finish();
+    let report = report.map_err(|e| Failure::new(FAILED, e.to_string()))?;
+    ledger.close();
+    if json {
+        println!(
+            "{}",
+            json!({
+                "dir": dir.display().to_string(),
+                "clean": report.is_clean(),
+                "versions": report.versions,
+                "digest": { "size": report.digest.size, "root": hex(&report.digest.root) },
+                "digests_checked": report.digests_checked,
+                "first_bad_version": report.first_bad_version,
+                "problems": report.problems.iter().map(problem_text).collect::<Vec<_>>(),
+            })
+        );
+    } else {
+        println!(
+            "ledger {}: {} versions, digest {} {}, {} published digests checked",
+            dir.display(),
+            count(report.versions),
+            report.digest.size,
+            hex(&report.digest.root),
+            report.digests_checked
+        );
+        if report.is_clean() {
+            println!("clean: every table, version record, history node and digest agrees");
+        } else {
+            println!(
+                "DAMAGED: {} problem{}, first bad version {}:",
+                report.problems.len(),
+                if report.problems.len() == 1 { "" } else { "s" },
+                report
+                    .first_bad_version
+                    .map_or("?".into(), |v| v.to_string())
+            );
+            for p in &report.problems {
+                println!("  {}", problem_text(p));
+            }
+        }
+    }
+    Ok(if report.is_clean() { 0 } else { DAMAGED })
 }
 
 /// A key given on the command line: `hex:<digits>` or UTF-8 text.

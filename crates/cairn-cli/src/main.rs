@@ -3,8 +3,9 @@
 //!
 //! `info`, `verify`, `dump` and `stats` open the session read-only: they take no lock and
 //! write nothing, so they are safe while the process that owns the database runs (a snapshot
-//! it deletes meanwhile gives a missing-file error). `export`, `import` and `delete` take the
-//! session's lock, and refuse (exit code 4) while another process holds it.
+//! it deletes meanwhile gives a missing-file error). `export`, `import`, `delete` and `audit`
+//! (of a verifiable ledger) take the session's lock, and refuse (exit code 4) while another
+//! process holds it.
 //!
 //! Exit codes: 0 success; 1 damage found (`verify` found a problem, or `info` or `stats` could
 //! not read a snapshot); 2 a usage error; 3 failure (not a session directory, no such
@@ -128,6 +129,24 @@ enum Command {
         /// Skip the verification after copying.
         #[arg(long)]
         no_verify: bool,
+    },
+    /// Audit a verifiable ledger (a directory made by `cairn_ledger::Ledger`): every table's
+    /// contents against the newest version's recorded root (naming the keys that differ), every
+    /// version record and history node against a history tree rebuilt from the records, and
+    /// the digests a client published; exit code 1 if anything disagrees.
+    ///
+    /// Opens the ledger (recovery runs, the lock is taken): stop its owner first, or audit a
+    /// copy.
+    Audit {
+        /// The ledger's directory.
+        dir: PathBuf,
+        /// Published digests to check: one per line, `SIZE ROOT` (the root as 64 hex digits);
+        /// blank lines and lines starting with `#` are skipped.
+        #[arg(long, value_name = "FILE")]
+        digests: Option<PathBuf>,
+        /// Memory for recomputing a table's state root, in MiB (less memory, more passes).
+        #[arg(long, default_value_t = 256, value_name = "MIB")]
+        root_memory: usize,
     },
     /// Delete a snapshot. Takes the session's lock.
     Delete {

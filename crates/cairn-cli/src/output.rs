@@ -126,3 +126,57 @@ impl VerifyBar {
         self.bar.finish_and_clear();
     }
 }
+
+/// A progress bar on stderr for an audit, hidden when stderr is not a terminal.
+pub struct AuditBar {
+    bar: ProgressBar,
+    phase: String,
+}
+
+impl AuditBar {
+    pub fn new() -> AuditBar {
+        AuditBar {
+            bar: ProgressBar::new(0),
+            phase: String::new(),
+        }
+    }
+
+    pub fn update(&mut self, p: &cairn_ledger::AuditProgress) {
+        use cairn_ledger::AuditProgress as P;
+        let (phase, template, done, total) = match p {
+            P::Table { table, done, total } => (
+                format!("table {table}"),
+                "{prefix}: root [{bar:30}] pass {pos}/{len}",
+                *done,
+                *total,
+            ),
+            P::Keys { table, done } => (
+                format!("keys {table}"),
+                "{prefix}: {human_pos} keys checked ({per_sec})",
+                *done,
+                0,
+            ),
+            P::Versions { done, total } => (
+                "versions".to_string(),
+                "{prefix} [{bar:30}] {human_pos}/{human_len} ({per_sec}, {eta})",
+                *done,
+                *total,
+            ),
+            _ => return,
+        };
+        if self.phase != phase {
+            if let Ok(style) = ProgressStyle::with_template(template) {
+                self.bar.set_style(style.progress_chars("=> "));
+            }
+            self.bar.set_prefix(phase.clone());
+            self.bar.reset();
+            self.phase = phase;
+        }
+        self.bar.set_length(total.max(done));
+        self.bar.set_position(done);
+    }
+
+    pub fn finish(self) {
+        self.bar.finish_and_clear();
+    }
+}

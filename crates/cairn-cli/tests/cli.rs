@@ -123,7 +123,7 @@ fn every_subcommand_has_help() {
     assert_eq!(code(&o), 0);
     assert!(stdout(&o).contains("Exit codes"), "{}", stdout(&o));
     for sub in [
-        "info", "verify", "dump", "stats", "export", "import", "delete",
+        "info", "verify", "dump", "stats", "export", "import", "delete", "audit",
     ] {
         let o = cairn(&[&sub, &"--help"]);
         assert_eq!(code(&o), 0, "{sub}");
@@ -393,4 +393,57 @@ fn damaged_and_foreign_directories() {
     let o = cairn(&[&"verify", &pristine, &"nope"]);
     assert_eq!(code(&o), 3);
     assert!(stderr(&o).contains("does not exist"));
+}
+
+/// `cairn audit` on a verifiable ledger: clean against the digests it published (text and
+/// JSON), damaged (exit 1, the problem named) against a forged digest and one beyond its
+/// versions, a usage error for a malformed digests file, a failure for a plain session.
+#[test]
+fn audit_a_ledger_against_published_digests() {
+    use cairn_ledger::{Ledger, LedgerBatch, LedgerConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger");
+    let mut lines = String::from("# size root\n");
+    {
+        let ledger = Ledger::open(&path, LedgerConfig::new(["accounts"])).unwrap();
+        for i in 0..10u32 {
+            let c = ledger
+                .write(LedgerBatch::new().insert("accounts", format!("k{i}"), "v"))
+                .unwrap()
+                .unwrap();
+            c.durability.wait().unwrap();
+            lines.push_str(&format!("{} {}\n", c.digest.size, hex(&c.digest.root)));
+        }
+        ledger.close();
+    }
+    let digests = dir.path().join("digests");
+    std::fs::write(&digests, &lines).unwrap();
+    let o = cairn(&[&"audit", &path, &"--digests", &digests]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("10 versions"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("clean"), "{}", stdout(&o));
+    let o = cairn(&[&"--json", &"audit", &path, &"--digests", &digests]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["clean"], true);
+    assert_eq!(v["digests_checked"], 10);
+
+    lines.push_str(&format!("4 {}\n", "ab".repeat(32)));
+    lines.push_str(&format!("12 {}\n", "cd".repeat(32)));
+    std::fs::write(&digests, &lines).unwrap();
+    let o = cairn(&[&"--json", &"audit", &path, &"--digests", &digests]);
+    assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["clean"], false);
+    assert_eq!(v["first_bad_version"], 4);
+    assert_eq!(v["problems"].as_array().unwrap().len(), 2, "{v}");
+
+    std::fs::write(&digests, "ten 00\n").unwrap();
+    let o = cairn(&[&"audit", &path, &"--digests", &digests]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("line 1"), "{}", stderr(&o));
+
+    let plain = dir.path().join("plain");
+    Session::open(&plain).unwrap().close();
+    let o = cairn(&[&"audit", &plain]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
 }

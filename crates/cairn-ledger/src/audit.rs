@@ -293,18 +293,23 @@ impl Ledger {
         let names: Vec<&[u8]> = self.tables().iter().map(|n| n.as_bytes()).collect();
         let mut tree = History::default();
         let mut next_published = published.iter().peekable();
-        // The largest published size that agrees so far.
+        // The largest published size that agrees so far, and the largest below the size being
+        // checked (two digests of one size may disagree with each other).
         let mut agreed = 0u64;
+        let mut agreed_below = 0u64;
         let mut check_published = |tree: &History, report: &mut AuditReport, agreed: &mut u64| {
             while let Some(d) = next_published.next_if(|d| d.size <= tree.size()) {
                 report.digests_checked += 1;
+                if *agreed < d.size {
+                    agreed_below = *agreed;
+                }
                 // Sizes are reached in order: `tree` is exactly at `d.size` here.
                 let stored = tree.digest();
                 if stored == *d {
                     *agreed = d.size;
                 } else {
                     report.bad(
-                        *agreed + 1,
+                        agreed_below + 1,
                         AuditProblem::Digest {
                             published: *d,
                             stored: Some(stored),

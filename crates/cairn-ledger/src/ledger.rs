@@ -245,7 +245,17 @@ impl Ledger {
             )));
         }
         let session = Session::open_with(fs, dir, options)?;
-        let history = session.table(HISTORY_TABLE, TableConfig::default())?;
+        let history = match session.durable_table(HISTORY_TABLE) {
+            Some(history) => history,
+            // Opening an existing ledger writes nothing to a directory that is not one.
+            None if names.is_empty() => {
+                return Err(Error::InvalidConfig(format!(
+                    "{} is not a ledger (no {HISTORY_TABLE} table); name its tables to create one",
+                    session.dir().display()
+                )))
+            }
+            None => session.table(HISTORY_TABLE, TableConfig::default())?,
+        };
         let meta = match history.get(KEY_META)? {
             Some(bytes) => {
                 let meta = LedgerMeta::decode(&bytes)?;
