@@ -440,6 +440,10 @@ fn problem_text(p: &AuditProblem) -> String {
             line
         }
         AuditProblem::Record { version, detail } => format!("version {version}'s record: {detail}"),
+        AuditProblem::Chain { table, key, detail } => format!(
+            "ordered table {table:?}: its chain breaks at key {}: {detail}",
+            output::escaped(key)
+        ),
         AuditProblem::Node { level, index } => {
             format!("history node ({level}, {index}) is missing or differs from the records'")
         }

@@ -12,6 +12,8 @@
 //!    ([`cairn::Table::contents_root`]) must be the newest version's recorded root; where it is
 //!    not, every key's stored value is checked against the trie (one multiproof per 1,024 keys)
 //!    and the keys whose value the trie does not vouch for are reported.
+//!    An ordered table's chain of links is walked whole: the head names the first key, each key
+//!    the next, the last none.
 //! 2. **Versions**: every version's record is read in order: its leaf names its version, its
 //!    ledger root is the root of its tables' roots, its metadata hashes to the leaf's; its leaf
 //!    is appended to a tree rebuilt in memory, and every history node the version completed must
@@ -121,6 +123,16 @@ pub enum AuditProblem {
         /// Keys (at most 100) whose stored value the table's trie does not vouch for.
         keys: Vec<Vec<u8>>,
     },
+    /// An ordered table's chain of links is broken at `key`: a range proof could then leave
+    /// out keys the table holds.
+    Chain {
+        /// The table.
+        table: String,
+        /// Where the chain breaks (the empty key: the head).
+        key: Vec<u8>,
+        /// How.
+        detail: String,
+    },
     /// A version's record is missing, does not decode or disagrees with itself.
     Record {
         /// The version.
@@ -209,6 +221,21 @@ impl Ledger {
                     &mut report,
                     progress,
                 )?;
+            }
+        }
+        for (t, (name, table)) in self.tables().iter().zip(&tables).enumerate() {
+            if !self.is_ordered(t) {
+                continue;
+            }
+            if let Some((key, detail)) = crate::links::check_chain(table)? {
+                report.bad(
+                    versions.max(1),
+                    AuditProblem::Chain {
+                        table: name.clone(),
+                        key,
+                        detail,
+                    },
+                );
             }
         }
         tables.iter().for_each(Table::close);

@@ -23,6 +23,7 @@
 //! committed, each with the root and leaf it had (or would have had). A crash before step 1's
 //! record is durable loses the version whole.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
@@ -31,11 +32,13 @@ use cairn::fs::{FileSystem, RealFs};
 use cairn::{Durability, Session, SessionOptions, Table, TableConfig, Update};
 use cairn_proof::history::HistoryLeaf;
 use cairn_proof::ledger::{ledger_path, ledger_root, Receipt, ReceiptTable};
+use cairn_proof::range::RangeAnswer;
 use cairn_proof::{ConsistencyProof, Digest, Hash, HashKind, InclusionProof, Root};
 use sha2::{Digest as _, Sha256};
 
 use crate::error::{Error, Result};
 use crate::history::History;
+use crate::links::{self, Writes};
 use crate::records::{
     decode_u64, version_key, LedgerMeta, Pending, VersionRecord, KEY_HEAD, KEY_META, KEY_PENDING,
 };
@@ -69,6 +72,11 @@ pub struct LedgerConfig {
     /// versions reach; it starts again at the newest version when the ledger opens
     /// (`docs/ledger.md`, "Versions kept provable").
     pub history: u64,
+    /// Tables (of [`LedgerConfig::tables`]) kept *ordered*, for a new ledger: each key links to
+    /// the next in key order, so that [`Ledger::read_range`] proves a range answer complete.
+    /// An insert or delete also rewrites the key before it (one more write and two cursor
+    /// reads); a value update costs a lookup. User keys of an ordered table are never empty.
+    pub ordered: Vec<String>,
 }
 
 impl LedgerConfig {
@@ -84,6 +92,13 @@ impl LedgerConfig {
     #[must_use]
     pub fn hash(mut self, hash: HashKind) -> LedgerConfig {
         self.hash = hash;
+        self
+    }
+
+    /// Sets [`LedgerConfig::ordered`].
+    #[must_use]
+    pub fn ordered<S: Into<String>>(mut self, tables: impl IntoIterator<Item = S>) -> LedgerConfig {
+        self.ordered = tables.into_iter().map(Into::into).collect();
         self
     }
 
@@ -126,7 +141,25 @@ pub struct VerifiedRead {
     pub digest: Digest,
     /// For each table read, in the order asked, each key's value or `None`.
     pub values: Vec<Vec<Option<Vec<u8>>>>,
+    /// What the receipt proves for each key: the value itself for a plain table; for an
+    /// ordered table the stored link ([`cairn_proof::Link`]: the value and the next key), which
+    /// the client claims and then decodes to check the value.
+    pub proven: Vec<Vec<Option<Vec<u8>>>>,
     /// The proof ([`cairn_proof::verify_receipt`]).
+    pub receipt: Receipt,
+}
+
+/// A range of an ordered table read at one version, with its proof of completeness.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RangeRead {
+    /// The version read (the newest when the read ran).
+    pub version: u64,
+    /// The digest of that version.
+    pub digest: Digest,
+    /// The entries, with the keys around the range ([`cairn_proof::RangeAnswer`]).
+    pub answer: RangeAnswer,
+    /// The proof ([`cairn_proof::verify_range`]).
     pub receipt: Receipt,
 }
 
@@ -259,10 +292,14 @@ impl Ledger {
         let meta = match history.get(KEY_META)? {
             Some(bytes) => {
                 let meta = LedgerMeta::decode(&bytes)?;
-                if !names.is_empty() && (names != meta.tables || config.hash != meta.hash) {
+                let ordered: Vec<bool> = names.iter().map(|n| config.ordered.contains(n)).collect();
+                if !names.is_empty()
+                    && (names != meta.tables || config.hash != meta.hash || ordered != meta.ordered)
+                {
                     return Err(Error::InvalidConfig(format!(
-                        "the ledger holds tables {:?} hashed with {:?}, not {names:?} with {:?}",
-                        meta.tables, meta.hash, config.hash
+                        "the ledger holds tables {:?} (ordered: {:?}) hashed with {:?}, not \
+                         {names:?} (ordered: {:?}) with {:?}",
+                        meta.tables, meta.ordered, meta.hash, config.ordered, config.hash
                     )));
                 }
                 meta
@@ -274,8 +311,14 @@ impl Ledger {
                     ));
                 }
                 // Tables first, then the record naming them, durably.
+                if let Some(unknown) = config.ordered.iter().find(|o| !names.contains(o)) {
+                    return Err(Error::InvalidConfig(format!(
+                        "ordered table {unknown:?} is not one of the ledger's tables"
+                    )));
+                }
                 let meta = LedgerMeta {
                     hash: config.hash,
+                    ordered: names.iter().map(|n| config.ordered.contains(n)).collect(),
                     tables: names,
                 };
                 for name in &meta.tables {
@@ -534,15 +577,27 @@ impl Ledger {
             .zip(record.roots.iter().copied())
             .collect();
         let mut values = vec![Vec::new(); reads.len()];
+        let mut proven = vec![Vec::new(); reads.len()];
         let mut sections = Vec::with_capacity(reads.len());
         for &(t, i) in &order {
             let keys = reads[i].1;
             let table = &tables[t];
-            values[i] = table
+            proven[i] = table
                 .lookups(keys)?
                 .into_iter()
                 .map(|r| r.into_value())
-                .collect();
+                .collect::<Vec<_>>();
+            values[i] = if self.meta.ordered[t] {
+                keys.iter()
+                    .zip(&proven[i])
+                    .map(|(k, stored)| match stored {
+                        Some(bytes) => links::value_of(k.as_ref(), bytes),
+                        None => Ok(None),
+                    })
+                    .collect::<Result<_>>()?
+            } else {
+                proven[i].clone()
+            };
             let proved = table.prove(keys)?;
             if proved.root != record.roots[t] {
                 return Err(Error::corrupted(
@@ -573,7 +628,43 @@ impl Ledger {
             version,
             digest: state.history.digest(),
             values,
+            proven,
             receipt,
+        })
+    }
+
+    /// Reads the keys of ordered table `table` in `[lo, hi]` (both included) as of the newest
+    /// version, with the answer's proof of completeness: the key before the range and the key
+    /// after, each key's link proved by the receipt. Check it with
+    /// [`cairn_proof::verify_range`]: no key of the range was left out and none added.
+    ///
+    /// Cost: two cursors over the table, the entries read, and a receipt for `m + 1` keys (about
+    /// `(m + 1)·32·(log₂ n − log₂ (m + 1) + 2)` bytes of proof).
+    ///
+    /// Errors: [`Error::NoSuchTable`], [`Error::InvalidConfig`] (a table that is not ordered,
+    /// `lo` above `hi`), [`Error::NoSuchVersion`] before the first commit, the engine's.
+    pub fn read_range(
+        &self,
+        table: &str,
+        lo: impl AsRef<[u8]>,
+        hi: impl AsRef<[u8]>,
+    ) -> Result<RangeRead> {
+        let t = self.table_index(table)?;
+        if !self.meta.ordered[t] {
+            return Err(Error::InvalidConfig(format!(
+                "table {table:?} is not ordered: range proofs need LedgerConfig::ordered"
+            )));
+        }
+        let state = self.read_state();
+        let answer = links::range_answer(&self.tables[t], lo.as_ref(), hi.as_ref())?;
+        let keys = answer.proved_keys();
+        let version = state.history.size();
+        let read = self.read_in(&state, version, &[(table, &keys[..])])?;
+        Ok(RangeRead {
+            version: read.version,
+            digest: read.digest,
+            answer,
+            receipt: read.receipt,
         })
     }
 
@@ -606,15 +697,17 @@ impl Ledger {
             let mut tx = LedgerTx {
                 ledger: self,
                 tx: self.session.transaction()?,
+                ordered: BTreeMap::new(),
             };
             let out = body(&mut tx)?;
-            if tx.tx.writes() == 0 {
+            if !tx.wrote() {
                 return Ok((out, None));
             }
             let mut state = self.write_state();
             if let Some(broken) = &state.broken {
                 return Err(Error::Broken(broken.clone()));
             }
+            tx.write_links()?;
             let version = state.history.size() + 1;
             let pending = Pending {
                 version,
@@ -785,6 +878,11 @@ impl Ledger {
         &self.history
     }
 
+    /// Whether table `t` (in name order) is ordered.
+    pub(crate) fn is_ordered(&self, t: usize) -> bool {
+        self.meta.ordered[t]
+    }
+
     /// Every table's last commit must be the newest version's root: anything else means the
     /// tables and the ledger's records disagree.
     fn check_roots(&self, state: &State) -> Result<()> {
@@ -849,14 +947,27 @@ impl Ledger {
 pub struct LedgerTx<'a> {
     ledger: &'a Ledger,
     tx: cairn::Transaction,
+    /// Writes to ordered tables, by table: their links are made at commit.
+    ordered: BTreeMap<usize, Writes>,
 }
 
 impl LedgerTx<'_> {
     /// The value of `key` in `table` as this transaction sees it (validated at commit).
     /// Errors: [`Error::NoSuchTable`], the engine's.
     pub fn get(&mut self, table: &str, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let table = self.ledger.table(table)?;
-        Ok(self.tx.get(table, key)?)
+        let t = self.ledger.table_index(table)?;
+        let key = key.as_ref();
+        if !self.ledger.meta.ordered[t] {
+            return Ok(self.tx.get(&self.ledger.tables[t], key)?);
+        }
+        check_ordered_key(key)?;
+        if let Some(write) = self.ordered.get(&t).and_then(|w| w.get(key)) {
+            return Ok(write.clone());
+        }
+        match self.tx.get(&self.ledger.tables[t], key)? {
+            Some(bytes) => links::value_of(key, &bytes),
+            None => Ok(None),
+        }
     }
 
     /// Sets `key` of `table` to `value`. Errors: [`Error::NoSuchTable`], the engine's (a key
@@ -867,16 +978,63 @@ impl LedgerTx<'_> {
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
     ) -> Result<()> {
-        let table = self.ledger.table(table)?;
-        Ok(self.tx.insert(table, key, value)?)
+        let t = self.ledger.table_index(table)?;
+        if !self.ledger.meta.ordered[t] {
+            return Ok(self.tx.insert(&self.ledger.tables[t], key, value)?);
+        }
+        check_ordered_key(key.as_ref())?;
+        self.ordered
+            .entry(t)
+            .or_default()
+            .insert(key.as_ref().to_vec(), Some(value.as_ref().to_vec()));
+        Ok(())
     }
 
     /// Removes `key` from `table`. Errors: as [`LedgerTx::insert`].
     pub fn delete(&mut self, table: &str, key: impl AsRef<[u8]>) -> Result<()> {
-        let table = self.ledger.table(table)?;
-        Ok(self.tx.delete(table, key)?)
+        let t = self.ledger.table_index(table)?;
+        if !self.ledger.meta.ordered[t] {
+            return Ok(self.tx.delete(&self.ledger.tables[t], key)?);
+        }
+        check_ordered_key(key.as_ref())?;
+        self.ordered
+            .entry(t)
+            .or_default()
+            .insert(key.as_ref().to_vec(), None);
+        Ok(())
+    }
+
+    fn wrote(&self) -> bool {
+        self.tx.writes() > 0 || self.ordered.values().any(|w| !w.is_empty())
+    }
+
+    /// Buffers the link updates the writes to ordered tables imply, against the tables as they
+    /// are (called under the ledger's commit lock: they cannot change before the commit).
+    fn write_links(&mut self) -> Result<()> {
+        for (&t, writes) in &self.ordered {
+            let table = &self.ledger.tables[t];
+            for (key, stored) in links::updates(table, writes)? {
+                match stored {
+                    Some(bytes) => self.tx.insert(table, key, bytes)?,
+                    None => self.tx.delete(table, key)?,
+                }
+            }
+        }
+        Ok(())
     }
 }
+
+/// An ordered table's user keys are never empty (the empty key is its head).
+fn check_ordered_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::InvalidConfig(
+            "the empty key is an ordered table's head; user keys are never empty".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl LedgerTx<'_> {}
 
 /// Blind writes to commit as one version ([`Ledger::write`]), with the version's metadata.
 #[derive(Clone, Debug, Default)]

@@ -41,11 +41,12 @@ mod audit;
 mod error;
 mod history;
 mod ledger;
+mod links;
 mod records;
 
 pub use audit::{AuditOptions, AuditProblem, AuditProgress, AuditReport};
 pub use error::{Error, Result};
 pub use ledger::{
-    meta_hash, Committed, Ledger, LedgerBatch, LedgerConfig, LedgerTx, Promise, VerifiedRead,
-    VersionInfo, HISTORY_TABLE, META_BYTES_MAX, TRANSACT_ATTEMPTS_MAX,
+    meta_hash, Committed, Ledger, LedgerBatch, LedgerConfig, LedgerTx, Promise, RangeRead,
+    VerifiedRead, VersionInfo, HISTORY_TABLE, META_BYTES_MAX, TRANSACT_ATTEMPTS_MAX,
 };

@@ -51,15 +51,21 @@ pub(crate) fn version_key(version: u64) -> [u8; 9] {
 pub(crate) struct LedgerMeta {
     pub(crate) hash: HashKind,
     pub(crate) tables: Vec<String>,
+    /// For each table, whether it is ordered (its keys linked in key order).
+    pub(crate) ordered: Vec<bool>,
 }
+
+/// A table's flag in the configuration record: ordered.
+const FLAG_ORDERED: u8 = 1;
 
 impl LedgerMeta {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = vec![RECORD_VERSION, self.hash.code()];
         out.extend_from_slice(&(self.tables.len() as u16).to_be_bytes());
-        for name in &self.tables {
+        for (name, &ordered) in self.tables.iter().zip(&self.ordered) {
             out.push(name.len() as u8);
             out.extend_from_slice(name.as_bytes());
+            out.push(if ordered { FLAG_ORDERED } else { 0 });
         }
         out
     }
@@ -74,6 +80,7 @@ impl LedgerMeta {
             return Err(r.bad("no tables"));
         }
         let mut tables: Vec<String> = Vec::with_capacity(count.min(bytes.len()));
+        let mut ordered = Vec::with_capacity(count.min(bytes.len()));
         for _ in 0..count {
             let len = r.u8()? as usize;
             let name = std::str::from_utf8(r.take(len)?)
@@ -83,9 +90,18 @@ impl LedgerMeta {
                 return Err(r.bad("table names out of order"));
             }
             tables.push(name);
+            ordered.push(match r.u8()? {
+                0 => false,
+                FLAG_ORDERED => true,
+                _ => return Err(r.bad("unknown table flags")),
+            });
         }
         r.finish()?;
-        Ok(LedgerMeta { hash, tables })
+        Ok(LedgerMeta {
+            hash,
+            tables,
+            ordered,
+        })
     }
 }
 
@@ -257,6 +273,7 @@ mod tests {
         let meta = LedgerMeta {
             hash: HashKind::Blake3,
             tables: vec!["checking".into(), "savings".into()],
+            ordered: vec![false, true],
         };
         let pending = Pending {
             version: 7,

@@ -393,3 +393,45 @@ pub enum ReceiptVerifyError {
         source: VerifyError,
     },
 }
+
+/// Why bytes are not a link or a range answer (`docs/format/ledger.md`). Decoding never panics
+/// and allocates at most about the input's length.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RangeDecodeError {
+    /// The bytes end before the structure they describe does.
+    #[error("range structure truncated: {what} needs {needed} more bytes")]
+    Truncated {
+        /// The field being read.
+        what: &'static str,
+        /// Bytes missing.
+        needed: usize,
+    },
+    /// The first four bytes are not `CRNL`.
+    #[error("not a Cairn range answer (bad magic)")]
+    BadMagic,
+    /// A format version this build does not know.
+    #[error("ledger format version {0} is not supported (this build reads version 1)")]
+    UnsupportedVersion(u8),
+    /// Another structure type than a range answer (2).
+    #[error("expected a range answer (type 2), found structure type {0}")]
+    WrongType(u8),
+    /// A field breaks the format's rules: named, with the rule.
+    #[error("range field {0}: {1}")]
+    Field(&'static str, &'static str),
+    /// Bytes left over after the structure.
+    #[error("{0} bytes after the end of the range structure")]
+    TrailingBytes(usize),
+}
+
+/// Why a range answer is not shown complete and correct by its receipt
+/// ([`crate::range::verify_range`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RangeVerifyError {
+    /// The answer's shape breaks a rule that needs no proof (bounds, order, the keys around
+    /// the range).
+    #[error("range answer: {0}")]
+    Shape(&'static str),
+    /// The receipt does not prove the answer's links.
+    #[error("range answer: {0}")]
+    Receipt(ReceiptVerifyError),
+}

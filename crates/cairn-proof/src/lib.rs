@@ -13,7 +13,8 @@
 //!
 //! The [`ledger`] module holds what a ledger's client checks: the ledger root over named
 //! tables, and receipts proving what keys held at a version against a trusted digest
-//! (`docs/format/ledger.md`), fresh (the newest version) or of the past.
+//! (`docs/format/ledger.md`), fresh (the newest version) or of the past. The [`range`] module
+//! proves a range answer over an *ordered* table complete: no key of the range left out.
 //!
 //! ```
 //! use cairn_proof::{reference::MemTrie, Claim, HashKind, Leaf};
@@ -37,12 +38,14 @@ pub mod hash;
 pub mod history;
 pub mod ledger;
 mod proof;
+pub mod range;
 pub mod reference;
 mod trie;
 
 pub use error::{
     BuildError, DecodeError, HistoryDecodeError, HistoryProveError, HistoryVerifyError,
-    LedgerError, ReceiptDecodeError, ReceiptVerifyError, VerifyError,
+    LedgerError, RangeDecodeError, RangeVerifyError, ReceiptDecodeError, ReceiptVerifyError,
+    VerifyError,
 };
 pub use hash::{Hash, HashKind, Leaf, ZERO};
 pub use history::{
@@ -53,4 +56,5 @@ pub use proof::{
     verify, Claim, CompactProof, Expect, Proof, ProofNode, ProofWriter, TopWitness,
     COMPACT_LEVELS_MAX, MAGIC, PROOF_VERSION,
 };
+pub use range::{verify_range, verify_range_at, Link, RangeAnswer};
 pub use trie::{root_of, root_of_sorted, subtree_of_sorted, Root, RootBuilder};
