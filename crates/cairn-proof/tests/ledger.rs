@@ -351,6 +351,9 @@ type TableSpec = (
     Vec<u8>,
 );
 
+/// A random ledger and read: the pool's names it has (1 to `tables_max`, in name order), each
+/// table's [`TableSpec`] (the first `names.len()` are used), the history's size and the version
+/// proved (1 to `size`), and the salt of the other versions' leaves.
 #[derive(Clone, Debug)]
 struct Spec {
     names: Vec<usize>,
@@ -360,6 +363,8 @@ struct Spec {
     salt: u8,
 }
 
+/// Ledgers of up to `tables_max` tables of up to `entries_max` entries, reads of up to
+/// `reads_max` keys per table, histories of up to `size_max` versions.
 fn spec(
     tables_max: usize,
     entries_max: usize,
