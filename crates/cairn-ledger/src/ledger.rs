@@ -462,7 +462,16 @@ impl Ledger {
     /// The value of `key` in `table` as of the newest commit, unverified (no receipt): one
     /// lookup. Errors: [`Error::NoSuchTable`], the engine's.
     pub fn get(&self, table: &str, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        Ok(self.table(table)?.get(key)?)
+        let t = self.table_index(table)?;
+        let key = key.as_ref();
+        if !self.meta.ordered[t] {
+            return Ok(self.tables[t].get(key)?);
+        }
+        check_ordered_key(key)?;
+        match self.tables[t].get(key)? {
+            Some(bytes) => links::value_of(key, &bytes),
+            None => Ok(None),
+        }
     }
 
     /// Reads `keys` of each table named, as of the newest version, with a receipt proving
@@ -694,6 +703,10 @@ impl Ledger {
         }
         let mut attempt = 1;
         loop {
+            // A broken ledger says so before anything else can fail.
+            if let Some(broken) = &self.read_state().broken {
+                return Err(Error::Broken(broken.clone()));
+            }
             let mut tx = LedgerTx {
                 ledger: self,
                 tx: self.session.transaction()?,
@@ -926,10 +939,6 @@ impl Ledger {
             .tables
             .binary_search_by(|n| n.as_str().cmp(name))
             .map_err(|_| Error::NoSuchTable(name.to_string()))
-    }
-
-    fn table(&self, name: &str) -> Result<&Table> {
-        Ok(&self.tables[self.table_index(name)?])
     }
 
     fn read_state(&self) -> RwLockReadGuard<'_, State> {
