@@ -5,9 +5,9 @@
 //! write-ahead log). The work is done below: the LSM tree in `lsm`, the log in `durable`.
 //!
 //! May call: `lsm` (every operation's work), `durable` (a durable table's writes are logged),
-//! `snapshot` (snapshot names), and for the types it hands out `cursor` (cursors), `lookup`
-//! (lookup results, blob references) and `auth` (commits and trie counters). Must never touch: a table's
-//! state, pages, runs or files.
+//! `snapshot` (snapshot names), `inspect` (a root recomputed from the contents), and for the
+//! types it hands out `cursor` (cursors), `lookup` (lookup results, blob references) and `auth`
+//! (commits and trie counters). Must never touch: a table's state, pages, runs or files.
 
 use std::sync::Arc;
 
