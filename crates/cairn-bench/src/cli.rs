@@ -59,6 +59,10 @@ pub enum Command {
     /// consistency proofs at a tree size, and how many of each one core decodes and verifies
     /// per second.
     History(HistoryArgs),
+    /// The verifiable ledger on a real directory (issue 45, acceptance item 5): receipt sizes
+    /// of reads, receipts verified per second on one core, the cost the ledger adds to a
+    /// 1,000-key commit against a bare authenticated table, and the space a version takes.
+    LedgerReceipts(LedgerReceiptsArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
     Report(ReportArgs),
@@ -403,6 +407,68 @@ pub struct HistoryArgs {
     /// Seed of the leaves and of the indices and sizes proved.
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Options of `ledger-receipts`.
+#[derive(Debug, Args)]
+pub struct LedgerReceiptsArgs {
+    /// Parent of the benchmark directory (a fresh temporary directory inside it; default
+    /// `target/` of the current directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Keep the benchmark directory instead of removing it at exit.
+    #[arg(long)]
+    pub keep: bool,
+    /// Keys of the ledger's table `accounts` (and of the bare table it is compared with).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keys: u64,
+    /// Keys of the ledger's second table `events` (read by the two-table receipts).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub events: u64,
+    /// Versions the ledger reaches: the load's versions, then commits of one key each.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub versions: u64,
+    /// Keys per version while loading.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub load_batch: u64,
+    /// Reads of each kind whose receipts are measured at the last version.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub samples: u64,
+    /// Reads measured at each power-of-two version on the way (receipt size against versions).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    pub samples_on_the_way: u64,
+    /// Receipts of distinct random keys made for the verification rate.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub verify_receipts: u64,
+    /// Seconds of verification per figure (one thread).
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Keys of each commit of the commit-cost comparison.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub commit_keys: u64,
+    /// Pairs (ledger, bare table) of the commit-cost comparison, per mode; medians reported.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub repetitions: u64,
+    /// Commits of one key each, after a checkpoint, whose space is measured (on each side).
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub space_commits: u64,
+    /// Commits of one key each waited for one by one (the durable commit rate).
+    #[arg(long, default_value_t = 2_000)]
+    pub waited_commits: u64,
+    /// Stop the commits of one key after this many seconds, short of `--versions` if need be
+    /// (the record says which version was reached).
+    #[arg(long)]
+    pub commit_seconds: Option<f64>,
+    /// Seed of the keys and of every choice.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// Check every value read against a model of the writes, and every receipt measured
+    /// against its digest (the verification-rate receipts are always checked).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub check: bool,
     /// Write the results as one JSON object to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,

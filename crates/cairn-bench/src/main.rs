@@ -21,6 +21,9 @@
 //!   a clean shutdown and after a kill ([`restart`]).
 //! - `history`: the verifiable ledger's history tree: proof sizes and verification rates
 //!   ([`history`]).
+//! - `ledger-receipts`: the verifiable ledger on a real directory: receipt sizes, receipts
+//!   verified per second, the ledger's cost on a commit, the space of a version
+//!   ([`ledger_receipts`]).
 //!
 //! The parts, each a directory or a file:
 //!
@@ -60,6 +63,7 @@ mod engines;
 mod failure;
 mod history;
 mod keys;
+mod ledger_receipts;
 mod options;
 mod record;
 mod report;
@@ -106,6 +110,7 @@ fn main() -> ExitCode {
         Command::Wal(args) => wal::run(&args),
         Command::Txn(args) => txn::run(&args),
         Command::History(args) => history::run(&args),
+        Command::LedgerReceipts(args) => ledger_receipts::run(&args),
         Command::Restart(args) => restart::run(&args),
         Command::RestartChild(args) => restart::child(&args),
         Command::Report(args) => report::run(&args),
