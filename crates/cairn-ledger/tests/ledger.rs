@@ -87,6 +87,33 @@ fn expected_ledger_root(state: &State) -> [u8; 32] {
     ledger_root(&pairs).unwrap()
 }
 
+/// The claims of an answer: for each table, each key with the value it was given (or absent).
+fn claims_of<'a>(keys: &'a [Vec<u8>], values: &'a [Vec<Option<Vec<u8>>>]) -> Vec<Vec<Claim<'a>>> {
+    values
+        .iter()
+        .map(|vals| {
+            keys.iter()
+                .zip(vals)
+                .map(|(k, v)| Claim::answer(k, v.as_deref()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Claims about both tables, in the order of `NAMES`.
+fn both<'a>(claims: &'a [Vec<Claim<'a>>]) -> [TableClaims<'a>; 2] {
+    [
+        TableClaims {
+            table: NAMES[0],
+            claims: &claims[0],
+        },
+        TableClaims {
+            table: NAMES[1],
+            claims: &claims[1],
+        },
+    ]
+}
+
 /// Reads `keys` of both tables with a receipt, and checks everything a client checks: the
 /// values are the model's, the receipt verifies fresh against the read's digest, that digest
 /// extends `trusted` (a consistency proof), and a claim of any other value fails.
@@ -104,30 +131,8 @@ fn read_and_verify(ledger: &Ledger, state: &State, keys: &[Vec<u8>], trusted: &m
         verify_consistency(trusted, &read.digest, &proof).unwrap();
     }
     *trusted = read.digest;
-    let claims: Vec<Vec<Claim<'_>>> = read
-        .values
-        .iter()
-        .map(|vals| {
-            keys.iter()
-                .zip(vals)
-                .map(|(k, v)| match v {
-                    Some(v) => Claim::present(k, v),
-                    None => Claim::absent(k),
-                })
-                .collect()
-        })
-        .collect();
-    let reads = [
-        TableClaims {
-            table: NAMES[0],
-            claims: &claims[0],
-        },
-        TableClaims {
-            table: NAMES[1],
-            claims: &claims[1],
-        },
-    ];
-    verify_receipt(&read.receipt, &reads, &read.digest).unwrap();
+    let claims = claims_of(keys, &read.values);
+    verify_receipt(&read.receipt, &both(&claims), &read.digest).unwrap();
     let bytes = read.receipt.encode();
     assert_eq!(cairn_proof::Receipt::decode(&bytes).unwrap(), read.receipt);
     // Any other answer for the first key is refused.
@@ -336,10 +341,7 @@ proptest! {
                                 .zip(values)
                                 .map(|(k, v)| {
                                     prop_assert_eq!(v.as_ref(), state[t].get(k));
-                                    Ok(match v {
-                                        Some(v) => Claim::present(k, v),
-                                        None => Claim::absent(k),
-                                    })
+                                    Ok(Claim::answer(k, v.as_deref()))
                                 })
                                 .collect::<Result<_, TestCaseError>>()?;
                             let reads = [TableClaims { table: NAMES[t], claims: &claims }];
@@ -442,33 +444,12 @@ fn check_read_at(
     digest: &Digest,
 ) {
     assert_eq!(read.digest, *digest);
-    let claims: Vec<Vec<Claim<'_>>> = (0..2)
-        .map(|t| {
-            assert_eq!(
-                read.values[t],
-                keys.iter()
-                    .map(|k| state[t].get(k).cloned())
-                    .collect::<Vec<_>>()
-            );
-            keys.iter()
-                .zip(&read.values[t])
-                .map(|(k, v)| match v {
-                    Some(v) => Claim::present(k, v),
-                    None => Claim::absent(k),
-                })
-                .collect()
-        })
-        .collect();
-    let reads = [
-        TableClaims {
-            table: NAMES[0],
-            claims: &claims[0],
-        },
-        TableClaims {
-            table: NAMES[1],
-            claims: &claims[1],
-        },
-    ];
+    for (t, table) in state.iter().enumerate() {
+        let want: Vec<Option<Vec<u8>>> = keys.iter().map(|k| table.get(k).cloned()).collect();
+        assert_eq!(read.values[t], want);
+    }
+    let claims = claims_of(keys, &read.values);
+    let reads = both(&claims);
     verify_receipt_at(&read.receipt, &reads, digest).unwrap();
     assert_eq!(
         verify_receipt(&read.receipt, &reads, digest).is_ok(),
@@ -544,27 +525,9 @@ fn concurrent_transfers_conserve_money() {
         .unwrap();
     let total: u64 = read.values.iter().flatten().map(|v| value(v.clone())).sum();
     assert_eq!(total, 100 * u64::from(accounts));
-    let claims: Vec<Vec<Claim<'_>>> = read
-        .values
-        .iter()
-        .map(|vals| {
-            keys.iter()
-                .zip(vals)
-                .map(|(k, v)| Claim::present(k, v.as_ref().unwrap()))
-                .collect()
-        })
-        .collect();
-    let reads = [
-        TableClaims {
-            table: NAMES[0],
-            claims: &claims[0],
-        },
-        TableClaims {
-            table: NAMES[1],
-            claims: &claims[1],
-        },
-    ];
-    verify_receipt(&read.receipt, &reads, &ledger.digest()).unwrap();
+    assert!(read.values.iter().flatten().all(Option::is_some));
+    let claims = claims_of(&keys, &read.values);
+    verify_receipt(&read.receipt, &both(&claims), &ledger.digest()).unwrap();
 }
 
 /// A server that answers with an older value and its older (valid) receipt is refused by a

@@ -176,6 +176,15 @@ impl<'a> Claim<'a> {
         }
     }
 
+    /// The claim a client makes of an answer it was given: the key holds `value` and no blob,
+    /// or, for `None`, the key is absent.
+    pub fn answer(key: &'a [u8], value: Option<&'a [u8]>) -> Claim<'a> {
+        match value {
+            Some(value) => Claim::present(key, value),
+            None => Claim::absent(key),
+        }
+    }
+
     /// The key holds `value` and no blob.
     pub fn present(key: &'a [u8], value: &'a [u8]) -> Claim<'a> {
         Claim {
