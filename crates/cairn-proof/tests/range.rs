@@ -333,6 +333,13 @@ fn golden_ledger(version: u64) -> Ledger {
 const GOLDEN_LO: &[u8] = b"b";
 const GOLDEN_HI: &[u8] = b"d";
 
+/// The golden `accounts` root, ledger root and digest root at version 3, as
+/// `docs/format/ledger.md` prints them.
+const GOLDEN_ACCOUNTS_ROOT: &str =
+    "59b1725a1f97a9a2edf369ad1e02b2841645d7a074b30788cce2c99a49f997ac";
+const GOLDEN_LEDGER_ROOT: &str = "7c6bcea7f612c07fd4d1cd66f5815d8f75365d1d0a311dd5a2886d29f1edcf3b";
+const GOLDEN_DIGEST_ROOT: &str = "8194727288211663a5edfdeed34292282d7023d7f1b5a940319f21cbca4b4a93";
+
 /// `ledger-v1-link-head.bin` (the head of the golden `accounts`, naming `alice`),
 /// `ledger-v1-link-entry.bin` (`bob`'s link at version 3: `240`, next `carol`),
 /// `ledger-v1-range.bin` (the answer for `[b, d]` at version 3) and
@@ -394,7 +401,22 @@ fn range_v1_golden() {
         hex(&digest.root),
         golden.len()
     );
+    assert_eq!(hex(&accounts.trie.root().hash), GOLDEN_ACCOUNTS_ROOT);
+    assert_eq!(hex(&ledger.leaf().ledger_root), GOLDEN_LEDGER_ROOT);
+    assert_eq!(digest.size, 3);
+    assert_eq!(hex(&digest.root), GOLDEN_DIGEST_ROOT);
+    assert_eq!(golden.len(), 548);
     assert_eq!(verify_range(&decoded, "accounts", &answer, &digest), Ok(()));
+    // Carol left out: bob's link is claimed to name dave.
+    let mut without_carol = answer.clone();
+    without_carol.entries.pop();
+    assert!(matches!(
+        verify_range(&decoded, "accounts", &without_carol, &digest),
+        Err(RangeVerifyError::Receipt(ReceiptVerifyError::Trie {
+            source: VerifyError::ValueMismatch { claim: 1 },
+            ..
+        }))
+    ));
     // Version 2's answer (bob = 250) with its own receipt: stale, but true of version 2.
     let past = golden_ledger(2);
     let old = answer_of(&past.tables[ACCOUNTS].model, GOLDEN_LO, GOLDEN_HI);
