@@ -272,6 +272,19 @@ impl Ledger {
         if names.windows(2).any(|w| w[0] == w[1]) {
             return Err(Error::InvalidConfig("a table name is repeated".into()));
         }
+        // The configuration record counts tables in a u16 and each name's length in a byte
+        // (the engine allows 64-byte names; the check comes before anything is written).
+        if names.len() > usize::from(u16::MAX) {
+            return Err(Error::InvalidConfig(format!(
+                "{} tables; a ledger holds at most 65,535",
+                names.len()
+            )));
+        }
+        if let Some(name) = names.iter().find(|n| n.is_empty() || n.len() > 64) {
+            return Err(Error::InvalidConfig(format!(
+                "table name {name:?}: 1 to 64 bytes"
+            )));
+        }
         if let Some(name) = names.iter().find(|n| n.starts_with('_')) {
             return Err(Error::InvalidConfig(format!(
                 "table name {name:?}: names starting with '_' are the ledger's"
@@ -739,8 +752,11 @@ impl Ledger {
                     continue;
                 }
                 Err(e) => {
-                    // The record may have been logged: only a reopen knows.
-                    state.broken = Some(e.to_string());
+                    // Unless the batch was refused as input, the record may have been logged:
+                    // only a reopen knows.
+                    if breaks(&e) {
+                        state.broken = Some(e.to_string());
+                    }
                     return Err(e.into());
                 }
             }
@@ -755,21 +771,77 @@ impl Ledger {
     }
 
     /// Commits `batch` as the next version (blind writes: nothing is read, so nothing
-    /// conflicts). An empty batch makes no version. Errors: as [`Ledger::transact`].
+    /// conflicts, and no transaction is needed: the updates and the pending record go to the
+    /// log as one of the engine's atomic batches across tables). An empty batch makes no
+    /// version. Cost: as [`Ledger::transact`] without the transaction's view and validation.
+    ///
+    /// Errors: [`Error::NoSuchTable`], [`Error::MetaTooLong`], [`Error::Broken`], the engine's
+    /// (input errors leave the ledger as it was; an error after the batch may have been logged
+    /// breaks it, see [`Error::Broken`]).
     pub fn write(&self, batch: &LedgerBatch) -> Result<Option<Committed>> {
-        for (table, _, _) in &batch.updates {
-            self.table_index(table)?;
+        if batch.meta.len() > META_BYTES_MAX {
+            return Err(Error::MetaTooLong(batch.meta.len()));
         }
-        let (_, committed) = self.transact(&batch.meta, |tx| {
-            for (table, key, value) in &batch.updates {
-                match value {
-                    Some(value) => tx.insert(table, key, value)?,
-                    None => tx.delete(table, key)?,
-                }
+        // (table, key, value or delete)
+        type Part<'a> = (usize, &'a [u8], Option<&'a [u8]>);
+        let mut parts: Vec<Part<'_>> = Vec::with_capacity(batch.len());
+        for (table, key, value) in &batch.updates {
+            let t = self.table_index(table)?;
+            if self.meta.ordered[t] {
+                check_ordered_key(key)?;
             }
-            Ok(())
-        })?;
-        Ok(committed)
+            parts.push((t, key, value.as_deref()));
+        }
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        let mut state = self.write_state();
+        if let Some(broken) = &state.broken {
+            return Err(Error::Broken(broken.clone()));
+        }
+        let version = state.history.size() + 1;
+        let mut writes = cairn::WriteBatch::new();
+        let mut ordered: BTreeMap<usize, Writes> = BTreeMap::new();
+        for &(t, key, value) in &parts {
+            if self.meta.ordered[t] {
+                ordered
+                    .entry(t)
+                    .or_default()
+                    .insert(key.to_vec(), value.map(<[u8]>::to_vec));
+                continue;
+            }
+            match value {
+                Some(value) => writes.insert(&self.tables[t], key, value),
+                None => writes.delete(&self.tables[t], key),
+            };
+        }
+        for (t, table_writes) in &ordered {
+            let table = &self.tables[*t];
+            for (key, stored) in links::updates(table, table_writes)? {
+                match stored {
+                    Some(bytes) => writes.insert(table, key, bytes),
+                    None => writes.delete(table, key),
+                };
+            }
+        }
+        let pending = Pending {
+            version,
+            meta: batch.meta.clone(),
+        };
+        writes.insert(&self.history, KEY_PENDING, pending.encode());
+        if let Err(e) = self.session.write_batch(&writes) {
+            if breaks(&e) {
+                state.broken = Some(e.to_string());
+            }
+            return Err(e.into());
+        }
+        match self.finish(&mut state, version, &batch.meta) {
+            Ok(committed) => Ok(Some(committed)),
+            Err(e) => {
+                state.broken = Some(e.to_string());
+                Err(e)
+            }
+        }
     }
 
     /// Writes and fsyncs everything logged so far, and waits for it.
@@ -1031,6 +1103,19 @@ impl LedgerTx<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether an error writing a commit's first record leaves the ledger broken: any error but a
+/// refusal of the input (which logs nothing).
+fn breaks(e: &cairn::Error) -> bool {
+    !matches!(
+        e,
+        cairn::Error::KeyTooLarge { .. }
+            | cairn::Error::ValueTooLarge { .. }
+            | cairn::Error::BlobTooLarge { .. }
+            | cairn::Error::InvalidUpdate(_)
+            | cairn::Error::InvalidConfig(_)
+    )
 }
 
 /// An ordered table's user keys are never empty (the empty key is its head).

@@ -665,6 +665,14 @@ fn configuration_is_checked() {
         Ledger::open(dir.path().join("c"), LedgerConfig::new(["x", "x"])),
         Err(Error::InvalidConfig(_))
     ));
+    assert!(matches!(
+        Ledger::open(dir.path().join("e"), LedgerConfig::new(["x".repeat(65)])),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(
+        !dir.path().join("e").exists(),
+        "a refused configuration writes nothing"
+    );
     let path = dir.path().join("d");
     {
         let ledger = Ledger::open(&path, LedgerConfig::new(["b", "a"])).unwrap();
