@@ -285,8 +285,8 @@ fn run(data: &[u8]) -> bool {
     let h = honest();
     let receipt = &h.receipts[t][usize::from(kind & 0x7f) % 3][old];
     let digest: Digest = h.history.digest();
-    let fresh = verify_range(receipt, name, &answer, &digest).is_ok();
-    if verify_range_at(receipt, name, &answer, &digest).is_err() {
+    let fresh = verify_range(receipt, name, &answer.lo, &answer.hi, &answer, &digest).is_ok();
+    if verify_range_at(receipt, name, &answer.lo, &answer.hi, &answer, &digest).is_err() {
         assert!(
             !fresh,
             "an answer accepted fresh that is refused at its version"

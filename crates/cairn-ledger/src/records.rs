@@ -57,10 +57,13 @@ pub(crate) struct LedgerMeta {
 
 /// A table's flag in the configuration record: ordered.
 const FLAG_ORDERED: u8 = 1;
+/// The configuration record's format version: 2 adds a flags byte after each table name (a
+/// version-1 record, written before ordered tables existed, has none: every table plain).
+const META_VERSION: u8 = 2;
 
 impl LedgerMeta {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = vec![RECORD_VERSION, self.hash.code()];
+        let mut out = vec![META_VERSION, self.hash.code()];
         out.extend_from_slice(&(self.tables.len() as u16).to_be_bytes());
         for (name, &ordered) in self.tables.iter().zip(&self.ordered) {
             out.push(name.len() as u8);
@@ -72,7 +75,12 @@ impl LedgerMeta {
 
     pub(crate) fn decode(bytes: &[u8]) -> Result<LedgerMeta> {
         let mut r = Reader::new("configuration", bytes);
-        r.version()?;
+        let version = r.u8()?;
+        if version != RECORD_VERSION && version != META_VERSION {
+            return Err(r.bad(&format!(
+                "format version {version}; this build reads 1 and 2"
+            )));
+        }
         let code = r.u8()?;
         let hash = HashKind::from_code(code).ok_or_else(|| r.bad("unknown hash kind"))?;
         let count = r.u16()? as usize;
@@ -90,7 +98,12 @@ impl LedgerMeta {
                 return Err(r.bad("table names out of order"));
             }
             tables.push(name);
-            ordered.push(match r.u8()? {
+            let flags = if version == RECORD_VERSION {
+                0
+            } else {
+                r.u8()?
+            };
+            ordered.push(match flags {
                 0 => false,
                 FLAG_ORDERED => true,
                 _ => return Err(r.bad("unknown table flags")),
@@ -310,6 +323,22 @@ mod tests {
             assert!(Pending::decode(&long).is_err());
             assert!(VersionRecord::decode(&long).is_err());
         }
+    }
+
+    /// A configuration record of format version 1 (no flags byte) is still read: every table
+    /// plain.
+    #[test]
+    fn a_version_1_configuration_is_read() {
+        let mut v1 = vec![1u8, HashKind::Sha256.code(), 0, 2];
+        for name in ["checking", "savings"] {
+            v1.push(name.len() as u8);
+            v1.extend_from_slice(name.as_bytes());
+        }
+        let meta = LedgerMeta::decode(&v1).unwrap();
+        assert_eq!(meta.tables, ["checking", "savings"]);
+        assert_eq!(meta.ordered, [false, false]);
+        assert_eq!(meta.encode()[0], 2, "written as version 2");
+        assert_eq!(LedgerMeta::decode(&meta.encode()).unwrap(), meta);
     }
 
     #[test]

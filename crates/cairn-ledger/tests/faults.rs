@@ -138,7 +138,15 @@ fn run(batches: &[Batch], seed: u64, percent: u32, recover_seed: u64) -> Result<
             .unwrap();
         }
         if let Ok(read) = ledger.read_range("sorted", [b'k', 2], [b'k', 7]) {
-            verify_range(&read.receipt, "sorted", &read.answer, &read.digest).unwrap();
+            verify_range(
+                &read.receipt,
+                "sorted",
+                &[b'k', 2],
+                &[b'k', 7],
+                &read.answer,
+                &read.digest,
+            )
+            .unwrap();
         }
     }
     fs.set_fault_plan(None);

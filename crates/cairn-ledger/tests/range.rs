@@ -104,6 +104,13 @@ fn forgeries(answer: &RangeAnswer, model: &Model) -> Vec<(&'static str, RangeAns
         a.before_value = Some(v);
         out.push(("the key before moved into the range", a));
     }
+    // A true answer for a narrower range.
+    if answer.lo < answer.hi {
+        let mut a = answer.clone();
+        a.hi = answer.lo.clone();
+        a.entries.retain(|(k, _)| *k <= a.hi);
+        out.push(("an answer for a narrower range", a));
+    }
     // The key after the range claimed absent, or the key before the range moved.
     if answer.after.is_some() {
         let mut a = answer.clone();
@@ -127,13 +134,20 @@ fn check_range(ledger: &Ledger, model: &Model, lo: u8, hi: u8) {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     assert_eq!(read.answer.entries, want, "[{lo:?}, {hi:?}]");
-    verify_range(&read.receipt, "ordered", &read.answer, &read.digest)
-        .unwrap_or_else(|e| panic!("[{lo:?}, {hi:?}]: {e}: {:?}", read.answer));
+    verify_range(
+        &read.receipt,
+        "ordered",
+        &lo,
+        &hi,
+        &read.answer,
+        &read.digest,
+    )
+    .unwrap_or_else(|e| panic!("[{lo:?}, {hi:?}]: {e}: {:?}", read.answer));
     let encoded = read.answer.encode();
     assert_eq!(RangeAnswer::decode(&encoded).unwrap(), read.answer);
     for (what, forged) in forgeries(&read.answer, model) {
         assert!(
-            verify_range(&read.receipt, "ordered", &forged, &read.digest).is_err(),
+            verify_range(&read.receipt, "ordered", &lo, &hi, &forged, &read.digest).is_err(),
             "{what} was accepted: {forged:?}"
         );
     }
@@ -271,5 +285,13 @@ fn ordered_tables_refuse_the_empty_key_and_plain_tables_ranges() {
         .unwrap();
     let read = ledger.read_range("ordered", "a", "z").unwrap();
     assert!(read.answer.entries.is_empty() && read.answer.after.is_none());
-    verify_range(&read.receipt, "ordered", &read.answer, &read.digest).unwrap();
+    verify_range(
+        &read.receipt,
+        "ordered",
+        b"a",
+        b"z",
+        &read.answer,
+        &read.digest,
+    )
+    .unwrap();
 }

@@ -303,20 +303,24 @@ impl RangeAnswer {
     }
 }
 
-/// Checks that `answer` is exactly the keys of ordered table `table` in `[answer.lo,
-/// answer.hi]` at the digest's newest version: its shape ([`RangeAnswer::check_shape`]), then
-/// the receipt ([`verify_receipt`]) with the answer's links as claims (`before`'s and each
-/// entry's, chained). An answer whose `before` is the head with no entry and nothing after
-/// claims the head absent instead, which only an empty table's root (all zeros) allows.
+/// Checks that `answer` is exactly the keys of ordered table `table` in `[lo, hi]`, the range
+/// the client asked for, at the digest's newest version: the answer must be for that range
+/// (a true answer for another range, say a narrower one, is refused), its shape
+/// ([`RangeAnswer::check_shape`]), then the receipt ([`verify_receipt`]) with the answer's links
+/// as claims (`before`'s and each entry's, chained). An answer whose `before` is the head with no
+/// entry and nothing after claims the head absent instead, which only an empty table's root (all
+/// zeros) allows.
 ///
 /// Cost: as [`verify_receipt`] with one claim per entry plus one.
 pub fn verify_range(
     receipt: &Receipt,
     table: &str,
+    lo: &[u8],
+    hi: &[u8],
     answer: &RangeAnswer,
     digest: &Digest,
 ) -> Result<(), RangeVerifyError> {
-    check(receipt, table, answer, digest, true)
+    check(receipt, table, (lo, hi), answer, digest, true)
 }
 
 /// As [`verify_range`], for an answer at the receipt's version, which may be older than the
@@ -324,19 +328,27 @@ pub fn verify_range(
 pub fn verify_range_at(
     receipt: &Receipt,
     table: &str,
+    lo: &[u8],
+    hi: &[u8],
     answer: &RangeAnswer,
     digest: &Digest,
 ) -> Result<(), RangeVerifyError> {
-    check(receipt, table, answer, digest, false)
+    check(receipt, table, (lo, hi), answer, digest, false)
 }
 
 fn check(
     receipt: &Receipt,
     table: &str,
+    (lo, hi): (&[u8], &[u8]),
     answer: &RangeAnswer,
     digest: &Digest,
     fresh: bool,
 ) -> Result<(), RangeVerifyError> {
+    if answer.lo != lo || answer.hi != hi {
+        return Err(RangeVerifyError::Shape(
+            "the answer is for another range than the one asked",
+        ));
+    }
     answer.check_shape()?;
     let links = answer.links();
     let encoded: Vec<Vec<u8>> = links.iter().map(|(_, l)| l.encode()).collect();
