@@ -15,11 +15,14 @@
 //!    (34 bytes, [`crate::keys::utxo_key`]), values 60 bytes naming the key and the version
 //!    that wrote them, so that `--check` compares every value read with a model.
 //! 2. **Commit cost, after the load**: pairs of commits of the same `--commit-keys` random
-//!    present keys, the ledger's `write` (one version) then the bare table's `write` and
-//!    `commit`, interleaved A, B, A, B so that the machine's noise hits both, `--repetitions`
-//!    pairs after 3 untimed ones, first not waiting for durability (neither side), then
-//!    waiting for it on both sides (`sync_log` of each session after its commit, the same
-//!    call on both). Medians of each side and their ratio.
+//!    present keys, the ledger's `write` (one version, A) then the bare table's `write` and
+//!    `commit` (B), and as a third side (C) other keys of the bare table written through a
+//!    bare `Session::transaction` and committed (the engine's path under `Ledger::transact`,
+//!    and under `Ledger::write` before it wrote one engine batch). Interleaved A, B, C, A,
+//!    B, C so that the machine's noise hits every side, `--repetitions` rounds after 3 untimed
+//!    ones, first not waiting for durability (no side), then waiting for it on every side
+//!    (`sync_log` of each session after its commit, the same call on all). Medians of each
+//!    side, by the clock and by the process's CPU time, and their ratios.
 //! 3. **Small commits**: the ledger's remaining versions up to `--versions`, one random present
 //!    key updated each, `--waited-commits` of them first each waited until durable, the rest
 //!    not waited for (the log's default group commit makes them durable; one `sync` at the
@@ -357,7 +360,7 @@ fn bare_commit(bare: &Bare, updates: &[(&[u8], Update<'_>)]) -> cairn::Result<()
 }
 
 /// One commit of the bare table through a transaction (the engine's path under
-/// `Ledger::write`, without the ledger's records): the updates inserted in a transaction and
+/// `Ledger::transact`, without the ledger's records): the updates inserted in a transaction and
 /// committed with it, then the trie committed.
 fn bare_tx_commit(bare: &Bare, pairs: &[(Key, Value)]) -> cairn::Result<()> {
     let mut tx = bare.session.transaction()?;
@@ -373,8 +376,7 @@ fn bare_tx_commit(bare: &Bare, pairs: &[(Key, Value)]) -> cairn::Result<()> {
 // The commit cost
 
 /// The commit-cost comparison in one mode: the ledger (A), the bare table (B), and the bare
-/// table through a transaction (C, which isolates the ledger's own records from the
-/// transaction path `Ledger::write` takes).
+/// table through a transaction (C: what a transaction costs without the ledger's records).
 struct CommitCost {
     waited: bool,
     /// The ledger's version count when the comparison started.
