@@ -21,6 +21,9 @@
 //! proofs of random key subsets of every set there (`fuzz/run-all.sh` does so for the corpus),
 //! checking that each is accepted.
 #![no_main]
+#[path = "common/seeds.rs"]
+mod seeds;
+
 use std::sync::OnceLock;
 
 use cairn_proof::reference::MemTrie;
@@ -337,15 +340,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
 }
 
 fuzz_target!(
-    init: {
-        if let Some(dir) = std::env::var_os("CAIRN_FUZZ_SEEDS") {
-            let dir = std::path::PathBuf::from(dir);
-            std::fs::create_dir_all(&dir).expect("the seed directory");
-            for (name, input) in seeds() {
-                std::fs::write(dir.join(name), input).expect("a seed file");
-            }
-        }
-    },
+    init: seeds::write_if_asked(seeds),
     |data: &[u8]| {
         run(data);
     }

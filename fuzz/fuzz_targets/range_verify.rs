@@ -32,6 +32,9 @@
 //! answers there (`fuzz/run-all.sh` does so for the corpus), for the asked range with its honest
 //! receipt and for other ranges with the wide one, checking that each is accepted.
 #![no_main]
+#[path = "common/seeds.rs"]
+mod seeds;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::OnceLock;
@@ -348,15 +351,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
 }
 
 fuzz_target!(
-    init: {
-        if let Some(dir) = std::env::var_os("CAIRN_FUZZ_SEEDS") {
-            let dir = std::path::PathBuf::from(dir);
-            std::fs::create_dir_all(&dir).expect("the seed directory");
-            for (name, input) in seeds() {
-                std::fs::write(dir.join(name), input).expect("a seed file");
-            }
-        }
-    },
+    init: seeds::write_if_asked(seeds),
     |data: &[u8]| {
         run(data);
     }

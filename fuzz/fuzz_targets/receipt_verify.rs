@@ -27,6 +27,9 @@
 //! receipts there (`fuzz/run-all.sh` does so for the corpus), with their true claims and some
 //! stale ones, checking that each is accepted.
 #![no_main]
+#[path = "common/seeds.rs"]
+mod seeds;
+
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -384,15 +387,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
 }
 
 fuzz_target!(
-    init: {
-        if let Some(dir) = std::env::var_os("CAIRN_FUZZ_SEEDS") {
-            let dir = std::path::PathBuf::from(dir);
-            std::fs::create_dir_all(&dir).expect("the seed directory");
-            for (name, input) in seeds() {
-                std::fs::write(dir.join(name), input).expect("a seed file");
-            }
-        }
-    },
+    init: seeds::write_if_asked(seeds),
     |data: &[u8]| {
         run(data);
     }
