@@ -141,9 +141,9 @@ pub struct VerifiedRead {
     pub digest: Digest,
     /// For each table read, in the order asked, each key's value or `None`.
     pub values: Vec<Vec<Option<Vec<u8>>>>,
-    /// What the receipt proves for each key: the value itself for a plain table; for an
-    /// ordered table the stored link ([`cairn_proof::Link`]: the value and the next key), which
-    /// the client claims and then decodes to check the value.
+    /// For each ordered table read, what the receipt proves for each key: the stored link
+    /// ([`cairn_proof::Link`]: the value and the next key), which the client claims and then
+    /// decodes to check the value. Empty for a plain table, whose `values` are what it proves.
     pub proven: Vec<Vec<Option<Vec<u8>>>>,
     /// The proof ([`cairn_proof::verify_receipt`]).
     pub receipt: Receipt,
@@ -604,22 +604,24 @@ impl Ledger {
         for &(t, i) in &order {
             let keys = reads[i].1;
             let table = &tables[t];
-            proven[i] = table
+            let stored: Vec<Option<Vec<u8>>> = table
                 .lookups(keys)?
                 .into_iter()
                 .map(|r| r.into_value())
-                .collect::<Vec<_>>();
-            values[i] = if self.meta.ordered[t] {
-                keys.iter()
-                    .zip(&proven[i])
+                .collect();
+            if self.meta.ordered[t] {
+                values[i] = keys
+                    .iter()
+                    .zip(&stored)
                     .map(|(k, stored)| match stored {
                         Some(bytes) => links::value_of(k.as_ref(), bytes),
                         None => Ok(None),
                     })
-                    .collect::<Result<_>>()?
+                    .collect::<Result<_>>()?;
+                proven[i] = stored;
             } else {
-                proven[i].clone()
-            };
+                values[i] = stored;
+            }
             let proved = table.prove(keys)?;
             if proved.root != record.roots[t] {
                 return Err(Error::corrupted(
