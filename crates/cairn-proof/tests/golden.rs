@@ -10,7 +10,7 @@ mod common;
 use cairn_proof::hash::common_prefix_bits;
 use cairn_proof::reference::{streamed_root, MemTrie};
 use cairn_proof::{root_of, verify, Claim, CompactProof, HashKind, Leaf, Proof, Root, TopWitness};
-use common::check_golden;
+use common::{check_golden, hex};
 
 const KINDS: [(HashKind, &str); 2] = [(HashKind::Sha256, "sha256"), (HashKind::Blake3, "blake3")];
 
@@ -76,10 +76,6 @@ fn as_refs(entries: &[Entry]) -> impl Iterator<Item = (&[u8], &[u8], Option<&[u8
     entries
         .iter()
         .map(|(k, v, b)| (&k[..], &v[..], b.as_deref()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn quoted(bytes: &[u8]) -> String {

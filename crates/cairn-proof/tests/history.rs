@@ -20,28 +20,14 @@ use cairn_proof::{
     HistoryLeaf, HistoryProveError, HistoryVerifyError, InclusionProof,
 };
 use proptest::prelude::*;
-use sha2::{Digest as _, Sha256};
 
-use common::check_golden;
+use common::{check_golden, hex, sha};
 
 fn cases() -> u32 {
     std::env::var("CAIRN_HISTORY_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1000)
-}
-
-/// SHA-256 of the parts, concatenated: the test's own hashing, not the module's.
-fn sha(parts: &[&[u8]]) -> Hash {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p);
-    }
-    h.finalize().into()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex(s: &str) -> Vec<u8> {

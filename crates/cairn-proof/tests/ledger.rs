@@ -26,9 +26,8 @@ use cairn_proof::{
     VerifyError, ZERO,
 };
 use proptest::prelude::*;
-use sha2::{Digest as _, Sha256};
 
-use common::check_golden;
+use common::{check_golden, hex, sha};
 
 fn cases() -> u32 {
     if std::env::var_os("CI").is_some() {
@@ -36,19 +35,6 @@ fn cases() -> u32 {
     } else {
         256
     }
-}
-
-/// SHA-256 of the parts, concatenated: the test's own hashing, not the module's.
-fn sha(parts: &[&[u8]]) -> Hash {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p);
-    }
-    h.finalize().into()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A table's contents: key → (value, blob).

@@ -27,9 +27,8 @@ use cairn_proof::{
     RangeVerifyError, Receipt, ReceiptTable, ReceiptVerifyError, Root, VerifyError,
 };
 use proptest::prelude::*;
-use sha2::{Digest as _, Sha256};
 
-use common::check_golden;
+use common::{check_golden, hex, sha};
 
 fn cases() -> u32 {
     if std::env::var_os("CI").is_some() {
@@ -37,14 +36,6 @@ fn cases() -> u32 {
     } else {
         256
     }
-}
-
-fn sha(bytes: &[u8]) -> Hash {
-    Sha256::digest(bytes).into()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// An ordered table's contents, the model: key → value.
@@ -127,7 +118,7 @@ impl Ledger {
         let mut ledger = Ledger {
             tables,
             version,
-            meta: sha(format!("commit {version}").as_bytes()),
+            meta: sha(&[format!("commit {version}").as_bytes()]),
             history: MemHistory::new(),
         };
         let own = ledger.leaf().hash();
@@ -137,8 +128,8 @@ impl Ledger {
             }
             let made_up = HistoryLeaf {
                 version: v,
-                ledger_root: sha(&[&b"other"[..], &[salt][..], &v.to_be_bytes()[..]].concat()),
-                meta: sha(format!("commit {v}").as_bytes()),
+                ledger_root: sha(&[&b"other"[..], &[salt][..], &v.to_be_bytes()[..]]),
+                meta: sha(&[format!("commit {v}").as_bytes()]),
             };
             made_up.hash()
         }));

@@ -1,4 +1,23 @@
-//! What the crate's test files share: the golden-file check.
+//! What the crate's test files share: the golden-file check, the tests' own SHA-256 and hex.
+// Each test file uses a part of it.
+#![allow(dead_code)]
+
+use cairn_proof::Hash;
+use sha2::{Digest as _, Sha256};
+
+/// SHA-256 of the parts, concatenated: the test's own hashing, not the crate's.
+pub fn sha(parts: &[&[u8]]) -> Hash {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize().into()
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// Compares `bytes` with `testdata/golden/<name>` (or rewrites it) and returns the golden bytes.
 pub fn check_golden(name: &str, bytes: &[u8]) -> Vec<u8> {
