@@ -23,7 +23,7 @@
 //! committed, each with the root and leaf it had (or would have had). A crash before step 1's
 //! record is durable loses the version whole.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
@@ -40,7 +40,8 @@ use crate::error::{Error, Result};
 use crate::history::History;
 use crate::links::{self, Writes};
 use crate::records::{
-    decode_u64, version_key, LedgerMeta, Pending, VersionRecord, KEY_HEAD, KEY_META, KEY_PENDING,
+    decode_u64, undo_key, version_key, LedgerMeta, Pending, Undo, VersionRecord, KEY_HEAD,
+    KEY_META, KEY_PENDING, UNDO_PREFIX,
 };
 
 /// The ledger's internal durable table: its configuration, versions and history nodes. Table
@@ -66,11 +67,16 @@ pub struct LedgerConfig {
     /// authentication is set by the ledger (hash from [`LedgerConfig::hash`]).
     pub table: TableConfig,
     /// Versions before the newest kept provable ([`Ledger::read_at`], [`Ledger::prove_promises`]):
-    /// 0 (the default) keeps the newest only; `u64::MAX` keeps every version since the ledger
-    /// opened. The window is held in memory as one duplicate of each table per version (O(1)
-    /// each: shared runs, write buffer layers and trie pages), and keeps the files those
-    /// versions reach; it starts again at the newest version when the ledger opens
-    /// (`docs/ledger.md`, "Versions kept provable").
+    /// 0 (the default) keeps the newest only; `u64::MAX` keeps every version (an archive).
+    /// The window is held in memory as one duplicate of each table per version (O(1) each:
+    /// shared runs, write buffer layers and trie pages) and keeps the files those versions
+    /// reach. It survives a restart: with the window on, each commit also stores what it
+    /// overwrote (an *undo record*: one lookup per key written), and opening rebuilds the
+    /// window's versions from the newest by applying them (one trie commit per version, each
+    /// root checked against the version's record). Versions committed while the window was off
+    /// have no undo record: the rebuilt window stops at the newest of them. Undo records
+    /// leaving the window are deleted by the commit that moves it, or at open when the window
+    /// shrank (`docs/ledger.md`, "Versions kept provable").
     pub history: u64,
     /// Tables (of [`LedgerConfig::tables`]) kept *ordered*, for a new ledger: each key links to
     /// the next in key order, so that [`Ledger::read_range`] proves a range answer complete.
@@ -173,6 +179,28 @@ pub struct VersionInfo {
     pub roots: Vec<(String, Root)>,
     /// The commit's metadata.
     pub meta: Vec<u8>,
+}
+
+/// The window of versions kept provable ([`Ledger::window`]) and what it keeps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WindowInfo {
+    /// The oldest version kept provable (the newest when the window is off; 0 before the
+    /// first commit).
+    pub oldest: u64,
+    /// The newest version.
+    pub newest: u64,
+    /// The versions whose undo record is stored, as `(first, last)`; `None` when there is
+    /// none. With the window on they are exactly `oldest + 1 ..= newest`: each rebuilds the
+    /// version before it at the next open.
+    pub undo_versions: Option<(u64, u64)>,
+    /// How many undo records are stored (each version at most one).
+    pub undo_records: u64,
+    /// The bytes of their encodings.
+    pub undo_bytes: u64,
+    /// The page-log segment files that some table of some version in the window reaches
+    /// (the newest's included), sorted: what the window keeps of the tables' tries on disk.
+    pub trie_files: Vec<std::path::PathBuf>,
 }
 
 /// One version kept provable: a duplicate of each table as of that version.
@@ -387,8 +415,9 @@ impl Ledger {
             }
         }
         ledger.check_roots(&state)?;
-        if state.window.is_empty() && size > 0 {
-            ledger.retain(&mut state, size)?;
+        ledger.prune_undo(state.history.size())?;
+        if ledger.keep > 0 && state.history.size() > 0 {
+            ledger.rebuild_window(&mut state)?;
         }
         *ledger.state.write().expect("not poisoned") = state;
         Ok(ledger)
@@ -453,6 +482,50 @@ impl Ledger {
         state
             .history
             .prove_inclusion(&self.history, version - 1, size)
+    }
+
+    /// The window of versions kept provable and what it keeps on disk. Cost: a scan of the
+    /// undo records and a walk of each kept table's segment list.
+    ///
+    /// Errors: the engine's.
+    pub fn window(&self) -> Result<WindowInfo> {
+        let state = self.read_state();
+        let newest = state.history.size();
+        let oldest = state.window.front().map_or(newest, |r| r.version);
+        let mut files: BTreeSet<std::path::PathBuf> = BTreeSet::new();
+        for table in self
+            .tables
+            .iter()
+            .chain(state.window.iter().flat_map(|r| &r.tables))
+        {
+            files.extend(table.trie_files()?);
+        }
+        let (mut first, mut last, mut records, mut bytes) = (None, None, 0u64, 0u64);
+        for entry in self.history.prefix([UNDO_PREFIX])? {
+            let entry = entry?;
+            let version = decode_u64("undo record key", &entry.key[1..])?;
+            first.get_or_insert(version);
+            last = Some(version);
+            records += 1;
+            bytes += entry.value.len() as u64;
+        }
+        Ok(WindowInfo {
+            oldest,
+            newest,
+            undo_versions: first.zip(last),
+            undo_records: records,
+            undo_bytes: bytes,
+            trie_files: files.into_iter().collect(),
+        })
+    }
+
+    /// Removes now the files no version reaches any more (normally removed a bounded step at
+    /// a time by later operations): see [`Session::remove_released_files`]. For tools and
+    /// tests that count files.
+    ///
+    /// Errors: the engine's.
+    pub fn remove_released_files(&self) -> Result<()> {
+        Ok(self.session.remove_released_files()?)
     }
 
     /// What the ledger keeps of version `version` (1 to [`Ledger::version`]): its leaf, every
@@ -726,6 +799,7 @@ impl Ledger {
                 ledger: self,
                 tx: self.session.transaction()?,
                 ordered: BTreeMap::new(),
+                written: BTreeSet::new(),
             };
             let out = body(&mut tx)?;
             if !tx.wrote() {
@@ -737,6 +811,13 @@ impl Ledger {
             }
             tx.write_links()?;
             let version = state.history.size() + 1;
+            if self.keep > 0 && version > 1 {
+                // Under the commit lock the live tables are the newest version: what the
+                // transaction's writes overwrite.
+                let undo = self.undo_of(&tx.written)?;
+                tx.tx
+                    .insert(&self.history, undo_key(version), undo.encode())?;
+            }
             let pending = Pending {
                 version,
                 meta: meta.to_vec(),
@@ -804,6 +885,8 @@ impl Ledger {
         let version = state.history.size() + 1;
         let mut writes = cairn::WriteBatch::new();
         let mut ordered: BTreeMap<usize, Writes> = BTreeMap::new();
+        // The stored keys written, for the undo record (only with the window on).
+        let mut written: BTreeSet<(usize, Vec<u8>)> = BTreeSet::new();
         for &(t, key, value) in &parts {
             if self.meta.ordered[t] {
                 ordered
@@ -811,6 +894,9 @@ impl Ledger {
                     .or_default()
                     .insert(key.to_vec(), value.map(<[u8]>::to_vec));
                 continue;
+            }
+            if self.keep > 0 {
+                written.insert((t, key.to_vec()));
             }
             match value {
                 Some(value) => writes.insert(&self.tables[t], key, value),
@@ -820,11 +906,19 @@ impl Ledger {
         for (t, table_writes) in &ordered {
             let table = &self.tables[*t];
             for (key, stored) in links::updates(table, table_writes)? {
+                if self.keep > 0 {
+                    written.insert((*t, key.clone()));
+                }
                 match stored {
                     Some(bytes) => writes.insert(table, key, bytes),
                     None => writes.delete(table, key),
                 };
             }
+        }
+        // Version 1 needs none: version 0 is never read.
+        if self.keep > 0 && version > 1 {
+            let undo = self.undo_of(&written)?;
+            writes.insert(&self.history, undo_key(version), undo.encode());
         }
         let pending = Pending {
             version,
@@ -908,6 +1002,12 @@ impl Ledger {
         updates.push((&vkey, Update::Insert(&record_bytes)));
         updates.push((KEY_HEAD, Update::Insert(&head)));
         updates.push((KEY_PENDING, Update::Delete));
+        // The window is now versions `version − keep ..= version`: rebuilding its oldest needs
+        // the undo records of the versions after it only.
+        let leaving = (self.keep > 0 && version > self.keep).then(|| undo_key(version - self.keep));
+        if let Some(key) = &leaving {
+            updates.push((&key[..], Update::Delete));
+        }
         let durability = self.history.write(&updates)?;
         state.history = history;
         state.head = Some(record);
@@ -940,6 +1040,106 @@ impl Ledger {
             if let Some(old) = state.window.pop_front() {
                 old.tables.iter().for_each(Table::close);
             }
+        }
+        Ok(())
+    }
+
+    /// The undo record of a commit writing the stored keys `written`: each key's value in the
+    /// live tables (the newest version: called under the commit lock). Cost: one lookup per
+    /// key.
+    fn undo_of(&self, written: &BTreeSet<(usize, Vec<u8>)>) -> Result<Undo> {
+        let mut entries = Vec::with_capacity(written.len());
+        for (t, key) in written {
+            let before = self.tables[*t].get(key)?;
+            entries.push((*t as u16, key.clone(), before));
+        }
+        Ok(Undo { entries })
+    }
+
+    /// Deletes the undo records no window needs: those of versions up to `newest − keep`
+    /// (every one with the window off), left by a larger window or by a crash between a
+    /// commit's first and last records. Cost: a scan of the undo records, one write.
+    fn prune_undo(&self, newest: u64) -> Result<()> {
+        if self.keep == u64::MAX {
+            return Ok(());
+        }
+        let end = undo_key(newest.saturating_sub(self.keep).saturating_add(1));
+        let start = [UNDO_PREFIX];
+        let mut stale: Vec<Vec<u8>> = Vec::new();
+        for entry in self.history.range(&start[..]..&end[..])? {
+            stale.push(entry?.key);
+        }
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let updates: Vec<(&[u8], Update<'_>)> =
+            stale.iter().map(|k| (&k[..], Update::Delete)).collect();
+        self.history.write(&updates)?.wait()?;
+        Ok(())
+    }
+
+    /// Rebuilds the window at open: a duplicate of the tables as of the newest version, then,
+    /// for each older version in the window while the undo record of the version after it
+    /// exists, a duplicate of the one after with that record applied and committed, its roots
+    /// checked against the version's record. Cost: per version, its undo record's updates
+    /// and one trie commit per table it touched.
+    ///
+    /// Errors: [`Error::Corrupted`] when a rebuilt version's root is not the one recorded (an
+    /// undo record or the tables were damaged), the engine's.
+    fn rebuild_window(&self, state: &mut State) -> Result<()> {
+        let newest = state.history.size();
+        if state.window.is_empty() {
+            self.retain(state, newest)?;
+        }
+        let mut after = newest;
+        while after > 1 && newest - (after - 1) <= self.keep {
+            let Some(bytes) = self.history.get(undo_key(after))? else {
+                break;
+            };
+            let undo = Undo::decode(&bytes)?;
+            // Entries are sorted by table: the last names the largest.
+            if (undo.entries.last()).is_some_and(|(t, _, _)| *t as usize >= self.tables.len()) {
+                return Err(Error::corrupted(
+                    format!("undo record of version {after}"),
+                    "it names a table the ledger does not have",
+                ));
+            }
+            let version = after - 1;
+            let record = self.read_version(version)?;
+            let newer = &state.window.front().expect("the newest is kept").tables;
+            let mut tables = Vec::with_capacity(self.tables.len());
+            for (t, newer) in newer.iter().enumerate() {
+                let table = newer.duplicate()?;
+                let updates: Vec<(&[u8], Update<'_>)> = (undo.entries.iter())
+                    .filter(|(table, _, _)| *table as usize == t)
+                    .map(|(_, key, before)| {
+                        let update = match before {
+                            Some(value) => Update::Insert(value),
+                            None => Update::Delete,
+                        };
+                        (&key[..], update)
+                    })
+                    .collect();
+                let root = if updates.is_empty() {
+                    table.last_commit()?.root
+                } else {
+                    table.updates(&updates)?;
+                    table.commit()?.root
+                };
+                if root != record.roots[t] {
+                    return Err(Error::corrupted(
+                        format!("undo record of version {after}"),
+                        format!(
+                            "table {:?} rebuilt as of version {version} does not have the root \
+                             that version recorded",
+                            self.meta.tables[t]
+                        ),
+                    ));
+                }
+                tables.push(table);
+            }
+            state.window.push_front(Retained { version, tables });
+            after = version;
         }
         Ok(())
     }
@@ -1032,6 +1232,8 @@ pub struct LedgerTx<'a> {
     tx: cairn::Transaction,
     /// Writes to ordered tables, by table: their links are made at commit.
     ordered: BTreeMap<usize, Writes>,
+    /// The stored keys written, for the undo record (tracked only with the window on).
+    written: BTreeSet<(usize, Vec<u8>)>,
 }
 
 impl LedgerTx<'_> {
@@ -1063,7 +1265,10 @@ impl LedgerTx<'_> {
     ) -> Result<()> {
         let t = self.ledger.table_index(table)?;
         if !self.ledger.meta.ordered[t] {
-            return Ok(self.tx.insert(&self.ledger.tables[t], key, value)?);
+            self.tx
+                .insert(&self.ledger.tables[t], key.as_ref(), value)?;
+            self.note_written(t, key.as_ref());
+            return Ok(());
         }
         check_ordered_key(key.as_ref())?;
         self.ordered
@@ -1077,7 +1282,9 @@ impl LedgerTx<'_> {
     pub fn delete(&mut self, table: &str, key: impl AsRef<[u8]>) -> Result<()> {
         let t = self.ledger.table_index(table)?;
         if !self.ledger.meta.ordered[t] {
-            return Ok(self.tx.delete(&self.ledger.tables[t], key)?);
+            self.tx.delete(&self.ledger.tables[t], key.as_ref())?;
+            self.note_written(t, key.as_ref());
+            return Ok(());
         }
         check_ordered_key(key.as_ref())?;
         self.ordered
@@ -1085,6 +1292,12 @@ impl LedgerTx<'_> {
             .or_default()
             .insert(key.as_ref().to_vec(), None);
         Ok(())
+    }
+
+    fn note_written(&mut self, t: usize, key: &[u8]) {
+        if self.ledger.keep > 0 {
+            self.written.insert((t, key.to_vec()));
+        }
     }
 
     fn wrote(&self) -> bool {
@@ -1097,6 +1310,9 @@ impl LedgerTx<'_> {
         for (&t, writes) in &self.ordered {
             let table = &self.ledger.tables[t];
             for (key, stored) in links::updates(table, writes)? {
+                if self.ledger.keep > 0 {
+                    self.written.insert((t, key.clone()));
+                }
                 match stored {
                     Some(bytes) => self.tx.insert(table, key, bytes)?,
                     None => self.tx.delete(table, key)?,

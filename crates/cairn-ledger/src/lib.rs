@@ -48,5 +48,5 @@ pub use audit::{AuditOptions, AuditProblem, AuditProgress, AuditReport};
 pub use error::{Error, Result};
 pub use ledger::{
     meta_hash, Committed, Ledger, LedgerBatch, LedgerConfig, LedgerTx, Promise, RangeRead,
-    VerifiedRead, VersionInfo, HISTORY_TABLE, META_BYTES_MAX, TRANSACT_ATTEMPTS_MAX,
+    VerifiedRead, VersionInfo, WindowInfo, HISTORY_TABLE, META_BYTES_MAX, TRANSACT_ATTEMPTS_MAX,
 };

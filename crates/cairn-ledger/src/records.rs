@@ -1,7 +1,8 @@
 //! The ledger's own records, stored in its internal durable table `_history`
 //! (`docs/format/ledger.md`, "Stored records"): their keys, encodings and total decoders.
 //!
-//! Owns: the key layout of `_history` and [`LedgerMeta`], [`Pending`], [`VersionRecord`].
+//! Owns: the key layout of `_history` and [`LedgerMeta`], [`Pending`], [`VersionRecord`],
+//! [`Undo`].
 //! May call: `cairn_proof` (leaves, roots, hash kinds), the crate's errors. Must never touch:
 //! tables or files (the ledger reads and writes these records through the engine).
 //!
@@ -26,6 +27,8 @@ pub(crate) const KEY_PENDING: &[u8] = b"p";
 const NODE_PREFIX: u8 = b'n';
 /// Prefix of a version record's key: `v`, version (u64 big-endian).
 const VERSION_PREFIX: u8 = b'v';
+/// Prefix of an undo record's key: `u`, version (u64 big-endian).
+pub(crate) const UNDO_PREFIX: u8 = b'u';
 
 /// The key of history node `(level, index)`: the root of the `2^level` leaves from
 /// `index · 2^level` (level 0: a leaf hash).
@@ -41,6 +44,14 @@ pub(crate) fn node_key(level: u32, index: u64) -> [u8; 10] {
 pub(crate) fn version_key(version: u64) -> [u8; 9] {
     let mut key = [0u8; 9];
     key[0] = VERSION_PREFIX;
+    key[1..].copy_from_slice(&version.to_be_bytes());
+    key
+}
+
+/// The key of version `version`'s undo record.
+pub(crate) fn undo_key(version: u64) -> [u8; 9] {
+    let mut key = [0u8; 9];
+    key[0] = UNDO_PREFIX;
     key[1..].copy_from_slice(&version.to_be_bytes());
     key
 }
@@ -193,6 +204,71 @@ impl VersionRecord {
     }
 }
 
+/// What a version overwrote: for every stored key it wrote (table index, key), the value the
+/// key held before (`None`: absent), sorted by table, then key, each once. Applied to the
+/// tables as of version `v`, it gives them as of `v − 1`: the ledger keeps one per version in
+/// its window so that the window survives a restart (`docs/ledger.md`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Undo {
+    pub(crate) entries: Vec<(u16, Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl Undo {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let bytes: usize = (self.entries.iter())
+            .map(|(_, k, v)| 11 + k.len() + v.as_ref().map_or(0, |v| 4 + v.len()))
+            .sum();
+        let mut out = Vec::with_capacity(5 + bytes);
+        out.push(RECORD_VERSION);
+        out.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
+        for (table, key, value) in &self.entries {
+            out.extend_from_slice(&table.to_be_bytes());
+            out.extend_from_slice(&(key.len() as u32).to_be_bytes());
+            out.extend_from_slice(key);
+            match value {
+                None => out.push(0),
+                Some(value) => {
+                    out.push(1);
+                    out.extend_from_slice(&(value.len() as u32).to_be_bytes());
+                    out.extend_from_slice(value);
+                }
+            }
+        }
+        out
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Undo> {
+        let mut r = Reader::new("undo record", bytes);
+        r.version()?;
+        let count = r.u32()? as usize;
+        // Every entry takes at least 7 bytes: no count claims more than the bytes hold.
+        let mut entries: Vec<(u16, Vec<u8>, Option<Vec<u8>>)> =
+            Vec::with_capacity(count.min(bytes.len() / 7));
+        for _ in 0..count {
+            let table = r.u16()?;
+            let len = r.u32()? as usize;
+            let key = r.take(len)?.to_vec();
+            let value = match r.u8()? {
+                0 => None,
+                1 => {
+                    let len = r.u32()? as usize;
+                    Some(r.take(len)?.to_vec())
+                }
+                _ => return Err(r.bad("unknown value flag")),
+            };
+            if entries
+                .last()
+                .is_some_and(|(t, k, _)| (*t, &k[..]) >= (table, &key[..]))
+            {
+                return Err(r.bad("entries out of order"));
+            }
+            entries.push((table, key, value));
+        }
+        r.finish()?;
+        Ok(Undo { entries })
+    }
+}
+
 /// A stored u64 (the head record).
 pub(crate) fn decode_u64(what: &str, bytes: &[u8]) -> Result<u64> {
     let b: [u8; 8] = bytes
@@ -310,6 +386,17 @@ mod tests {
         assert_eq!(LedgerMeta::decode(&meta.encode()).unwrap(), meta);
         assert_eq!(Pending::decode(&pending.encode()).unwrap(), pending);
         assert_eq!(VersionRecord::decode(&record.encode()).unwrap(), record);
+        let undo = Undo {
+            entries: vec![
+                (0, b"alice".to_vec(), Some(b"50".to_vec())),
+                (0, b"bob".to_vec(), None),
+                (1, b"alice".to_vec(), Some(Vec::new())),
+            ],
+        };
+        assert_eq!(Undo::decode(&undo.encode()).unwrap(), undo);
+        let mut swapped = undo.clone();
+        swapped.entries.swap(0, 1);
+        assert!(Undo::decode(&swapped.encode()).is_err(), "out of order");
         for bytes in [meta.encode(), pending.encode(), record.encode()] {
             for cut in 0..bytes.len() {
                 let short = &bytes[..cut];
@@ -323,6 +410,15 @@ mod tests {
             assert!(Pending::decode(&long).is_err());
             assert!(VersionRecord::decode(&long).is_err());
         }
+        // (A short prefix of another record can be an empty undo record: each decoder is
+        // total on its own record's truncations.)
+        let bytes = undo.encode();
+        for cut in 0..bytes.len() {
+            assert!(Undo::decode(&bytes[..cut]).is_err());
+        }
+        let mut long = bytes.clone();
+        long.push(0);
+        assert!(Undo::decode(&long).is_err());
     }
 
     /// A configuration record of format version 1 (no flags byte) is still read: every table

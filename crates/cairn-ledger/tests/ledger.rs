@@ -3,7 +3,7 @@
 //! simulated file system; concurrent SmallBank-style transfers; and the attacks a client must
 //! detect: a stale answer, a rolled-back directory, a forked history.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,11 +43,11 @@ fn options() -> SessionOptions {
     ))
 }
 
-/// Versions before the newest kept provable in the model test.
+/// Versions before the newest kept provable, unless a step changes it.
 const WINDOW: u64 = 3;
 
-fn config() -> LedgerConfig {
-    LedgerConfig::new(NAMES).history(WINDOW).table(
+fn config_with(window: u64) -> LedgerConfig {
+    LedgerConfig::new(NAMES).history(window).table(
         TableConfig::default()
             .write_buffer_entries(4)
             .merge_batch_size(2),
@@ -62,7 +62,125 @@ fn new_fs() -> MemFs {
 }
 
 fn open(fs: &MemFs) -> Ledger {
-    Ledger::open_with(Arc::new(fs.clone()), "/l", config(), options()).unwrap()
+    open_window(fs, WINDOW)
+}
+
+fn open_window(fs: &MemFs, window: u64) -> Ledger {
+    Ledger::open_with(Arc::new(fs.clone()), "/l", config_with(window), options()).unwrap()
+}
+
+/// The model of the window: the versions kept provable and the versions whose undo record is
+/// stored, as the ledger's documentation defines them.
+#[derive(Debug, Default)]
+struct WindowModel {
+    window: u64,
+    kept: VecDeque<u64>,
+    undo: BTreeSet<u64>,
+    /// The undo records after each commit since the last opening (and at it): a power cut can
+    /// lose commits that were not durable, and with them their deletions.
+    past: Vec<(u64, BTreeSet<u64>)>,
+}
+
+impl WindowModel {
+    /// Version `v` committed.
+    fn commit(&mut self, v: u64) {
+        if self.window == 0 {
+            return;
+        }
+        if v > 1 {
+            self.undo.insert(v);
+        }
+        if v > self.window {
+            self.undo.remove(&(v - self.window));
+        }
+        self.kept.push_back(v);
+        while self.kept.front().is_some_and(|&f| v - f > self.window) {
+            self.kept.pop_front();
+        }
+        self.past.push((v, self.undo.clone()));
+    }
+
+    /// A power cut left version `r`, at or after the last opening: the undo records as its
+    /// commit left them (those of later commits are lost with them).
+    fn cut_to(&mut self, r: u64) {
+        if let Some((_, undo)) = self.past.iter().rev().find(|(v, _)| *v <= r) {
+            self.undo = undo.clone();
+        }
+    }
+
+    /// The ledger opened at version `newest` with window `window`.
+    fn open(&mut self, newest: u64, window: u64) {
+        self.window = window;
+        if window != u64::MAX {
+            let end = newest.saturating_sub(window);
+            self.undo.retain(|&v| v > end);
+        }
+        self.past = vec![(newest, self.undo.clone())];
+        self.kept.clear();
+        if window == 0 || newest == 0 {
+            return;
+        }
+        self.kept.push_back(newest);
+        let mut after = newest;
+        while after > 1 && newest - (after - 1) <= window && self.undo.contains(&after) {
+            after -= 1;
+            self.kept.push_front(after);
+        }
+    }
+
+    fn oldest(&self, newest: u64) -> u64 {
+        self.kept.front().copied().unwrap_or(newest)
+    }
+
+    fn is_kept(&self, version: u64, newest: u64) -> bool {
+        version == newest || self.kept.contains(&version)
+    }
+}
+
+/// Checks the ledger's window against the model, and that pruning is exact: the undo records
+/// stored are those of the versions after the oldest kept, and the trie segment files in the
+/// session's `active/` directory are exactly those the kept versions reach.
+fn check_window(fs: &MemFs, ledger: &Ledger, model: &WindowModel) {
+    let info = ledger.window().unwrap();
+    let newest = ledger.version();
+    assert_eq!(info.newest, newest);
+    assert_eq!(info.oldest, model.oldest(newest), "{model:?}");
+    let undo = model.undo.first().copied().zip(model.undo.last().copied());
+    assert_eq!(info.undo_versions, undo, "{model:?}");
+    assert_eq!(info.undo_records, model.undo.len() as u64);
+    if model.window > 0 && newest > 0 {
+        let after_oldest = (info.oldest < newest).then_some((info.oldest + 1, newest));
+        assert_eq!(info.undo_versions, after_oldest);
+    }
+    ledger.remove_released_files().unwrap();
+    let on_disk: BTreeSet<String> = (fs.list_dir(Path::new("/l/active")).unwrap().into_iter())
+        .filter(|name| name.ends_with(".pages"))
+        .collect();
+    let reached: BTreeSet<String> = (info.trie_files.iter())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        on_disk, reached,
+        "segment files on disk, and reached by kept versions"
+    );
+}
+
+/// Reads every key at every version the window keeps and checks values and receipts.
+fn check_every_kept_version(ledger: &Ledger, model: &WindowModel, versions: &[State]) {
+    let newest = ledger.version();
+    let keys: Vec<Vec<u8>> = (0..14u8).map(key).collect();
+    for &v in &model.kept {
+        let read = ledger
+            .read_at(v, &[(NAMES[0], &keys[..]), (NAMES[1], &keys[..])])
+            .unwrap();
+        check_read_at(&read, &versions[v as usize], &keys, &ledger.digest());
+    }
+    if newest > 0 {
+        let read = ledger
+            .read_at(newest, &[(NAMES[0], &keys[..]), (NAMES[1], &keys[..])])
+            .unwrap();
+        check_read_at(&read, &versions[newest as usize], &keys, &ledger.digest());
+    }
 }
 
 fn key(k: u8) -> Vec<u8> {
@@ -159,6 +277,8 @@ enum Step {
     /// Prove promises at these distances from the newest, each for these keys.
     Promises(Vec<(u8, u8)>),
     Reopen,
+    /// Reopen with this window (`u8::MAX`: every version).
+    Resize(u8),
     Checkpoint,
     /// Cut the power after this many more file-system primitives, then recover.
     Crash(u16, u64),
@@ -173,6 +293,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (0..6u8, proptest::collection::vec(0..14u8, 1..4)).prop_map(|(d, k)| Step::ReadAt(d, k)),
         1 => proptest::collection::vec((0..5u8, 0..14u8), 1..6).prop_map(Step::Promises),
         1 => Just(Step::Reopen),
+        1 => prop_oneof![4 => 0..5u8, 1 => Just(u8::MAX)].prop_map(Step::Resize),
         1 => Just(Step::Checkpoint),
         1 => (0..300u16, any::<u64>()).prop_map(|(c, s)| Step::Crash(c, s)),
     ]
@@ -242,8 +363,8 @@ proptest! {
         let mut digests: Vec<Digest> = vec![Digest { size: 0, root: EMPTY_ROOT }];
         let mut durable: Vec<cairn::Durability> = Vec::new();
         let mut trusted = Digest { size: 0, root: EMPTY_ROOT };
-        // The oldest version the window can hold: the newest at the last opening.
-        let mut window_start = 0u64;
+        let mut model = WindowModel::default();
+        model.open(0, WINDOW);
         for step in &steps {
             let head = versions.last().unwrap().clone();
             match step {
@@ -269,6 +390,7 @@ proptest! {
                     versions.push(next);
                     digests.push(c.digest);
                     durable.push(c.durability);
+                    model.commit(c.version);
                 }
                 Step::Transfer(from, to, amount) => {
                     let expect = transfer(&head, *from, *to, *amount);
@@ -280,6 +402,7 @@ proptest! {
                         versions.push(next);
                         digests.push(c.digest);
                         durable.push(c.durability);
+                        model.commit(c.version);
                     }
                 }
                 Step::Read(keys) => {
@@ -292,7 +415,7 @@ proptest! {
                     let newest = versions.len() as u64 - 1;
                     let keys: Vec<Vec<u8>> = keys.iter().map(|&k| key(k)).collect();
                     if let Some(version) = newest.checked_sub(u64::from(*back)).filter(|&v| v > 0) {
-                        let kept = newest - version <= WINDOW && version >= window_start;
+                        let kept = model.is_kept(version, newest);
                         match ledger.read_at(version, &[(NAMES[0], &keys[..]), (NAMES[1], &keys[..])]) {
                             Ok(read) => {
                                 prop_assert!(kept, "version {} read, outside the window", version);
@@ -309,7 +432,7 @@ proptest! {
                 }
                 Step::Promises(promises) => {
                     let newest = versions.len() as u64 - 1;
-                    let oldest = window_start.max(newest.saturating_sub(WINDOW)).max(1);
+                    let oldest = model.oldest(newest).max(1);
                     let promises: Vec<Promise> = promises
                         .iter()
                         .filter_map(|&(back, k)| {
@@ -349,16 +472,23 @@ proptest! {
                         }
                     }
                 }
-                Step::Reopen => {
+                Step::Reopen | Step::Resize(_) => {
+                    let window = match step {
+                        Step::Resize(u8::MAX) => u64::MAX,
+                        Step::Resize(w) => u64::from(*w),
+                        _ => model.window,
+                    };
                     ledger.close();
                     drop(ledger);
-                    ledger = open(&fs);
+                    ledger = open_window(&fs, window);
                     prop_assert_eq!(ledger.digest(), *digests.last().unwrap());
-                    window_start = ledger.version();
+                    model.open(ledger.version(), window);
+                    check_every_kept_version(&ledger, &model, &versions);
                 }
                 Step::Checkpoint => ledger.checkpoint().unwrap(),
                 Step::Crash(cut, seed) => {
                     // Attempt commits until the power goes: a blind batch each.
+                    let newest_before = versions.len() as u64 - 1;
                     fs.crash_after(u64::from(*cut));
                     let mut attempted = versions.clone();
                     let mut attempted_digests = digests.clone();
@@ -382,7 +512,7 @@ proptest! {
                     let newest_durable = durable_versions(&durable, &attempted_digests);
                     drop(ledger);
                     fs.recover(*seed);
-                    ledger = open(&fs);
+                    ledger = open_window(&fs, model.window);
                     let r = ledger.version();
                     if std::env::var("LEDGER_STATS").is_ok() {
                         eprintln!(
@@ -403,7 +533,13 @@ proptest! {
                         prop_assert_eq!(ledger.digest_at(v).unwrap(), attempted_digests[v as usize]);
                     }
                     digests = (0..=r).map(|v| ledger.digest_at(v).unwrap()).collect();
-                    window_start = r;
+                    // The versions the crash window committed, then the opening.
+                    model.cut_to(r);
+                    for v in newest_before + 1..=r {
+                        model.commit(v);
+                    }
+                    model.open(r, model.window);
+                    check_every_kept_version(&ledger, &model, &versions);
                     durable.clear();
                     if trusted.size > r {
                         // The client saw a version the crash lost (it was never durable):
@@ -412,6 +548,7 @@ proptest! {
                     }
                 }
             }
+            check_window(&fs, &ledger, &model);
         }
         // Every version's record holds that version's roots and leaf.
         let head = ledger.version();

@@ -361,6 +361,13 @@ impl Auth {
         }
     }
 
+    /// The page-log segment files this version reaches.
+    pub(crate) fn segment_files(&self) -> Vec<std::path::PathBuf> {
+        (self.trie.segments.iter())
+            .map(|(segment, _)| segment.path().to_path_buf())
+            .collect()
+    }
+
     pub(crate) fn stats(&self) -> AuthStats {
         let deep = self.trie.segments.usage(true);
         AuthStats {

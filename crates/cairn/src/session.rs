@@ -520,6 +520,16 @@ impl Session {
         self.core.close();
     }
 
+    /// Removes now every file queued for removal (released runs and page-log segments no open
+    /// version reaches) and the files kept for reuse, instead of a bounded step at a time by
+    /// later operations. For tools and tests that count files; a running application has no
+    /// need of it. Cost: one file removal per queued file.
+    ///
+    /// Errors: [`Error::Io`] (the files not yet removed stay queued).
+    pub fn remove_released_files(&self) -> Result<()> {
+        self.core.removals().remove_all(&**self.core.fs())
+    }
+
     /// Whether the session is open.
     pub fn is_open(&self) -> bool {
         self.core.is_open()

@@ -632,6 +632,19 @@ impl Table {
         self.lsm.auth_stats()
     }
 
+    /// The page-log segment files (in the session's `active/` directory) that this handle's
+    /// trie version reaches, in no particular order. A segment file exists exactly while some
+    /// open version reaches it (its last user's release queues its removal, which later
+    /// operations or [`Session::remove_released_files`] carry out), so the union of this
+    /// list over every open handle is what the session's tries keep on disk. Cost: O(segments).
+    ///
+    /// Errors: [`Error::NotAuthenticated`], [`Error::TableClosed`], [`Error::TableBroken`].
+    ///
+    /// [`Session::remove_released_files`]: crate::Session::remove_released_files
+    pub fn trie_files(&self) -> Result<Vec<std::path::PathBuf>> {
+        self.lsm.trie_files()
+    }
+
     // --------------------------------------------------------------------------------------------
     // Life cycle and statistics
 

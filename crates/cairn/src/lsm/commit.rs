@@ -123,6 +123,12 @@ impl Lsm {
     }
 
     /// The work of [`crate::Table::auth_stats`] (its doc gives the costs and errors).
+    pub(crate) fn trie_files(&self) -> Result<Vec<std::path::PathBuf>> {
+        let auth = self.auth()?;
+        drop(self.read()?);
+        Ok(auth.segment_files())
+    }
+
     pub(crate) fn auth_stats(&self) -> Result<AuthStats> {
         let auth = self.auth()?;
         drop(self.read()?);
