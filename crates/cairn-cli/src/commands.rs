@@ -440,6 +440,16 @@ fn problem_text(p: &AuditProblem) -> String {
             line
         }
         AuditProblem::Record { version, detail } => format!("version {version}'s record: {detail}"),
+        AuditProblem::Undo {
+            version,
+            table: Some(table),
+            detail,
+        } => format!("kept version {version}, table {table:?}: {detail}"),
+        AuditProblem::Undo {
+            version,
+            table: None,
+            detail,
+        } => format!("kept version {version} cannot be rebuilt: {detail}"),
         AuditProblem::Chain { table, key, detail } => format!(
             "ordered table {table:?}: its chain breaks at key {}: {detail}",
             output::escaped(key)
@@ -484,10 +494,12 @@ fn audit(
             format!("{} is not a directory", dir.display()),
         ));
     }
-    let ledger = Ledger::open(dir, LedgerConfig::default()).map_err(|e| match e {
-        LedgerError::Engine(e) => Failure::from(e),
-        e => Failure::new(FAILED, e.to_string()),
-    })?;
+    // Every undo record kept (an open with a smaller window would delete some).
+    let ledger =
+        Ledger::open(dir, LedgerConfig::default().history(u64::MAX)).map_err(|e| match e {
+            LedgerError::Engine(e) => Failure::from(e),
+            e => Failure::new(FAILED, e.to_string()),
+        })?;
     let options = AuditOptions::default()
         .digests(published)
         .root_memory_bytes(root_memory.saturating_mul(1 << 20));
@@ -505,15 +517,18 @@ fn audit(
                 "versions": report.versions,
                 "digest": { "size": report.digest.size, "root": hex(&report.digest.root) },
                 "digests_checked": report.digests_checked,
+                "versions_rebuilt": report.versions_rebuilt,
                 "first_bad_version": report.first_bad_version,
                 "problems": report.problems.iter().map(problem_text).collect::<Vec<_>>(),
             })
         );
     } else {
         println!(
-            "ledger {}: {} versions, digest {} {}, {} published digests checked",
+            "ledger {}: {} versions ({} kept versions rebuilt), digest {} {}, {} published \
+             digests checked",
             dir.display(),
             count(report.versions),
+            count(report.versions_rebuilt),
             report.digest.size,
             hex(&report.digest.root),
             report.digests_checked

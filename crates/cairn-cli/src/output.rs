@@ -156,6 +156,12 @@ impl AuditBar {
                 *done,
                 0,
             ),
+            P::Undo { done, total } => (
+                "kept versions".to_string(),
+                "{prefix} [{bar:30}] {human_pos}/{human_len} rebuilt ({per_sec})",
+                *done,
+                *total,
+            ),
             P::Versions { done, total } => (
                 "versions".to_string(),
                 "{prefix} [{bar:30}] {human_pos}/{human_len} ({per_sec}, {eta})",

@@ -405,7 +405,8 @@ fn audit_a_ledger_against_published_digests() {
     let path = dir.path().join("ledger");
     let mut lines = String::from("# size root\n");
     {
-        let ledger = Ledger::open(&path, LedgerConfig::new(["accounts"])).unwrap();
+        let config = LedgerConfig::new(["accounts"]).history(4);
+        let ledger = Ledger::open(&path, config).unwrap();
         for i in 0..10u32 {
             let c = ledger
                 .write(LedgerBatch::new().insert("accounts", format!("k{i}"), "v"))
@@ -426,6 +427,7 @@ fn audit_a_ledger_against_published_digests() {
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["clean"], true);
     assert_eq!(v["digests_checked"], 10);
+    assert_eq!(v["versions_rebuilt"], 4, "the kept versions, from their undo records");
 
     lines.push_str(&format!("4 {}\n", "ab".repeat(32)));
     lines.push_str(&format!("12 {}\n", "cd".repeat(32)));

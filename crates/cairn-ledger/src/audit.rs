@@ -14,16 +14,21 @@
 //!    and the keys whose value the trie does not vouch for are reported.
 //!    An ordered table's chain of links is walked whole: the head names the first key, each key
 //!    the next, the last none.
-//! 2. **Versions**: every version's record is read in order: its leaf names its version, its
+//! 2. **Kept versions**: from the tables as of the newest version, each undo record stored
+//!    (newest first) is applied to a duplicate and committed ([`Ledger::undo_step`]): the
+//!    rebuilt tables of the version before must have the roots its record holds. This is how
+//!    the versions the window keeps provable are rebuilt from stored data.
+//! 3. **Versions**: every version's record is read in order: its leaf names its version, its
 //!    ledger root is the root of its tables' roots, its metadata hashes to the leaf's; its leaf
 //!    is appended to a tree rebuilt in memory, and every history node the version completed must
 //!    be stored as rebuilt.
-//! 3. **Digests**: the rebuilt tree at each published size must have the published root; the
+//! 4. **Digests**: the rebuilt tree at each published size must have the published root; the
 //!    first published digest that disagrees bounds the first version that differs.
 //!
 //! Cost: pass 1 as `contents_root` (a count and `2^d` passes per table) plus, for a table that
-//! fails, one proof per key; pass 2 reads every version record and history node once (batched
-//! lookups of 1,024), one leaf hash and about one node hash per version; pass 3 no I/O. Memory:
+//! fails, one proof per key; pass 2 one undo record's updates and trie commits per kept
+//! version; pass 3 reads every version record and history node once (batched
+//! lookups of 1,024), one leaf hash and about one node hash per version; pass 4 no I/O. Memory:
 //! the rebuilt tree's right edge, one batch, and pass 1's budget.
 
 use cairn::inspect::VerifyProgress;
@@ -96,6 +101,13 @@ pub enum AuditProgress {
         /// Keys checked.
         done: u64,
     },
+    /// Kept versions rebuilt from the undo records so far, of `total` undo records stored.
+    Undo {
+        /// Versions rebuilt.
+        done: u64,
+        /// Undo records stored.
+        total: u64,
+    },
     /// Versions checked so far, of `total`.
     Versions {
         /// Versions checked.
@@ -133,6 +145,17 @@ pub enum AuditProblem {
         /// How.
         detail: String,
     },
+    /// A version kept provable could not be rebuilt from the undo records: the undo record of
+    /// the version after it does not decode, or applying it does not give the roots the
+    /// version recorded (`table`: the first table that differs). The window stops there.
+    Undo {
+        /// The version that could not be rebuilt.
+        version: u64,
+        /// The table whose rebuilt root differs (`None`: the record itself is damaged).
+        table: Option<String>,
+        /// What is wrong.
+        detail: String,
+    },
     /// A version's record is missing, does not decode or disagrees with itself.
     Record {
         /// The version.
@@ -167,6 +190,9 @@ pub struct AuditReport {
     pub digest: Digest,
     /// Published digests checked.
     pub digests_checked: usize,
+    /// Versions before the newest rebuilt from the undo records and checked against their
+    /// records (the versions the window keeps provable, [`crate::LedgerConfig::history`]).
+    pub versions_rebuilt: u64,
     /// Every disagreement, in the order found.
     pub problems: Vec<AuditProblem>,
     /// The first version known to differ from what was committed: the lowest version with a
@@ -207,6 +233,7 @@ impl Ledger {
             versions,
             digest: Digest::EMPTY,
             digests_checked: 0,
+            versions_rebuilt: 0,
             problems: Vec::new(),
             first_bad_version: None,
         };
@@ -238,12 +265,69 @@ impl Ledger {
                 );
             }
         }
+        self.audit_undo(versions, &tables, &mut report, progress)?;
         tables.iter().for_each(Table::close);
         let mut published = options.digests.clone();
         published.sort_by_key(|d| d.size);
         published.dedup();
         self.audit_versions(versions, &published, &mut report, progress)?;
         Ok(report)
+    }
+
+    /// Pass 2: the kept versions rebuilt from `tables` (as of `newest`) by the undo records.
+    fn audit_undo(
+        &self,
+        newest: u64,
+        tables: &[Table],
+        report: &mut AuditReport,
+        progress: &mut dyn FnMut(AuditProgress),
+    ) -> Result<()> {
+        let total = self.window()?.undo_records;
+        let mut newer: Vec<Table> = Vec::new();
+        let mut after = newest;
+        while after > 1 {
+            let from = if newer.is_empty() { tables } else { &newer[..] };
+            let step = match self.undo_step(from, after) {
+                Ok(Some(step)) => step,
+                Ok(None) => break,
+                Err(crate::Error::Corrupted { what, detail }) => {
+                    report.bad(
+                        after - 1,
+                        AuditProblem::Undo {
+                            version: after - 1,
+                            table: None,
+                            detail: format!("{what}: {detail}"),
+                        },
+                    );
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            newer.iter().for_each(Table::close);
+            newer = step.tables;
+            if let Some(&t) = step.mismatched.first() {
+                report.bad(
+                    after - 1,
+                    AuditProblem::Undo {
+                        version: after - 1,
+                        table: Some(self.tables()[t].clone()),
+                        detail: format!(
+                            "rebuilt with the undo record of version {after}, its root is not \
+                             the one it recorded"
+                        ),
+                    },
+                );
+                break;
+            }
+            report.versions_rebuilt += 1;
+            progress(AuditProgress::Undo {
+                done: report.versions_rebuilt,
+                total,
+            });
+            after -= 1;
+        }
+        newer.iter().for_each(Table::close);
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]

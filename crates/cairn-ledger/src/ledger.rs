@@ -203,6 +203,13 @@ pub struct WindowInfo {
     pub trie_files: Vec<std::path::PathBuf>,
 }
 
+/// What [`Ledger::undo_step`] rebuilt: the tables as of one version before, and those
+/// (indices) whose root is not the one the version recorded.
+pub(crate) struct UndoStep {
+    pub(crate) tables: Vec<Table>,
+    pub(crate) mismatched: Vec<usize>,
+}
+
 /// One version kept provable: a duplicate of each table as of that version.
 struct Retained {
     version: u64,
@@ -1080,12 +1087,13 @@ impl Ledger {
 
     /// Rebuilds the window at open: a duplicate of the tables as of the newest version, then,
     /// for each older version in the window while the undo record of the version after it
-    /// exists, a duplicate of the one after with that record applied and committed, its roots
-    /// checked against the version's record. Cost: per version, its undo record's updates
-    /// and one trie commit per table it touched.
+    /// exists, [`Ledger::undo_step`]. Cost: per version, its undo record's updates and one
+    /// trie commit per table it touched.
     ///
-    /// Errors: [`Error::Corrupted`] when a rebuilt version's root is not the one recorded (an
-    /// undo record or the tables were damaged), the engine's.
+    /// A rebuilt version whose roots are not its record's, or an undo record that does not
+    /// decode, ends the window there (the versions before it are `VersionPruned`, never
+    /// answered from damaged data) with a warning through the `log` facade; the audit reports
+    /// it as [`crate::AuditProblem::Undo`].
     fn rebuild_window(&self, state: &mut State) -> Result<()> {
         let newest = state.history.size();
         if state.window.is_empty() {
@@ -1093,55 +1101,85 @@ impl Ledger {
         }
         let mut after = newest;
         while after > 1 && newest - (after - 1) <= self.keep {
-            let Some(bytes) = self.history.get(undo_key(after))? else {
-                break;
-            };
-            let undo = Undo::decode(&bytes)?;
-            // Entries are sorted by table: the last names the largest.
-            if (undo.entries.last()).is_some_and(|(t, _, _)| *t as usize >= self.tables.len()) {
-                return Err(Error::corrupted(
-                    format!("undo record of version {after}"),
-                    "it names a table the ledger does not have",
-                ));
-            }
-            let version = after - 1;
-            let record = self.read_version(version)?;
             let newer = &state.window.front().expect("the newest is kept").tables;
-            let mut tables = Vec::with_capacity(self.tables.len());
-            for (t, newer) in newer.iter().enumerate() {
-                let table = newer.duplicate()?;
-                let updates: Vec<(&[u8], Update<'_>)> = (undo.entries.iter())
-                    .filter(|(table, _, _)| *table as usize == t)
-                    .map(|(_, key, before)| {
-                        let update = match before {
-                            Some(value) => Update::Insert(value),
-                            None => Update::Delete,
-                        };
-                        (&key[..], update)
-                    })
-                    .collect();
-                let root = if updates.is_empty() {
-                    table.last_commit()?.root
-                } else {
-                    table.updates(&updates)?;
-                    table.commit()?.root
-                };
-                if root != record.roots[t] {
-                    return Err(Error::corrupted(
-                        format!("undo record of version {after}"),
-                        format!(
-                            "table {:?} rebuilt as of version {version} does not have the root \
-                             that version recorded",
-                            self.meta.tables[t]
-                        ),
-                    ));
+            let step = match self.undo_step(newer, after) {
+                Ok(Some(step)) => step,
+                Ok(None) => break,
+                Err(Error::Corrupted { what, detail }) => {
+                    log::warn!(
+                        "ledger {}: the window stops at version {after}: {what}: {detail}",
+                        self.session.dir().display()
+                    );
+                    break;
                 }
-                tables.push(table);
+                Err(e) => return Err(e),
+            };
+            if let Some(&t) = step.mismatched.first() {
+                step.tables.iter().for_each(Table::close);
+                log::warn!(
+                    "ledger {}: the window stops at version {after}: table {:?} rebuilt as of \
+                     version {} does not have the root that version recorded",
+                    self.session.dir().display(),
+                    self.meta.tables[t],
+                    after - 1
+                );
+                break;
             }
-            state.window.push_front(Retained { version, tables });
-            after = version;
+            state.window.push_front(Retained {
+                version: after - 1,
+                tables: step.tables,
+            });
+            after -= 1;
         }
         Ok(())
+    }
+
+    /// The tables as of version `after − 1`, from `newer` (as of `after`): a duplicate of
+    /// each with the undo record of `after` applied and committed, and the tables whose root
+    /// is not the one version `after − 1` recorded. `None` when `after` has no undo record.
+    /// Cost: the record's updates and one trie commit per table it touches.
+    ///
+    /// Errors: [`Error::Corrupted`] (the undo record or the version record does not decode, or
+    /// names a table the ledger does not have), the engine's.
+    pub(crate) fn undo_step(&self, newer: &[Table], after: u64) -> Result<Option<UndoStep>> {
+        let Some(bytes) = self.history.get(undo_key(after))? else {
+            return Ok(None);
+        };
+        let undo = Undo::decode(&bytes)?;
+        // Entries are sorted by table: the last names the largest.
+        if (undo.entries.last()).is_some_and(|(t, _, _)| *t as usize >= self.tables.len()) {
+            return Err(Error::corrupted(
+                format!("undo record of version {after}"),
+                "it names a table the ledger does not have",
+            ));
+        }
+        let record = self.read_version(after - 1)?;
+        let mut tables = Vec::with_capacity(self.tables.len());
+        let mut mismatched = Vec::new();
+        for (t, newer) in newer.iter().enumerate() {
+            let table = newer.duplicate()?;
+            let updates: Vec<(&[u8], Update<'_>)> = (undo.entries.iter())
+                .filter(|(table, _, _)| *table as usize == t)
+                .map(|(_, key, before)| {
+                    let update = match before {
+                        Some(value) => Update::Insert(value),
+                        None => Update::Delete,
+                    };
+                    (&key[..], update)
+                })
+                .collect();
+            let root = if updates.is_empty() {
+                table.last_commit()?.root
+            } else {
+                table.updates(&updates)?;
+                table.commit()?.root
+            };
+            if root != record.roots[t] {
+                mismatched.push(t);
+            }
+            tables.push(table);
+        }
+        Ok(Some(UndoStep { tables, mismatched }))
     }
 
     /// What an audit works on: the newest version, a duplicate of each table as of it, and

@@ -197,3 +197,86 @@ fn digests_from_a_rollback_or_a_fork_are_reported() {
     // Digests agree up to size 19: the difference is in version 20.
     assert_eq!(report.first_bad_version, Some(20));
 }
+
+/// An undo record rewritten with its checksums fixed: the window stops at the damage when the
+/// ledger opens (the versions before it are pruned, never answered from forged data), and the
+/// audit names the version it could not rebuild and the table.
+#[test]
+fn an_undo_record_rewritten_is_caught() {
+    const BEFORE: &[u8] = b"dave-before-36";
+    const FORGED_BEFORE: &[u8] = b"dave-BEFORE-36";
+    let fs = MemFs::new();
+    fs.create_dir_all(Path::new("/l")).unwrap();
+    let open_kept = |fs: &MemFs| {
+        Ledger::open_with(
+            Arc::new(fs.clone()),
+            "/l",
+            LedgerConfig::new(["accounts", "notes"])
+                .history(10)
+                .table(TableConfig::default().write_buffer_entries(16)),
+            options(),
+        )
+        .unwrap()
+    };
+    let ledger = open_kept(&fs);
+    for v in 1..=40u32 {
+        let mut batch = LedgerBatch::new();
+        batch.insert("notes", format!("note-{}", v % 5), format!("{v}"));
+        match v {
+            20 => batch.insert("accounts", "dave", BEFORE),
+            36 => batch.insert("accounts", "dave", "dave-after"),
+            _ => batch.insert("accounts", format!("user-{v:03}"), "x"),
+        };
+        ledger.write(&batch).unwrap().unwrap();
+    }
+    let info = ledger.window().unwrap();
+    assert_eq!((info.oldest, info.newest), (30, 40));
+    assert_eq!(info.undo_versions, Some((31, 40)));
+    ledger.checkpoint().unwrap();
+    ledger.close();
+
+    // Reopened as it is: the whole window is rebuilt, and audits clean.
+    let ledger = open_kept(&fs);
+    assert_eq!(ledger.window().unwrap().oldest, 30);
+    let report = ledger.audit(&AuditOptions::default(), &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.versions_rebuilt, 10);
+    let read = ledger.read_at(35, &[("accounts", &["dave"][..])]).unwrap();
+    assert_eq!(read.values[0][0].as_deref(), Some(BEFORE));
+    ledger.close();
+
+    // The old value rewritten wherever it is stored: in the undo record of version 36 (and
+    // in the table's runs, where the newer value shadows it).
+    let files = files_holding(&fs, "/l/snapshots", BEFORE);
+    assert!(!files.is_empty());
+    for path in files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "keyops"))
+    {
+        replace_in(&fs, path, BEFORE, FORGED_BEFORE);
+        let run: u64 = path.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+        cairn::fuzzing::reseal_run(&fs, path.parent().unwrap(), run);
+    }
+    let ledger = open_kept(&fs);
+    assert_eq!(
+        ledger.window().unwrap().oldest,
+        36,
+        "the window stops at the damage"
+    );
+    assert!(matches!(
+        ledger.read_at(35, &[("accounts", &["dave"][..])]),
+        Err(cairn_ledger::Error::VersionPruned {
+            version: 35,
+            oldest: 36
+        })
+    ));
+    let report = ledger.audit(&AuditOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(report.versions_rebuilt, 4);
+    assert_eq!(report.first_bad_version, Some(35), "{:?}", report.problems);
+    assert!(
+        matches!(&report.problems[..], [AuditProblem::Undo { version: 35, table: Some(t), .. }]
+            if t == "accounts"),
+        "{:?}",
+        report.problems
+    );
+}
