@@ -1052,13 +1052,20 @@ impl Ledger {
     }
 
     /// The undo record of a commit writing the stored keys `written`: each key's value in the
-    /// live tables (the newest version: called under the commit lock). Cost: one lookup per
-    /// key.
+    /// live tables (the newest version: called under the commit lock). Cost: one batched
+    /// lookup per table written.
     fn undo_of(&self, written: &BTreeSet<(usize, Vec<u8>)>) -> Result<Undo> {
         let mut entries = Vec::with_capacity(written.len());
-        for (t, key) in written {
-            let before = self.tables[*t].get(key)?;
-            entries.push((*t as u16, key.clone(), before));
+        let mut rest: Vec<&(usize, Vec<u8>)> = written.iter().collect();
+        while let Some(&&(t, _)) = rest.first() {
+            // `written` is sorted by table: this table's keys come first.
+            let n = rest.iter().take_while(|(u, _)| *u == t).count();
+            let keys: Vec<&[u8]> = rest[..n].iter().map(|(_, k)| &k[..]).collect();
+            let before = self.tables[t].lookups(&keys)?;
+            for (key, before) in keys.into_iter().zip(before) {
+                entries.push((t as u16, key.to_vec(), before.into_value()));
+            }
+            rest.drain(..n);
         }
         Ok(Undo { entries })
     }
