@@ -37,10 +37,11 @@ use alloc::vec::Vec;
 use crate::error::{HistoryVerifyError, LedgerError, ReceiptDecodeError, ReceiptVerifyError};
 use crate::hash::{Hash, HashKind};
 use crate::history::{
-    leaf_hash, root_from_inclusion, root_of, Digest, HistoryLeaf, PATH_HASHES_MAX, SIZE_MAX,
+    root_from_inclusion, root_of, Digest, HistoryLeaf, LEAF_PREFIX, PATH_HASHES_MAX, SIZE_MAX,
 };
 use crate::proof::{Claim, Proof};
 use crate::reference::MemHistory;
+use crate::sha256;
 use crate::trie::Root;
 
 /// The first bytes of every encoded ledger structure.
@@ -68,14 +69,17 @@ const TABLE_PATH_MAX: usize = 16;
 /// The name must be 1 to [`TABLE_NAME_BYTES_MAX`] bytes (longer names are cut to 255 bytes'
 /// length byte; [`ledger_root`] refuses them first).
 pub fn table_entry_hash(table_count: u32, name: &[u8], root: &Root) -> Hash {
-    let mut data = Vec::with_capacity(7 + name.len() + 32);
-    data.push(TABLE_ENTRY_TAG);
-    data.extend_from_slice(&table_count.to_be_bytes());
-    data.push(root.kind.code());
-    data.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
-    data.extend_from_slice(name);
-    data.extend_from_slice(&root.hash);
-    leaf_hash(&data)
+    let count = table_count.to_be_bytes();
+    let head = [
+        TABLE_ENTRY_TAG,
+        count[0],
+        count[1],
+        count[2],
+        count[3],
+        root.kind.code(),
+        u8::try_from(name.len()).unwrap_or(u8::MAX),
+    ];
+    sha256::digest_prefixed(LEAF_PREFIX, &[&head, name, &root.hash])
 }
 
 /// The number of `tables`, if they may form a ledger (see [`ledger_root`]).

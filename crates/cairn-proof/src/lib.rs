@@ -40,6 +40,7 @@ pub mod ledger;
 mod proof;
 pub mod range;
 pub mod reference;
+mod sha256;
 mod trie;
 
 pub use error::{
