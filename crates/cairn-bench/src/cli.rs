@@ -462,6 +462,11 @@ pub struct LedgerReceiptsArgs {
     /// (the record says which version was reached).
     #[arg(long)]
     pub commit_seconds: Option<f64>,
+    /// The hash function of the ledger's tables' tries and their proofs (`LedgerConfig::hash`),
+    /// and of the bare table's. The history tree and the ledger root are SHA-256 whatever it
+    /// says.
+    #[arg(long, value_enum, default_value_t = AuthHashArg::Sha256)]
+    pub hash: AuthHashArg,
     /// Seed of the keys and of every choice.
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
@@ -770,7 +775,7 @@ impl AuthEngineKind {
     }
 }
 
-/// `auth --hash`.
+/// `auth --hash` and `ledger-receipts --hash`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AuthHashArg {
     /// SHA-256.

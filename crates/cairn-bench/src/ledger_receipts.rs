@@ -46,7 +46,8 @@
 //!
 //! Settings: `Ledger::open` and `Session::open` with the engine's defaults (a log with group
 //! commit, a 200 µs window; background merges off), tables of the default configuration with
-//! SHA-256 tries.
+//! SHA-256 tries, or BLAKE3 tries with `--hash blake3` (the ledger's tables and the bare table
+//! alike; the history tree and the ledger root are SHA-256 either way).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
@@ -56,9 +57,9 @@ use std::time::{Duration, Instant};
 use cairn::{AuthConfig, Session, Table, TableConfig, Update};
 use cairn_ledger::{Ledger, LedgerBatch, LedgerConfig};
 use cairn_proof::history::HISTORY_LEAF_BYTES;
-use cairn_proof::{verify_receipt, Claim, Digest, Receipt, TableClaims};
+use cairn_proof::{verify_receipt, Claim, Digest, HashKind, Receipt, TableClaims};
 
-use crate::cli::LedgerReceiptsArgs;
+use crate::cli::{AuthHashArg, LedgerReceiptsArgs};
 use crate::failure::{Context, Failure};
 use crate::keys::{utxo_key, SplitMix64, KEY_BYTES, VALUE_BYTES};
 use crate::report::table::Markdown;
@@ -225,7 +226,8 @@ fn bench(args: &LedgerReceiptsArgs, dir: &Path) -> Result<(), Failure> {
     let started = (crate::sys::now_rfc3339(), machine_load());
     let ledger_dir = dir.join("ledger");
     let bare_dir = dir.join("bare");
-    let ledger = Ledger::open(&ledger_dir, LedgerConfig::new([ACCOUNTS, EVENTS]))
+    let config = LedgerConfig::new([ACCOUNTS, EVENTS]).hash(hash_kind(args));
+    let ledger = Ledger::open(&ledger_dir, config)
         .context(|| format!("opening a ledger in {}", ledger_dir.display()))?;
     let mut b = Bench {
         args,
@@ -241,7 +243,7 @@ fn bench(args: &LedgerReceiptsArgs, dir: &Path) -> Result<(), Failure> {
             args.versions
         )));
     }
-    let bare = open_bare(&bare_dir)?;
+    let bare = open_bare(&bare_dir, hash_kind(args))?;
     let load_bare_s = load_bare(&bare, args)?;
     let cost_after_load = [
         commit_cost(&mut b, &bare, false)?,
@@ -314,10 +316,18 @@ fn load_ledger(b: &Bench<'_>) -> Result<f64, Failure> {
     Ok(progress.start.elapsed().as_secs_f64())
 }
 
-fn open_bare(dir: &Path) -> Result<Bare, Failure> {
+/// The hash function of every table's trie (`--hash`).
+fn hash_kind(args: &LedgerReceiptsArgs) -> HashKind {
+    match args.hash {
+        AuthHashArg::Sha256 => HashKind::Sha256,
+        AuthHashArg::Blake3 => HashKind::Blake3,
+    }
+}
+
+fn open_bare(dir: &Path, hash: HashKind) -> Result<Bare, Failure> {
     let session =
         Session::open(dir).context(|| format!("opening a session in {}", dir.display()))?;
-    let config = TableConfig::default().auth(Some(AuthConfig::default()));
+    let config = TableConfig::default().auth(Some(AuthConfig::default().hash(hash)));
     let table = session
         .table(ACCOUNTS, config)
         .context(|| "opening the bare table".into())?;
@@ -759,6 +769,8 @@ fn check_read(
 struct Verification {
     receipts: u64,
     version: u64,
+    /// Hashes in the history path of the receipts (all at one version, so all alike).
+    history_path_hashes: usize,
     /// Verified per second of the clock, and per second of the thread's CPU time.
     verified_per_s: (f64, f64),
     decoded_and_verified_per_s: (f64, f64),
@@ -802,6 +814,7 @@ fn verification(b: &mut Bench<'_>) -> Result<Verification, Failure> {
     }
     let making_s = start.elapsed().as_secs_f64();
     let digest = digest.ok_or_else(|| Failure("no receipt made".into()))?;
+    let history_path_hashes = made[0].receipt.history_path.len();
     let claims_ok = |m: &Made, r: &Receipt| {
         let claim = [Claim::present(&m.key, &m.value)];
         let reads = [TableClaims {
@@ -819,9 +832,11 @@ fn verification(b: &mut Bench<'_>) -> Result<Verification, Failure> {
             .is_some_and(|r| claims_ok(&made[i], &r))
     })?;
     eprintln!(
-        "{} receipts verified: {:.0} per s ({:.0} per CPU second), decoded and verified: {:.0} \
-         per s ({:.0} per CPU second), one thread",
+        "{} receipts at version {} ({history_path_hashes} history path hashes) verified: {:.0} \
+         per s ({:.0} per CPU second), decoded and verified: {:.0} per s ({:.0} per CPU \
+         second), one thread",
         made.len(),
+        digest.size,
         verified_per_s.0,
         verified_per_s.1,
         decoded_and_verified_per_s.0,
@@ -830,6 +845,7 @@ fn verification(b: &mut Bench<'_>) -> Result<Verification, Failure> {
     Ok(Verification {
         receipts: made.len() as u64,
         version: digest.size,
+        history_path_hashes,
         verified_per_s,
         decoded_and_verified_per_s,
         making_s,
@@ -1057,8 +1073,13 @@ struct Figures {
 
 fn print_table(args: &LedgerReceiptsArgs, f: &Figures) {
     println!(
-        "ledger of {} keys in accounts and {} in events, {} versions ({} from the load)",
-        args.keys, args.events, f.verification.version, f.load_versions
+        "ledger of {} keys in accounts and {} in events, {:?} tries, {} versions ({} from the \
+         load)",
+        args.keys,
+        args.events,
+        hash_kind(args),
+        f.verification.version,
+        f.load_versions
     );
     let mut table = Markdown::left(&["figure", "value", "target"]);
     for r in &f.receipts {
@@ -1202,6 +1223,10 @@ fn record(
         "mount": crate::sys::proc::mount_of(dir),
         "keys": args.keys,
         "events": args.events,
+        "hash": match args.hash {
+            AuthHashArg::Sha256 => "sha256",
+            AuthHashArg::Blake3 => "blake3",
+        },
         "versions": f.verification.version,
         "load_batch": args.load_batch,
         "seed": args.seed,
@@ -1224,6 +1249,7 @@ fn record(
         "verification": {
             "receipts": f.verification.receipts,
             "version": f.verification.version,
+            "history_path_hashes": f.verification.history_path_hashes,
             "seconds_each": args.seconds,
             "making_s": f.verification.making_s,
             "verified_per_s": f.verification.verified_per_s.0,
