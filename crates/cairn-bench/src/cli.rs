@@ -63,6 +63,10 @@ pub enum Command {
     /// of reads, receipts verified per second on one core, the cost the ledger adds to a
     /// 1,000-key commit against a bare authenticated table, and the space a version takes.
     LedgerReceipts(LedgerReceiptsArgs),
+    /// What the verifiable ledger's window of versions kept provable costs (issue 45): space
+    /// per kept version (undo records, trie files), commit time, and the open that rebuilds
+    /// it, against the same work with no window.
+    LedgerWindow(LedgerWindowArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
     Report(ReportArgs),
@@ -472,6 +476,44 @@ pub struct LedgerReceiptsArgs {
     pub seed: u64,
     /// Check every value read against a model of the writes, and every receipt measured
     /// against its digest (the verification-rate receipts are always checked).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub check: bool,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Options of `ledger-window`.
+#[derive(Debug, Args)]
+pub struct LedgerWindowArgs {
+    /// Parent of the benchmark directory (a fresh temporary directory inside it; default
+    /// `target/` of the current directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Keep the benchmark directory instead of removing it at exit.
+    #[arg(long)]
+    pub keep: bool,
+    /// Keys of the ledger's table `accounts`.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keys: u64,
+    /// Keys per version while loading.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub load_batch: u64,
+    /// Versions before the newest kept provable on the measured side
+    /// (`LedgerConfig::history`).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub window: u64,
+    /// Commits after the load, on each side.
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub commits: u64,
+    /// Random present keys updated by each commit.
+    #[arg(long, default_value_t = 1)]
+    pub keys_per_commit: u64,
+    /// Seed of the keys and of every choice.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// After the reopening, read every key at the oldest kept version and at the newest,
+    /// verify the receipts and compare the values with a model.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub check: bool,
     /// Write the results as one JSON object to this file.

@@ -880,7 +880,7 @@ fn rate(
 
 /// The CPU time of `clock` (`CLOCK_PROCESS_CPUTIME_ID`: every thread of the process;
 /// `CLOCK_THREAD_CPUTIME_ID`: the calling thread), in seconds; 0 if the clock fails.
-fn cpu_s(clock: libc::clockid_t) -> f64 {
+pub(crate) fn cpu_s(clock: libc::clockid_t) -> f64 {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -893,7 +893,7 @@ fn cpu_s(clock: libc::clockid_t) -> f64 {
 
 /// `/proc/loadavg` and the CPU line of `/proc/pressure/cpu` (the share of time some task
 /// waited for a CPU): how busy the shared machine was.
-fn machine_load() -> serde_json::Value {
+pub(crate) fn machine_load() -> serde_json::Value {
     let read = |p: &str| {
         std::fs::read_to_string(p)
             .ok()
@@ -909,7 +909,7 @@ fn machine_load() -> serde_json::Value {
 // Space
 
 /// Allocated bytes of a directory, by top-level entry; files with several links once.
-fn usage(dir: &Path) -> Result<BTreeMap<String, u64>, Failure> {
+pub(crate) fn usage(dir: &Path) -> Result<BTreeMap<String, u64>, Failure> {
     let mut seen = HashSet::new();
     let mut by_top = BTreeMap::new();
     let mut stack = vec![(dir.to_path_buf(), None::<String>)];

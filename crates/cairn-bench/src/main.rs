@@ -64,6 +64,7 @@ mod failure;
 mod history;
 mod keys;
 mod ledger_receipts;
+mod ledger_window;
 mod options;
 mod record;
 mod report;
@@ -111,6 +112,7 @@ fn main() -> ExitCode {
         Command::Txn(args) => txn::run(&args),
         Command::History(args) => history::run(&args),
         Command::LedgerReceipts(args) => ledger_receipts::run(&args),
+        Command::LedgerWindow(args) => ledger_window::run(&args),
         Command::Restart(args) => restart::run(&args),
         Command::RestartChild(args) => restart::child(&args),
         Command::Report(args) => report::run(&args),
