@@ -217,8 +217,17 @@ pub(crate) trait Member: std::fmt::Debug + Send + Sync {
 struct SessionState {
     lock: Option<Box<dyn FileLock>>,
     tables: Vec<Weak<dyn Member>>,
+    /// `tables` drops its dead entries when it reaches this length, which then becomes twice
+    /// the live ones: registering a table costs amortised O(1), not a scan of every table.
+    prune_tables_at: usize,
     cursors: Vec<Weak<dyn Member>>,
 }
+
+/// The least [`SessionState::prune_tables_at`].
+const PRUNE_TABLES_MIN: usize = 16;
+/// Tables looked at per hold of the registry's lock when [`SessionCore::table_closed`] looks
+/// for one still open.
+const OPEN_TABLES_BATCH: usize = 16;
 
 /// A session's shared parts (see the module doc). Every table, cursor and snapshot operation
 /// holds an `Arc` of it; the directory lock is released when the last one is dropped or the
@@ -294,12 +303,31 @@ impl SessionCore {
         if !self.is_open() {
             return;
         }
-        // Upgraded under the registry's lock, looked at (and dropped: a drop may close a
-        // table, which comes back here) after it.
-        let tables: Vec<Arc<dyn Member>> = (self.lock_state().tables.iter())
-            .filter_map(Weak::upgrade)
-            .collect();
-        let _ = if tables.iter().any(|t| t.is_open()) {
+        // Whether any table is still open, a few at a time from the oldest registered (often
+        // open: then O(1), not a scan of every table, which matters when many duplicates come
+        // and go). Each few are upgraded under the registry's lock and looked at (and dropped:
+        // a drop may close a table, which comes back here) after it. The registry may change
+        // between batches; the answer only chooses a bounded removal step or a full one.
+        let mut at = 0;
+        let any_open = loop {
+            let batch: Vec<Arc<dyn Member>> = {
+                let state = self.lock_state();
+                if at >= state.tables.len() {
+                    break false;
+                }
+                let end = (at + OPEN_TABLES_BATCH).min(state.tables.len());
+                let batch = state.tables[at..end]
+                    .iter()
+                    .filter_map(Weak::upgrade)
+                    .collect();
+                at = end;
+                batch
+            };
+            if batch.iter().any(|t| t.is_open()) {
+                break true;
+            }
+        };
+        let _ = if any_open {
             self.removals.remove_step(&*self.fs)
         } else {
             self.remove_all_released()
@@ -488,7 +516,10 @@ impl SessionCore {
         if !self.is_open() {
             return Err(Error::SessionClosed);
         }
-        state.tables.retain(|t| t.strong_count() > 0);
+        if state.tables.len() >= state.prune_tables_at {
+            state.tables.retain(|t| t.strong_count() > 0);
+            state.prune_tables_at = (2 * state.tables.len()).max(PRUNE_TABLES_MIN);
+        }
         state.tables.push(table);
         Ok(())
     }
@@ -750,6 +781,7 @@ impl SessionCore {
             state: Mutex::new(SessionState {
                 lock,
                 tables: Vec::new(),
+                prune_tables_at: PRUNE_TABLES_MIN,
                 cursors: Vec::new(),
             }),
         })
