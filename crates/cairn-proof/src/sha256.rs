@@ -13,8 +13,8 @@
 //! `sha2`, and the golden files pin the roots either way.
 //!
 //! Measured on the project's machine (Xeon @ 2.5 GHz with AVX2 and AVX-512, no SHA-NI), one core,
-//! CPU time per hash of a 65-byte node: `ring` 0.17 423 ns, `sha2` 0.10 698 ns (its `asm`
-//! feature 615 ns); 35 to 48 bytes (one block): 241 against 362 ns
+//! CPU time per hash of a 65-byte node: `ring` 0.17 424 ns, `sha2` 0.10 702 ns (its `asm`
+//! feature 618 ns); 35 to 48 bytes (one block): 242 to 248 against 364 to 365 ns
 //! (`docs/benchmarks/2026-11-29-receipt-verify/`).
 //!
 //! Inputs of at most [`STACK_BYTES`] are gathered in a stack buffer and hashed in one call (one
