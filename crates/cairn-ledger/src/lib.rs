@@ -39,6 +39,8 @@
 
 mod audit;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod history;
 mod ledger;
 mod links;
