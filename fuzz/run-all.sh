@@ -3,7 +3,8 @@
 # corpus under CORPUS (default fuzz/corpus, git-ignored) seeded from the golden files, and prints
 # one summary line per target. Each target runs with CAIRN_FUZZ_SEEDS set to its corpus
 # directory, where a target may write seeds of its own first (`proof_verify`, `history_verify` and
-# `receipt_verify` write true proofs and receipts, `range_verify` honest range answers).
+# `receipt_verify` write true proofs and receipts, `range_verify` honest range answers,
+# `ledger_records` one valid encoding of each record `cairn-ledger` stores).
 # A crash is saved under fuzz/artifacts/<target>/; the script then prints the end of that
 # target's log, goes on with the others and exits with status 1.
 # Every target `cargo fuzz list` knows is run, in alphabetical order.
@@ -23,6 +24,7 @@ declare -A seeds=(
   [history_verify]="$proof_golden/history-v1-digest.bin $proof_golden/history-v1-inclusion.bin $proof_golden/history-v1-consistency.bin $proof_golden/history-v1-leaf.bin"
   [receipt_verify]="$proof_golden/ledger-v1-receipt.bin"
   [range_verify]="$proof_golden/ledger-v1-range.bin $proof_golden/ledger-v1-link-head.bin $proof_golden/ledger-v1-link-entry.bin"
+  [ledger_records]="$proof_golden/ledger-v1-link-head.bin $proof_golden/ledger-v1-link-entry.bin"
 )
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
 RUSTC_BOOTSTRAP=1 cargo fuzz build -s none || exit 1
