@@ -427,7 +427,10 @@ fn audit_a_ledger_against_published_digests() {
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["clean"], true);
     assert_eq!(v["digests_checked"], 10);
-    assert_eq!(v["versions_rebuilt"], 4, "the kept versions, from their undo records");
+    assert_eq!(
+        v["versions_rebuilt"], 4,
+        "the kept versions, from their undo records"
+    );
 
     lines.push_str(&format!("4 {}\n", "ab".repeat(32)));
     lines.push_str(&format!("12 {}\n", "cd".repeat(32)));
