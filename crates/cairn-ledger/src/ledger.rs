@@ -76,7 +76,10 @@ pub struct LedgerConfig {
     /// root checked against the version's record). Versions committed while the window was off
     /// have no undo record: the rebuilt window stops at the newest of them. Undo records
     /// leaving the window are deleted by the commit that moves it, or at open when the window
-    /// shrank (`docs/ledger.md`, "Versions kept provable").
+    /// shrank (`docs/ledger.md`, "Versions kept provable"). Measured
+    /// (`docs/benchmarks/2026-11-29-ledger-window`): 110 bytes of undo record per one-key
+    /// version, 1.5 to 4.3 KB of trie pages per version rebuilt at open (0.16 to 0.43 ms
+    /// each), and one-key commits at 2.7 to 5.9 times the CPU time of no window.
     pub history: u64,
     /// Tables (of [`LedgerConfig::tables`]) kept *ordered*, for a new ledger: each key links to
     /// the next in key order, so that [`Ledger::read_range`] proves a range answer complete.
