@@ -320,26 +320,19 @@ fn print(args: &LedgerWindowArgs, w: &Side, z: &Side) {
     println!("| figure | window {} | window 0 |", w.window);
     println!("|---|--:|--:|");
     let mib = |m: &BTreeMap<String, u64>| total(m) as f64 / (1 << 20) as f64;
-    println!(
-        "| allocated MiB after load | {:.1} | {:.1} |",
-        mib(&w.baseline),
-        mib(&z.baseline)
-    );
-    println!(
-        "| allocated MiB after commits | {:.1} | {:.1} |",
-        mib(&w.after),
-        mib(&z.after)
-    );
-    println!(
-        "| allocated MiB after checkpoint | {:.1} | {:.1} |",
-        mib(&w.checkpointed),
-        mib(&z.checkpointed)
-    );
-    println!(
-        "| allocated MiB after reopen | {:.1} | {:.1} |",
-        mib(&w.reopened),
-        mib(&z.reopened)
-    );
+    let rows: [(&str, fn(&Side) -> &BTreeMap<String, u64>); 4] = [
+        ("after load", |s| &s.baseline),
+        ("after commits", |s| &s.after),
+        ("after checkpoint", |s| &s.checkpointed),
+        ("after reopen", |s| &s.reopened),
+    ];
+    for (when, of) in rows {
+        println!(
+            "| allocated MiB {when} | {:.1} | {:.1} |",
+            mib(of(w)),
+            mib(of(z))
+        );
+    }
     println!(
         "| undo records (bytes) | {} ({}) | {} ({}) |",
         w.info.undo_records, w.info.undo_bytes, z.info.undo_records, z.info.undo_bytes

@@ -9,11 +9,12 @@
 //! bytes it decodes to the same value, and, where the format is canonical, to the very bytes it
 //! was decoded from. A failed check panics: that is a bug found.
 
-use cairn_proof::history::HistoryLeaf;
-use cairn_proof::{HashKind, Link, Root};
+use cairn_proof::{HashKind, Link};
 
 use crate::links;
-use crate::records::{decode_hash, decode_u64, LedgerMeta, Pending, Undo, VersionRecord};
+use crate::records::{
+    decode_hash, decode_u64, samples, LedgerMeta, Pending, Samples, Undo, VersionRecord,
+};
 
 /// Runs every decoder of a stored record on `bytes`: the configuration, the pending commit, the
 /// version record, the undo record, the head (u64), a history node (hash) and an ordered
@@ -112,42 +113,17 @@ pub fn decode_records(bytes: &[u8]) -> usize {
 /// in format version 1, a pending commit, a version record, an undo record, a head, a history
 /// node, and an ordered table's head link and entry link.
 pub fn record_seeds() -> Vec<Vec<u8>> {
-    let meta = LedgerMeta {
-        hash: HashKind::Blake3,
-        tables: vec!["checking".into(), "savings".into()],
-        ordered: vec![false, true],
-    };
+    let Samples {
+        meta,
+        pending,
+        record,
+        undo,
+    } = samples();
     let mut meta_v1 = vec![1u8, HashKind::Sha256.code(), 0, 2];
     for name in ["checking", "savings"] {
         meta_v1.push(name.len() as u8);
         meta_v1.extend_from_slice(name.as_bytes());
     }
-    let pending = Pending {
-        version: 7,
-        meta: b"block 7".to_vec(),
-    };
-    let record = VersionRecord {
-        leaf: HistoryLeaf {
-            version: 7,
-            ledger_root: [3; 32],
-            meta: [4; 32],
-        },
-        roots: vec![
-            Root::empty(HashKind::Sha256),
-            Root {
-                kind: HashKind::Blake3,
-                hash: [9; 32],
-            },
-        ],
-        meta: b"block 7".to_vec(),
-    };
-    let undo = Undo {
-        entries: vec![
-            (0, b"alice".to_vec(), Some(b"50".to_vec())),
-            (0, b"bob".to_vec(), None),
-            (1, b"alice".to_vec(), Some(Vec::new())),
-        ],
-    };
     let head = Link::Head {
         next: Some(b"alice".to_vec()),
     };

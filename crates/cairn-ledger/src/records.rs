@@ -284,6 +284,53 @@ pub(crate) fn decode_hash(what: &str, bytes: &[u8]) -> Result<Hash> {
         .map_err(|_| Error::corrupted(what, format!("{} bytes, not 32", bytes.len())))
 }
 
+/// One valid value of each record with fields (for tests and the fuzz target's seeds).
+pub(crate) struct Samples {
+    pub(crate) meta: LedgerMeta,
+    pub(crate) pending: Pending,
+    pub(crate) record: VersionRecord,
+    pub(crate) undo: Undo,
+}
+
+/// See [`Samples`]: a configuration of one plain and one ordered table, version 7's pending
+/// commit and record, and an undo record over both tables (a value, an absence, an empty
+/// value).
+pub(crate) fn samples() -> Samples {
+    Samples {
+        meta: LedgerMeta {
+            hash: HashKind::Blake3,
+            tables: vec!["checking".into(), "savings".into()],
+            ordered: vec![false, true],
+        },
+        pending: Pending {
+            version: 7,
+            meta: b"block 7".to_vec(),
+        },
+        record: VersionRecord {
+            leaf: HistoryLeaf {
+                version: 7,
+                ledger_root: [3; 32],
+                meta: [4; 32],
+            },
+            roots: vec![
+                Root::empty(HashKind::Sha256),
+                Root {
+                    kind: HashKind::Blake3,
+                    hash: [9; 32],
+                },
+            ],
+            meta: b"block 7".to_vec(),
+        },
+        undo: Undo {
+            entries: vec![
+                (0, b"alice".to_vec(), Some(b"50".to_vec())),
+                (0, b"bob".to_vec(), None),
+                (1, b"alice".to_vec(), Some(Vec::new())),
+            ],
+        },
+    }
+}
+
 struct Reader<'a> {
     what: &'static str,
     bytes: &'a [u8],
@@ -359,40 +406,15 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_refuse_every_truncation() {
-        let meta = LedgerMeta {
-            hash: HashKind::Blake3,
-            tables: vec!["checking".into(), "savings".into()],
-            ordered: vec![false, true],
-        };
-        let pending = Pending {
-            version: 7,
-            meta: b"block 7".to_vec(),
-        };
-        let record = VersionRecord {
-            leaf: HistoryLeaf {
-                version: 7,
-                ledger_root: [3; 32],
-                meta: [4; 32],
-            },
-            roots: vec![
-                Root::empty(HashKind::Sha256),
-                Root {
-                    kind: HashKind::Sha256,
-                    hash: [9; 32],
-                },
-            ],
-            meta: b"block 7".to_vec(),
-        };
+        let Samples {
+            meta,
+            pending,
+            record,
+            undo,
+        } = samples();
         assert_eq!(LedgerMeta::decode(&meta.encode()).unwrap(), meta);
         assert_eq!(Pending::decode(&pending.encode()).unwrap(), pending);
         assert_eq!(VersionRecord::decode(&record.encode()).unwrap(), record);
-        let undo = Undo {
-            entries: vec![
-                (0, b"alice".to_vec(), Some(b"50".to_vec())),
-                (0, b"bob".to_vec(), None),
-                (1, b"alice".to_vec(), Some(Vec::new())),
-            ],
-        };
         assert_eq!(Undo::decode(&undo.encode()).unwrap(), undo);
         let mut swapped = undo.clone();
         swapped.entries.swap(0, 1);
