@@ -63,6 +63,9 @@ struct Side {
     checked_reads: u64,
 }
 
+/// One of a side's allocation figures.
+type Usage = fn(&Side) -> &BTreeMap<String, u64>;
+
 fn total(m: &BTreeMap<String, u64>) -> u64 {
     m.values().sum()
 }
@@ -320,7 +323,7 @@ fn print(args: &LedgerWindowArgs, w: &Side, z: &Side) {
     println!("| figure | window {} | window 0 |", w.window);
     println!("|---|--:|--:|");
     let mib = |m: &BTreeMap<String, u64>| total(m) as f64 / (1 << 20) as f64;
-    let rows: [(&str, fn(&Side) -> &BTreeMap<String, u64>); 4] = [
+    let rows: [(&str, Usage); 4] = [
         ("after load", |s| &s.baseline),
         ("after commits", |s| &s.after),
         ("after checkpoint", |s| &s.checkpointed),
