@@ -214,12 +214,19 @@ pub fn run(args: &LedgerReceiptsArgs) -> Result<(), Failure> {
     if args.seconds <= 0.0 {
         return Err(Failure("--seconds must be positive".into()));
     }
-    let parent = args
-        .dir
-        .clone()
-        .unwrap_or_else(|| std::path::PathBuf::from("target"));
-    std::fs::create_dir_all(&parent).context(|| format!("creating {}", parent.display()))?;
-    crate::in_temp_dir(Some(&parent), args.keep, |dir| bench(args, dir))
+    in_bench_dir(args.dir.as_deref(), args.keep, |dir| bench(args, dir))
+}
+
+/// Runs `f` in a fresh benchmark directory inside `parent` (default `target/` of the current
+/// directory, created if missing), removed at the end unless `keep`.
+pub(crate) fn in_bench_dir<T>(
+    parent: Option<&Path>,
+    keep: bool,
+    f: impl FnOnce(&Path) -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    let parent = parent.unwrap_or(Path::new("target"));
+    std::fs::create_dir_all(parent).context(|| format!("creating {}", parent.display()))?;
+    crate::in_temp_dir(Some(parent), keep, f)
 }
 
 fn bench(args: &LedgerReceiptsArgs, dir: &Path) -> Result<(), Failure> {

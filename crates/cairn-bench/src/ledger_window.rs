@@ -34,7 +34,7 @@ use cairn_proof::{verify_receipt_at, Claim, TableClaims};
 use crate::cli::LedgerWindowArgs;
 use crate::failure::{Context, Failure};
 use crate::keys::{utxo_key, SplitMix64, KEY_BYTES, VALUE_BYTES};
-use crate::ledger_receipts::{cpu_s, machine_load, usage};
+use crate::ledger_receipts::{cpu_s, in_bench_dir, machine_load, usage};
 
 const ACCOUNTS: &str = "accounts";
 
@@ -75,12 +75,7 @@ pub fn run(args: &LedgerWindowArgs) -> Result<(), Failure> {
     if args.keys_per_commit == 0 || args.keys_per_commit > args.keys {
         return Err(Failure("--keys-per-commit must be 1 to --keys".into()));
     }
-    let parent = args
-        .dir
-        .clone()
-        .unwrap_or_else(|| std::path::PathBuf::from("target"));
-    std::fs::create_dir_all(&parent).context(|| format!("creating {}", parent.display()))?;
-    crate::in_temp_dir(Some(&parent), args.keep, |dir| {
+    in_bench_dir(args.dir.as_deref(), args.keep, |dir| {
         let started = (crate::sys::now_rfc3339(), machine_load());
         let kept = side(args, &dir.join("window"), args.window)?;
         let none = side(args, &dir.join("none"), 0)?;
