@@ -282,7 +282,7 @@ impl Ledger {
         report: &mut AuditReport,
         progress: &mut dyn FnMut(AuditProgress),
     ) -> Result<()> {
-        let total = self.window()?.undo_records;
+        let total = self.undo_records()?.records;
         let mut newer: Vec<Table> = Vec::new();
         let mut after = newest;
         while after > 1 {

@@ -206,6 +206,14 @@ pub struct WindowInfo {
     pub trie_files: Vec<std::path::PathBuf>,
 }
 
+/// What [`Ledger::undo_records`] found.
+#[derive(Default)]
+pub(crate) struct UndoRecords {
+    pub(crate) versions: Option<(u64, u64)>,
+    pub(crate) records: u64,
+    pub(crate) bytes: u64,
+}
+
 /// What [`Ledger::undo_step`] rebuilt: the tables as of one version before, and those
 /// (indices) whose root is not the one the version recorded.
 pub(crate) struct UndoStep {
@@ -495,38 +503,53 @@ impl Ledger {
     }
 
     /// The window of versions kept provable and what it keeps on disk. Cost: a scan of the
-    /// undo records and a walk of each kept table's segment list.
+    /// undo records and a walk of each kept table's segment list. The records are scanned
+    /// without holding off commits: a commit meanwhile can make them one version newer than
+    /// `newest`.
     ///
     /// Errors: the engine's.
     pub fn window(&self) -> Result<WindowInfo> {
-        let state = self.read_state();
-        let newest = state.history.size();
-        let oldest = state.window.front().map_or(newest, |r| r.version);
-        let mut files: BTreeSet<std::path::PathBuf> = BTreeSet::new();
-        for table in self
-            .tables
-            .iter()
-            .chain(state.window.iter().flat_map(|r| &r.tables))
-        {
-            files.extend(table.trie_files()?);
-        }
-        let (mut first, mut last, mut records, mut bytes) = (None, None, 0u64, 0u64);
-        for entry in self.history.prefix([UNDO_PREFIX])? {
-            let entry = entry?;
-            let version = decode_u64("undo record key", &entry.key[1..])?;
-            first.get_or_insert(version);
-            last = Some(version);
-            records += 1;
-            bytes += entry.value.len() as u64;
-        }
+        let (oldest, newest, files) = {
+            // Under the read lock only what the state holds: the undo records are scanned
+            // after it, so that commits do not wait for that I/O.
+            let state = self.read_state();
+            let newest = state.history.size();
+            let oldest = state.window.front().map_or(newest, |r| r.version);
+            let mut files: BTreeSet<std::path::PathBuf> = BTreeSet::new();
+            for table in self
+                .tables
+                .iter()
+                .chain(state.window.iter().flat_map(|r| &r.tables))
+            {
+                files.extend(table.trie_files()?);
+            }
+            (oldest, newest, files)
+        };
+        let undo = self.undo_records()?;
         Ok(WindowInfo {
             oldest,
             newest,
-            undo_versions: first.zip(last),
-            undo_records: records,
-            undo_bytes: bytes,
+            undo_versions: undo.versions,
+            undo_records: undo.records,
+            undo_bytes: undo.bytes,
             trie_files: files.into_iter().collect(),
         })
+    }
+
+    /// The undo records stored: their first and last versions, count and bytes. Cost: a scan
+    /// of them.
+    pub(crate) fn undo_records(&self) -> Result<UndoRecords> {
+        let mut out = UndoRecords::default();
+        let mut first = None;
+        for entry in self.history.prefix([UNDO_PREFIX])? {
+            let entry = entry?;
+            let version = decode_u64("undo record key", &entry.key[1..])?;
+            let first = *first.get_or_insert(version);
+            out.versions = Some((first, version));
+            out.records += 1;
+            out.bytes += entry.value.len() as u64;
+        }
+        Ok(out)
     }
 
     /// Removes now the files no version reaches any more (normally removed a bounded step at
@@ -824,7 +847,7 @@ impl Ledger {
             if self.keep > 0 && version > 1 {
                 // Under the commit lock the live tables are the newest version: what the
                 // transaction's writes overwrite.
-                let undo = self.undo_of(&tx.written)?;
+                let undo = self.undo_of(std::mem::take(&mut tx.written))?;
                 tx.tx
                     .insert(&self.history, undo_key(version), undo.encode())?;
             }
@@ -927,7 +950,7 @@ impl Ledger {
         }
         // Version 1 needs none: version 0 is never read.
         if self.keep > 0 && version > 1 {
-            let undo = self.undo_of(&written)?;
+            let undo = self.undo_of(written)?;
             writes.insert(&self.history, undo_key(version), undo.encode());
         }
         let pending = Pending {
@@ -1057,18 +1080,22 @@ impl Ledger {
     /// The undo record of a commit writing the stored keys `written`: each key's value in the
     /// live tables (the newest version: called under the commit lock). Cost: one batched
     /// lookup per table written.
-    fn undo_of(&self, written: &BTreeSet<(usize, Vec<u8>)>) -> Result<Undo> {
-        let mut entries = Vec::with_capacity(written.len());
-        let mut rest: Vec<&(usize, Vec<u8>)> = written.iter().collect();
-        while let Some(&&(t, _)) = rest.first() {
-            // `written` is sorted by table: this table's keys come first.
-            let n = rest.iter().take_while(|(u, _)| *u == t).count();
-            let keys: Vec<&[u8]> = rest[..n].iter().map(|(_, k)| &k[..]).collect();
+    fn undo_of(&self, written: BTreeSet<(usize, Vec<u8>)>) -> Result<Undo> {
+        // `written` is sorted by table, then key: one batched lookup per run of a table's
+        // keys, which move into the record without a copy.
+        let mut by_table: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
+        for (t, key) in written {
+            match by_table.last_mut() {
+                Some((u, keys)) if *u == t => keys.push(key),
+                _ => by_table.push((t, vec![key])),
+            }
+        }
+        let mut entries = Vec::new();
+        for (t, keys) in by_table {
             let before = self.tables[t].lookups(&keys)?;
             for (key, before) in keys.into_iter().zip(before) {
-                entries.push((t as u16, key.to_vec(), before.into_value()));
+                entries.push((t as u16, key, before.into_value()));
             }
-            rest.drain(..n);
         }
         Ok(Undo { entries })
     }
