@@ -5,8 +5,7 @@
 //! [`VerifiedRead`], [`VersionInfo`], opening and recovery, the commit protocol. May call:
 //! `history` (the tree), `records` (the ledger's own records), `window` (its child: the kept
 //! versions and their undo records), the engine (sessions, durable tables, transactions),
-//! `cairn_proof` (ledger roots, receipts). Must never touch: the
-//! engine's files.
+//! `cairn_proof` (ledger roots, receipts). Must never touch: the engine's files.
 //!
 //! **A commit** (`docs/ledger.md`, "Commits"), under the ledger's commit lock:
 //!
