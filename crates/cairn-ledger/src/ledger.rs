@@ -163,6 +163,32 @@ pub struct VerifiedRead {
     pub receipt: Receipt,
 }
 
+/// Keys of some tables with their values at one version and the receipt that proves them:
+/// one side of a [`ProvedCommit`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ProvedKeys {
+    /// The tables (in name order) and their keys (sorted): `read.values[i][j]` is the value of
+    /// `keys[i].1[j]`.
+    pub keys: Vec<(String, Vec<Vec<u8>>)>,
+    /// The values and the receipt, against the digest of the commit's version.
+    pub read: VerifiedRead,
+}
+
+/// A version made by [`Ledger::transact_proved`], with receipts for what its transaction
+/// touched.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ProvedCommit {
+    /// The version made.
+    pub committed: Committed,
+    /// The keys the transaction read from the tables (not its own writes) as of the version
+    /// before (`committed.version − 1`); `None` when it read none, or made version 1.
+    pub reads: Option<ProvedKeys>,
+    /// The keys it wrote (inserted or deleted) as of `committed.version`.
+    pub writes: ProvedKeys,
+}
+
 /// A range of an ordered table read at one version, with its proof of completeness.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -675,6 +701,24 @@ impl Ledger {
         })
     }
 
+    /// Reads `keys` (by table index) as of `version` with [`Ledger::read_in`], keeping the keys
+    /// beside the answer (tables in name order, keys sorted).
+    fn prove_keys(
+        &self,
+        state: &State,
+        version: u64,
+        keys: &BTreeMap<usize, BTreeSet<Vec<u8>>>,
+    ) -> Result<ProvedKeys> {
+        let keys: Vec<(String, Vec<Vec<u8>>)> = keys
+            .iter()
+            .map(|(&t, keys)| (self.meta.tables[t].clone(), keys.iter().cloned().collect()))
+            .collect();
+        let reads: Vec<(&str, &[Vec<u8>])> =
+            keys.iter().map(|(t, k)| (t.as_str(), &k[..])).collect();
+        let read = self.read_in(state, version, &reads)?;
+        Ok(ProvedKeys { keys, read })
+    }
+
     /// Reads the keys of ordered table `table` in `[lo, hi]` (both included) as of the newest
     /// version, with the answer's proof of completeness: the key before the range and the key
     /// after, each key's link proved by the receipt. Check it with
@@ -729,8 +773,57 @@ impl Ledger {
     pub fn transact<T>(
         &self,
         meta: &[u8],
-        mut body: impl FnMut(&mut LedgerTx<'_>) -> Result<T>,
+        body: impl FnMut(&mut LedgerTx<'_>) -> Result<T>,
     ) -> Result<(T, Option<Committed>)> {
+        let (out, made) = self.transact_in(meta, body, false)?;
+        Ok((out, made.map(|(committed, _)| committed)))
+    }
+
+    /// [`Ledger::transact`], answered with receipts for what the transaction touched: the
+    /// values of the keys it read as of the version before its own, and those of the keys it
+    /// wrote as of its version, both against the digest of its version. A client that checks
+    /// them (consistency from the digest it trusts to [`Committed::digest`], then
+    /// [`cairn_proof::verify_receipt_at`] for the reads and [`cairn_proof::verify_receipt`]
+    /// for the writes) knows the transaction saw those values and left these, which immudb's
+    /// `VerifiedSet`/`VerifiedGet` cannot say of a read (`docs/ledger.md`, "Freshness").
+    ///
+    /// Cost: as [`Ledger::transact`], plus, under the commit lock (so commits wait for it), one
+    /// [`Ledger::read`] of the keys read before the commit and one of the keys written after it,
+    /// and one inclusion proof (`⌈log₂ n⌉` history nodes).
+    ///
+    /// Errors: as [`Ledger::transact`].
+    pub fn transact_proved<T>(
+        &self,
+        meta: &[u8],
+        body: impl FnMut(&mut LedgerTx<'_>) -> Result<T>,
+    ) -> Result<(T, Option<ProvedCommit>)> {
+        let (out, made) = self.transact_in(meta, body, true)?;
+        Ok((
+            out,
+            made.map(|(committed, proved)| {
+                let (reads, writes) = proved.expect("proved when asked");
+                ProvedCommit {
+                    committed,
+                    reads,
+                    writes,
+                }
+            }),
+        ))
+    }
+
+    /// [`Ledger::transact`] and [`Ledger::transact_proved`]: with `prove`, the receipts of the
+    /// keys read (as of the version before, `None` when none were read or for version 1) and
+    /// written (as of the version).
+    #[allow(clippy::type_complexity)]
+    fn transact_in<T>(
+        &self,
+        meta: &[u8],
+        mut body: impl FnMut(&mut LedgerTx<'_>) -> Result<T>,
+        prove: bool,
+    ) -> Result<(
+        T,
+        Option<(Committed, Option<(Option<ProvedKeys>, ProvedKeys)>)>,
+    )> {
         if meta.len() > META_BYTES_MAX {
             return Err(Error::MetaTooLong(meta.len()));
         }
@@ -745,6 +838,7 @@ impl Ledger {
                 tx: self.session.transaction()?,
                 ordered: BTreeMap::new(),
                 written: BTreeSet::new(),
+                touched: prove.then(Touched::default),
             };
             let out = body(&mut tx)?;
             if !tx.wrote() {
@@ -768,6 +862,14 @@ impl Ledger {
                 meta: meta.to_vec(),
             };
             tx.tx.insert(&self.history, KEY_PENDING, pending.encode())?;
+            // Under the commit lock the live tables are still version `version − 1`: what the
+            // transaction read, if it commits.
+            let reads = match &tx.touched {
+                Some(touched) if !touched.read.is_empty() && version > 1 => {
+                    Some(self.prove_keys(&state, version - 1, &touched.read)?)
+                }
+                _ => None,
+            };
             match tx.tx.commit() {
                 Ok(_) => {}
                 Err(e) if e.is_retryable() => {
@@ -788,13 +890,31 @@ impl Ledger {
                     return Err(e.into());
                 }
             }
-            return match self.finish(&mut state, version, meta) {
-                Ok(committed) => Ok((out, Some(committed))),
+            let committed = match self.finish(&mut state, version, meta) {
+                Ok(committed) => committed,
                 Err(e) => {
                     state.broken = Some(e.to_string());
-                    Err(e)
+                    return Err(e);
                 }
             };
+            let Some(touched) = &tx.touched else {
+                return Ok((out, Some((committed, None))));
+            };
+            // The version is made: a failure to prove it is the caller's error, not the ledger's.
+            let writes = self.prove_keys(&state, version, &touched.written)?;
+            let reads = match reads {
+                Some(mut reads) => {
+                    // Proved against the digest of `version − 1`: now against this version's.
+                    let inclusion =
+                        (state.history).prove_inclusion(&self.history, version - 2, version)?;
+                    reads.read.receipt.history_size = inclusion.size;
+                    reads.read.receipt.history_path = inclusion.path;
+                    reads.read.digest = committed.digest;
+                    Some(reads)
+                }
+                None => None,
+            };
+            return Ok((out, Some((committed, Some((reads, writes))))));
         }
     }
 
@@ -1055,6 +1175,17 @@ pub struct LedgerTx<'a> {
     ordered: BTreeMap<usize, Writes>,
     /// The stored keys written, for the undo record (tracked only with the window on).
     written: BTreeSet<(usize, Vec<u8>)>,
+    /// The keys read and written, by table (tracked only by [`Ledger::transact_proved`]).
+    touched: Option<Touched>,
+}
+
+/// The keys a transaction touched, by table index: what [`Ledger::transact_proved`] proves.
+#[derive(Default)]
+struct Touched {
+    /// Keys read from the tables (not from the transaction's own writes).
+    read: BTreeMap<usize, BTreeSet<Vec<u8>>>,
+    /// Keys written (inserted or deleted).
+    written: BTreeMap<usize, BTreeSet<Vec<u8>>>,
 }
 
 impl LedgerTx<'_> {
@@ -1063,6 +1194,12 @@ impl LedgerTx<'_> {
     pub fn get(&mut self, table: &str, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let t = self.ledger.table_index(table)?;
         let key = key.as_ref();
+        if let Some(touched) = &mut self.touched {
+            // A key this transaction wrote reads its own write, not the tables.
+            if !touched.written.get(&t).is_some_and(|w| w.contains(key)) {
+                touched.read.entry(t).or_default().insert(key.to_vec());
+            }
+        }
         if !self.ledger.meta.ordered[t] {
             return Ok(self.tx.get(&self.ledger.tables[t], key)?);
         }
@@ -1085,6 +1222,7 @@ impl LedgerTx<'_> {
         value: impl AsRef<[u8]>,
     ) -> Result<()> {
         let t = self.ledger.table_index(table)?;
+        self.note_touched(t, key.as_ref());
         if !self.ledger.meta.ordered[t] {
             self.tx
                 .insert(&self.ledger.tables[t], key.as_ref(), value)?;
@@ -1102,6 +1240,7 @@ impl LedgerTx<'_> {
     /// Removes `key` from `table`. Errors: as [`LedgerTx::insert`].
     pub fn delete(&mut self, table: &str, key: impl AsRef<[u8]>) -> Result<()> {
         let t = self.ledger.table_index(table)?;
+        self.note_touched(t, key.as_ref());
         if !self.ledger.meta.ordered[t] {
             self.tx.delete(&self.ledger.tables[t], key.as_ref())?;
             self.note_written(t, key.as_ref());
@@ -1113,6 +1252,12 @@ impl LedgerTx<'_> {
             .or_default()
             .insert(key.as_ref().to_vec(), None);
         Ok(())
+    }
+
+    fn note_touched(&mut self, t: usize, key: &[u8]) {
+        if let Some(touched) = &mut self.touched {
+            touched.written.entry(t).or_default().insert(key.to_vec());
+        }
     }
 
     fn note_written(&mut self, t: usize, key: &[u8]) {

@@ -49,6 +49,7 @@ mod records;
 pub use audit::{AuditOptions, AuditProblem, AuditProgress, AuditReport};
 pub use error::{Error, Result};
 pub use ledger::{
-    meta_hash, Committed, Ledger, LedgerBatch, LedgerConfig, LedgerTx, Promise, RangeRead,
-    VerifiedRead, VersionInfo, WindowInfo, HISTORY_TABLE, META_BYTES_MAX, TRANSACT_ATTEMPTS_MAX,
+    meta_hash, Committed, Ledger, LedgerBatch, LedgerConfig, LedgerTx, Promise, ProvedCommit,
+    ProvedKeys, RangeRead, VerifiedRead, VersionInfo, WindowInfo, HISTORY_TABLE, META_BYTES_MAX,
+    TRANSACT_ATTEMPTS_MAX,
 };

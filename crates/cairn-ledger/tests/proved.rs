@@ -1,0 +1,295 @@
+//! `Ledger::transact_proved`: transfers between accounts run by concurrent clients, each
+//! checking every answer as a LedgerBench client in immediate mode does (consistency from the
+//! digest it trusts, the reads as of the version before, the writes as of the version), against
+//! what its transaction saw and wrote; and forged answers refused.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use cairn_ledger::{Ledger, LedgerBatch, LedgerConfig, ProvedCommit, ProvedKeys};
+use cairn_proof::{
+    verify_consistency, verify_receipt, verify_receipt_at, Claim, Digest, TableClaims,
+};
+
+const ACCOUNTS: u64 = 16;
+
+fn key(id: u64) -> [u8; 8] {
+    id.to_be_bytes()
+}
+
+fn amount(bytes: Option<&[u8]>) -> i64 {
+    bytes.map_or(0, |b| i64::from_be_bytes(b.try_into().expect("8 bytes")))
+}
+
+/// The claims that `keys` hold `values`, per table, as the verifier takes them.
+fn claims<'a>(keys: &'a ProvedKeys, values: &'a [Vec<Option<Vec<u8>>>]) -> Vec<Vec<Claim<'a>>> {
+    keys.keys
+        .iter()
+        .zip(values)
+        .map(|((_, keys), values)| {
+            keys.iter()
+                .zip(values)
+                .map(|(k, v)| Claim::answer(k, v.as_deref()))
+                .collect()
+        })
+        .collect()
+}
+
+fn tables<'a>(keys: &'a ProvedKeys, claims: &'a [Vec<Claim<'a>>]) -> Vec<TableClaims<'a>> {
+    keys.keys
+        .iter()
+        .zip(claims)
+        .map(|((table, _), claims)| TableClaims { table, claims })
+        .collect()
+}
+
+/// Everything a client checks of a proved commit: the new digest extends `trusted`; the reads
+/// prove `seen` (the values the transaction's body read) as of the version before; the writes
+/// prove `wrote` as of the version, fresh. Adopts the new digest.
+fn check(
+    ledger: &Ledger,
+    trusted: &mut Digest,
+    made: &ProvedCommit,
+    seen: &BTreeMap<(String, Vec<u8>), Option<Vec<u8>>>,
+    wrote: &BTreeMap<(String, Vec<u8>), Option<Vec<u8>>>,
+) {
+    let digest = made.committed.digest;
+    let proof = ledger.prove_consistency(trusted.size, digest.size).unwrap();
+    verify_consistency(trusted, &digest, &proof).unwrap();
+    *trusted = digest;
+    let expect = |keys: &ProvedKeys, model: &BTreeMap<(String, Vec<u8>), Option<Vec<u8>>>| {
+        let values: Vec<Vec<Option<Vec<u8>>>> = keys
+            .keys
+            .iter()
+            .map(|(t, keys)| {
+                keys.iter()
+                    .map(|k| model[&(t.clone(), k.clone())].clone())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            keys.keys.iter().map(|(_, k)| k.len()).sum::<usize>(),
+            model.len()
+        );
+        assert_eq!(keys.read.values, values, "the values proved are those seen");
+        values
+    };
+    if let Some(reads) = &made.reads {
+        assert_eq!(reads.read.version, made.committed.version - 1);
+        assert_eq!(reads.read.digest, digest);
+        let values = expect(reads, seen);
+        let claims = claims(reads, &values);
+        verify_receipt_at(&reads.read.receipt, &tables(reads, &claims), &digest).unwrap();
+        // As of its own version the receipt is stale: the reads are of the version before.
+        assert!(verify_receipt(&reads.read.receipt, &tables(reads, &claims), &digest).is_err());
+    } else {
+        assert!(seen.is_empty() || made.committed.version == 1);
+    }
+    let writes = &made.writes;
+    assert_eq!(writes.read.version, made.committed.version);
+    let values = expect(writes, wrote);
+    let claims = claims(writes, &values);
+    verify_receipt(&writes.read.receipt, &tables(writes, &claims), &digest).unwrap();
+}
+
+fn open(dir: &std::path::Path) -> Ledger {
+    Ledger::open(dir, LedgerConfig::new(["checking", "savings"])).unwrap()
+}
+
+#[test]
+fn concurrent_transfers_are_proved_as_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    let mut batch = LedgerBatch::new();
+    for id in 0..ACCOUNTS {
+        batch.insert("checking", key(id), 100i64.to_be_bytes());
+        batch.insert("savings", key(id), 1000i64.to_be_bytes());
+    }
+    let first = ledger.write(&batch).unwrap().unwrap();
+    let commits = Mutex::new(0u64);
+    std::thread::scope(|s| {
+        for client in 0..4u64 {
+            let (ledger, commits) = (&ledger, &commits);
+            let mut trusted = first.digest;
+            s.spawn(move || {
+                let mut rng = client.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                for _ in 0..60 {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let (a, b) = (rng % ACCOUNTS, (rng >> 20) % ACCOUNTS);
+                    let move_funds = (rng >> 40) % 3 != 0;
+                    let ((seen, wrote), made) = ledger
+                        .transact_proved(b"transfer", |tx| {
+                            let mut seen = BTreeMap::new();
+                            let mut wrote = BTreeMap::new();
+                            let from = tx.get("checking", key(a))?;
+                            seen.insert(("checking".to_string(), key(a).to_vec()), from.clone());
+                            if !move_funds {
+                                // Interest on savings: read and written.
+                                let s = tx.get("savings", key(b))?;
+                                seen.insert(("savings".to_string(), key(b).to_vec()), s.clone());
+                                let v = (amount(s.as_deref()) + 1).to_be_bytes().to_vec();
+                                tx.insert("savings", key(b), &v)?;
+                                wrote.insert(("savings".to_string(), key(b).to_vec()), Some(v));
+                                return Ok((seen, wrote));
+                            }
+                            let from_v = amount(from.as_deref()) - 5;
+                            tx.insert("checking", key(a), from_v.to_be_bytes())?;
+                            wrote.insert(
+                                ("checking".to_string(), key(a).to_vec()),
+                                Some(from_v.to_be_bytes().to_vec()),
+                            );
+                            // Reading b after writing a: when a == b it reads its own write,
+                            // which is not a read of the tables.
+                            let to = tx.get("checking", key(b))?;
+                            if a != b {
+                                seen.insert(("checking".to_string(), key(b).to_vec()), to.clone());
+                            }
+                            let to_v = amount(to.as_deref()) + 5;
+                            tx.insert("checking", key(b), to_v.to_be_bytes())?;
+                            wrote.insert(
+                                ("checking".to_string(), key(b).to_vec()),
+                                Some(to_v.to_be_bytes().to_vec()),
+                            );
+                            Ok((seen, wrote))
+                        })
+                        .unwrap();
+                    let made = made.expect("every transaction writes");
+                    check(ledger, &mut trusted, &made, &seen, &wrote);
+                    *commits.lock().unwrap() += 1;
+                }
+            });
+        }
+    });
+    assert_eq!(*commits.lock().unwrap(), 240);
+    assert_eq!(ledger.version(), 241);
+    // The money moved between checking accounts is conserved.
+    let keys: Vec<[u8; 8]> = (0..ACCOUNTS).map(key).collect();
+    let read = ledger.read(&[("checking", &keys[..])]).unwrap();
+    let total: i64 = read.values[0].iter().map(|v| amount(v.as_deref())).sum();
+    assert_eq!(total, 100 * ACCOUNTS as i64);
+}
+
+#[test]
+fn forged_answers_of_a_proved_commit_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    let mut batch = LedgerBatch::new();
+    batch.insert("checking", key(1), 10i64.to_be_bytes());
+    let first = ledger.write(&batch).unwrap().unwrap();
+    let (_, made) = ledger
+        .transact_proved(b"", |tx| {
+            let v = amount(tx.get("checking", key(1))?.as_deref());
+            tx.insert("checking", key(1), (v + 1).to_be_bytes())?;
+            // Absent before and after: proved absent.
+            tx.get("savings", key(2))?;
+            Ok(())
+        })
+        .unwrap();
+    let made = made.unwrap();
+    let digest = made.committed.digest;
+    let proof = ledger
+        .prove_consistency(first.digest.size, digest.size)
+        .unwrap();
+    verify_consistency(&first.digest, &digest, &proof).unwrap();
+    let reads = made.reads.as_ref().unwrap();
+    assert_eq!(reads.keys.len(), 2, "both tables read");
+    let honest = [Some(10i64.to_be_bytes().to_vec())];
+    let absent = [None];
+    for (checking, savings, ok) in [
+        (&honest[0], &absent[0], true),
+        // The server claims the transaction saw 11 (the value after it), or 9.
+        (&Some(11i64.to_be_bytes().to_vec()), &absent[0], false),
+        (&Some(9i64.to_be_bytes().to_vec()), &absent[0], false),
+        // ...or that savings[2] held something.
+        (&honest[0], &Some(vec![0]), false),
+    ] {
+        let c = [Claim::answer(&reads.keys[0].1[0], checking.as_deref())];
+        let s = [Claim::answer(&reads.keys[1].1[0], savings.as_deref())];
+        let claims = [
+            TableClaims {
+                table: "checking",
+                claims: &c,
+            },
+            TableClaims {
+                table: "savings",
+                claims: &s,
+            },
+        ];
+        assert_eq!(
+            verify_receipt_at(&reads.read.receipt, &claims, &digest).is_ok(),
+            ok,
+            "{checking:?} {savings:?}"
+        );
+    }
+    // The writes: 11 now; the old value, claimed fresh, is refused.
+    let writes = &made.writes;
+    for (value, ok) in [(11i64, true), (10, false)] {
+        let bytes = value.to_be_bytes();
+        let c = [Claim::present(&writes.keys[0].1[0], &bytes)];
+        let claims = [TableClaims {
+            table: "checking",
+            claims: &c,
+        }];
+        assert_eq!(
+            verify_receipt(&writes.read.receipt, &claims, &digest).is_ok(),
+            ok
+        );
+    }
+    // A receipt of the reads presented as a receipt of the present: stale.
+    let c = [Claim::present(
+        &reads.keys[0].1[0],
+        honest[0].as_deref().unwrap(),
+    )];
+    let s = [Claim::absent(&reads.keys[1].1[0])];
+    let claims = [
+        TableClaims {
+            table: "checking",
+            claims: &c,
+        },
+        TableClaims {
+            table: "savings",
+            claims: &s,
+        },
+    ];
+    assert!(verify_receipt(&reads.read.receipt, &claims, &digest).is_err());
+}
+
+#[test]
+fn the_first_version_and_blind_writes_prove_no_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    // Version 1: a read of the empty ledger has no version before it to prove.
+    let (_, made) = ledger
+        .transact_proved(b"", |tx| {
+            assert_eq!(tx.get("checking", key(1))?, None);
+            tx.insert("checking", key(1), 1i64.to_be_bytes())
+        })
+        .unwrap();
+    let made = made.unwrap();
+    assert_eq!(made.committed.version, 1);
+    assert!(made.reads.is_none());
+    assert_eq!(
+        made.writes.keys,
+        vec![("checking".to_string(), vec![key(1).to_vec()])]
+    );
+    // A blind write, and a delete: no reads; the delete proved absent.
+    let (_, made) = ledger
+        .transact_proved(b"", |tx| {
+            tx.insert("savings", key(3), 3i64.to_be_bytes())?;
+            tx.delete("checking", key(1))
+        })
+        .unwrap();
+    let made = made.unwrap();
+    assert!(made.reads.is_none());
+    assert_eq!(
+        made.writes.read.values,
+        vec![vec![None], vec![Some(3i64.to_be_bytes().to_vec())]]
+    );
+    // A transaction that writes nothing makes no version.
+    let (_, made) = ledger
+        .transact_proved(b"", |tx| tx.get("savings", key(3)).map(|_| ()))
+        .unwrap();
+    assert!(made.is_none());
+}
