@@ -67,6 +67,10 @@ pub enum Command {
     /// per kept version (undo records, trie files), commit time, and the open that rebuilds
     /// it, against the same work with no window.
     LedgerWindow(LedgerWindowArgs),
+    /// LedgerBench's workloads on Cairn's verifiable ledger and on immudb v1.11.1 side by side
+    /// (issue 46): so far SmallBank with verification (immediate or none), concurrent clients,
+    /// every transaction durable before it is acknowledged, every balance checked.
+    Ledger(LedgerArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
     Report(ReportArgs),
@@ -481,6 +485,44 @@ pub struct LedgerReceiptsArgs {
     /// Write the results as one JSON object to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+/// Options of `ledger`.
+#[derive(Debug, Args)]
+pub struct LedgerArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// SmallBank accounts (each a key in `savings` and one in `checking`).
+    #[arg(long, default_value_t = 100_000)]
+    pub accounts: u64,
+    /// Concurrent client counts, comma-separated.
+    #[arg(long, default_value = "1,4,16,64")]
+    pub clients: String,
+    /// Verification modes, comma-separated: immediate (every answer checked before the
+    /// client's next transaction), none.
+    #[arg(long, default_value = "immediate,none")]
+    pub verify: String,
+    /// Engines, comma-separated: cairn, immudb.
+    #[arg(long, default_value = "cairn,immudb")]
+    pub engines: String,
+    /// Seconds each Cairn run lasts.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Transactions of each immudb run (split among its clients: each runs the first
+    /// `N / clients` of its stream).
+    #[arg(long, default_value_t = 2_000)]
+    pub peer_transactions: u64,
+    /// The immudb peer binary (default: `target/immudb-peer/cairn-immudb-peer`, built by
+    /// `crates/cairn-bench/peers/immudb/build.sh` when missing).
+    #[arg(long)]
+    pub peer: Option<PathBuf>,
+    /// Draw accounts from a Zipfian law (exponent 0.99) instead of uniformly.
+    #[arg(long)]
+    pub zipf: bool,
+    /// Compare every balance at the end with a model replaying the committed transactions in
+    /// the engine's commit order.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub check: bool,
 }
 
 /// Options of `ledger-window`.

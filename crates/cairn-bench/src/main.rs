@@ -24,6 +24,8 @@
 //! - `ledger-receipts`: the verifiable ledger on a real directory: receipt sizes, receipts
 //!   verified per second, the ledger's cost on a commit, the space of a version
 //!   ([`ledger_receipts`]).
+//! - `ledger`: LedgerBench's SmallBank with verification on Cairn's ledger and on immudb
+//!   v1.11.1 (a Go peer, `peers/immudb/`), side by side ([`ledger_bench`]).
 //!
 //! The parts, each a directory or a file:
 //!
@@ -63,6 +65,7 @@ mod engines;
 mod failure;
 mod history;
 mod keys;
+mod ledger_bench;
 mod ledger_receipts;
 mod ledger_window;
 mod options;
@@ -113,6 +116,7 @@ fn main() -> ExitCode {
         Command::History(args) => history::run(&args),
         Command::LedgerReceipts(args) => ledger_receipts::run(&args),
         Command::LedgerWindow(args) => ledger_window::run(&args),
+        Command::Ledger(args) => ledger_bench::run(&args),
         Command::Restart(args) => restart::run(&args),
         Command::RestartChild(args) => restart::child(&args),
         Command::Report(args) => report::run(&args),

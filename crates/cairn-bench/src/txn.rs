@@ -186,7 +186,7 @@ impl Bank {
 
 /// A Zipfian draw over `0..n` (exponent `theta`), by the rejection-inversion method of Hörmann
 /// and Derflinger: O(1) per draw, no table.
-struct Zipf {
+pub(crate) struct Zipf {
     n: f64,
     theta: f64,
     h_x1: f64,
@@ -195,7 +195,7 @@ struct Zipf {
 }
 
 impl Zipf {
-    fn new(n: u64, theta: f64) -> Zipf {
+    pub(crate) fn new(n: u64, theta: f64) -> Zipf {
         let n = n as f64;
         let mut z = Zipf {
             n,
@@ -215,7 +215,7 @@ impl Zipf {
     fn h_inv(&self, x: f64) -> f64 {
         ((x * (1.0 - self.theta)).ln_1p() / (1.0 - self.theta)).exp()
     }
-    fn draw(&self, uniform: f64) -> u64 {
+    pub(crate) fn draw(&self, uniform: f64) -> u64 {
         let mut u = uniform;
         loop {
             let x = self.h_n + u * (self.h_x1 - self.h_n);

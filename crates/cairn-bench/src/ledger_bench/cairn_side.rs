@@ -1,0 +1,407 @@
+//! SmallBank on Cairn's verifiable ledger (`cairn_ledger`): the accounts loaded, then `clients`
+//! threads each running its stream of transactions for a fixed time, every commit waited until
+//! durable, each answer verified as the mode says.
+//!
+//! Owns: one run on Cairn ([`run`]) and its figures. May call: `smallbank` (the transactions and
+//! the model), `cairn_ledger` and `cairn_proof` as a user and a client would. Must never touch:
+//! the engine's internals.
+//!
+//! Verification modes:
+//! - **immediate**: a transaction runs through `Ledger::transact_proved`; before its client's
+//!   next transaction it checks consistency from the digest it trusts to the version's digest,
+//!   the receipt of the keys read (as of the version before) against the values the transaction
+//!   saw, and the receipt of the keys written (as of the version, fresh) against the values it
+//!   wrote. A Balance (read-only) is a `Ledger::read` with its receipt, checked fresh. An aborted
+//!   transaction (no version) proves nothing: its reads are counted unverified.
+//! - **none**: `Ledger::transact`, no receipt.
+//!
+//! Settings: `SyncPolicy::Immediate` (a committer that waits leads its group; concurrent waiters
+//! share fsyncs), the ledger's default table config, no window (`history` 0): immediate
+//! verification needs none, as `transact_proved` proves the version before under the commit
+//! lock.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cairn_ledger::{Ledger, LedgerBatch, LedgerConfig, ProvedKeys};
+use cairn_proof::{
+    verify_consistency, verify_receipt, verify_receipt_at, Claim, Digest, TableClaims,
+};
+use hdrhistogram::Histogram;
+
+use super::smallbank::{execute, Key, Kind, Op, Stream, CHECKING_START, SAVINGS_START};
+use super::{Figures, Verify};
+use crate::failure::{Context, Failure};
+
+const CHECKING: &str = "checking";
+const SAVINGS: &str = "savings";
+/// Accounts per load version.
+const LOAD_BATCH: u64 = 10_000;
+
+fn table_key(key: Key) -> (&'static str, [u8; 8]) {
+    match key {
+        Key::Savings(a) => (SAVINGS, a.to_be_bytes()),
+        Key::Checking(a) => (CHECKING, a.to_be_bytes()),
+    }
+}
+
+fn decode(bytes: Option<&[u8]>) -> Result<i64, String> {
+    let bytes = bytes.ok_or("an account is missing")?;
+    let bytes: [u8; 8] = bytes.try_into().map_err(|_| "a balance is not 8 bytes")?;
+    Ok(i64::from_be_bytes(bytes))
+}
+
+/// Opens a ledger in `dir` and loads `accounts` accounts; returns it and the seconds.
+pub fn load(dir: &Path, accounts: u64) -> Result<(Ledger, f64), Failure> {
+    let options = cairn::SessionOptions::default().log(Some(
+        cairn::LogOptions::default().sync(cairn::SyncPolicy::Immediate),
+    ));
+    let ledger = Ledger::open_with(
+        Arc::new(cairn::fs::RealFs),
+        dir,
+        LedgerConfig::new([CHECKING, SAVINGS]),
+        options,
+    )
+    .context(|| format!("opening a ledger in {}", dir.display()))?;
+    let start = Instant::now();
+    let mut first = 0;
+    while first < accounts {
+        let mut batch = LedgerBatch::new();
+        for a in first..(first + LOAD_BATCH).min(accounts) {
+            batch.insert(SAVINGS, a.to_be_bytes(), SAVINGS_START.to_be_bytes());
+            batch.insert(CHECKING, a.to_be_bytes(), CHECKING_START.to_be_bytes());
+        }
+        ledger.write(&batch).context(|| "loading accounts".into())?;
+        first += LOAD_BATCH;
+    }
+    ledger.sync().context(|| "syncing the load".into())?;
+    ledger
+        .checkpoint()
+        .context(|| "checkpointing the load".into())?;
+    Ok((ledger, start.elapsed().as_secs_f64()))
+}
+
+/// What one client measured.
+struct Client {
+    per_kind: BTreeMap<Kind, Histogram<u64>>,
+    aborted: u64,
+    /// Committed writing transactions: (version, op), for the model.
+    log: Vec<(u64, Op)>,
+    done: u64,
+    verified_reads: u64,
+    verified_writes: u64,
+    read_proof_bytes: u64,
+    proof_bytes: u64,
+}
+
+/// Runs `clients` clients for `seconds` on `ledger` (loaded with `accounts`), verifying as
+/// `verify` says. Returns the figures and the log of committed writing transactions in
+/// version order.
+pub fn run(
+    ledger: &Ledger,
+    accounts: u64,
+    clients: u64,
+    seconds: f64,
+    verify: Verify,
+    seed: u64,
+    zipf: bool,
+) -> Result<(Figures, Vec<Op>), Failure> {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(seconds);
+    let loaded = ledger.digest();
+    let results: Vec<Result<Client, Failure>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..clients)
+            .map(|c| {
+                s.spawn(move || {
+                    let stream = Stream::new(seed, c, accounts, zipf);
+                    client(ledger, stream, deadline, verify, loaded)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Failure("a client thread panicked".into())))
+            })
+            .collect()
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let mut figures = Figures::new(seconds);
+    let mut log = Vec::new();
+    for r in results {
+        let c = r?;
+        for (kind, h) in &c.per_kind {
+            figures.add_latencies(*kind, h)?;
+        }
+        figures.transactions += c.done;
+        figures.aborted += c.aborted;
+        figures.verified_reads += c.verified_reads;
+        figures.verified_writes += c.verified_writes;
+        figures.read_proof_bytes += c.read_proof_bytes;
+        figures.proof_bytes += c.proof_bytes;
+        log.extend(c.log);
+    }
+    log.sort_by_key(|(version, _)| *version);
+    if log.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Err(Failure("two transactions made the same version".into()));
+    }
+    Ok((figures, log.into_iter().map(|(_, op)| op).collect()))
+}
+
+fn client(
+    ledger: &Ledger,
+    stream: Stream,
+    deadline: Instant,
+    verify: Verify,
+    mut trusted: Digest,
+) -> Result<Client, Failure> {
+    let mut me = Client {
+        per_kind: BTreeMap::new(),
+        aborted: 0,
+        log: Vec::new(),
+        done: 0,
+        verified_reads: 0,
+        verified_writes: 0,
+        read_proof_bytes: 0,
+        proof_bytes: 0,
+    };
+    for op in stream {
+        if Instant::now() >= deadline {
+            break;
+        }
+        let t = Instant::now();
+        if op.kind == Kind::Balance && verify == Verify::Immediate {
+            balance_verified(ledger, &op, &mut trusted, &mut me)?;
+        } else {
+            transaction(ledger, &op, verify, &mut trusted, &mut me)?;
+        }
+        let us = t.elapsed().as_micros().max(1) as u64;
+        let h = match me.per_kind.entry(op.kind) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => e.insert(
+                Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                    .map_err(|e| Failure(format!("a histogram: {e}")))?,
+            ),
+        };
+        h.saturating_record(us);
+        me.done += 1;
+    }
+    Ok(me)
+}
+
+/// One transaction through `transact` or (immediate) `transact_proved`, waited until durable,
+/// its answer checked.
+fn transaction(
+    ledger: &Ledger,
+    op: &Op,
+    verify: Verify,
+    trusted: &mut Digest,
+    me: &mut Client,
+) -> Result<(), Failure> {
+    // What the body saw and wrote on its last attempt.
+    type Seen = BTreeMap<Key, i64>;
+    let body = |tx: &mut cairn_ledger::LedgerTx<'_>| {
+        let mut seen = Seen::new();
+        let mut failed = None;
+        let writes = execute(op, |key| {
+            if let Some(&v) = seen.get(&key) {
+                return Ok(v);
+            }
+            let (table, k) = table_key(key);
+            let v = match tx.get(table, k) {
+                Ok(bytes) => decode(bytes.as_deref())?,
+                Err(e) => {
+                    let message = e.to_string();
+                    failed = Some(e);
+                    return Err(message);
+                }
+            };
+            seen.insert(key, v);
+            Ok(v)
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let writes = writes.map_err(cairn_ledger::Error::InvalidConfig)?;
+        let mut wrote = Seen::new();
+        for &(key, v) in writes.iter().flatten() {
+            let (table, k) = table_key(key);
+            tx.insert(table, k, v.to_be_bytes())?;
+            wrote.insert(key, v);
+        }
+        Ok((seen, writes.is_none(), wrote))
+    };
+    let context = || format!("transaction {} of client {}", op.seq, op.client);
+    if verify == Verify::None {
+        let ((_, aborted, _), made) = ledger.transact(b"", body).context(context)?;
+        if aborted {
+            me.aborted += 1;
+        }
+        if let Some(made) = made {
+            made.durability.wait().context(context)?;
+            me.log.push((made.version, *op));
+        }
+        return Ok(());
+    }
+    let ((seen, aborted, wrote), made) = ledger.transact_proved(b"", body).context(context)?;
+    if aborted {
+        me.aborted += 1;
+    }
+    let Some(made) = made else {
+        return Ok(());
+    };
+    made.committed.durability.wait().context(context)?;
+    me.log.push((made.committed.version, *op));
+    // The client's checks: the digest extends the one it trusts...
+    let digest = made.committed.digest;
+    let consistency = ledger
+        .prove_consistency(trusted.size, digest.size)
+        .context(context)?;
+    verify_consistency(trusted, &digest, &consistency)
+        .map_err(|e| Failure(format!("{}: consistency refused: {e:?}", context())))?;
+    *trusted = digest;
+    let consistency_bytes = consistency.encoded_len() as u64;
+    me.proof_bytes += consistency_bytes;
+    // ...the reads were those values as of the version before...
+    match &made.reads {
+        Some(reads) => {
+            check_keys(reads, &seen, &digest, false)
+                .map_err(|e| Failure(format!("{}: the receipt of its reads: {e}", context())))?;
+            let bytes = reads.read.receipt.encoded_len() as u64;
+            me.verified_reads += seen.len() as u64;
+            me.read_proof_bytes += bytes + consistency_bytes;
+            me.proof_bytes += bytes;
+        }
+        None if !seen.is_empty() => {
+            return Err(Failure(format!(
+                "{}: no receipt for its reads at version {}",
+                context(),
+                made.committed.version
+            )))
+        }
+        None => {}
+    }
+    // ...and the writes are the values now.
+    check_keys(&made.writes, &wrote, &digest, true)
+        .map_err(|e| Failure(format!("{}: the receipt of its writes: {e}", context())))?;
+    me.verified_writes += wrote.len() as u64;
+    me.proof_bytes += made.writes.read.receipt.encoded_len() as u64;
+    Ok(())
+}
+
+/// A Balance in immediate mode: a read with a receipt, checked fresh.
+fn balance_verified(
+    ledger: &Ledger,
+    op: &Op,
+    trusted: &mut Digest,
+    me: &mut Client,
+) -> Result<(), Failure> {
+    let context = || format!("Balance {} of client {}", op.seq, op.client);
+    let key = op.a.to_be_bytes();
+    let read = ledger
+        .read(&[(CHECKING, &[key][..]), (SAVINGS, &[key][..])])
+        .context(context)?;
+    let consistency = ledger
+        .prove_consistency(trusted.size, read.digest.size)
+        .context(context)?;
+    verify_consistency(trusted, &read.digest, &consistency)
+        .map_err(|e| Failure(format!("{}: consistency refused: {e:?}", context())))?;
+    *trusted = read.digest;
+    let checking = [Claim::answer(&key, read.values[0][0].as_deref())];
+    let savings = [Claim::answer(&key, read.values[1][0].as_deref())];
+    let claims = [
+        TableClaims {
+            table: CHECKING,
+            claims: &checking,
+        },
+        TableClaims {
+            table: SAVINGS,
+            claims: &savings,
+        },
+    ];
+    verify_receipt(&read.receipt, &claims, &read.digest)
+        .map_err(|e| Failure(format!("{}: receipt refused: {e:?}", context())))?;
+    for v in read.values.iter().flatten() {
+        decode(v.as_deref()).map_err(|e| Failure(format!("{}: {e}", context())))?;
+    }
+    let bytes = (read.receipt.encoded_len() + consistency.encoded_len()) as u64;
+    me.verified_reads += 2;
+    me.read_proof_bytes += bytes;
+    me.proof_bytes += bytes;
+    Ok(())
+}
+
+/// Checks that `keys`' receipt proves exactly `expected` (the values the transaction saw or
+/// wrote) against `digest`: as of the version before (`fresh` false) or fresh.
+fn check_keys(
+    keys: &ProvedKeys,
+    expected: &BTreeMap<Key, i64>,
+    digest: &Digest,
+    fresh: bool,
+) -> Result<(), String> {
+    let mut bytes: Vec<Vec<(Vec<u8>, [u8; 8])>> = Vec::new();
+    let mut count = 0;
+    for (table, keys) in &keys.keys {
+        let mut claims = Vec::new();
+        for k in keys {
+            let id = u64::from_be_bytes(k[..].try_into().map_err(|_| "a key is not 8 bytes")?);
+            let key = if table == CHECKING {
+                Key::Checking(id)
+            } else {
+                Key::Savings(id)
+            };
+            let v = expected
+                .get(&key)
+                .ok_or_else(|| format!("the receipt names {key:?}, which was not touched"))?;
+            claims.push((k.clone(), v.to_be_bytes()));
+            count += 1;
+        }
+        bytes.push(claims);
+    }
+    if count != expected.len() {
+        return Err(format!(
+            "the receipt covers {count} keys, the transaction touched {}",
+            expected.len()
+        ));
+    }
+    let claims: Vec<Vec<Claim<'_>>> = bytes
+        .iter()
+        .map(|c| c.iter().map(|(k, v)| Claim::present(k, v)).collect())
+        .collect();
+    let tables: Vec<TableClaims<'_>> = keys
+        .keys
+        .iter()
+        .zip(&claims)
+        .map(|((table, _), claims)| TableClaims { table, claims })
+        .collect();
+    let result = if fresh {
+        verify_receipt(&keys.read.receipt, &tables, digest)
+    } else {
+        verify_receipt_at(&keys.read.receipt, &tables, digest)
+    };
+    result.map_err(|e| format!("refused: {e:?}"))
+}
+
+/// Every account's balances, read in batches: (savings, checking) by account.
+pub fn balances(ledger: &Ledger, accounts: u64) -> Result<Vec<(i64, i64)>, Failure> {
+    let mut out = Vec::with_capacity(accounts as usize);
+    let mut first = 0;
+    while first < accounts {
+        let keys: Vec<[u8; 8]> = (first..(first + LOAD_BATCH).min(accounts))
+            .map(u64::to_be_bytes)
+            .collect();
+        let read = ledger
+            .read(&[(SAVINGS, &keys[..]), (CHECKING, &keys[..])])
+            .context(|| "reading the balances".into())?;
+        for (s, c) in read.values[0].iter().zip(&read.values[1]) {
+            let s = decode(s.as_deref()).map_err(Failure)?;
+            let c = decode(c.as_deref()).map_err(Failure)?;
+            out.push((s, c));
+        }
+        first += LOAD_BATCH;
+    }
+    Ok(out)
+}
