@@ -475,6 +475,10 @@ pub struct LedgerReceiptsArgs {
     /// says.
     #[arg(long, value_enum, default_value_t = AuthHashArg::Sha256)]
     pub hash: AuthHashArg,
+    /// The page cache at the start of each commit-cost comparison: `cold` (dropped: both
+    /// tables alike; needs root) or `as-is`.
+    #[arg(long, value_enum, default_value_t = CommitCache::Cold)]
+    pub commit_cache: CommitCache,
     /// Seed of the keys and of every choice.
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
@@ -485,6 +489,15 @@ pub struct LedgerReceiptsArgs {
     /// Write the results as one JSON object to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+/// The page cache at the start of `ledger-receipts`' commit-cost comparisons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CommitCache {
+    /// Dropped (needs root): both tables start from the disk.
+    Cold,
+    /// As the load left it.
+    AsIs,
 }
 
 /// Options of `ledger`.

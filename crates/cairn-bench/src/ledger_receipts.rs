@@ -21,8 +21,11 @@
 //!    and under `Ledger::write` before it wrote one engine batch). Interleaved A, B, C, A,
 //!    B, C so that the machine's noise hits every side, `--repetitions` rounds after 3 untimed
 //!    ones, first not waiting for durability (no side), then waiting for it on every side
-//!    (`sync_log` of each session after its commit, the same call on all). Medians of each
-//!    side, by the clock and by the process's CPU time, and their ratios.
+//!    (`sync_log` of each session after its commit, the same call on all). Each mode starts
+//!    with the page cache dropped (`--commit-cache cold`, the default; needs root), so that
+//!    the table loaded first is not the one whose pages the cache lost. Medians of each side,
+//!    by the clock and by the process's CPU time, their ratios, and the bytes each side read
+//!    from the disk.
 //! 3. **Small commits**: the ledger's remaining versions up to `--versions`, one random present
 //!    key updated each, `--waited-commits` of them first each waited until durable, the rest
 //!    not waited for (the log's default group commit makes them durable; one `sync` at the
@@ -59,7 +62,7 @@ use cairn_ledger::{Ledger, LedgerBatch, LedgerConfig};
 use cairn_proof::history::HISTORY_LEAF_BYTES;
 use cairn_proof::{verify_receipt, Claim, Digest, HashKind, Receipt, TableClaims};
 
-use crate::cli::{AuthHashArg, LedgerReceiptsArgs};
+use crate::cli::{AuthHashArg, CommitCache, LedgerReceiptsArgs};
 use crate::failure::{Context, Failure};
 use crate::keys::{utxo_key, SplitMix64, KEY_BYTES, VALUE_BYTES};
 use crate::report::table::Markdown;
@@ -404,6 +407,11 @@ struct CommitCost {
     /// Process CPU milliseconds of each commit: the ledger's, the bare table's, the bare
     /// table's through a transaction.
     cpu_ms: [Vec<f64>; 3],
+    /// Bytes each side read from the disk over its timed commits (`/proc/self/io`
+    /// `read_bytes`: not what the page cache served), in the same order.
+    disk_read_bytes: [u64; 3],
+    /// Whether the page cache was dropped before the comparison.
+    cache_dropped: bool,
 }
 
 impl CommitCost {
@@ -431,17 +439,60 @@ impl CommitCost {
     }
 }
 
-/// Times `f`: milliseconds of the clock, and of the process's CPU time (every thread).
-fn timed_ms(f: impl FnOnce() -> Result<(), Failure>) -> Result<(f64, f64), Failure> {
-    let (start, cpu) = (Instant::now(), cpu_s(libc::CLOCK_PROCESS_CPUTIME_ID));
+/// What `timed_ms` measured of one call.
+struct Timed {
+    /// Milliseconds of the clock.
+    ms: f64,
+    /// Milliseconds of the process's CPU time (every thread).
+    cpu_ms: f64,
+    /// Bytes the process read from the disk meanwhile (every thread).
+    disk_read: u64,
+}
+
+/// Times `f`.
+fn timed_ms(f: impl FnOnce() -> Result<(), Failure>) -> Result<Timed, Failure> {
+    let (start, cpu, read) = (
+        Instant::now(),
+        cpu_s(libc::CLOCK_PROCESS_CPUTIME_ID),
+        disk_read_bytes(),
+    );
     f()?;
-    Ok((
-        start.elapsed().as_secs_f64() * 1e3,
-        (cpu_s(libc::CLOCK_PROCESS_CPUTIME_ID) - cpu) * 1e3,
-    ))
+    Ok(Timed {
+        ms: start.elapsed().as_secs_f64() * 1e3,
+        cpu_ms: (cpu_s(libc::CLOCK_PROCESS_CPUTIME_ID) - cpu) * 1e3,
+        disk_read: disk_read_bytes().saturating_sub(read),
+    })
+}
+
+/// The bytes this process has read from the disk (`read_bytes` of `/proc/self/io`; 0 where
+/// there is no such file).
+fn disk_read_bytes() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    io.lines()
+        .find_map(|l| l.strip_prefix("read_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 fn commit_cost(b: &mut Bench<'_>, bare: &Bare, waited: bool) -> Result<CommitCost, Failure> {
+    // Both tables from the same state of the page cache: the one loaded first would otherwise
+    // find fewer of its pages there (measured at 10M keys: 4 to 5 MB read from the disk per
+    // commit by whichever table was loaded first, nothing by the other).
+    let cache_dropped = match b.args.commit_cache {
+        CommitCache::Cold => {
+            b.ledger.sync().context(|| "syncing".into())?;
+            bare.session.sync_log().context(|| "syncing".into())?;
+            if !crate::sys::proc::drop_page_cache() {
+                return Err(Failure(
+                    "--commit-cache cold needs root to drop the page cache (or pass \
+                     --commit-cache as-is)"
+                        .into(),
+                ));
+            }
+            true
+        }
+        CommitCache::AsIs => false,
+    };
     let mut cost = CommitCost {
         waited,
         at_version: b.ledger.version(),
@@ -449,6 +500,8 @@ fn commit_cost(b: &mut Bench<'_>, bare: &Bare, waited: bool) -> Result<CommitCos
         bare_ms: Vec::new(),
         bare_tx_ms: Vec::new(),
         cpu_ms: Default::default(),
+        disk_read_bytes: [0; 3],
+        cache_dropped,
     };
     let rounds = WARMUP_PAIRS + b.args.repetitions;
     let mut progress = Progress::new(if waited {
@@ -495,18 +548,20 @@ fn commit_cost(b: &mut Bench<'_>, bare: &Bare, waited: bool) -> Result<CommitCos
             sync_bare()
         })?;
         if round >= WARMUP_PAIRS {
-            cost.ledger_ms.push(a.0);
-            cost.bare_ms.push(bb.0);
-            cost.bare_tx_ms.push(c.0);
-            cost.cpu_ms[0].push(a.1);
-            cost.cpu_ms[1].push(bb.1);
-            cost.cpu_ms[2].push(c.1);
+            cost.ledger_ms.push(a.ms);
+            cost.bare_ms.push(bb.ms);
+            cost.bare_tx_ms.push(c.ms);
+            for (i, t) in [&a, &bb, &c].into_iter().enumerate() {
+                cost.cpu_ms[i].push(t.cpu_ms);
+                cost.disk_read_bytes[i] += t.disk_read;
+            }
         }
         progress.tick(round + 1, rounds, "rounds", round + 1 == rounds);
     }
     eprintln!(
         "commit of {} keys at version {}, {}: ledger {:.3} ms, bare table {:.3} ms, bare table \
-         through a transaction {:.3} ms (medians); ledger / bare {:.3}, ledger / transaction {:.3}",
+         through a transaction {:.3} ms (medians); ledger / bare {:.3}, ledger / transaction {:.3}; \
+         MB read from the disk per commit {:.2} / {:.2} / {:.2}",
         b.args.commit_keys,
         cost.at_version,
         if waited { "waited" } else { "not waited" },
@@ -514,7 +569,10 @@ fn commit_cost(b: &mut Bench<'_>, bare: &Bare, waited: bool) -> Result<CommitCos
         cost.bare_median(),
         cost.bare_tx_median(),
         cost.ratio(),
-        cost.ledger_median() / cost.bare_tx_median()
+        cost.ledger_median() / cost.bare_tx_median(),
+        cost.disk_read_bytes[0] as f64 / 1e6 / b.args.repetitions as f64,
+        cost.disk_read_bytes[1] as f64 / 1e6 / b.args.repetitions as f64,
+        cost.disk_read_bytes[2] as f64 / 1e6 / b.args.repetitions as f64,
     );
     Ok(cost)
 }
@@ -1207,6 +1265,12 @@ fn cost_json(c: &CommitCost) -> serde_json::Value {
         "bare_ms": c.bare_ms,
         "bare_transaction_ms": c.bare_tx_ms,
         "cpu_ms": c.cpu_ms,
+        "page_cache_dropped_before": c.cache_dropped,
+        "disk_read_bytes_per_commit": {
+            "ledger": c.disk_read_bytes[0] as f64 / c.ledger_ms.len().max(1) as f64,
+            "bare": c.disk_read_bytes[1] as f64 / c.ledger_ms.len().max(1) as f64,
+            "bare_transaction": c.disk_read_bytes[2] as f64 / c.ledger_ms.len().max(1) as f64,
+        },
     })
 }
 
