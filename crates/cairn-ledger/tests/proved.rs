@@ -171,6 +171,20 @@ fn concurrent_transfers_are_proved_as_seen() {
     assert_eq!(total, 100 * ACCOUNTS as i64);
 }
 
+/// Claims about `checking` and `savings`.
+fn both<'a>(checking: &'a [Claim<'a>], savings: &'a [Claim<'a>]) -> [TableClaims<'a>; 2] {
+    [
+        TableClaims {
+            table: "checking",
+            claims: checking,
+        },
+        TableClaims {
+            table: "savings",
+            claims: savings,
+        },
+    ]
+}
+
 #[test]
 fn forged_answers_of_a_proved_commit_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -207,16 +221,7 @@ fn forged_answers_of_a_proved_commit_are_refused() {
     ] {
         let c = [Claim::answer(&reads.keys[0].1[0], checking.as_deref())];
         let s = [Claim::answer(&reads.keys[1].1[0], savings.as_deref())];
-        let claims = [
-            TableClaims {
-                table: "checking",
-                claims: &c,
-            },
-            TableClaims {
-                table: "savings",
-                claims: &s,
-            },
-        ];
+        let claims = both(&c, &s);
         assert_eq!(
             verify_receipt_at(&reads.read.receipt, &claims, &digest).is_ok(),
             ok,
@@ -243,16 +248,7 @@ fn forged_answers_of_a_proved_commit_are_refused() {
         honest[0].as_deref().unwrap(),
     )];
     let s = [Claim::absent(&reads.keys[1].1[0])];
-    let claims = [
-        TableClaims {
-            table: "checking",
-            claims: &c,
-        },
-        TableClaims {
-            table: "savings",
-            claims: &s,
-        },
-    ];
+    let claims = both(&c, &s);
     assert!(verify_receipt(&reads.read.receipt, &claims, &digest).is_err());
 }
 
