@@ -871,7 +871,9 @@ impl Ledger {
                 _ => None,
             };
             match tx.tx.commit() {
-                Ok(_) => {}
+                // The version's last record (step 3) is durable after this one: its handle,
+                // which the caller waits on or drops, covers both.
+                Ok(durability) => durability.into_iter().for_each(Durability::release),
                 Err(e) if e.is_retryable() => {
                     drop(state);
                     if attempt >= TRANSACT_ATTEMPTS_MAX {
@@ -990,11 +992,15 @@ impl Ledger {
             meta: batch.meta.clone(),
         };
         writes.insert(&self.history, KEY_PENDING, pending.encode());
-        if let Err(e) = self.session.write_batch(&writes) {
-            if breaks(&e) {
-                state.broken = Some(e.to_string());
+        match self.session.write_batch(&writes) {
+            // Covered by the handle of the version's last record, as in `transact`.
+            Ok(durability) => durability.release(),
+            Err(e) => {
+                if breaks(&e) {
+                    state.broken = Some(e.to_string());
+                }
+                return Err(e.into());
             }
-            return Err(e.into());
         }
         match self.finish(&mut state, version, &batch.meta) {
             Ok(committed) => Ok(Some(committed)),
@@ -1030,7 +1036,10 @@ impl Ledger {
     fn finish(&self, state: &mut State, version: u64, meta: &[u8]) -> Result<Committed> {
         let mut roots = Vec::with_capacity(self.tables.len());
         for table in &self.tables {
-            roots.push(table.commit()?.root);
+            // Logged before the version's record, whose handle covers it.
+            let (commit, durability) = table.commit_logged()?;
+            durability.into_iter().for_each(Durability::release);
+            roots.push(commit.root);
         }
         let pairs: Vec<(&[u8], Root)> = self
             .meta

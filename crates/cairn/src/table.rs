@@ -536,12 +536,23 @@ impl Table {
     /// [`Error::Io`] and corruption of a trie page (the table is then broken: a later root could
     /// be wrong).
     pub fn commit(&self) -> Result<Commit> {
+        Ok(self.commit_logged()?.0)
+    }
+
+    /// [`Table::commit`], with the handle of the commit's log record (a durable table's commit
+    /// is logged; `None` for other tables, and when nothing changed since the last commit):
+    /// wait on it, or, when a later write's handle covers it, let go of it with
+    /// [`crate::Durability::release`]. [`Table::commit`] drops it, which under
+    /// [`crate::SyncPolicy::Immediate`] asks the log to write the record at once.
+    ///
+    /// Errors: as [`Table::commit`].
+    pub fn commit_logged(&self) -> Result<(Commit, Option<crate::Durability>)> {
         match self.logged_commits() {
             // A durable table's commit is logged (a record after the updates it covers), so
             // that recovery reaches the same version and root; the record is durable with the
             // next write's notice, or `Session::sync_log`.
-            Some(durable) => Ok(durable.commit(&self.lsm)?.0),
-            None => self.lsm.commit(),
+            Some(durable) => durable.commit(&self.lsm),
+            None => Ok((self.lsm.commit()?, None)),
         }
     }
 

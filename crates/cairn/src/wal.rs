@@ -768,6 +768,7 @@ impl Log {
         Durability {
             seq,
             shared: self.shared.clone(),
+            released: false,
         }
     }
 
@@ -1143,6 +1144,8 @@ fn take_ready<T>(list: &mut Vec<(u64, T)>, durable: u64) -> Vec<T> {
 pub struct Durability {
     seq: u64,
     shared: Arc<Shared>,
+    /// Set by [`Durability::release`]: dropping the handle asks nothing of the log.
+    released: bool,
 }
 
 impl std::fmt::Debug for Durability {
@@ -1158,6 +1161,16 @@ impl Durability {
     /// ones, and each batch is one record).
     pub fn position(&self) -> u64 {
         self.seq
+    }
+
+    /// Lets go of the handle without asking the log to write its record: for a record that a
+    /// later write's handle covers (the log is in order, so the later write durable means this
+    /// one is), when the caller waits on, or drops, that one instead. Under
+    /// [`SyncPolicy::Immediate`] dropping a handle asks the syncer to write the buffer at once;
+    /// a layer that logs several records for one operation (the verifiable ledger) would
+    /// otherwise start an fsync for each. Under the other policies it is the same as dropping.
+    pub fn release(mut self) {
+        self.released = true;
     }
 
     /// Whether the write is durable now. Errors: [`Error::LogFailed`].
@@ -1270,9 +1283,10 @@ impl Durability {
 
 impl Drop for Durability {
     /// A handle dropped before its write was durable (nobody will lead it): the syncer writes
-    /// it, as it would have without being asked under the other policies.
+    /// it, as it would have without being asked under the other policies. Not for a handle
+    /// let go of by [`Durability::release`].
     fn drop(&mut self) {
-        if self.shared.options.sync == SyncPolicy::Immediate {
+        if self.shared.options.sync == SyncPolicy::Immediate && !self.released {
             let mut state = lock(&self.shared.state);
             if state.failed.is_none() && !state.stopped {
                 self.request_flush(&mut state);

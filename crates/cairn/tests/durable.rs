@@ -1574,3 +1574,37 @@ fn a_new_segment_whose_fsync_failed_is_not_built_on() {
         }
     }
 }
+
+/// `Durability::release` lets go of a handle without the fsync that dropping it starts under
+/// `SyncPolicy::Immediate`; a later write's wait makes both durable with one fsync. The log
+/// stays in order, so a released record is durable exactly when a later one is.
+#[test]
+fn a_released_handle_starts_no_fsync_and_a_later_wait_covers_it() {
+    let fs = new_fs();
+    let session = open(&fs, SyncPolicy::Immediate);
+    let t = session.create_durable_table("t", small()).unwrap();
+    let before = session.log_stats().unwrap().fsyncs;
+    let first = t.write(&[("a", Update::Insert(b"1"))]).unwrap();
+    // A clone kept to look at the record later (asking `is_durable` would request the fsync).
+    let watch = first.clone();
+    first.release();
+    // A dropped handle would have had the syncer write and fsync the record by now.
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(session.log_stats().unwrap().fsyncs, before);
+    let second = t.write(&[("b", Update::Insert(b"2"))]).unwrap();
+    second.wait().unwrap();
+    assert_eq!(session.log_stats().unwrap().fsyncs, before + 1);
+    assert!(watch.is_durable().unwrap());
+    // Dropping a handle, by contrast, asks for the fsync.
+    let third = t.write(&[("c", Update::Insert(b"3"))]).unwrap();
+    let watch = third.clone();
+    drop(third);
+    let start = std::time::Instant::now();
+    while !watch.is_durable().unwrap() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the dropped write never synced"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
