@@ -532,6 +532,10 @@ pub struct LedgerArgs {
     /// Draw accounts from a Zipfian law (exponent 0.99) instead of uniformly.
     #[arg(long)]
     pub zipf: bool,
+    /// The hash of Cairn's table tries (the history tree and the ledger root are SHA-256
+    /// either way).
+    #[arg(long, value_enum, default_value_t = AuthHashArg::Sha256)]
+    pub hash: AuthHashArg,
     /// Compare every balance at the end with a model replaying the committed transactions in
     /// the engine's commit order.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]

@@ -16,7 +16,7 @@
 //! - **none**: `Ledger::transact`, no receipt.
 //!
 //! Settings: `SyncPolicy::Immediate` (a committer that waits leads its group; concurrent waiters
-//! share fsyncs), the ledger's default table config, no window (`history` 0): immediate
+//! share fsyncs), the ledger's default table config with the trie hash `--hash`, no window (`history` 0): immediate
 //! verification needs none, as `transact_proved` proves the version before under the commit
 //! lock.
 
@@ -54,14 +54,18 @@ fn decode(bytes: Option<&[u8]>) -> Result<i64, String> {
 }
 
 /// Opens a ledger in `dir` and loads `accounts` accounts; returns it and the seconds.
-pub fn load(dir: &Path, accounts: u64) -> Result<(Ledger, f64), Failure> {
+pub fn load(
+    dir: &Path,
+    accounts: u64,
+    hash: cairn_proof::HashKind,
+) -> Result<(Ledger, f64), Failure> {
     let options = cairn::SessionOptions::default().log(Some(
         cairn::LogOptions::default().sync(cairn::SyncPolicy::Immediate),
     ));
     let ledger = Ledger::open_with(
         Arc::new(cairn::fs::RealFs),
         dir,
-        LedgerConfig::new([CHECKING, SAVINGS]),
+        LedgerConfig::new([CHECKING, SAVINGS]).hash(hash),
         options,
     )
     .context(|| format!("opening a ledger in {}", dir.display()))?;

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::cli::LedgerArgs;
+use crate::cli::{AuthHashArg, LedgerArgs};
 use crate::failure::{Context, Failure};
 use crate::report::table::Markdown;
 use smallbank::{Kind, Model, Op};
@@ -339,6 +339,7 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
             "cairn_seconds": args.seconds,
             "peer_transactions": args.peer_transactions,
             "checked": args.check,
+            "cairn_trie_hash": format!("{:?}", args.hash),
             "durability": "every transaction fsynced before it is acknowledged: Cairn SyncPolicy::Immediate, immudb Synced with its 20 ms group commit",
             "rows": rows.iter().map(|r| serde_json::json!({
                 "engine": r.engine,
@@ -362,7 +363,11 @@ fn run_cairn(
     clients: u64,
     seed: u64,
 ) -> Result<Row, Failure> {
-    let (ledger, load_seconds) = cairn_side::load(dir, args.accounts)?;
+    let hash = match args.hash {
+        AuthHashArg::Sha256 => cairn_proof::HashKind::Sha256,
+        AuthHashArg::Blake3 => cairn_proof::HashKind::Blake3,
+    };
+    let (ledger, load_seconds) = cairn_side::load(dir, args.accounts, hash)?;
     crate::sys::proc::settle_disk(Duration::from_millis(500));
     let (mut figures, log) = cairn_side::run(
         &ledger,
