@@ -16,9 +16,9 @@
 //! - **none**: `Ledger::transact`, no receipt.
 //!
 //! Settings: `SyncPolicy::Immediate` (a committer that waits leads its group; concurrent waiters
-//! share fsyncs), the ledger's default table config with the trie hash `--hash`, no window (`history` 0): immediate
-//! verification needs none, as `transact_proved` proves the version before under the commit
-//! lock.
+//! share fsyncs), the ledger's default table config with the trie hash `--hash`, no window
+//! (`history` 0): immediate verification needs none, as `transact_proved` proves the version
+//! before under the commit lock.
 
 use std::collections::BTreeMap;
 use std::path::Path;
