@@ -707,11 +707,11 @@ impl Ledger {
         &self,
         state: &State,
         version: u64,
-        keys: &BTreeMap<usize, BTreeSet<Vec<u8>>>,
+        keys: BTreeMap<usize, BTreeSet<Vec<u8>>>,
     ) -> Result<ProvedKeys> {
         let keys: Vec<(String, Vec<Vec<u8>>)> = keys
-            .iter()
-            .map(|(&t, keys)| (self.meta.tables[t].clone(), keys.iter().cloned().collect()))
+            .into_iter()
+            .map(|(t, keys)| (self.meta.tables[t].clone(), keys.into_iter().collect()))
             .collect();
         let reads: Vec<(&str, &[Vec<u8>])> =
             keys.iter().map(|(t, k)| (t.as_str(), &k[..])).collect();
@@ -814,16 +814,12 @@ impl Ledger {
     /// [`Ledger::transact`] and [`Ledger::transact_proved`]: with `prove`, the receipts of the
     /// keys read (as of the version before, `None` when none were read or for version 1) and
     /// written (as of the version).
-    #[allow(clippy::type_complexity)]
     fn transact_in<T>(
         &self,
         meta: &[u8],
         mut body: impl FnMut(&mut LedgerTx<'_>) -> Result<T>,
         prove: bool,
-    ) -> Result<(
-        T,
-        Option<(Committed, Option<(Option<ProvedKeys>, ProvedKeys)>)>,
-    )> {
+    ) -> Result<(T, Option<Made>)> {
         if meta.len() > META_BYTES_MAX {
             return Err(Error::MetaTooLong(meta.len()));
         }
@@ -863,12 +859,15 @@ impl Ledger {
             };
             tx.tx.insert(&self.history, KEY_PENDING, pending.encode())?;
             // Under the commit lock the live tables are still version `version − 1`: what the
-            // transaction read, if it commits.
-            let reads = match &tx.touched {
-                Some(touched) if !touched.read.is_empty() && version > 1 => {
-                    Some(self.prove_keys(&state, version - 1, &touched.read)?)
-                }
-                _ => None,
+            // transaction read, if it commits. (A conflict runs `body` again with a new record.)
+            let (read, written) = match tx.touched.take() {
+                Some(Touched { read, written }) => (read, Some(written)),
+                None => (BTreeMap::new(), None),
+            };
+            let reads = if !read.is_empty() && version > 1 {
+                Some(self.prove_keys(&state, version - 1, read)?)
+            } else {
+                None
             };
             match tx.tx.commit() {
                 // The version's last record (step 3) is durable after this one: its handle,
@@ -899,11 +898,11 @@ impl Ledger {
                     return Err(e);
                 }
             };
-            let Some(touched) = &tx.touched else {
+            let Some(written) = written else {
                 return Ok((out, Some((committed, None))));
             };
             // The version is made: a failure to prove it is the caller's error, not the ledger's.
-            let writes = self.prove_keys(&state, version, &touched.written)?;
+            let writes = self.prove_keys(&state, version, written)?;
             let reads = match reads {
                 Some(mut reads) => {
                     // Proved against the digest of `version − 1`: now against this version's.
@@ -1187,6 +1186,10 @@ pub struct LedgerTx<'a> {
     /// The keys read and written, by table (tracked only by [`Ledger::transact_proved`]).
     touched: Option<Touched>,
 }
+
+/// A version `Ledger::transact_in` made, with, when asked, the receipts of the keys read (as of
+/// the version before) and written.
+type Made = (Committed, Option<(Option<ProvedKeys>, ProvedKeys)>);
 
 /// The keys a transaction touched, by table index: what [`Ledger::transact_proved`] proves.
 #[derive(Default)]
