@@ -229,7 +229,11 @@ fn transaction(
         if let Some(e) = failed {
             return Err(e);
         }
-        let writes = writes.map_err(cairn_ledger::Error::InvalidConfig)?;
+        // The only error `execute` makes itself: a balance that does not decode.
+        let writes = writes.map_err(|detail| cairn_ledger::Error::Corrupted {
+            what: format!("an account read by transaction {}", op.seq),
+            detail,
+        })?;
         let mut wrote = Seen::new();
         for &(key, v) in writes.iter().flatten() {
             let (table, k) = table_key(key);
@@ -352,10 +356,10 @@ fn check_keys(
         let mut claims = Vec::new();
         for k in keys {
             let id = u64::from_be_bytes(k[..].try_into().map_err(|_| "a key is not 8 bytes")?);
-            let key = if table == CHECKING {
-                Key::Checking(id)
-            } else {
-                Key::Savings(id)
+            let key = match table.as_str() {
+                CHECKING => Key::Checking(id),
+                SAVINGS => Key::Savings(id),
+                other => return Err(format!("the receipt names table {other:?}")),
             };
             let v = expected
                 .get(&key)

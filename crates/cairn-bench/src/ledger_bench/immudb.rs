@@ -9,6 +9,7 @@
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -120,17 +121,24 @@ pub fn run(
     send(&mut input, "LOAD")?;
     input.flush().context(|| "writing to the peer".into())?;
     let loaded = reply("loaded")?;
+    // Each client's operations, kept to map the peer's log back to them.
+    let ops: Arc<Vec<Vec<Op>>> = Arc::new(
+        (0..clients)
+            .map(|c| {
+                Stream::new(seed, c, accounts, zipf)
+                    .take(per_client as usize)
+                    .collect()
+            })
+            .collect(),
+    );
     // The streams, interleaved, from a thread: the peer's queues push back.
     let feeder = std::thread::spawn({
-        let dump = dump.clone();
+        let (dump, ops) = (dump.clone(), Arc::clone(&ops));
         move || -> Result<(), Failure> {
-            let mut streams: Vec<Stream> = (0..clients)
-                .map(|c| Stream::new(seed, c, accounts, zipf))
-                .collect();
-            for _ in 0..per_client {
-                for s in &mut streams {
-                    let op = s.next().expect("streams are endless");
-                    writeln!(input, "{}", op.line()).context(|| "feeding the peer".into())?;
+            for i in 0..per_client as usize {
+                for client in ops.iter() {
+                    writeln!(input, "{}", client[i].line())
+                        .context(|| "feeding the peer".into())?;
                 }
             }
             writeln!(input, "DUMP {}", dump.display()).context(|| "feeding the peer".into())?;
@@ -167,22 +175,14 @@ pub fn run(
         })
         .collect::<Result<_, Failure>>()?;
     entries.sort_unstable();
-    let mut ops: Vec<Vec<Op>> = (0..clients)
-        .map(|c| {
-            Stream::new(seed, c, accounts, zipf)
-                .take(per_client as usize)
-                .collect()
-        })
-        .collect();
     let mut log = Vec::with_capacity(entries.len());
     for (_, client, seq) in entries {
         let op = ops
-            .get_mut(client as usize)
+            .get(client as usize)
             .and_then(|o| o.get(seq as usize))
             .ok_or_else(|| Failure(format!("the peer logged client {client} seq {seq}")))?;
         log.push(*op);
     }
-    ops.clear();
     Ok(PeerRun {
         figures,
         load_seconds: loaded["seconds"].as_f64().unwrap_or(0.0),
