@@ -167,6 +167,15 @@ func (w *txWork) val(key []byte) (int64, error) {
 	return a.val, nil
 }
 
+// balances reads account a's savings, then its checking.
+func (w *txWork) balances(a uint64) (savings, checking int64, err error) {
+	if savings, err = w.val(savingsKey(a)); err != nil {
+		return 0, 0, err
+	}
+	checking, err = w.val(checkingKey(a))
+	return savings, checking, err
+}
+
 // set stores a new balance for key (already read), to be written at commit.
 func (w *txWork) set(key []byte, v int64) error {
 	a, err := w.get(key)
@@ -239,10 +248,7 @@ func applySmallBank(w *txWork, r txReq) (bool, error) {
 	a, b, v := r.a, r.b, r.amount
 	switch r.typ {
 	case txBalance:
-		if _, err := w.val(savingsKey(a)); err != nil {
-			return false, err
-		}
-		_, err := w.val(checkingKey(a))
+		_, _, err := w.balances(a)
 		return false, err
 
 	case txDepositChecking:
@@ -263,11 +269,7 @@ func applySmallBank(w *txWork, r txReq) (bool, error) {
 		return false, w.set(savingsKey(a), s+v)
 
 	case txAmalgamate:
-		s, err := w.val(savingsKey(a))
-		if err != nil {
-			return false, err
-		}
-		c, err := w.val(checkingKey(a))
+		s, c, err := w.balances(a)
 		if err != nil {
 			return false, err
 		}
@@ -285,11 +287,7 @@ func applySmallBank(w *txWork, r txReq) (bool, error) {
 		return false, w.set(checkingKey(b), cb+t)
 
 	case txWriteCheck:
-		s, err := w.val(savingsKey(a))
-		if err != nil {
-			return false, err
-		}
-		c, err := w.val(checkingKey(a))
+		s, c, err := w.balances(a)
 		if err != nil {
 			return false, err
 		}
