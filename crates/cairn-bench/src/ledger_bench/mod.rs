@@ -85,7 +85,9 @@ pub struct Figures {
     pub aborted: u64,
     /// Attempts run again after a conflict (immudb; Cairn retries inside `transact`).
     pub conflicts: u64,
+    /// Values read whose proofs the client verified.
     pub verified_reads: u64,
+    /// Values written whose proofs the client verified.
     pub verified_writes: u64,
     /// Bytes of every proof the clients checked.
     pub proof_bytes: u64,
@@ -98,6 +100,7 @@ pub struct Figures {
 }
 
 impl Figures {
+    /// Nothing counted yet, over a run of `seconds`.
     pub fn new(seconds: f64) -> Figures {
         Figures {
             seconds,

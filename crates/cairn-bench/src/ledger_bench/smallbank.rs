@@ -78,6 +78,7 @@ pub struct Op {
     pub client: u64,
     /// Its place in the client's stream (0-based).
     pub seq: u64,
+    /// Which of the six transactions.
     pub kind: Kind,
     /// The account it works on.
     pub a: u64,
