@@ -540,6 +540,10 @@ pub struct LedgerArgs {
     /// the engine's commit order.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub check: bool,
+    /// Most transactions one Cairn version holds (the ledger's group commit; 1: a version
+    /// per transaction).
+    #[arg(long, default_value_t = 1024)]
+    pub group: usize,
 }
 
 /// Options of `ledger-window`.

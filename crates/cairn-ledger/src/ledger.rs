@@ -44,6 +44,7 @@ use crate::records::{
     KEY_PENDING,
 };
 
+mod group;
 mod window;
 
 use window::Retained;
@@ -91,6 +92,12 @@ pub struct LedgerConfig {
     /// An insert or delete also rewrites the key before it (one more write and two cursor
     /// reads); a value update costs a lookup. User keys of an ordered table are never empty.
     pub ordered: Vec<String>,
+    /// Most transactions one version holds (group commit, `docs/ledger.md`, "Group commit"):
+    /// concurrent [`Ledger::transact`] and [`Ledger::transact_proved`] calls whose bodies
+    /// finish while a version is being committed share the next one, with one trie commit per
+    /// table, one history append and one fsync. 0 and 1 (the default) make one version per
+    /// transaction. A transaction with metadata always has a version of its own.
+    pub group: usize,
 }
 
 impl LedgerConfig {
@@ -113,6 +120,13 @@ impl LedgerConfig {
     #[must_use]
     pub fn ordered<S: Into<String>>(mut self, tables: impl IntoIterator<Item = S>) -> LedgerConfig {
         self.ordered = tables.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`LedgerConfig::group`].
+    #[must_use]
+    pub fn group(mut self, group: usize) -> LedgerConfig {
+        self.group = group;
         self
     }
 
@@ -250,6 +264,10 @@ pub struct Ledger {
     history: Table,
     /// [`LedgerConfig::history`].
     keep: u64,
+    /// [`LedgerConfig::group`], at least 1.
+    group: usize,
+    /// Transactions waiting to commit (`group`).
+    queue: group::Queue,
     state: RwLock<State>,
 }
 
@@ -398,6 +416,8 @@ impl Ledger {
             tables,
             history,
             keep: config.history,
+            group: config.group.max(1),
+            queue: Default::default(),
             state: RwLock::new(State {
                 history: History::default(),
                 window: Default::default(),
@@ -834,88 +854,25 @@ impl Ledger {
                 tx: self.session.transaction()?,
                 ordered: BTreeMap::new(),
                 written: BTreeSet::new(),
-                touched: prove.then(Touched::default),
+                touched: (prove || self.group > 1).then(Touched::default),
             };
             let out = body(&mut tx)?;
             if !tx.wrote() {
                 return Ok((out, None));
             }
-            let mut state = self.write_state();
-            if let Some(broken) = &state.broken {
-                return Err(Error::Broken(broken.clone()));
-            }
-            tx.write_links()?;
-            let version = state.history.size() + 1;
-            if self.keep > 0 && version > 1 {
-                // Under the commit lock the live tables are the newest version: what the
-                // transaction's writes overwrite.
-                let undo = self.undo_of(std::mem::take(&mut tx.written))?;
-                tx.tx
-                    .insert(&self.history, undo_key(version), undo.encode())?;
-            }
-            let pending = Pending {
-                version,
-                meta: meta.to_vec(),
-            };
-            tx.tx.insert(&self.history, KEY_PENDING, pending.encode())?;
-            // Under the commit lock the live tables are still version `version − 1`: what the
-            // transaction read, if it commits. (A conflict runs `body` again with a new record.)
-            let (read, written) = match tx.touched.take() {
-                Some(Touched { read, written }) => (read, Some(written)),
-                None => (BTreeMap::new(), None),
-            };
-            let reads = if !read.is_empty() && version > 1 {
-                Some(self.prove_keys(&state, version - 1, read)?)
-            } else {
-                None
-            };
-            match tx.tx.commit() {
-                // The version's last record (step 3) is durable after this one: its handle,
-                // which the caller waits on or drops, covers both.
-                Ok(durability) => durability.into_iter().for_each(Durability::release),
-                Err(e) if e.is_retryable() => {
-                    drop(state);
+            match self.submit(tx.into_submission(meta, prove)) {
+                group::Outcome::Made(made) => return Ok((out, Some(*made))),
+                group::Outcome::Failed(e) => return Err(e),
+                // Wrote a key an earlier member of its group wrote: the next group.
+                group::Outcome::Retry(None) => std::thread::yield_now(),
+                group::Outcome::Retry(Some(e)) => {
                     if attempt >= TRANSACT_ATTEMPTS_MAX {
                         return Err(e.into());
                     }
                     backoff(attempt);
                     attempt += 1;
-                    continue;
-                }
-                Err(e) => {
-                    // Unless the batch was refused as input, the record may have been logged:
-                    // only a reopen knows.
-                    if breaks(&e) {
-                        state.broken = Some(e.to_string());
-                    }
-                    return Err(e.into());
                 }
             }
-            let committed = match self.finish(&mut state, version, meta) {
-                Ok(committed) => committed,
-                Err(e) => {
-                    state.broken = Some(e.to_string());
-                    return Err(e);
-                }
-            };
-            let Some(written) = written else {
-                return Ok((out, Some((committed, None))));
-            };
-            // The version is made: a failure to prove it is the caller's error, not the ledger's.
-            let writes = self.prove_keys(&state, version, written)?;
-            let reads = match reads {
-                Some(mut reads) => {
-                    // Proved against the digest of `version − 1`: now against this version's.
-                    let inclusion =
-                        (state.history).prove_inclusion(&self.history, version - 2, version)?;
-                    reads.read.receipt.history_size = inclusion.size;
-                    reads.read.receipt.history_path = inclusion.path;
-                    reads.read.digest = committed.digest;
-                    Some(reads)
-                }
-                None => None,
-            };
-            return Ok((out, Some((committed, Some((reads, writes))))));
         }
     }
 
@@ -1273,31 +1230,14 @@ impl LedgerTx<'_> {
     }
 
     fn note_written(&mut self, t: usize, key: &[u8]) {
-        if self.ledger.keep > 0 {
+        // For the undo record, and for the group's check that no key is written twice.
+        if self.ledger.keep > 0 || self.ledger.group > 1 {
             self.written.insert((t, key.to_vec()));
         }
     }
 
     fn wrote(&self) -> bool {
         self.tx.writes() > 0 || self.ordered.values().any(|w| !w.is_empty())
-    }
-
-    /// Buffers the link updates the writes to ordered tables imply, against the tables as they
-    /// are (called under the ledger's commit lock: they cannot change before the commit).
-    fn write_links(&mut self) -> Result<()> {
-        for (&t, writes) in &self.ordered {
-            let table = &self.ledger.tables[t];
-            for (key, stored) in links::updates(table, writes)? {
-                if self.ledger.keep > 0 {
-                    self.written.insert((t, key.clone()));
-                }
-                match stored {
-                    Some(bytes) => self.tx.insert(table, key, bytes)?,
-                    None => self.tx.delete(table, key)?,
-                }
-            }
-        }
-        Ok(())
     }
 }
 
@@ -1323,8 +1263,6 @@ fn check_ordered_key(key: &[u8]) -> Result<()> {
     }
     Ok(())
 }
-
-impl LedgerTx<'_> {}
 
 /// Blind writes to commit as one version ([`Ledger::write`]), with the version's metadata.
 #[derive(Clone, Debug, Default)]

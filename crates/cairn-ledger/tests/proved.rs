@@ -96,31 +96,33 @@ fn open(dir: &std::path::Path) -> Ledger {
     Ledger::open(dir, LedgerConfig::new(["checking", "savings"])).unwrap()
 }
 
-#[test]
-fn concurrent_transfers_are_proved_as_seen() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    let mut batch = LedgerBatch::new();
-    for id in 0..ACCOUNTS {
-        batch.insert("checking", key(id), 100i64.to_be_bytes());
-        batch.insert("savings", key(id), 1000i64.to_be_bytes());
-    }
-    let first = ledger.write(&batch).unwrap().unwrap();
-    let commits = Mutex::new(0u64);
+/// What one transfer read and wrote (table, key) -> value, with the version it made.
+type Seen = BTreeMap<(String, Vec<u8>), Option<Vec<u8>>>;
+
+/// `clients` threads running `per_client` transfers each through `transact_proved` (with
+/// `meta`), every answer checked; returns each commit's version and writes.
+fn run_transfers(
+    ledger: &Ledger,
+    first: Digest,
+    clients: u64,
+    per_client: u64,
+    meta: &[u8],
+) -> Vec<(u64, Seen)> {
+    let commits = Mutex::new(Vec::new());
     std::thread::scope(|s| {
-        for client in 0..4u64 {
-            let (ledger, commits) = (&ledger, &commits);
-            let mut trusted = first.digest;
+        for client in 0..clients {
+            let (ledger, commits) = (ledger, &commits);
+            let mut trusted = first;
             s.spawn(move || {
                 let mut rng = client.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-                for _ in 0..60 {
+                for _ in 0..per_client {
                     rng ^= rng << 13;
                     rng ^= rng >> 7;
                     rng ^= rng << 17;
                     let (a, b) = (rng % ACCOUNTS, (rng >> 20) % ACCOUNTS);
                     let move_funds = (rng >> 40) % 3 != 0;
                     let ((seen, wrote), made) = ledger
-                        .transact_proved(b"transfer", |tx| {
+                        .transact_proved(meta, |tx| {
                             let mut seen = BTreeMap::new();
                             let mut wrote = BTreeMap::new();
                             let from = tx.get("checking", key(a))?;
@@ -157,18 +159,162 @@ fn concurrent_transfers_are_proved_as_seen() {
                         .unwrap();
                     let made = made.expect("every transaction writes");
                     check(ledger, &mut trusted, &made, &seen, &wrote);
-                    *commits.lock().unwrap() += 1;
+                    // The keys read (not written) ride along as writes of nothing: the
+                    // model skips them (see `model_at`); `commutes` checks them.
+                    let mut touched = wrote;
+                    for (k, v) in seen {
+                        touched.entry(k).or_insert(Some(READ_ONLY.to_vec()));
+                        let _ = v;
+                    }
+                    commits
+                        .lock()
+                        .unwrap()
+                        .push((made.committed.version, touched));
                 }
             });
         }
     });
-    assert_eq!(*commits.lock().unwrap(), 240);
-    assert_eq!(ledger.version(), 241);
-    // The money moved between checking accounts is conserved.
+    commits.into_inner().unwrap()
+}
+
+fn load(ledger: &Ledger) -> Digest {
+    let mut batch = LedgerBatch::new();
+    for id in 0..ACCOUNTS {
+        batch.insert("checking", key(id), 100i64.to_be_bytes());
+        batch.insert("savings", key(id), 1000i64.to_be_bytes());
+    }
+    ledger.write(&batch).unwrap().unwrap().digest
+}
+
+/// Marks a key a transaction read but did not write, in what `run_transfers` returns.
+const READ_ONLY: &[u8] = b"read";
+
+/// Whether the transactions of each version commute: none writes a key another touches.
+fn commutes(commits: &[(u64, Seen)]) -> bool {
+    let mut by_version: BTreeMap<u64, Vec<&Seen>> = BTreeMap::new();
+    for (v, touched) in commits {
+        by_version.entry(*v).or_default().push(touched);
+    }
+    by_version.values().all(|members| {
+        members.iter().enumerate().all(|(i, a)| {
+            members[i + 1..].iter().all(|b| {
+                a.iter().all(|(k, va)| {
+                    b.get(k).is_none_or(|vb| {
+                        va.as_deref() == Some(READ_ONLY) && vb.as_deref() == Some(READ_ONLY)
+                    })
+                })
+            })
+        })
+    })
+}
+
+/// Every account's balances, as the ledger holds them now.
+fn all_balances(ledger: &Ledger, version: Option<u64>) -> Vec<Vec<Option<Vec<u8>>>> {
     let keys: Vec<[u8; 8]> = (0..ACCOUNTS).map(key).collect();
-    let read = ledger.read(&[("checking", &keys[..])]).unwrap();
-    let total: i64 = read.values[0].iter().map(|v| amount(v.as_deref())).sum();
+    let reads = [("checking", &keys[..]), ("savings", &keys[..])];
+    match version {
+        None => ledger.read(&reads).unwrap().values,
+        Some(v) => ledger.read_at(v, &reads).unwrap().values,
+    }
+}
+
+/// The model's balances after every version up to `version`, from the commits' writes.
+fn model_at(commits: &[(u64, Seen)], version: u64) -> Vec<Vec<Option<Vec<u8>>>> {
+    let mut state: BTreeMap<(String, Vec<u8>), Option<Vec<u8>>> = BTreeMap::new();
+    for id in 0..ACCOUNTS {
+        state.insert(
+            ("checking".into(), key(id).to_vec()),
+            Some(100i64.to_be_bytes().to_vec()),
+        );
+        state.insert(
+            ("savings".into(), key(id).to_vec()),
+            Some(1000i64.to_be_bytes().to_vec()),
+        );
+    }
+    // In version order; transactions sharing a version commute: any order among them gives
+    // the same state.
+    let mut commits: Vec<&(u64, Seen)> = commits.iter().filter(|(v, _)| *v <= version).collect();
+    commits.sort_by_key(|(v, _)| *v);
+    for (_, wrote) in commits {
+        state.extend(
+            (wrote.iter())
+                .filter(|(_, v)| v.as_deref() != Some(READ_ONLY))
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+    }
+    ["checking", "savings"]
+        .iter()
+        .map(|t| {
+            (0..ACCOUNTS)
+                .map(|id| state[&(t.to_string(), key(id).to_vec())].clone())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn concurrent_transfers_are_proved_as_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    let first = load(&ledger);
+    let commits = run_transfers(&ledger, first, 4, 60, b"transfer");
+    assert_eq!(commits.len(), 240);
+    assert_eq!(ledger.version(), 241, "one version per transaction");
+    // The money moved between checking accounts is conserved.
+    let total: i64 = all_balances(&ledger, None)[0]
+        .iter()
+        .map(|v| amount(v.as_deref()))
+        .sum();
     assert_eq!(total, 100 * ACCOUNTS as i64);
+}
+
+/// Group commit: transactions of concurrent clients share versions; every receipt still proves
+/// what its transaction saw (as of the version before) and wrote (as of its version); the
+/// transactions of one version commute, so replaying every version's writes gives each kept
+/// version exactly, before and after a reopen (which rebuilds the window from the grouped
+/// versions' undo records). Transactions with metadata keep a version of their own.
+#[test]
+fn grouped_transactions_share_versions_and_are_proved_as_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || {
+        LedgerConfig::new(["checking", "savings"])
+            .group(64)
+            .history(u64::MAX)
+    };
+    let ledger = Ledger::open(dir.path(), config()).unwrap();
+    let first = load(&ledger);
+    let mut commits = run_transfers(&ledger, first, 8, 50, b"");
+    assert_eq!(commits.len(), 400);
+    let newest = ledger.version();
+    assert!(
+        commutes(&commits),
+        "a version's transactions touch each other's writes"
+    );
+    assert!(
+        newest < 401,
+        "8 clients on 2 cores share some versions: {newest} versions for 400 transactions"
+    );
+    // With metadata, one version each.
+    let before = ledger.version();
+    commits.extend(run_transfers(&ledger, ledger.digest(), 4, 10, b"m"));
+    assert_eq!(ledger.version(), before + 40);
+    let newest = ledger.version();
+    let check_all = |ledger: &Ledger| {
+        for v in 1..=newest {
+            assert_eq!(
+                all_balances(ledger, Some(v)),
+                model_at(&commits, v),
+                "version {v}"
+            );
+        }
+        assert_eq!(all_balances(ledger, None), model_at(&commits, newest));
+    };
+    check_all(&ledger);
+    ledger.close();
+    drop(ledger);
+    let ledger = Ledger::open(dir.path(), config()).unwrap();
+    assert_eq!(ledger.version(), newest);
+    check_all(&ledger);
 }
 
 /// Claims about `checking` and `savings`.

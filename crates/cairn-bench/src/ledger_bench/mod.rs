@@ -95,6 +95,9 @@ pub struct Figures {
     pub read_proof_bytes: u64,
     /// Bytes on disk after the run (the engine's directory).
     pub disk_bytes: Option<u64>,
+    /// Versions (Cairn) or transactions (immudb) the engine committed during the run: with
+    /// group commit, fewer than the writing transactions.
+    pub versions: u64,
     hist: BTreeMap<Kind, Histogram<u64>>,
     quantiles: BTreeMap<Kind, Quantiles>,
 }
@@ -112,6 +115,7 @@ impl Figures {
             proof_bytes: 0,
             read_proof_bytes: 0,
             disk_bytes: None,
+            versions: 0,
             hist: BTreeMap::new(),
             quantiles: BTreeMap::new(),
         }
@@ -204,6 +208,7 @@ impl Figures {
             "proof_bytes": self.proof_bytes,
             "proof_bytes_per_verified_read": self.bytes_per_read(),
             "disk_bytes": self.disk_bytes,
+            "versions": self.versions,
             "per_type": per_kind,
         })
     }
@@ -310,10 +315,11 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
                     };
                     eprintln!(
                         "{engine}, {} verification, {c} clients: {:.0} transactions/s over \
-                         {:.1} s, {} aborted, {:.0} proof bytes per verified read{}",
+                         {:.1} s, {} versions, {} aborted, {:.0} proof bytes per verified read{}",
                         verify.name(),
                         row.figures.rate(),
                         row.figures.seconds,
+                        row.figures.versions,
                         row.figures.aborted,
                         row.figures.bytes_per_read(),
                         if args.check {
@@ -370,7 +376,7 @@ fn run_cairn(
         AuthHashArg::Sha256 => cairn_proof::HashKind::Sha256,
         AuthHashArg::Blake3 => cairn_proof::HashKind::Blake3,
     };
-    let (ledger, load_seconds) = cairn_side::load(dir, args.accounts, hash)?;
+    let (ledger, load_seconds) = cairn_side::load(dir, args.accounts, hash, args.group)?;
     crate::sys::proc::settle_disk(Duration::from_millis(500));
     let (mut figures, log) = cairn_side::run(
         &ledger,
