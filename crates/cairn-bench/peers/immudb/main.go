@@ -19,6 +19,9 @@
 //	DUMP <path>        (optional)
 //	END
 //
+// and the other workloads: STORE <count> <batch> (storage growth), RLOAD
+// <keys> and R <client> <seq> <lo> <count> (range reads).
+//
 // Exit codes: 0 success, 1 an immudb or I/O error, 2 a malformed line, 3 a
 // proof that did not verify.
 package main
@@ -175,6 +178,9 @@ func run(in io.Reader, out io.Writer, logw io.Writer, syncedFlag bool) int {
 		case line == "":
 			// Blank lines are ignored.
 		case line == "LOAD":
+			if cfg.Accounts == 0 {
+				return fail(malformed("LOAD with \"accounts\": 0"))
+			}
 			res, err := p.load()
 			if err != nil {
 				return fail(internal("LOAD", err))
@@ -189,6 +195,39 @@ func run(in io.Reader, out io.Writer, logw io.Writer, syncedFlag bool) int {
 			if !p.dispatch(req) {
 				return fail(p.failure())
 			}
+		case strings.HasPrefix(line, "R "):
+			req, pe := parseRange(line, cfg, p.rangeKeys)
+			if pe != nil {
+				return fail(pe)
+			}
+			if !p.dispatch(req) {
+				return fail(p.failure())
+			}
+		case strings.HasPrefix(line, "STORE ") || line == "STORE":
+			count, batch, pe := parseStore(line)
+			if pe != nil {
+				return fail(pe)
+			}
+			if p.started {
+				return fail(malformed("STORE after a T or R line"))
+			}
+			res, err := p.storeRecords(count, batch)
+			if err != nil {
+				return fail(internal("STORE", err))
+			}
+			writeJSON(bw, res)
+			bw.Flush()
+		case strings.HasPrefix(line, "RLOAD ") || line == "RLOAD":
+			keys, pe := parseRLoad(line, p.rangeKeys)
+			if pe != nil {
+				return fail(pe)
+			}
+			res, err := p.rload(keys)
+			if err != nil {
+				return fail(internal("RLOAD", err))
+			}
+			writeJSON(bw, res)
+			bw.Flush()
 		case strings.HasPrefix(line, "DUMP "):
 			path := strings.TrimSpace(strings.TrimPrefix(line, "DUMP "))
 			if path == "" {
@@ -234,7 +273,9 @@ type Config struct {
 }
 
 // parseConfig decodes and checks the JSON config line. Unknown fields are an
-// error; "synced" defaults to true and "verify" to "immediate".
+// error; "synced" defaults to true and "verify" to "immediate". "accounts"
+// may be 0 for the workloads without accounts (STORE, RLOAD and R); LOAD then
+// is an error, and so is any T line (no account is in range).
 func parseConfig(line string) (Config, *peerError) {
 	cfg := Config{Synced: true, Verify: "immediate"}
 	dec := json.NewDecoder(strings.NewReader(line))
@@ -245,8 +286,6 @@ func parseConfig(line string) (Config, *peerError) {
 	switch {
 	case cfg.Dir == "":
 		return cfg, malformed("config: \"dir\" is required")
-	case cfg.Accounts == 0:
-		return cfg, malformed("config: \"accounts\" must be > 0")
 	case cfg.Clients < 1 || cfg.Clients > 4096:
 		return cfg, malformed("config: \"clients\" must be in 1..4096")
 	}
@@ -295,4 +334,72 @@ func parseTx(line string, cfg Config) (txReq, *peerError) {
 		return r, malformed("bad amount %q in %q", f[6], truncate(line, 200))
 	}
 	return txReq{client: c, seq: seq, typ: typ, a: a, b: b, amount: amount}, nil
+}
+
+// maxIDs bounds RLOAD and STORE counts (far below 2^64, so that no id sum
+// overflows).
+const maxIDs = 1 << 40
+
+// parseRange parses `R <client> <seq> <lo> <count>` against the config and
+// the keys RLOAD wrote: ids lo..lo+count-1 must all exist.
+func parseRange(line string, cfg Config, keys uint64) (txReq, *peerError) {
+	f := strings.Fields(line)
+	var r txReq
+	if len(f) != 5 {
+		return r, malformed("range line needs 5 fields: %q", truncate(line, 200))
+	}
+	if keys == 0 {
+		return r, malformed("R before RLOAD: %q", truncate(line, 200))
+	}
+	c, err := strconv.Atoi(f[1])
+	if err != nil || c < 0 || c >= cfg.Clients {
+		return r, malformed("bad client %q (clients: %d) in %q", f[1], cfg.Clients, truncate(line, 200))
+	}
+	seq, err := strconv.ParseUint(f[2], 10, 64)
+	if err != nil {
+		return r, malformed("bad seq %q in %q", f[2], truncate(line, 200))
+	}
+	lo, err := strconv.ParseUint(f[3], 10, 64)
+	if err != nil || lo >= keys {
+		return r, malformed("bad lo %q (keys: %d) in %q", f[3], keys, truncate(line, 200))
+	}
+	count, err := strconv.ParseUint(f[4], 10, 64)
+	if err != nil || count == 0 || count > keys-lo {
+		return r, malformed("bad count %q (lo %d, keys: %d) in %q", f[4], lo, keys, truncate(line, 200))
+	}
+	return txReq{client: c, seq: seq, typ: txRange, lo: lo, count: count}, nil
+}
+
+// parseStore parses `STORE <count> <batch>`: count >= 0 new records (0 only
+// measures), batch in 1..maxStoreBatch records per transaction.
+func parseStore(line string) (count, batch uint64, pe *peerError) {
+	f := strings.Fields(line)
+	if len(f) != 3 {
+		return 0, 0, malformed("STORE needs a count and a batch: %q", truncate(line, 200))
+	}
+	count, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil || count > maxIDs {
+		return 0, 0, malformed("bad STORE count %q", f[1])
+	}
+	batch, err = strconv.ParseUint(f[2], 10, 64)
+	if err != nil || batch < 1 || batch > maxStoreBatch {
+		return 0, 0, malformed("bad STORE batch %q (1..%d)", f[2], maxStoreBatch)
+	}
+	return count, batch, nil
+}
+
+// parseRLoad parses `RLOAD <keys>`: 1..maxIDs keys, once.
+func parseRLoad(line string, loaded uint64) (uint64, *peerError) {
+	f := strings.Fields(line)
+	if len(f) != 2 {
+		return 0, malformed("RLOAD needs a key count: %q", truncate(line, 200))
+	}
+	if loaded > 0 {
+		return 0, malformed("RLOAD twice")
+	}
+	keys, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil || keys < 1 || keys > maxIDs {
+		return 0, malformed("bad RLOAD key count %q", f[1])
+	}
+	return keys, nil
 }

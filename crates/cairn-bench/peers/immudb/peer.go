@@ -51,9 +51,12 @@ type Peer struct {
 	queuesClosed bool // the client queues are closed (END or a failure)
 	storeClosed  bool // the store is closed
 
-	started   bool      // a T line has been dispatched
-	startTime time.Time // when the first T line was dispatched
-	dumpTime  time.Duration
+	started    bool          // a T or R line has been dispatched
+	startTime  time.Time     // when the first T or R line was dispatched
+	pausedTime time.Duration // spent in DUMP, STORE and RLOAD after the start (not in the run's seconds)
+
+	storeNext uint64 // the next STORE record id
+	rangeKeys uint64 // keys written by RLOAD (0: none yet)
 }
 
 // client is one SmallBank client: a goroutine that runs its transactions in
@@ -73,10 +76,7 @@ type client struct {
 // options, except MaxConcurrency raised to cover every client (see README),
 // and Synced as configured, then starts the client goroutines.
 func openPeer(cfg Config, logw io.Writer) (*Peer, error) {
-	opts := store.DefaultOptions().
-		WithSynced(cfg.Synced).
-		WithMaxConcurrency(maxConcurrency(cfg.Clients))
-	st, err := store.Open(cfg.Dir, opts)
+	st, err := store.Open(cfg.Dir, storeOptions(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -104,10 +104,19 @@ func openPeer(cfg Config, logw io.Writer) (*Peer, error) {
 	return p, nil
 }
 
+// storeOptions are immudb's default options with Synced as configured and
+// MaxConcurrency raised (see maxConcurrency).
+func storeOptions(cfg Config) *store.Options {
+	return store.DefaultOptions().
+		WithSynced(cfg.Synced).
+		WithMaxConcurrency(maxConcurrency(cfg.Clients))
+}
+
 // maxConcurrency is the store's MaxConcurrency: immudb's default (30), or more
 // when there are more clients, since every precommit and every LinearProof
 // (part of each DualProof) takes one of that many transaction buffers and
-// fails with ErrMaxConcurrencyLimitExceeded when none is free.
+// fails with ErrMaxConcurrencyLimitExceeded when none is free: one per client,
+// per LOAD writer, for the deferred verifier and one spare.
 func maxConcurrency(clients int) int {
 	n := clients + loadWriters + 2
 	if n < store.DefaultMaxConcurrency {
@@ -154,7 +163,34 @@ type loadReply struct {
 func (p *Peer) load() (*loadReply, error) {
 	start := time.Now()
 	n := p.cfg.Accounts
-	perTx := uint64(loadKeysPerTx / 2) // accounts per transaction (two keys each)
+	txs, lastTx, err := p.writeBatches(0, n, loadKeysPerTx/2, "load accounts", func(tx *store.OngoingTx, id uint64) error {
+		if err := tx.Set(savingsKey(id), nil, encodeMoney(initialSavings)); err != nil {
+			return err
+		}
+		return tx.Set(checkingKey(id), nil, encodeMoney(initialChecking))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.st.WaitForIndexingUpto(p.ctx, lastTx); err != nil {
+		return nil, fmt.Errorf("waiting for indexing: %w", err)
+	}
+	secs := time.Since(start).Seconds()
+	disk, err := diskBytes(p.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(p.logw, "cairn-immudb-peer: loaded %d accounts in %d transactions, %.2f s\n", n, txs, secs)
+	return &loadReply{Event: "loaded", Seconds: secs, Txs: txs, DiskBytes: disk}, nil
+}
+
+// writeBatches writes the ids first..first+n-1 in write-only transactions of
+// perTx ids each (put sets one id's entries), loadWriters transactions in
+// flight so that they share group commits, unverified. It returns how many
+// transactions it committed and the highest tx id (0 if none); it does not
+// wait for the indexer.
+func (p *Peer) writeBatches(first, n, perTx uint64, what string, put func(tx *store.OngoingTx, id uint64) error) (int, uint64, error) {
+	end := first + n
 	jobs := make(chan uint64)
 	errs := make(chan error, loadWriters)
 	var wg sync.WaitGroup
@@ -165,28 +201,25 @@ func (p *Peer) load() (*loadReply, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for first := range jobs {
-				last := first + perTx
-				if last > n {
-					last = n
+			for lo := range jobs {
+				hi := lo + perTx
+				if hi > end {
+					hi = end
 				}
 				tx, err := p.st.NewWriteOnlyTx(p.ctx)
 				if err == nil {
-					for id := first; id < last && err == nil; id++ {
-						err = tx.Set(savingsKey(id), nil, encodeMoney(initialSavings))
-						if err == nil {
-							err = tx.Set(checkingKey(id), nil, encodeMoney(initialChecking))
-						}
+					for id := lo; id < hi && err == nil; id++ {
+						err = put(tx, id)
 					}
 				}
 				var hdr *store.TxHeader
 				if err == nil {
 					hdr, err = tx.Commit(p.ctx)
-				} else {
+				} else if tx != nil {
 					_ = tx.Cancel()
 				}
 				if err != nil {
-					errs <- fmt.Errorf("load accounts %d..%d: %w", first, last, err)
+					errs <- fmt.Errorf("%s %d..%d: %w", what, lo, hi, err)
 					for range jobs {
 					}
 					return
@@ -200,32 +233,23 @@ func (p *Peer) load() (*loadReply, error) {
 			}
 		}()
 	}
-	for first := uint64(0); first < n; first += perTx {
+	for lo := first; lo < end; lo += perTx {
 		select {
-		case jobs <- first:
+		case jobs <- lo:
 		case err := <-errs:
 			close(jobs)
 			wg.Wait()
-			return nil, err
+			return 0, 0, err
 		}
 	}
 	close(jobs)
 	wg.Wait()
 	select {
 	case err := <-errs:
-		return nil, err
+		return 0, 0, err
 	default:
 	}
-	if err := p.st.WaitForIndexingUpto(p.ctx, lastTx); err != nil {
-		return nil, fmt.Errorf("waiting for indexing: %w", err)
-	}
-	secs := time.Since(start).Seconds()
-	disk, err := diskBytes(p.cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(p.logw, "cairn-immudb-peer: loaded %d accounts in %d transactions, %.2f s\n", n, txs, secs)
-	return &loadReply{Event: "loaded", Seconds: secs, Txs: txs, DiskBytes: disk}, nil
+	return txs, lastTx, nil
 }
 
 // dispatch hands req to its client's queue; false if the peer failed.
@@ -257,6 +281,22 @@ func (p *Peer) waitIdle() error {
 	}
 }
 
+// pause waits until every dispatched transaction has finished, for a bulk
+// command (STORE, RLOAD) that then runs alone; the returned function, called
+// when the command is done, leaves the command's time out of the run's
+// seconds.
+func (p *Peer) pause() (func(), error) {
+	if err := p.waitIdle(); err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	return func() {
+		if p.started {
+			p.pausedTime += time.Since(t0)
+		}
+	}, nil
+}
+
 // loop is a client goroutine: it runs its transactions in order until its
 // channel closes. After a failure it only drains its queue.
 func (c *client) loop() {
@@ -274,6 +314,9 @@ func (c *client) loop() {
 // run executes one transaction and its verification, and records its
 // latency (from start to verified, retries included).
 func (c *client) run(req txReq) error {
+	if req.typ == txRange {
+		return c.runRange(req)
+	}
 	p := c.p
 	start := time.Now()
 	out, err := runSmallBank(p.ctx, p.st, req)
@@ -358,7 +401,7 @@ func (p *Peer) dump(path string) error {
 	}
 	// The dump itself is not part of the timed run (the wait above is).
 	t0 := time.Now()
-	defer func() { p.dumpTime += time.Since(t0) }()
+	defer func() { p.pausedTime += time.Since(t0) }()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -427,6 +470,7 @@ type resultReply struct {
 	PerType                   map[string]typeReply `json:"per_type"`
 	VerifiedReads             uint64               `json:"verified_reads"`
 	VerifiedWrites            uint64               `json:"verified_writes"`
+	EntriesRead               uint64               `json:"entries_read"`
 	ProofBytes                uint64               `json:"proof_bytes"`
 	ProofBytesPerVerifiedRead float64              `json:"proof_bytes_per_verified_read"`
 	Deferred                  *deferredReply       `json:"deferred"`
@@ -482,7 +526,7 @@ func (p *Peer) finish() (*resultReply, error) {
 	}
 	var secs float64
 	if p.started {
-		secs = (time.Since(p.startTime) - p.dumpTime).Seconds()
+		secs = (time.Since(p.startTime) - p.pausedTime).Seconds()
 	}
 	lastTx, _ := p.st.CommittedAlh()
 	p.storeClosed = true
@@ -518,11 +562,12 @@ func (p *Peer) finish() (*resultReply, error) {
 		Clients:         p.cfg.Clients,
 		LastTxID:        lastTx,
 		Log:             log,
+		EntriesRead:     total.entriesRead,
 	}
 	if secs > 0 {
 		res.TxPerSecond = float64(res.Transactions) / secs
 	}
-	for t := txType(0); t < numTxTypes; t++ {
+	for t := txType(0); t < numKinds; t++ {
 		h := total.latency[t]
 		if h.TotalCount() == 0 {
 			continue

@@ -15,7 +15,8 @@ import (
 // txType is one of SmallBank's six transactions.
 type txType int
 
-// The six SmallBank transactions, in BenchBase's order.
+// The six SmallBank transactions, in BenchBase's order, then the range
+// workload's one operation (an `R` line, not a `T` type).
 const (
 	txBalance txType = iota
 	txDepositChecking
@@ -23,12 +24,15 @@ const (
 	txAmalgamate
 	txWriteCheck
 	txSendPayment
-	numTxTypes
+	numTxTypes // the SmallBank types end here
+
+	txRange  = numTxTypes // a range read (`R` line)
+	numKinds = numTxTypes + 1
 )
 
-// txTypeNames are the protocol's names, indexed by txType.
-var txTypeNames = [numTxTypes]string{
-	"Balance", "DepositChecking", "TransactSavings", "Amalgamate", "WriteCheck", "SendPayment",
+// txTypeNames are the protocol's and the result's names, indexed by txType.
+var txTypeNames = [numKinds]string{
+	"Balance", "DepositChecking", "TransactSavings", "Amalgamate", "WriteCheck", "SendPayment", "Range",
 }
 
 // String returns the protocol name of t.
@@ -37,9 +41,10 @@ func (t txType) String() string { return txTypeNames[t] }
 // usesB tells whether the transaction has a second account.
 func (t txType) usesB() bool { return t == txAmalgamate || t == txSendPayment }
 
-// parseTxType maps a protocol name to its txType.
+// parseTxType maps a SmallBank type's protocol name to its txType ("Range" is
+// not one: ranges come on `R` lines).
 func parseTxType(s string) (txType, bool) {
-	for i, n := range txTypeNames {
+	for i, n := range txTypeNames[:numTxTypes] {
 		if n == s {
 			return txType(i), true
 		}
@@ -47,13 +52,14 @@ func parseTxType(s string) (txType, bool) {
 	return 0, false
 }
 
-// txReq is one parsed `T` line.
+// txReq is one parsed `T` line, or (typ txRange) one `R` line.
 type txReq struct {
-	client int
-	seq    uint64
-	typ    txType
-	a, b   uint64
-	amount int64
+	client    int
+	seq       uint64
+	typ       txType
+	a, b      uint64
+	amount    int64
+	lo, count uint64 // txRange: ids lo..lo+count-1
 }
 
 // Initial balances of every account.

@@ -19,14 +19,15 @@ func newLatencyHistogram() *hdrhistogram.Histogram {
 // stats are one client's (or the deferred verifier's) counters; each is
 // owned by one goroutine and merged at END.
 type stats struct {
-	latency        [numTxTypes]*hdrhistogram.Histogram // per transaction type, µs
-	committed      uint64                              // finished without a business abort (Balance included)
-	aborted        uint64                              // business aborts
-	retries        uint64                              // ErrTxReadConflict retries
-	verifiedReads  uint64                              // values read whose proofs verified
-	verifiedWrites uint64                              // entries written whose proofs verified
-	proofBytes     uint64                              // protobuf bytes of every proof
-	readProofBytes float64                             // the share of proofBytes that proved reads
+	latency        [numKinds]*hdrhistogram.Histogram // per transaction type (and Range), µs
+	committed      uint64                            // finished without a business abort (Balance included)
+	aborted        uint64                            // business aborts
+	retries        uint64                            // ErrTxReadConflict retries
+	verifiedReads  uint64                            // values read whose proofs verified
+	verifiedWrites uint64                            // entries written whose proofs verified
+	proofBytes     uint64                            // protobuf bytes of every proof
+	readProofBytes float64                           // the share of proofBytes that proved reads
+	entriesRead    uint64                            // entries returned by range reads
 }
 
 // newStats allocates the histograms.
@@ -59,6 +60,7 @@ func (s *stats) merge(o *stats) {
 	s.verifiedWrites += o.verifiedWrites
 	s.proofBytes += o.proofBytes
 	s.readProofBytes += o.readProofBytes
+	s.entriesRead += o.entriesRead
 }
 
 // diskBytes is the total size of every regular file under dir.

@@ -67,11 +67,39 @@ func (p *setProof) size() int {
 	return n
 }
 
+// entriesProof is what VerifiableGet sends for several entries that one
+// transaction wrote (one range's entries sharing a tx): the inclusion proof of
+// each entry in that transaction, and one dual proof between the transaction
+// and the client's trusted state, which the entries share.
+type entriesProof struct {
+	inclusions []*schema.InclusionProof
+	dual       *schema.DualProof
+}
+
+// size is the protobuf size of the proofs, as gRPC would send them.
+func (p *entriesProof) size() int {
+	n := proto.Size(p.dual)
+	for _, ip := range p.inclusions {
+		n += proto.Size(ip)
+	}
+	return n
+}
+
 // proveGet is the server side of VerifiableGet (pkg/database: VerifiableGet):
 // ReadTx(vTx), the key's inclusion proof in it, and DualProof between vTx and
 // the client's state sinceTx (sinceTx 0: the proof from vTx to itself), older
 // transaction first. holder is a reusable store.NewTx buffer.
 func proveGet(st *store.ImmuStore, holder *store.Tx, key []byte, vTx, sinceTx uint64) (*getProof, error) {
+	p, err := proveEntries(st, holder, [][]byte{key}, vTx, sinceTx)
+	if err != nil {
+		return nil, err
+	}
+	return &getProof{inclusion: p.inclusions[0], dual: p.dual}, nil
+}
+
+// proveEntries is proveGet for several keys written by the same transaction
+// vTx: one inclusion proof per key, one dual proof for them all.
+func proveEntries(st *store.ImmuStore, holder *store.Tx, keys [][]byte, vTx, sinceTx uint64) (*entriesProof, error) {
 	if err := st.ReadTx(vTx, false, holder); err != nil {
 		return nil, fmt.Errorf("ReadTx(%d): %w", vTx, err)
 	}
@@ -84,9 +112,13 @@ func proveGet(st *store.ImmuStore, holder *store.Tx, key []byte, vTx, sinceTx ui
 			return nil, fmt.Errorf("ReadTxHeader(%d): %w", sinceTx, err)
 		}
 	}
-	ip, err := holder.Proof(key)
-	if err != nil {
-		return nil, fmt.Errorf("Proof(%x) in tx %d: %w", key, vTx, err)
+	p := &entriesProof{}
+	for _, key := range keys {
+		ip, err := holder.Proof(key)
+		if err != nil {
+			return nil, fmt.Errorf("Proof(%x) in tx %d: %w", key, vTx, err)
+		}
+		p.inclusions = append(p.inclusions, schema.InclusionProofToProto(ip))
 	}
 	src, dst := rootHdr, vHdr
 	if sinceTx > vTx {
@@ -96,7 +128,8 @@ func proveGet(st *store.ImmuStore, holder *store.Tx, key []byte, vTx, sinceTx ui
 	if err != nil {
 		return nil, fmt.Errorf("DualProof(%d, %d): %w", src.ID, dst.ID, err)
 	}
-	return &getProof{inclusion: schema.InclusionProofToProto(ip), dual: schema.DualProofToProto(dp)}, nil
+	p.dual = schema.DualProofToProto(dp)
+	return p, nil
 }
 
 // verifyGet is the client side of VerifiedGet (pkg/client: verifiedGet): the
@@ -105,8 +138,20 @@ func proveGet(st *store.ImmuStore, holder *store.Tx, key []byte, vTx, sinceTx ui
 // of the older one), unless there is no state yet. It returns the newer of the
 // two states, which the client adopts.
 func verifyGet(state clientState, key []byte, md *store.KVMetadata, value []byte, vTx uint64, p *getProof) (clientState, error) {
-	if p == nil || p.inclusion == nil || p.dual == nil || p.dual.SourceTxHeader == nil || p.dual.TargetTxHeader == nil {
+	if p == nil || p.inclusion == nil {
 		return state, rejected("get proof for key %x at tx %d is incomplete", key, vTx)
+	}
+	return verifyEntries(state, []readRec{{key: key, md: md, value: value, tx: vTx}}, vTx,
+		&entriesProof{inclusions: []*schema.InclusionProof{p.inclusion}, dual: p.dual})
+}
+
+// verifyEntries is verifyGet for several entries read at the same transaction
+// vTx: each entry must be included in vTx's Eh (from the dual proof's header
+// of vTx), and vTx consistent with the trusted state by the one dual proof.
+// It returns the newer of vTx and the state.
+func verifyEntries(state clientState, reads []readRec, vTx uint64, p *entriesProof) (clientState, error) {
+	if p == nil || p.dual == nil || p.dual.SourceTxHeader == nil || p.dual.TargetTxHeader == nil || len(p.inclusions) != len(reads) {
+		return state, rejected("proof of %d entries at tx %d is incomplete", len(reads), vTx)
 	}
 	dp := schema.DualProofFromProto(p.dual)
 	var vHdr *store.TxHeader
@@ -122,18 +167,23 @@ func verifyGet(state clientState, key []byte, md *store.KVMetadata, value []byte
 		dstID, dstAlh = state.id, state.alh
 	}
 	if vHdr.ID != vTx {
-		return state, rejected("get proof for key %x: header is tx %d, not %d", key, vHdr.ID, vTx)
+		return state, rejected("proof of entries at tx %d: header is tx %d", vTx, vHdr.ID)
 	}
 	digest, err := store.EntrySpecDigestFor(vHdr.Version)
 	if err != nil {
-		return state, rejected("get proof for key %x at tx %d: %v", key, vTx, err)
+		return state, rejected("proof of entries at tx %d: %v", vTx, err)
 	}
-	entry := &store.EntrySpec{Key: key, Metadata: md, Value: value}
-	if !store.VerifyInclusion(schema.InclusionProofFromProto(p.inclusion), digest(entry), vHdr.Eh) {
-		return state, rejected("inclusion proof of key %x in tx %d does not verify", key, vTx)
+	for i, r := range reads {
+		if r.tx != vTx {
+			return state, rejected("entry %x was read at tx %d, not %d", r.key, r.tx, vTx)
+		}
+		entry := &store.EntrySpec{Key: r.key, Metadata: r.md, Value: r.value}
+		if !store.VerifyInclusion(schema.InclusionProofFromProto(p.inclusions[i]), digest(entry), vHdr.Eh) {
+			return state, rejected("inclusion proof of key %x in tx %d does not verify", r.key, vTx)
+		}
 	}
 	if state.id > 0 && !store.VerifyDualProof(dp, srcID, dstID, srcAlh, dstAlh) {
-		return state, rejected("dual proof from tx %d to tx %d (read of key %x) does not verify", srcID, dstID, key)
+		return state, rejected("dual proof from tx %d to tx %d (read at tx %d) does not verify", srcID, dstID, vTx)
 	}
 	return clientState{id: dstID, alh: dstAlh}, nil
 }
