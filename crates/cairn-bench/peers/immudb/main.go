@@ -20,7 +20,8 @@
 //	END
 //
 // and the other workloads: STORE <count> <batch> (storage growth), RLOAD
-// <keys> and R <client> <seq> <lo> <count> (range reads).
+// <keys> and R <client> <seq> <lo> <count> (range reads), and auditing while
+// SmallBank runs (config "audit_block").
 //
 // Exit codes: 0 success, 1 an immudb or I/O error, 2 a malformed line, 3 a
 // proof that did not verify.
@@ -270,6 +271,7 @@ type Config struct {
 	Verify          string `json:"verify"`
 	DeferredDelayMs int    `json:"deferred_delay_ms"`
 	Synced          bool   `json:"synced"`
+	AuditBlock      uint64 `json:"audit_block"`
 }
 
 // parseConfig decodes and checks the JSON config line. Unknown fields are an

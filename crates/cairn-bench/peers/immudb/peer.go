@@ -57,6 +57,8 @@ type Peer struct {
 
 	storeNext uint64 // the next STORE record id
 	rangeKeys uint64 // keys written by RLOAD (0: none yet)
+
+	auditor *auditor // nil unless audit_block > 0
 }
 
 // client is one SmallBank client: a goroutine that runs its transactions in
@@ -116,9 +118,9 @@ func storeOptions(cfg Config) *store.Options {
 // when there are more clients, since every precommit and every LinearProof
 // (part of each DualProof) takes one of that many transaction buffers and
 // fails with ErrMaxConcurrencyLimitExceeded when none is free: one per client,
-// per LOAD writer, for the deferred verifier and one spare.
+// per LOAD writer, for the deferred verifier, the auditor and one spare.
 func maxConcurrency(clients int) int {
-	n := clients + loadWriters + 2
+	n := clients + loadWriters + 3
 	if n < store.DefaultMaxConcurrency {
 		return store.DefaultMaxConcurrency
 	}
@@ -257,6 +259,9 @@ func (p *Peer) dispatch(req txReq) bool {
 	if !p.started {
 		p.started = true
 		p.startTime = time.Now()
+		if p.cfg.AuditBlock > 0 {
+			p.auditor = startAuditor(p, p.cfg.AuditBlock)
+		}
 	}
 	p.pending.Add(1)
 	select {
@@ -474,6 +479,8 @@ type resultReply struct {
 	ProofBytes                uint64               `json:"proof_bytes"`
 	ProofBytesPerVerifiedRead float64              `json:"proof_bytes_per_verified_read"`
 	Deferred                  *deferredReply       `json:"deferred"`
+	Audit                     *auditReply          `json:"audit"`
+	FullAudit                 *fullAuditReply      `json:"full_audit"`
 	DiskBytes                 int64                `json:"disk_bytes"`
 	Sync                      string               `json:"sync"`
 	Verify                    string               `json:"verify"`
@@ -496,6 +503,9 @@ func (p *Peer) stopWork() {
 	p.workers.Wait()
 	if p.verifier != nil {
 		p.verifier.stop()
+	}
+	if p.auditor != nil {
+		p.auditor.stop()
 	}
 }
 
@@ -529,6 +539,19 @@ func (p *Peer) finish() (*resultReply, error) {
 		secs = (time.Since(p.startTime) - p.pausedTime).Seconds()
 	}
 	lastTx, _ := p.st.CommittedAlh()
+	var full *fullAuditReply
+	var audit *auditReply
+	if p.cfg.AuditBlock > 0 {
+		var err error
+		if full, err = p.fullAudit(); err != nil {
+			return nil, err
+		}
+		if p.auditor != nil {
+			audit = p.auditor.reply()
+		} else {
+			audit = &auditReply{Block: p.cfg.AuditBlock, TrustedFrom: lastTx, LastAudited: lastTx}
+		}
+	}
 	p.storeClosed = true
 	if err := p.st.Close(); err != nil {
 		return nil, fmt.Errorf("closing store: %w", err)
@@ -563,6 +586,8 @@ func (p *Peer) finish() (*resultReply, error) {
 		LastTxID:        lastTx,
 		Log:             log,
 		EntriesRead:     total.entriesRead,
+		Audit:           audit,
+		FullAudit:       full,
 	}
 	if secs > 0 {
 		res.TxPerSecond = float64(res.Transactions) / secs

@@ -1,7 +1,7 @@
 package main
 
-// Tests of the storage-growth (STORE) and range (RLOAD, R) workloads, and of
-// malformed lines for them.
+// Tests of the storage-growth (STORE), range (RLOAD, R) and audit
+// (audit_block, full audit) workloads, and of malformed lines for them.
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/codenotary/immudb/embedded/ahtree"
 	"github.com/codenotary/immudb/embedded/store"
 	"github.com/codenotary/immudb/pkg/api/schema"
 	"google.golang.org/protobuf/proto"
@@ -342,6 +343,188 @@ func TestRangeRejectionExit3(t *testing.T) {
 		}
 		t.Logf("%s: %v", mode, replies[len(replies)-1]["message"])
 	}
+}
+
+// TestAuditSmallBank runs a tiny SmallBank with audit_block 50 and checks
+// that blocks were audited and that the full audit covered every tx.
+func TestAuditSmallBank(t *testing.T) {
+	const accounts, clients, n = 100, 4, 400
+	lines := []string{"LOAD"}
+	for _, g := range genWorkload(7, accounts, clients, n) {
+		lines = append(lines, g.line())
+	}
+	lines = append(lines, "END")
+	in := protocolInput(t, map[string]any{"dir": filepath.Join(t.TempDir(), "db"), "accounts": accounts, "clients": clients,
+		"verify": "none", "synced": false, "audit_block": 50}, lines...)
+	code, replies := runProtocol(t, in, false)
+	if code != exitOK || len(replies) != 2 {
+		t.Fatalf("exit %d, replies %v", code, replies)
+	}
+	res := replies[1]
+	audit, ok := res["audit"].(map[string]any)
+	if !ok {
+		t.Fatalf("no audit: %v", res["audit"])
+	}
+	full := res["full_audit"].(map[string]any)
+	lastTx := num(t, res, "last_tx_id")
+	blocks, txs := num(t, audit, "blocks"), num(t, audit, "txs")
+	if num(t, audit, "block") != 50 || blocks < 1 || txs < 50*blocks || num(t, audit, "entries") < txs ||
+		num(t, audit, "latency_ms_max") <= 0 || num(t, audit, "last_audited") != num(t, audit, "trusted_from")+txs {
+		t.Fatalf("audit: %v", audit)
+	}
+	// LOAD's transaction (100 accounts: one) is trusted on first use.
+	if num(t, audit, "trusted_from") != 1 || num(t, audit, "last_audited") > lastTx {
+		t.Fatalf("audit: %v (last tx %v)", audit, lastTx)
+	}
+	if num(t, full, "txs") != lastTx || num(t, full, "entries") < 2*accounts+lastTx-1 || num(t, full, "seconds") <= 0 {
+		t.Fatalf("full audit: %v (last tx %v)", full, lastTx)
+	}
+	t.Logf("audit %v, full audit %v", audit, full)
+
+	// Without audit_block: both null.
+	in = protocolInput(t, map[string]any{"dir": filepath.Join(t.TempDir(), "db"), "accounts": accounts, "clients": clients,
+		"verify": "none", "synced": false}, lines...)
+	code, replies = runProtocol(t, in, false)
+	if code != exitOK || replies[1]["audit"] != nil || replies[1]["full_audit"] != nil {
+		t.Fatalf("audit off: exit %d, %v %v", code, replies[1]["audit"], replies[1]["full_audit"])
+	}
+}
+
+// TestAuditChecks audits testStore's six transactions honestly (full, and a
+// block from tx 2), then with each part of what the server sends tampered.
+func TestAuditChecks(t *testing.T) {
+	st, _ := testStore(t)
+	holder := store.NewTx(st.MaxTxEntries(), st.MaxKeyLen())
+	id, alh := st.CommittedAlh()
+	to := clientState{id: id, alh: alh}
+	hdr2, err := st.ReadTxHeader(2, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := clientState{id: 2, alh: hdr2.Alh()}
+	newAHT := func() *ahtree.AHtree {
+		a, err := ahtree.Open(t.TempDir(), ahtree.DefaultOptions().WithRetryableSync(false).WithAutoSync(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return a
+	}
+	c, err := auditHistory(st, holder, clientState{}, to, newAHT(), nil)
+	if err != nil || c.txs != 6 || c.entries != 15 {
+		t.Fatalf("honest full audit: %+v %v", c, err)
+	}
+	c, err = auditHistory(st, holder, from, to, nil, nil)
+	if err != nil || c.txs != 4 || c.entries != 4 {
+		t.Fatalf("honest block audit: %+v %v", c, err)
+	}
+
+	t.Cleanup(func() { tamperForTest = nil })
+	cases := []struct {
+		what   string
+		tamper func(p any)
+	}{
+		{"an entry's value hash", func(p any) {
+			if tx, ok := p.(*schema.Tx); ok && tx.Header.Id == 4 {
+				flip(tx.Entries[0].HValue)
+			}
+		}},
+		{"an entry's key", func(p any) {
+			if tx, ok := p.(*schema.Tx); ok && tx.Header.Id == 3 {
+				tx.Entries[0].Key = []byte("k0")
+			}
+		}},
+		{"an entry left out", func(p any) {
+			if tx, ok := p.(*schema.Tx); ok && tx.Header.Id == 1 {
+				tx.Entries = tx.Entries[1:]
+				tx.Header.Nentries--
+			}
+		}},
+		{"a header's Eh", func(p any) {
+			if tx, ok := p.(*schema.Tx); ok && tx.Header.Id == 5 {
+				flip(tx.Header.EH)
+			}
+		}},
+		{"a header's PrevAlh", func(p any) {
+			if tx, ok := p.(*schema.Tx); ok && tx.Header.Id == 6 {
+				flip(tx.Header.PrevAlh)
+			}
+		}},
+		{"a header's timestamp", func(p any) {
+			if tx, ok := p.(*schema.Tx); ok && tx.Header.Id == 3 {
+				tx.Header.Ts++
+			}
+		}},
+		{"the dual proof", func(p any) {
+			if dp, ok := p.(*schema.DualProof); ok {
+				flip(dp.TargetBlTxAlh)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		tamperForTest = tc.tamper
+		_, err := auditHistory(st, holder, from, to, nil, nil)
+		if tc.what != "an entry left out" { // tx 1 is before the block
+			mustReject(t, "block audit, tampered "+tc.what, err)
+		}
+		if tc.what != "the dual proof" { // no dual proof from the empty state
+			_, err = auditHistory(st, holder, clientState{}, to, newAHT(), nil)
+			mustReject(t, "full audit, tampered "+tc.what, err)
+		}
+	}
+	tamperForTest = nil
+	bad := to
+	bad.alh[5] ^= 1
+	_, err = auditHistory(st, holder, clientState{}, bad, newAHT(), nil)
+	mustReject(t, "full audit to a wrong state", err)
+
+	// The Alh tree check, on its own: a header whose BlRoot is not the root
+	// of the tree of the Alhs before it.
+	aht := newAHT()
+	var hdrs []*store.TxHeader
+	for i := uint64(1); i <= id; i++ {
+		h, err := st.ReadTxHeader(i, false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkBlRoot(aht, h); err != nil {
+			t.Fatalf("tx %d: %v", i, err)
+		}
+		a := h.Alh()
+		if _, _, err := aht.Append(a[:]); err != nil {
+			t.Fatal(err)
+		}
+		hdrs = append(hdrs, h)
+	}
+	h := *hdrs[4]
+	h.BlRoot[0] ^= 1
+	mustReject(t, "BlRoot", checkBlRoot(aht, &h))
+	h = *hdrs[4]
+	h.BlTxID = h.ID
+	mustReject(t, "BlTxID", checkBlRoot(aht, &h))
+}
+
+// TestAuditRejectionExit3 checks that a transaction tampered on its way to
+// the auditor fails a SmallBank run with exit 3.
+func TestAuditRejectionExit3(t *testing.T) {
+	t.Cleanup(func() { tamperForTest = nil })
+	tamperForTest = func(p any) {
+		if tx, ok := p.(*schema.Tx); ok && tx.Header.Id == 4 {
+			flip(tx.Entries[0].HValue)
+		}
+	}
+	lines := []string{"LOAD"}
+	for _, g := range genWorkload(3, 10, 2, 40) {
+		lines = append(lines, g.line())
+	}
+	lines = append(lines, "END")
+	in := protocolInput(t, map[string]any{"dir": filepath.Join(t.TempDir(), "db"), "accounts": 10, "clients": 2,
+		"verify": "none", "synced": false, "audit_block": 5}, lines...)
+	code, replies := runProtocol(t, in, false)
+	if code != exitRejected || replies[len(replies)-1]["event"] != "error" {
+		t.Fatalf("exit %d, replies %v", code, replies)
+	}
+	t.Logf("%v", replies[len(replies)-1]["message"])
 }
 
 // TestNewLinesMalformed checks that bad STORE, RLOAD and R lines (and LOAD
