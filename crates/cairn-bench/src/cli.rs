@@ -512,9 +512,18 @@ pub struct LedgerArgs {
     #[arg(long, default_value = "1,4,16,64")]
     pub clients: String,
     /// Verification modes, comma-separated: immediate (every answer checked before the
-    /// client's next transaction), none.
-    #[arg(long, default_value = "immediate,none")]
+    /// client's next transaction), deferred (answers kept as promises and verified in batches,
+    /// one run per delay of `--delays`), none.
+    #[arg(long, default_value = "immediate,deferred,none")]
     pub verify: String,
+    /// The deferred verifier's periods, ms, comma-separated: one deferred run each (the
+    /// delay sweep: 10,20,40,80,160,320,640,1280).
+    #[arg(long, default_value = "20")]
+    pub delays: String,
+    /// Versions Cairn keeps provable in deferred runs (`LedgerConfig::history`): enough for
+    /// every promise of a batch to be proved at its version (a pruned one fails the run).
+    #[arg(long, default_value_t = 4096)]
+    pub window: u64,
     /// Engines, comma-separated: cairn, immudb.
     #[arg(long, default_value = "cairn,immudb")]
     pub engines: String,
@@ -544,6 +553,23 @@ pub struct LedgerArgs {
     /// per transaction).
     #[arg(long, default_value_t = 1024)]
     pub group: usize,
+    /// Workloads, comma-separated: smallbank (every `--verify` mode at every `--clients`),
+    /// sweep (deferred verification at every `--sweep-delays` with `--sweep-clients`), range,
+    /// audit, storage.
+    #[arg(long, default_value = "smallbank")]
+    pub workloads: String,
+    /// The delay sweep's verifier periods, ms, comma-separated.
+    #[arg(long, default_value = "10,20,40,80,160,320,640,1280")]
+    pub sweep_delays: String,
+    /// Clients of the delay sweep.
+    #[arg(long, default_value_t = 16)]
+    pub sweep_clients: u64,
+    /// Record counts at which the storage workload measures the bytes on disk, comma-separated.
+    #[arg(long, default_value = "10000,20000,40000,80000,160000,1000000")]
+    pub storage_records: String,
+    /// Records per version (Cairn) and per transaction (immudb) of the storage workload.
+    #[arg(long, default_value_t = 1000)]
+    pub storage_batch: u64,
 }
 
 /// Options of `ledger-window`.

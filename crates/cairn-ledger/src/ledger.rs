@@ -551,6 +551,42 @@ impl Ledger {
         }
     }
 
+    /// The values of `keys` of each table named as of the newest version, and that version,
+    /// without a receipt: what a client keeps as a promise (with [`Promise`]) and verifies
+    /// later with [`Ledger::prove_promises`]. Each table's keys in one batched lookup, under the
+    /// read lock (so every value is of the version returned).
+    ///
+    /// Errors: [`Error::NoSuchTable`], the engine's (a key too large).
+    pub fn read_values<K: AsRef<[u8]>>(&self, reads: &[(&str, &[K])]) -> Result<(u64, Values)> {
+        let state = self.read_state();
+        let mut values = Vec::with_capacity(reads.len());
+        for (table, keys) in reads {
+            let t = self.table_index(table)?;
+            if self.meta.ordered[t] {
+                keys.iter()
+                    .try_for_each(|k| check_ordered_key(k.as_ref()))?;
+            }
+            let stored = self.tables[t]
+                .lookups(keys)?
+                .into_iter()
+                .map(|r| r.into_value());
+            if !self.meta.ordered[t] {
+                values.push(stored.collect());
+                continue;
+            }
+            values.push(
+                keys.iter()
+                    .zip(stored)
+                    .map(|(k, stored)| match stored {
+                        Some(bytes) => links::value_of(k.as_ref(), &bytes),
+                        None => Ok(None),
+                    })
+                    .collect::<Result<_>>()?,
+            );
+        }
+        Ok((state.history.size(), values))
+    }
+
     /// Reads `keys` of each table named, as of the newest version, with a receipt proving
     /// every answer (present with its value, or absent) against that version, and its digest:
     /// check it with [`cairn_proof::verify_receipt`] against a digest the client trusts (this
@@ -1143,6 +1179,9 @@ pub struct LedgerTx<'a> {
     /// The keys read and written, by table (tracked only by [`Ledger::transact_proved`]).
     touched: Option<Touched>,
 }
+
+/// Values read, by table then key (`None`: absent).
+pub type Values = Vec<Vec<Option<Vec<u8>>>>;
 
 /// A version `Ledger::transact_in` made, with, when asked, the receipts of the keys read (as of
 /// the version before) and written.

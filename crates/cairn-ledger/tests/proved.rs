@@ -435,3 +435,55 @@ fn the_first_version_and_blind_writes_prove_no_reads() {
         .unwrap();
     assert!(made.is_none());
 }
+
+/// `read_values`: the values and the version a later `prove_promises` proves, for plain and
+/// ordered tables; refused for an unknown table or an ordered table's empty key.
+#[test]
+fn values_read_without_a_receipt_are_proved_later_as_promised() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(
+        dir.path(),
+        LedgerConfig::new(["checking", "names"])
+            .ordered(["names"])
+            .history(8),
+    )
+    .unwrap();
+    let mut batch = LedgerBatch::new();
+    batch.insert("checking", key(1), 5i64.to_be_bytes());
+    batch.insert("names", "bob", "b");
+    ledger.write(&batch).unwrap();
+    let (version, values) = ledger
+        .read_values(&[("checking", &[key(1), key(2)][..])])
+        .unwrap();
+    let (_, names) = ledger
+        .read_values(&[("names", &["bob", "zed"][..])])
+        .unwrap();
+    assert_eq!(version, 1);
+    assert_eq!(values, [vec![Some(5i64.to_be_bytes().to_vec()), None]]);
+    assert_eq!(names, [vec![Some(b"b".to_vec()), None]]);
+    // A later version does not change what version 1 proves.
+    ledger
+        .write(LedgerBatch::new().insert("checking", key(1), 6i64.to_be_bytes()))
+        .unwrap();
+    let proved = ledger
+        .prove_promises(&[cairn_ledger::Promise {
+            version,
+            table: "checking".into(),
+            keys: vec![key(1).to_vec(), key(2).to_vec()],
+        }])
+        .unwrap();
+    assert_eq!(proved[0].values, values);
+    let keys = [key(1), key(2)];
+    let claims: Vec<Claim<'_>> = keys
+        .iter()
+        .zip(&values[0])
+        .map(|(k, v)| Claim::answer(k, v.as_deref()))
+        .collect();
+    let tables = [TableClaims {
+        table: "checking",
+        claims: &claims,
+    }];
+    verify_receipt_at(&proved[0].receipt, &tables, &ledger.digest()).unwrap();
+    assert!(ledger.read_values(&[("nope", &[key(1)][..])]).is_err());
+    assert!(ledger.read_values(&[("names", &[""][..])]).is_err());
+}

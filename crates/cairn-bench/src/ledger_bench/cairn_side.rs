@@ -59,6 +59,7 @@ pub fn load(
     accounts: u64,
     hash: cairn_proof::HashKind,
     group: usize,
+    window: u64,
 ) -> Result<(Ledger, f64), Failure> {
     let options = cairn::SessionOptions::default().log(Some(
         cairn::LogOptions::default().sync(cairn::SyncPolicy::Immediate),
@@ -68,7 +69,8 @@ pub fn load(
         dir,
         LedgerConfig::new([CHECKING, SAVINGS])
             .hash(hash)
-            .group(group),
+            .group(group)
+            .history(window),
         options,
     )
     .context(|| format!("opening a ledger in {}", dir.display()))?;
@@ -119,25 +121,38 @@ pub fn run(
     let deadline = start + Duration::from_secs_f64(seconds);
     let loaded = ledger.digest();
     let first = ledger.version();
-    let results: Vec<Result<Client, Failure>> = std::thread::scope(|s| {
+    let promises = Promises::default();
+    let (results, deferred): (Vec<Result<Client, Failure>>, _) = std::thread::scope(|s| {
+        let promises = &promises;
+        let verifier = verify
+            .delay_ms()
+            .map(|delay| s.spawn(move || verifier(ledger, promises, delay, loaded)));
         let handles: Vec<_> = (0..clients)
             .map(|c| {
                 s.spawn(move || {
                     let stream = Stream::new(seed, c, accounts, zipf);
-                    client(ledger, stream, deadline, verify, loaded)
+                    client(ledger, stream, deadline, verify, loaded, promises)
                 })
             })
             .collect();
-        handles
+        let results = handles
             .into_iter()
             .map(|h| {
                 h.join()
                     .unwrap_or_else(|_| Err(Failure("a client thread panicked".into())))
             })
-            .collect()
+            .collect();
+        promises.finish();
+        let deferred = verifier.map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err(Failure("the verifier thread panicked".into())))
+        });
+        (results, deferred)
     });
+    // Deferred: up to the end of the last batch, as immudb's peer counts.
     let seconds = start.elapsed().as_secs_f64();
     let mut figures = Figures::new(seconds);
+    figures.deferred = deferred.transpose()?;
     figures.versions = ledger.version() - first;
     let mut log = Vec::new();
     for r in results {
@@ -166,6 +181,7 @@ fn client(
     deadline: Instant,
     verify: Verify,
     mut trusted: Digest,
+    promises: &Promises,
 ) -> Result<Client, Failure> {
     let mut me = Client {
         per_kind: BTreeMap::new(),
@@ -182,10 +198,14 @@ fn client(
             break;
         }
         let t = Instant::now();
-        if op.kind == Kind::Balance && verify == Verify::Immediate {
-            balance_verified(ledger, &op, &mut trusted, &mut me)?;
-        } else {
-            transaction(ledger, &op, verify, &mut trusted, &mut me)?;
+        match verify {
+            Verify::Immediate if op.kind == Kind::Balance => {
+                balance_verified(ledger, &op, &mut trusted, &mut me)?
+            }
+            Verify::Deferred { .. } if op.kind == Kind::Balance => {
+                balance_promised(ledger, &op, promises)?
+            }
+            _ => transaction(ledger, &op, verify, &mut trusted, &mut me, promises)?,
         }
         let us = t.elapsed().as_micros().max(1) as u64;
         let h = match me.per_kind.entry(op.kind) {
@@ -209,6 +229,7 @@ fn transaction(
     verify: Verify,
     trusted: &mut Digest,
     me: &mut Client,
+    promises: &Promises,
 ) -> Result<(), Failure> {
     // What the body saw and wrote on its last attempt.
     type Seen = BTreeMap<Key, i64>;
@@ -248,14 +269,34 @@ fn transaction(
         Ok((seen, writes.is_none(), wrote))
     };
     let context = || format!("transaction {} of client {}", op.seq, op.client);
-    if verify == Verify::None {
-        let ((_, aborted, _), made) = ledger.transact(b"", body).context(context)?;
+    if verify != Verify::Immediate {
+        let ((seen, aborted, wrote), made) = ledger.transact(b"", body).context(context)?;
         if aborted {
             me.aborted += 1;
         }
         if let Some(made) = made {
             made.durability.wait().context(context)?;
             me.log.push((made.version, *op));
+            if verify != Verify::None {
+                // Deferred: the reads as of the version before, the writes as of the version.
+                let at = Instant::now();
+                let mut batch = Vec::with_capacity(seen.len() + wrote.len());
+                batch.extend(seen.iter().map(|(&key, &value)| Promised {
+                    version: made.version - 1,
+                    key,
+                    value,
+                    at,
+                    read: true,
+                }));
+                batch.extend(wrote.iter().map(|(&key, &value)| Promised {
+                    version: made.version,
+                    key,
+                    value,
+                    at,
+                    read: false,
+                }));
+                promises.add(batch);
+            }
         }
         return Ok(());
     }
@@ -347,6 +388,223 @@ fn balance_verified(
     Ok(())
 }
 
+/// A Balance in deferred mode: the two values as of the newest version, kept as promises.
+fn balance_promised(ledger: &Ledger, op: &Op, promises: &Promises) -> Result<(), Failure> {
+    let context = || format!("Balance {} of client {}", op.seq, op.client);
+    let key = op.a.to_be_bytes();
+    let (version, values) = ledger
+        .read_values(&[(CHECKING, &[key][..]), (SAVINGS, &[key][..])])
+        .context(context)?;
+    let at = Instant::now();
+    let mut batch = Vec::with_capacity(2);
+    for (k, v) in [Key::Checking(op.a), Key::Savings(op.a)]
+        .into_iter()
+        .zip(&values)
+    {
+        let value = decode(v[0].as_deref()).map_err(|e| Failure(format!("{}: {e}", context())))?;
+        batch.push(Promised {
+            version,
+            key: k,
+            value,
+            at,
+            read: true,
+        });
+    }
+    promises.add(batch);
+    Ok(())
+}
+
+/// A value a client was answered and will have verified later: `key` held `value` as of
+/// `version`.
+struct Promised {
+    version: u64,
+    key: Key,
+    value: i64,
+    /// When the client got the answer.
+    at: Instant,
+    /// A value read (else one written).
+    read: bool,
+}
+
+/// The promises waiting for the deferred verifier.
+#[derive(Default)]
+struct Promises {
+    inner: std::sync::Mutex<(Vec<Promised>, bool)>,
+}
+
+impl Promises {
+    fn add(&self, batch: Vec<Promised>) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.0.extend(batch);
+    }
+
+    /// Every promise made since the last take, and whether the clients are done.
+    fn take(&self) -> (Vec<Promised>, bool) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        (std::mem::take(&mut inner.0), inner.1)
+    }
+
+    /// The clients are done: the verifier runs a last batch and stops.
+    fn finish(&self) {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+    }
+}
+
+/// The deferred verifier: every `delay_ms`, the promises made since its last batch are proved
+/// (`Ledger::prove_promises`: one receipt per version, against one fresh digest) and checked:
+/// the fresh digest consistent with the last it trusted, then each receipt against the values
+/// promised (`verify_receipt_at`). A last batch runs when the clients are done.
+fn verifier(
+    ledger: &Ledger,
+    promises: &Promises,
+    delay_ms: u64,
+    mut trusted: Digest,
+) -> Result<super::DeferredFigures, Failure> {
+    let mut figures = super::DeferredFigures::default();
+    let mut latency = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
+        .map_err(|e| Failure(format!("a histogram: {e}")))?;
+    let period = Duration::from_millis(delay_ms);
+    let mut next = Instant::now() + period;
+    let mut proof_bytes = 0u64;
+    let mut reads = 0u64;
+    let mut writes = 0u64;
+    loop {
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        }
+        next += period;
+        let (batch, done) = promises.take();
+        if !batch.is_empty() {
+            let started = Instant::now();
+            proof_bytes += verify_batch(ledger, &batch, &mut trusted, &mut figures)?;
+            let end = Instant::now();
+            figures.busy_seconds += (end - started).as_secs_f64();
+            figures.batches += 1;
+            figures.promises += batch.len() as u64;
+            for p in &batch {
+                latency.saturating_record((end - p.at).as_micros().max(1) as u64);
+                if p.read {
+                    reads += 1;
+                } else {
+                    writes += 1;
+                }
+            }
+            // A batch longer than the period starts the next one at once.
+            next = next.max(end);
+        }
+        if done && batch.is_empty() {
+            break;
+        }
+    }
+    figures.latency_ms_p50 = latency.value_at_quantile(0.5) as f64 / 1e3;
+    figures.latency_ms_p99 = latency.value_at_quantile(0.99) as f64 / 1e3;
+    figures.latency_ms_max = latency.max() as f64 / 1e3;
+    figures.proof_bytes = proof_bytes;
+    figures.reads = reads;
+    figures.writes = writes;
+    Ok(figures)
+}
+
+/// Proves and checks one batch of promises; returns the bytes of its proofs (the receipts and
+/// the consistency proof).
+fn verify_batch(
+    ledger: &Ledger,
+    batch: &[Promised],
+    trusted: &mut Digest,
+    figures: &mut super::DeferredFigures,
+) -> Result<u64, Failure> {
+    // By version, then table (in name order, as the receipts list them), each key once.
+    let mut by_version: BTreeMap<u64, BTreeMap<&'static str, BTreeMap<[u8; 8], i64>>> =
+        BTreeMap::new();
+    for p in batch {
+        let (table, k) = table_key(p.key);
+        let keys = by_version
+            .entry(p.version)
+            .or_default()
+            .entry(table)
+            .or_default();
+        if let Some(&other) = keys.get(&k) {
+            if other != p.value {
+                return Err(Failure(format!(
+                    "two promises of {:?} at version {}: {other} and {}",
+                    p.key, p.version, p.value
+                )));
+            }
+        }
+        keys.insert(k, p.value);
+    }
+    let asked: Vec<cairn_ledger::Promise> = by_version
+        .iter()
+        .flat_map(|(&version, tables)| {
+            tables
+                .iter()
+                .map(move |(table, keys)| cairn_ledger::Promise {
+                    version,
+                    table: table.to_string(),
+                    keys: keys.keys().map(|k| k.to_vec()).collect(),
+                })
+        })
+        .collect();
+    let proved = ledger.prove_promises(&asked).map_err(|e| {
+        Failure(format!(
+            "proving a batch of promises: {e} (a pruned version needs a larger --window)"
+        ))
+    })?;
+    let Some(fresh) = proved.first().map(|r| r.digest) else {
+        return Ok(0);
+    };
+    let consistency = ledger
+        .prove_consistency(trusted.size, fresh.size)
+        .context(|| "the verifier's consistency proof".into())?;
+    verify_consistency(trusted, &fresh, &consistency)
+        .map_err(|e| Failure(format!("the verifier's consistency proof refused: {e:?}")))?;
+    *trusted = fresh;
+    let mut bytes = consistency.encoded_len() as u64;
+    if proved.len() != by_version.len() {
+        return Err(Failure(format!(
+            "{} receipts for {} versions",
+            proved.len(),
+            by_version.len()
+        )));
+    }
+    for (read, (version, tables)) in proved.iter().zip(&by_version) {
+        if read.version != *version || read.digest != fresh {
+            return Err(Failure(format!(
+                "a receipt of version {} against size {}, asked {version} against {}",
+                read.version, read.digest.size, fresh.size
+            )));
+        }
+        let values: Vec<Vec<[u8; 8]>> = tables
+            .values()
+            .map(|keys| keys.values().map(|v| v.to_be_bytes()).collect())
+            .collect();
+        let claims: Vec<Vec<Claim<'_>>> = tables
+            .values()
+            .zip(&values)
+            .map(|(keys, values)| {
+                keys.keys()
+                    .zip(values)
+                    .map(|(k, v)| Claim::present(k, v))
+                    .collect()
+            })
+            .collect();
+        let table_claims: Vec<TableClaims<'_>> = tables
+            .keys()
+            .zip(&claims)
+            .map(|(table, claims)| TableClaims { table, claims })
+            .collect();
+        verify_receipt_at(&read.receipt, &table_claims, &fresh).map_err(|e| {
+            Failure(format!(
+                "the receipt of version {version}'s promises refused: {e:?}"
+            ))
+        })?;
+        bytes += read.receipt.encoded_len() as u64;
+        figures.versions_proved += 1;
+    }
+    Ok(bytes)
+}
+
 /// Checks that `keys`' receipt proves exactly `expected` (the values the transaction saw or
 /// wrote) against `digest`: as of the version before (`fresh` false) or fresh.
 fn check_keys(
@@ -417,4 +675,45 @@ pub fn balances(ledger: &Ledger, accounts: u64) -> Result<Vec<(i64, i64)>, Failu
         first += LOAD_BATCH;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The deferred verifier refuses a promise the ledger does not back: a wrong value, or a
+    /// right value at the wrong version.
+    #[test]
+    fn the_verifier_refuses_forged_promises() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ledger, _) = load(dir.path(), 10, cairn_proof::HashKind::Sha256, 1, 16).unwrap();
+        let loaded = ledger.digest();
+        let (_, made) = ledger
+            .transact(b"", |tx| {
+                tx.insert(CHECKING, 3u64.to_be_bytes(), 7i64.to_be_bytes())
+            })
+            .unwrap();
+        let v = made.unwrap().version;
+        let promise = |version, value| Promised {
+            version,
+            key: Key::Checking(3),
+            value,
+            at: Instant::now(),
+            read: true,
+        };
+        let mut figures = crate::ledger_bench::DeferredFigures::default();
+        let mut trusted = loaded;
+        verify_batch(&ledger, &[promise(v, 7)], &mut trusted, &mut figures).unwrap();
+        verify_batch(
+            &ledger,
+            &[promise(v - 1, CHECKING_START)],
+            &mut trusted,
+            &mut figures,
+        )
+        .unwrap();
+        for forged in [promise(v, 8), promise(v - 1, 7), promise(v, CHECKING_START)] {
+            let mut trusted = loaded;
+            assert!(verify_batch(&ledger, &[forged], &mut trusted, &mut figures).is_err());
+        }
+    }
 }

@@ -21,6 +21,7 @@
 mod cairn_side;
 mod immudb;
 pub mod smallbank;
+mod storage;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -38,29 +39,54 @@ use smallbank::{Kind, Model, Op};
 pub enum Verify {
     /// Every answer checked before the client's next transaction.
     Immediate,
+    /// Answers kept as promises, verified in batches by a verifier that wakes every `delay_ms`
+    /// (LedgerBench's deferred verification).
+    Deferred {
+        /// The verifier's period, ms.
+        delay_ms: u64,
+    },
     /// No verification (the cost of verification, by difference).
     None,
 }
 
 impl Verify {
-    fn parse(s: &str) -> Result<Verify, Failure> {
+    /// The modes `s` names: `deferred` stands for one mode per delay of `delays`.
+    fn parse_all(s: &str, delays: &[u64]) -> Result<Vec<Verify>, Failure> {
         match s.trim() {
-            "immediate" => Ok(Verify::Immediate),
-            "none" => Ok(Verify::None),
-            "deferred" => Err(Failure(
-                "--verify deferred: not built yet (issue 46 workload 3)".into(),
-            )),
+            "immediate" => Ok(vec![Verify::Immediate]),
+            "none" => Ok(vec![Verify::None]),
+            "deferred" => Ok(delays
+                .iter()
+                .map(|&delay_ms| Verify::Deferred { delay_ms })
+                .collect()),
             other => Err(Failure(format!(
-                "--verify: {other:?} is not immediate or none"
+                "--verify: {other:?} is not immediate, deferred or none"
             ))),
         }
     }
 
-    /// The name the peer's protocol and the records use.
+    /// The mode's name in the peer's protocol and the records.
     pub fn name(self) -> &'static str {
         match self {
             Verify::Immediate => "immediate",
+            Verify::Deferred { .. } => "deferred",
             Verify::None => "none",
+        }
+    }
+
+    /// The deferred verifier's period (ms), for deferred verification.
+    pub fn delay_ms(self) -> Option<u64> {
+        match self {
+            Verify::Deferred { delay_ms } => Some(delay_ms),
+            _ => None,
+        }
+    }
+
+    /// The mode as printed: `deferred 20 ms` for a deferred mode.
+    pub fn label(self) -> String {
+        match self {
+            Verify::Deferred { delay_ms } => format!("deferred {delay_ms} ms"),
+            other => other.name().to_string(),
         }
     }
 }
@@ -73,6 +99,50 @@ pub struct Quantiles {
     p99: f64,
     p999: f64,
     max: f64,
+}
+
+/// What a deferred verifier measured.
+#[derive(Clone, Debug, Default)]
+pub struct DeferredFigures {
+    /// Non-empty batches verified.
+    pub batches: u64,
+    /// Promises (one key each) verified.
+    pub promises: u64,
+    /// Versions proved (one receipt each; immudb: transactions proved).
+    pub versions_proved: u64,
+    /// Latency from a promise's making to the end of the batch that verified it, ms.
+    pub latency_ms_p50: f64,
+    pub latency_ms_p99: f64,
+    pub latency_ms_max: f64,
+    /// Seconds the verifier spent verifying (proving included).
+    pub busy_seconds: f64,
+    /// Bytes of the receipts and consistency proofs checked.
+    pub proof_bytes: u64,
+    /// Promises of values read, and of values written.
+    pub reads: u64,
+    pub writes: u64,
+}
+
+impl DeferredFigures {
+    /// Promises per batch.
+    pub fn keys_per_batch(&self) -> f64 {
+        self.promises as f64 / self.batches.max(1) as f64
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "batches": self.batches,
+            "promises": self.promises,
+            "keys_per_batch_mean": self.keys_per_batch(),
+            "versions_proved": self.versions_proved,
+            "verify_latency_ms_p50": self.latency_ms_p50,
+            "verify_latency_ms_p99": self.latency_ms_p99,
+            "verify_latency_ms_max": self.latency_ms_max,
+            "busy_seconds": self.busy_seconds,
+            "proof_bytes": self.proof_bytes,
+            "proof_bytes_per_key": self.proof_bytes as f64 / self.promises.max(1) as f64,
+        })
+    }
 }
 
 /// What one run measured, on either engine.
@@ -98,6 +168,8 @@ pub struct Figures {
     /// Versions (Cairn) or transactions (immudb) the engine committed during the run: with
     /// group commit, fewer than the writing transactions.
     pub versions: u64,
+    /// The deferred verifier's figures (deferred runs only).
+    pub deferred: Option<DeferredFigures>,
     hist: BTreeMap<Kind, Histogram<u64>>,
     quantiles: BTreeMap<Kind, Quantiles>,
 }
@@ -116,6 +188,7 @@ impl Figures {
             read_proof_bytes: 0,
             disk_bytes: None,
             versions: 0,
+            deferred: None,
             hist: BTreeMap::new(),
             quantiles: BTreeMap::new(),
         }
@@ -209,6 +282,7 @@ impl Figures {
             "proof_bytes_per_verified_read": self.bytes_per_read(),
             "disk_bytes": self.disk_bytes,
             "versions": self.versions,
+            "deferred": self.deferred.as_ref().map(DeferredFigures::json),
             "per_type": per_kind,
         })
     }
@@ -274,7 +348,39 @@ struct Row {
     money: Option<i64>,
 }
 
+/// The workloads `--workloads` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Workload {
+    SmallBank,
+    Sweep,
+    Range,
+    Audit,
+    Storage,
+}
+
+fn parse_workload(s: &str) -> Result<Workload, Failure> {
+    match s.trim() {
+        "smallbank" => Ok(Workload::SmallBank),
+        "sweep" => Ok(Workload::Sweep),
+        "range" => Ok(Workload::Range),
+        "audit" => Ok(Workload::Audit),
+        "storage" => Ok(Workload::Storage),
+        other => Err(Failure(format!(
+            "--workloads: {other:?} is not smallbank, sweep, range, audit or storage"
+        ))),
+    }
+}
+
+fn parse_delay(d: &str) -> Result<u64, Failure> {
+    d.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|&n| (1..=60_000).contains(&n))
+        .ok_or_else(|| Failure(format!("a delay: {d:?} is not in 1..=60000 ms")))
+}
+
 pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
+    let workloads = list(&args.workloads, "--workloads", parse_workload)?;
     let clients = list(&args.clients, "--clients", |p| {
         p.trim()
             .parse::<u64>()
@@ -282,7 +388,12 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
             .filter(|&n| (1..=4096).contains(&n))
             .ok_or_else(|| Failure(format!("--clients: {p:?} is not in 1..=4096")))
     })?;
-    let modes = list(&args.verify, "--verify", Verify::parse)?;
+    let delays = list(&args.delays, "--delays", parse_delay)?;
+    let sweep_delays = list(&args.sweep_delays, "--sweep-delays", parse_delay)?;
+    let modes: Vec<Verify> = list(&args.verify, "--verify", |m| Verify::parse_all(m, &delays))?
+        .into_iter()
+        .flatten()
+        .collect();
     let engines = list(&args.engines, "--engines", |e| match e.trim() {
         "cairn" => Ok("cairn"),
         "immudb" => Ok("immudb"),
@@ -290,8 +401,21 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
             "--engines: {other:?} is not cairn or immudb"
         ))),
     })?;
+    let storage_records = list(&args.storage_records, "--storage-records", |r| {
+        r.trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| Failure(format!("--storage-records: {r:?} is not a positive count")))
+    })?;
+    if storage_records.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(Failure("--storage-records must increase".into()));
+    }
     if args.accounts == 0 {
         return Err(Failure("--accounts must be positive".into()));
+    }
+    if !(1..=4096).contains(&args.sweep_clients) {
+        return Err(Failure("--sweep-clients must be in 1..=4096".into()));
     }
     let peer = if engines.contains(&"immudb") {
         Some(immudb::peer_binary(args.peer.as_deref())?)
@@ -300,12 +424,31 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
     };
     let started = crate::sys::now_rfc3339();
     let seed = args.common.seed;
-    let rows = crate::in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
-        let mut rows = Vec::new();
-        for &verify in &modes {
-            for &c in &clients {
+    let has = |w: Workload| workloads.contains(&w);
+    let (rows, sweep, growth) =
+        crate::in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
+            let mut cells: Vec<(Verify, u64)> = Vec::new();
+            if has(Workload::SmallBank) {
+                for &verify in &modes {
+                    cells.extend(clients.iter().map(|&c| (verify, c)));
+                }
+            }
+            let sweep_from = cells.len();
+            if has(Workload::Sweep) {
+                cells.extend(
+                    sweep_delays
+                        .iter()
+                        .map(|&delay_ms| (Verify::Deferred { delay_ms }, args.sweep_clients)),
+                );
+            }
+            let mut rows = Vec::new();
+            for (i, &(verify, c)) in cells.iter().enumerate() {
                 for &engine in ["immudb", "cairn"].iter().filter(|e| engines.contains(e)) {
-                    let sub = dir.join(format!("{engine}-{}-{c}", verify.name()));
+                    let sub = dir.join(format!(
+                        "{engine}-{}-{}-{c}",
+                        verify.name(),
+                        verify.delay_ms().unwrap_or(0)
+                    ));
                     std::fs::create_dir_all(&sub).context(|| "creating a directory".into())?;
                     let row = match (engine, &peer) {
                         ("immudb", Some(binary)) => {
@@ -314,9 +457,10 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
                         _ => run_cairn(args, &sub, verify, c, seed)?,
                     };
                     eprintln!(
-                        "{engine}, {} verification, {c} clients: {:.0} transactions/s over \
-                         {:.1} s, {} versions, {} aborted, {:.0} proof bytes per verified read{}",
-                        verify.name(),
+                        "{}{engine}, {} verification, {c} clients: {:.0} transactions/s over \
+                     {:.1} s, {} versions, {} aborted, {:.0} proof bytes per verified read{}",
+                        if i >= sweep_from { "sweep: " } else { "" },
+                        verify.label(),
                         row.figures.rate(),
                         row.figures.seconds,
                         row.figures.versions,
@@ -329,40 +473,113 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
                         }
                     );
                     std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
-                    rows.push(row);
+                    rows.push((i >= sweep_from, row));
                 }
             }
-        }
-        Ok(rows)
-    })?;
-    print_table(args, &rows);
+            let mut growth = Vec::new();
+            if has(Workload::Storage) && engines.contains(&"cairn") {
+                for window in [0, u64::MAX] {
+                    let sub = dir.join(format!("cairn-storage-{}", storage::window_name(window)));
+                    let points =
+                        storage::grow_cairn(&sub, &storage_records, args.storage_batch, window)?;
+                    if !args.common.keep {
+                        std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
+                    }
+                    growth.push(("cairn", storage::window_name(window), points));
+                }
+            }
+            let (sweep, rows): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(s, _)| *s);
+            Ok((
+                rows.into_iter().map(|(_, r)| r).collect::<Vec<Row>>(),
+                sweep.into_iter().map(|(_, r)| r).collect::<Vec<Row>>(),
+                growth,
+            ))
+        })?;
+    if !rows.is_empty() {
+        print_table(args, &rows);
+    }
+    if !sweep.is_empty() {
+        println!();
+        println!(
+            "Delay sweep: deferred verification, {} clients",
+            args.sweep_clients
+        );
+        print_table(args, &sweep);
+    }
+    if !growth.is_empty() {
+        println!();
+        print_growth(&growth);
+    }
     if let Some(path) = &args.common.json {
+        let row_json = |r: &Row| {
+            serde_json::json!({
+                "engine": r.engine,
+                "verify": r.verify.name(),
+                "deferred_delay_ms": r.verify.delay_ms(),
+                "clients": r.clients,
+                "load_seconds": r.load_seconds,
+                "money": r.money,
+                "figures": r.figures.json(),
+            })
+        };
         let doc = serde_json::json!({
             "benchmark": "ledger",
-            "workload": "smallbank",
+            "workloads": workloads.iter().map(|w| format!("{w:?}").to_lowercase()).collect::<Vec<_>>(),
             "started": started,
             "finished": crate::sys::now_rfc3339(),
             "accounts": args.accounts,
             "zipf": args.zipf,
             "seed": seed,
             "cairn_seconds": args.seconds,
+            "cairn_group": args.group,
+            "cairn_window_deferred": args.window,
             "peer_transactions": args.peer_transactions,
             "checked": args.check,
             "cairn_trie_hash": format!("{:?}", args.hash),
             "durability": "every transaction fsynced before it is acknowledged: Cairn SyncPolicy::Immediate, immudb Synced with its 20 ms group commit",
-            "rows": rows.iter().map(|r| serde_json::json!({
-                "engine": r.engine,
-                "verify": r.verify.name(),
-                "clients": r.clients,
-                "load_seconds": r.load_seconds,
-                "money": r.money,
-                "figures": r.figures.json(),
+            "rows": rows.iter().map(row_json).collect::<Vec<_>>(),
+            "sweep": sweep.iter().map(row_json).collect::<Vec<_>>(),
+            "storage": growth.iter().map(|(engine, setting, points)| serde_json::json!({
+                "engine": engine,
+                "setting": setting,
+                "batch": args.storage_batch,
+                "points": points.iter().map(|p| serde_json::json!({
+                    "records": p.records,
+                    "disk_bytes": p.disk_bytes,
+                    "bytes_per_record": p.disk_bytes as f64 / p.records.max(1) as f64,
+                    "split": p.split,
+                    "seconds": p.seconds,
+                })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
             .context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The storage workload's table: bytes per record at each count, per engine and setting.
+fn print_growth(growth: &[(&str, String, Vec<storage::StoragePoint>)]) {
+    let mut table = Markdown::left(&[
+        "engine",
+        "setting",
+        "records",
+        "bytes on disk",
+        "bytes per record",
+    ]);
+    for (engine, setting, points) in growth {
+        for p in points {
+            table.row([
+                engine.to_string(),
+                setting.clone(),
+                p.records.to_string(),
+                p.disk_bytes.to_string(),
+                format!("{:.1}", p.disk_bytes as f64 / p.records.max(1) as f64),
+            ]);
+        }
+    }
+    println!("Storage: records of a 9-byte key and a 100-byte value, bytes on disk at rest");
+    print!("{}", table.render());
 }
 
 fn run_cairn(
@@ -376,7 +593,17 @@ fn run_cairn(
         AuthHashArg::Sha256 => cairn_proof::HashKind::Sha256,
         AuthHashArg::Blake3 => cairn_proof::HashKind::Blake3,
     };
-    let (ledger, load_seconds) = cairn_side::load(dir, args.accounts, hash, args.group)?;
+    let (ledger, load_seconds) = cairn_side::load(
+        dir,
+        args.accounts,
+        hash,
+        args.group,
+        if verify.delay_ms().is_some() {
+            args.window
+        } else {
+            0
+        },
+    )?;
     crate::sys::proc::settle_disk(Duration::from_millis(500));
     let (mut figures, log) = cairn_side::run(
         &ledger,
@@ -475,7 +702,7 @@ fn print_table(args: &LedgerArgs, rows: &[Row]) {
             .map(|q| q.p99)
             .fold(0.0, f64::max);
         table.row([
-            row.verify.name().to_string(),
+            row.verify.label(),
             row.clients.to_string(),
             row.engine.to_string(),
             format!("{:.0}", row.figures.rate()),
@@ -532,6 +759,14 @@ mod tests {
     #[test]
     fn a_tiny_smallbank_on_cairn_checks_out() {
         run(&args("cairn", "immediate,none")).unwrap();
+    }
+
+    /// Deferred verification: every promise proved and checked by the verifier, in batches.
+    #[test]
+    fn a_tiny_deferred_smallbank_on_cairn_checks_out() {
+        let mut a = args("cairn", "deferred");
+        a.delays = "5,50".into();
+        run(&a).unwrap();
     }
 
     /// The immudb peer, when Go is here to build it (CI builds it first); without Go the test
