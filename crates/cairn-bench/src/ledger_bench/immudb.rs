@@ -1,30 +1,58 @@
-//! SmallBank on immudb v1.11.1, embedded in the Go peer `cairn-immudb-peer`
+//! LedgerBench's workloads on immudb v1.11.1, embedded in the Go peer `cairn-immudb-peer`
 //! (`crates/cairn-bench/peers/immudb/`, its protocol in its README): the peer is started in the
-//! run's directory, loads the accounts, receives the same operation streams as Cairn (each
-//! client's first `per_client` operations, interleaved), dumps every balance and reports.
+//! run's directory and driven over a pipe.
 //!
-//! Owns: finding or building the peer, one run on it ([`run`]). May call: `smallbank` (the
-//! streams). Must never touch: Cairn.
+//! * SmallBank ([`run`], [`run_with`]): the peer loads the accounts, receives the same operation
+//!   streams as Cairn (each client's first `per_client` operations, interleaved), dumps every
+//!   balance and reports; with an audit block it also audits its history as it grows and in full
+//!   at the end.
+//! * Storage growth ([`run_storage`]): records of 100 incompressible bytes ([`record_value`]),
+//!   the bytes on disk at each checkpoint.
+//! * Range reads ([`run_range`]): keys [`range_key`] with values [`range_value`], each range
+//!   read in one snapshot and verified immediately, deferred or not at all.
+//!
+//! Owns: finding or building the peer, the runs on it. May call: `smallbank` (the streams),
+//! `keys` (SplitMix64, for the records' values). Must never touch: Cairn.
 
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, BufWriter, Lines, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::smallbank::{Kind, Op, Stream};
 use super::{Figures, Verify};
 use crate::failure::{Context, Failure};
+use crate::keys::SplitMix64;
 
 /// The peer's directory in the workspace.
 fn peer_source() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/immudb")
 }
 
-/// The peer binary: `given`, or the workspace's `target/immudb-peer/cairn-immudb-peer`,
-/// built by the peer's `build.sh` when missing (Go needed: the error says so).
+/// The newest modification time of the peer's sources (`*.go`, `go.mod`, `go.sum`).
+fn sources_modified() -> Option<SystemTime> {
+    std::fs::read_dir(peer_source())
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".go") || name == "go.mod" || name == "go.sum"
+        })
+        .filter_map(|e| e.metadata().ok()?.modified().ok())
+        .max()
+}
+
+/// The peer binary: `given`, or the workspace's `target/immudb-peer/cairn-immudb-peer`, built by
+/// the peer's `build.sh` when missing or older than the peer's sources (Go needed: the error says
+/// so). Builds are serialized within the process.
 pub fn peer_binary(given: Option<&Path>) -> Result<PathBuf, Failure> {
+    static BUILDING: Mutex<()> = Mutex::new(());
     if let Some(path) = given {
         return if path.is_file() {
             Ok(path.to_path_buf())
@@ -32,12 +60,26 @@ pub fn peer_binary(given: Option<&Path>) -> Result<PathBuf, Failure> {
             Err(Failure(format!("--peer {}: no such file", path.display())))
         };
     }
+    let _building = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/immudb-peer");
     let binary = out.join("cairn-immudb-peer");
-    if binary.is_file() {
+    let built = std::fs::metadata(&binary).and_then(|m| m.modified()).ok();
+    let stale = match (built, sources_modified()) {
+        (None, _) => true,
+        (Some(built), Some(sources)) => sources > built,
+        (Some(_), None) => false,
+    };
+    if !stale {
         return Ok(binary);
     }
-    eprintln!("the immudb peer is not built: building it (Go; about 90 s the first time)");
+    eprintln!(
+        "the immudb peer is {}: building it (Go; about 90 s the first time)",
+        if built.is_none() {
+            "not built"
+        } else {
+            "older than its sources"
+        }
+    );
     let status = Command::new("bash")
         .arg(peer_source().join("build.sh"))
         .arg(&out)
@@ -52,48 +94,52 @@ pub fn peer_binary(given: Option<&Path>) -> Result<PathBuf, Failure> {
     Ok(binary)
 }
 
-/// What the peer reported, beside the figures: its load and the balances it dumped.
-pub struct PeerRun {
-    pub figures: Figures,
-    pub load_seconds: f64,
-    /// The committed writing transactions in immudb's commit order.
-    pub log: Vec<Op>,
-    /// (savings, checking) by account.
-    pub balances: Vec<(i64, i64)>,
-    /// The sync setting the peer reported.
-    pub sync: String,
+/// The peer's process: its stdin, its replies, its log (`dir/peer.log`).
+struct Peer {
+    child: Child,
+    input: Option<BufWriter<ChildStdin>>,
+    output: Lines<BufReader<ChildStdout>>,
+    log: PathBuf,
 }
 
-/// Runs the peer in `dir`: `accounts` accounts, `clients` clients each running the first
-/// `per_client` operations of its stream.
-#[allow(clippy::too_many_arguments)]
-pub fn run(
-    binary: &Path,
-    dir: &Path,
-    accounts: u64,
-    clients: u64,
-    per_client: u64,
-    verify: Verify,
-    seed: u64,
-    zipf: bool,
-) -> Result<PeerRun, Failure> {
-    let store = dir.join("immudb");
-    let dump = dir.join("balances.txt");
-    let stderr =
-        std::fs::File::create(dir.join("peer.log")).context(|| "creating the peer's log".into())?;
-    let mut child = Command::new(binary)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .context(|| format!("starting {}", binary.display()))?;
-    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err(Failure("the peer's pipes".into()));
-    };
-    let mut input = BufWriter::new(stdin);
-    let mut output = BufReader::new(stdout).lines();
-    let mut reply = |want: &str| -> Result<Value, Failure> {
-        let line = output
+impl Peer {
+    /// Starts `binary` with its stderr in `dir/peer.log` and sends the config line.
+    fn start(binary: &Path, dir: &Path, config: &Value) -> Result<Peer, Failure> {
+        let log = dir.join("peer.log");
+        let stderr = std::fs::File::create(&log).context(|| "creating the peer's log".into())?;
+        let mut child = Command::new(binary)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .context(|| format!("starting {}", binary.display()))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(Failure("the peer's pipes".into()));
+        };
+        let mut peer = Peer {
+            child,
+            input: Some(BufWriter::new(stdin)),
+            output: BufReader::new(stdout).lines(),
+            log,
+        };
+        peer.send(&config.to_string())?;
+        Ok(peer)
+    }
+
+    /// Writes one line to the peer and flushes it.
+    fn send(&mut self, line: &str) -> Result<(), Failure> {
+        let input = self
+            .input
+            .as_mut()
+            .ok_or_else(|| Failure("the peer's input is closed".into()))?;
+        writeln!(input, "{line}").context(|| "writing to the peer".into())?;
+        input.flush().context(|| "writing to the peer".into())
+    }
+
+    /// The peer's next reply, which must be the event `want`.
+    fn reply(&mut self, want: &str) -> Result<Value, Failure> {
+        let line = self
+            .output
             .next()
             .ok_or_else(|| Failure(format!("the peer ended before its {want:?} reply")))?
             .context(|| "reading the peer".into())?;
@@ -105,33 +151,236 @@ pub fn run(
             )));
         }
         Ok(v)
-    };
+    }
+
+    /// Closes the peer's input and waits for it to exit.
+    fn wait(mut self) -> Result<(ExitStatus, PathBuf), Failure> {
+        drop(self.input.take());
+        let status = self
+            .child
+            .wait()
+            .context(|| "waiting for the peer".into())?;
+        Ok((status, self.log))
+    }
+
+    /// Ends a run: `outcome` (the replies read) must be Ok and the peer must exit with 0; an
+    /// error names the exit status and the peer's log.
+    fn finish<T>(self, outcome: Result<T, Failure>) -> Result<T, Failure> {
+        let (status, log) = self.wait()?;
+        let value = outcome.map_err(|e| {
+            Failure(format!(
+                "{e}; the peer exited with {status} (its log: {})",
+                log.display()
+            ))
+        })?;
+        if !status.success() {
+            return Err(Failure(format!(
+                "the immudb peer exited with {status} (its log: {})",
+                log.display()
+            )));
+        }
+        Ok(value)
+    }
+}
+
+/// The verification modes the peer knows.
+const VERIFY_MODES: [&str; 3] = ["immediate", "deferred", "none"];
+
+/// Checks a verification mode and its deferred period.
+fn check_verify(verify: &str, deferred_delay_ms: u64) -> Result<(), Failure> {
+    if !VERIFY_MODES.contains(&verify) {
+        return Err(Failure(format!(
+            "immudb peer: verify {verify:?} is not immediate, deferred or none"
+        )));
+    }
+    if verify == "deferred" && deferred_delay_ms == 0 {
+        return Err(Failure(
+            "immudb peer: deferred verification needs deferred_delay_ms >= 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Deferred verification's figures (the result's `deferred`).
+#[derive(Clone, Debug, Deserialize)]
+#[allow(
+    dead_code,
+    reason = "read by the ledger command once it shows deferred runs"
+)]
+pub struct Deferred {
+    /// Non-empty batches.
+    pub batches: u64,
+    /// Promises per batch.
+    pub keys_per_batch_mean: f64,
+    /// From a promise to the end of the batch that verified it, ms.
+    pub verify_latency_ms_p50: f64,
+    pub verify_latency_ms_p99: f64,
+    pub verify_latency_ms_max: f64,
+    /// The batch period.
+    pub delay_ms: u64,
+    /// Dual proofs from the verifier's state to the fresh one.
+    pub state_proofs: u64,
+    /// Dual proofs from a promised transaction to the fresh state.
+    pub tx_proofs: u64,
+    /// Entry inclusion proofs.
+    pub inclusion_proofs: u64,
+}
+
+/// The block auditor's figures (the result's `audit`).
+#[derive(Clone, Debug, Deserialize)]
+#[allow(dead_code, reason = "read by the ledger command once it shows audits")]
+pub struct Audit {
+    /// The configured block: at least this many transactions per audit.
+    pub block: u64,
+    /// Blocks audited while the clients ran.
+    pub blocks: u64,
+    /// Transactions and entries they covered.
+    pub txs: u64,
+    pub entries: u64,
+    /// Time to audit one block, ms.
+    pub latency_ms_p50: f64,
+    pub latency_ms_p99: f64,
+    pub latency_ms_max: f64,
+    pub latency_ms_mean: f64,
+    /// Protobuf bytes the auditor received (dual proofs, transactions without values).
+    pub proto_bytes: u64,
+    /// The transaction whose state the auditor trusted on first use.
+    pub trusted_from: u64,
+    /// The last transaction audited.
+    pub last_audited: u64,
+}
+
+/// The full audit at the end (the result's `full_audit`).
+#[derive(Clone, Debug, Deserialize)]
+#[allow(dead_code, reason = "read by the ledger command once it shows audits")]
+pub struct FullAudit {
+    /// Every transaction of the store, and their entries.
+    pub txs: u64,
+    pub entries: u64,
+    pub seconds: f64,
+    /// Protobuf bytes the auditor received.
+    pub proto_bytes: u64,
+}
+
+/// A field of the result that is an object or null.
+fn optional<T: for<'de> Deserialize<'de>>(r: &Value, key: &str) -> Result<Option<T>, Failure> {
+    match &r[key] {
+        Value::Null => Ok(None),
+        v => serde_json::from_value(v.clone())
+            .map(Some)
+            .map_err(|e| Failure(format!("the peer's result: {key}: {e}"))),
+    }
+}
+
+/// What the peer reported, beside the figures: its load and the balances it dumped.
+pub struct PeerRun {
+    pub figures: Figures,
+    pub load_seconds: f64,
+    /// The committed writing transactions in immudb's commit order.
+    pub log: Vec<Op>,
+    /// (savings, checking) by account.
+    pub balances: Vec<(i64, i64)>,
+    /// The sync setting the peer reported.
+    pub sync: String,
+    /// Deferred verification's figures (verify "deferred" only).
+    #[allow(
+        dead_code,
+        reason = "read by the ledger command once it shows deferred runs"
+    )]
+    pub deferred: Option<Deferred>,
+    /// The block audits (`audit_block` > 0 only).
+    #[allow(dead_code, reason = "read by the ledger command once it shows audits")]
+    pub audit: Option<Audit>,
+    /// The full audit at the end (`audit_block` > 0 only).
+    #[allow(dead_code, reason = "read by the ledger command once it shows audits")]
+    pub full_audit: Option<FullAudit>,
+}
+
+/// Everything a SmallBank run on the peer takes.
+#[derive(Clone, Debug)]
+pub struct PeerOptions {
+    pub binary: PathBuf,
+    /// The run's directory: the store goes in `immudb/`, the dump and the peer's log beside it.
+    pub dir: PathBuf,
+    pub accounts: u64,
+    pub clients: u64,
+    /// Operations each client runs: the first `per_client` of its stream.
+    pub per_client: u64,
+    /// "immediate", "deferred" or "none".
+    pub verify: String,
+    /// The deferred verifier's batch period, ms (>= 1 with "deferred"; ignored otherwise).
+    pub deferred_delay_ms: u64,
+    pub seed: u64,
+    pub zipf: bool,
+    /// Audit every block of at least this many immudb transactions while the clients run, and
+    /// the whole store at the end; 0: no audit.
+    pub audit_block: u64,
+}
+
+/// Runs the peer in `dir`: `accounts` accounts, `clients` clients each running the first
+/// `per_client` operations of its stream, no audit.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    binary: &Path,
+    dir: &Path,
+    accounts: u64,
+    clients: u64,
+    per_client: u64,
+    verify: Verify,
+    seed: u64,
+    zipf: bool,
+) -> Result<PeerRun, Failure> {
+    run_with(&PeerOptions {
+        binary: binary.to_path_buf(),
+        dir: dir.to_path_buf(),
+        accounts,
+        clients,
+        per_client,
+        verify: verify.name().to_string(),
+        deferred_delay_ms: 0,
+        seed,
+        zipf,
+        audit_block: 0,
+    })
+}
+
+/// Runs SmallBank on the peer as `o` says (synced: every commit durable before it is
+/// acknowledged).
+pub fn run_with(o: &PeerOptions) -> Result<PeerRun, Failure> {
+    check_verify(&o.verify, o.deferred_delay_ms)?;
+    let (dir, accounts, clients, per_client) = (&o.dir, o.accounts, o.clients, o.per_client);
+    let store = dir.join("immudb");
+    let dump = dir.join("balances.txt");
     let config = serde_json::json!({
         "dir": store,
         "accounts": accounts,
         "clients": clients,
-        "verify": verify.name(),
+        "verify": o.verify,
+        "deferred_delay_ms": o.deferred_delay_ms,
         "synced": true,
+        "audit_block": o.audit_block,
     });
-    let send = |input: &mut BufWriter<_>, line: &str| -> Result<(), Failure> {
-        writeln!(input, "{line}").context(|| "writing to the peer".into())?;
-        Ok(())
+    let mut peer = Peer::start(&o.binary, dir, &config)?;
+    let loaded = peer.send("LOAD").and_then(|()| peer.reply("loaded"));
+    let loaded = match loaded {
+        Ok(v) => v,
+        Err(e) => return peer.finish(Err(e)),
     };
-    send(&mut input, &config.to_string())?;
-    send(&mut input, "LOAD")?;
-    input.flush().context(|| "writing to the peer".into())?;
-    let loaded = reply("loaded")?;
     // Each client's operations, kept to map the peer's log back to them.
     let ops: Arc<Vec<Vec<Op>>> = Arc::new(
         (0..clients)
             .map(|c| {
-                Stream::new(seed, c, accounts, zipf)
+                Stream::new(o.seed, c, accounts, o.zipf)
                     .take(per_client as usize)
                     .collect()
             })
             .collect(),
     );
     // The streams, interleaved, from a thread: the peer's queues push back.
+    let mut input = peer
+        .input
+        .take()
+        .ok_or_else(|| Failure("the peer's input is closed".into()))?;
     let feeder = std::thread::spawn({
         let (dump, ops) = (dump.clone(), Arc::clone(&ops));
         move || -> Result<(), Failure> {
@@ -147,22 +396,12 @@ pub fn run(
             Ok(())
         }
     });
-    let dumped = reply("dumped");
-    let result = dumped.and_then(|_| reply("result"));
+    let result = peer.reply("dumped").and_then(|_| peer.reply("result"));
     let fed = feeder
         .join()
         .unwrap_or_else(|_| Err(Failure("the feeder panicked".into())));
-    let status = child.wait().context(|| "waiting for the peer".into())?;
-    let result = result.map_err(|e| {
-        Failure(format!(
-            "{e}; the peer exited with {status} (its log: {})",
-            dir.join("peer.log").display()
-        ))
-    })?;
+    let result = peer.finish(result)?;
     fed?;
-    if !status.success() {
-        return Err(Failure(format!("the immudb peer exited with {status}")));
-    }
     let figures = figures(&result)?;
     // The commit order: (client, seq, tx id) sorted by tx id.
     let mut entries: Vec<(u64, u64, u64)> = result["log"]
@@ -189,6 +428,248 @@ pub fn run(
         log,
         balances: read_dump(&dump, accounts)?,
         sync: result["sync"].as_str().unwrap_or("").to_string(),
+        deferred: optional(&result, "deferred")?,
+        audit: optional(&result, "audit")?,
+        full_audit: optional(&result, "full_audit")?,
+    })
+}
+
+/// Bytes a value of the storage workload has.
+pub const RECORD_VALUE_BYTES: usize = 100;
+
+/// The storage workload's key of record `id`: `r` and the id's 8 big-endian bytes.
+#[allow(dead_code, reason = "for Cairn's side of the storage workload")]
+pub fn record_key(id: u64) -> [u8; 9] {
+    table_key(b'r', id)
+}
+
+/// The storage workload's value of record `id`, as the peer writes it: the first 100 bytes of
+/// a SplitMix64 stream seeded with `id`, each output little-endian. Effectively incompressible.
+#[allow(dead_code, reason = "for Cairn's side of the storage workload")]
+pub fn record_value(id: u64) -> [u8; RECORD_VALUE_BYTES] {
+    let mut rng = SplitMix64::new(id);
+    let mut value = [0u8; RECORD_VALUE_BYTES];
+    for chunk in value.chunks_mut(8) {
+        chunk.copy_from_slice(&rng.next_u64().to_le_bytes()[..chunk.len()]);
+    }
+    value
+}
+
+/// The range workload's key of `id`: `k` and the id's 8 big-endian bytes.
+#[allow(dead_code, reason = "for Cairn's side of the range workload")]
+pub fn range_key(id: u64) -> [u8; 9] {
+    table_key(b'k', id)
+}
+
+/// The range workload's value of `id`: the id as an 8-byte big-endian integer.
+#[allow(dead_code, reason = "for Cairn's side of the range workload")]
+pub fn range_value(id: u64) -> [u8; 8] {
+    id.to_be_bytes()
+}
+
+/// A table letter and an id's 8 big-endian bytes.
+fn table_key(table: u8, id: u64) -> [u8; 9] {
+    let mut key = [table; 9];
+    key[1..].copy_from_slice(&id.to_be_bytes());
+    key
+}
+
+/// The store's size after the first `records` records of the storage workload.
+#[derive(Clone, Debug)]
+#[allow(dead_code, reason = "read by the ledger command's storage workload")]
+pub struct StoragePoint {
+    pub records: u64,
+    /// Every regular file under the store's directory: with the store open (index flushed) when
+    /// synced, else closed (see the peer's README).
+    pub disk_bytes: u64,
+    /// Seconds to write this checkpoint's records and index them (not the flush or the
+    /// measurement).
+    pub seconds: f64,
+    /// The bytes by directory of the store (`val_0` value log, `tx` transaction log, `commit`
+    /// commit log, `aht/*` the Alh tree, `index/*` the B-tree index).
+    pub split: BTreeMap<String, u64>,
+}
+
+/// The storage workload on the peer in `dir`: records 0.. written `batch` per transaction
+/// (1..=1000), the bytes on disk measured when `checkpoints[i]` records (strictly increasing)
+/// are stored. `synced`: every commit fsynced (immudb's 20 ms group commit).
+#[allow(dead_code, reason = "called by the ledger command's storage workload")]
+pub fn run_storage(
+    binary: &Path,
+    dir: &Path,
+    checkpoints: &[u64],
+    batch: u64,
+    synced: bool,
+) -> Result<Vec<StoragePoint>, Failure> {
+    if !(1..=1000).contains(&batch) {
+        return Err(Failure(format!(
+            "immudb storage: batch {batch} is not in 1..=1000"
+        )));
+    }
+    if checkpoints.is_empty() || checkpoints[0] == 0 || checkpoints.windows(2).any(|w| w[0] >= w[1])
+    {
+        return Err(Failure(format!(
+            "immudb storage: checkpoints {checkpoints:?} are not positive and increasing"
+        )));
+    }
+    let config = serde_json::json!({
+        "dir": dir.join("immudb"),
+        "accounts": 0,
+        "clients": 1,
+        "verify": "none",
+        "synced": synced,
+    });
+    let mut peer = Peer::start(binary, dir, &config)?;
+    let mut points = Vec::with_capacity(checkpoints.len());
+    let mut outcome = Ok(());
+    let mut stored = 0;
+    for &records in checkpoints {
+        let reply = peer
+            .send(&format!("STORE {} {batch}", records - stored))
+            .and_then(|()| peer.reply("stored"))
+            .and_then(|r| storage_point(&r, records));
+        match reply {
+            Ok(point) => points.push(point),
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+        stored = records;
+    }
+    let outcome = outcome
+        .and_then(|()| peer.send("END"))
+        .and_then(|()| peer.reply("result"));
+    peer.finish(outcome)?;
+    Ok(points)
+}
+
+/// A `stored` reply, which must say `records`.
+fn storage_point(r: &Value, records: u64) -> Result<StoragePoint, Failure> {
+    let n = |k: &str| {
+        r[k].as_u64()
+            .ok_or_else(|| Failure(format!("the peer's stored reply has no {k}: {r}")))
+    };
+    if n("records")? != records {
+        return Err(Failure(format!(
+            "the peer stored {} records, not {records}",
+            n("records")?
+        )));
+    }
+    let split = r["disk_split"]
+        .as_object()
+        .ok_or_else(|| Failure(format!("the peer's stored reply has no disk_split: {r}")))?
+        .iter()
+        .map(|(k, v)| {
+            v.as_u64()
+                .map(|b| (k.clone(), b))
+                .ok_or_else(|| Failure(format!("disk_split {k}: {v}")))
+        })
+        .collect::<Result<_, Failure>>()?;
+    Ok(StoragePoint {
+        records,
+        disk_bytes: n("disk_bytes")?,
+        seconds: r["seconds"].as_f64().unwrap_or(0.0),
+        split,
+    })
+}
+
+/// Latency quantiles of one operation type as the peer reported them, µs.
+#[derive(Clone, Copy, Debug, Default)]
+#[allow(dead_code, reason = "read by the ledger command's range workload")]
+pub struct Latency {
+    pub count: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+/// What a range run reported.
+#[allow(dead_code, reason = "read by the ledger command's range workload")]
+pub struct RangeRun {
+    /// `transactions`: ranges read; `verified_reads`: entries verified; no per-type latencies
+    /// (see `latency`).
+    pub figures: Figures,
+    /// Entries the ranges returned.
+    pub entries_read: u64,
+    /// Seconds to write the keys (RLOAD).
+    pub load_seconds: f64,
+    /// Each range's latency, from its start to verified (immediate) or read.
+    pub latency: Latency,
+    /// Deferred verification's figures (verify "deferred" only).
+    pub deferred: Option<Deferred>,
+}
+
+/// The range workload on the peer in `dir`: keys 0..`keys` written, then `ranges` as
+/// (client, lo, count), each client reading ids lo..lo+count-1 in one snapshot, `clients`
+/// clients concurrently, verified as `verify` says ("immediate", "deferred" with batches every
+/// `delay_ms`, or "none"). Synced.
+#[allow(dead_code, reason = "called by the ledger command's range workload")]
+pub fn run_range(
+    binary: &Path,
+    dir: &Path,
+    keys: u64,
+    ranges: &[(u64, u64, u64)],
+    clients: u64,
+    verify: &str,
+    delay_ms: u64,
+) -> Result<RangeRun, Failure> {
+    check_verify(verify, delay_ms)?;
+    let config = serde_json::json!({
+        "dir": dir.join("immudb"),
+        "accounts": 0,
+        "clients": clients,
+        "verify": verify,
+        "deferred_delay_ms": delay_ms,
+        "synced": true,
+    });
+    let mut peer = Peer::start(binary, dir, &config)?;
+    let loaded = match peer
+        .send(&format!("RLOAD {keys}"))
+        .and_then(|()| peer.reply("rloaded"))
+    {
+        Ok(v) => v,
+        Err(e) => return peer.finish(Err(e)),
+    };
+    let mut input = peer
+        .input
+        .take()
+        .ok_or_else(|| Failure("the peer's input is closed".into()))?;
+    let lines: Vec<String> = ranges
+        .iter()
+        .enumerate()
+        .map(|(i, (client, lo, count))| format!("R {client} {i} {lo} {count}"))
+        .collect();
+    let feeder = std::thread::spawn(move || -> Result<(), Failure> {
+        for line in lines {
+            writeln!(input, "{line}").context(|| "feeding the peer".into())?;
+        }
+        writeln!(input, "END").context(|| "feeding the peer".into())?;
+        input.flush().context(|| "feeding the peer".into())
+    });
+    let result = peer.reply("result");
+    let fed = feeder
+        .join()
+        .unwrap_or_else(|_| Err(Failure("the feeder panicked".into())));
+    let result = peer.finish(result)?;
+    fed?;
+    let t = &result["per_type"]["Range"];
+    let q = |k: &str| t[k].as_f64().unwrap_or(0.0);
+    Ok(RangeRun {
+        figures: figures(&result)?,
+        entries_read: result["entries_read"]
+            .as_u64()
+            .ok_or_else(|| Failure("the peer's result has no entries_read".into()))?,
+        load_seconds: loaded["seconds"].as_f64().unwrap_or(0.0),
+        latency: Latency {
+            count: t["count"].as_u64().unwrap_or(0),
+            p50_us: q("p50_us"),
+            p99_us: q("p99_us"),
+            p999_us: q("p999_us"),
+            max_us: q("max_us"),
+        },
+        deferred: optional(&result, "deferred")?,
     })
 }
 
@@ -251,4 +732,136 @@ fn read_dump(path: &Path, accounts: u64) -> Result<Vec<(i64, i64)>, Failure> {
         )));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The peer, or None (the test then says it skipped) when there is no Go to build it. With
+    /// Go, a peer that does not build fails the test.
+    fn peer_or_skip() -> Option<PathBuf> {
+        let go = std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .chain([PathBuf::from("/usr/local/go/bin")])
+            .any(|d| d.join("go").is_file());
+        match peer_binary(None) {
+            Ok(binary) => Some(binary),
+            Err(e) => {
+                assert!(
+                    !go,
+                    "Go is installed but the immudb peer is not available: {e}"
+                );
+                eprintln!("SKIPPED: no Go toolchain, so no immudb peer: {e}");
+                None
+            }
+        }
+    }
+
+    /// The same bytes as the peer's own test (`TestRecordValue`), from an independent
+    /// SplitMix64: both sides write the same records.
+    #[test]
+    fn immudb_record_values_match_the_peer() {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        for (id, head, tail) in [
+            (0, "afcd1d7b39a820e2f465b9a16a9e786e", "7bdbbbe0"),
+            (1, "c15c0289ec2d0a9167ec8e65a18debbe", "c05daa4b"),
+            (1234567, "85fc08fb17d09e59a50f545884f0732c", "ebbf1990"),
+        ] {
+            let v = record_value(id);
+            assert_eq!(
+                (hex(&v[..16]).as_str(), hex(&v[96..]).as_str()),
+                (head, tail)
+            );
+        }
+        assert_eq!(record_key(258), *b"r\0\0\0\0\0\0\x01\x02");
+        assert_eq!(range_key(1), *b"k\0\0\0\0\0\0\0\x01");
+        assert_eq!(range_value(3), [0, 0, 0, 0, 0, 0, 0, 3]);
+    }
+
+    #[test]
+    fn immudb_storage_grows_by_checkpoint() {
+        let Some(binary) = peer_or_skip() else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let points = run_storage(&binary, dir.path(), &[300, 600, 1000], 100, true).unwrap();
+        assert_eq!(
+            points.iter().map(|p| p.records).collect::<Vec<_>>(),
+            [300, 600, 1000]
+        );
+        for (i, p) in points.iter().enumerate() {
+            assert_eq!(p.split.values().sum::<u64>(), p.disk_bytes, "{p:?}");
+            assert!(
+                p.split["val_0"] >= p.records * RECORD_VALUE_BYTES as u64,
+                "{p:?}"
+            );
+            assert!(
+                i == 0 || p.disk_bytes > points[i - 1].disk_bytes,
+                "{points:?}"
+            );
+        }
+        // Bad arguments are refused before the peer starts.
+        assert!(run_storage(&binary, dir.path(), &[10, 10], 100, true).is_err());
+        assert!(run_storage(&binary, dir.path(), &[10], 1001, true).is_err());
+    }
+
+    #[test]
+    fn immudb_ranges_in_each_verify_mode() {
+        let Some(binary) = peer_or_skip() else { return };
+        let ranges = [(0, 0, 1), (1, 990, 30), (0, 100, 1500), (1, 2499, 1)];
+        let entries: u64 = ranges.iter().map(|r| r.2).sum();
+        for verify in VERIFY_MODES {
+            let dir = tempfile::tempdir().unwrap();
+            let r = run_range(&binary, dir.path(), 2500, &ranges, 2, verify, 5).unwrap();
+            assert_eq!(r.figures.transactions, ranges.len() as u64, "{verify}");
+            assert_eq!(r.entries_read, entries, "{verify}");
+            assert_eq!(r.latency.count, ranges.len() as u64, "{verify}");
+            let verified = if verify == "none" { 0 } else { entries };
+            assert_eq!(r.figures.verified_reads, verified, "{verify}");
+            assert_eq!(r.deferred.is_some(), verify == "deferred", "{verify}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        // A range past the last key: the peer refuses the line (exit 2).
+        let e = run_range(&binary, dir.path(), 10, &[(0, 5, 6)], 1, "none", 0)
+            .err()
+            .expect("a range past the keys");
+        assert!(e.0.contains("exit status: 2"), "{e}");
+        assert!(run_range(&binary, dir.path(), 10, &[], 1, "sometimes", 0).is_err());
+        assert!(run_range(&binary, dir.path(), 10, &[], 1, "deferred", 0).is_err());
+    }
+
+    #[test]
+    fn immudb_smallbank_with_an_audit() {
+        let Some(binary) = peer_or_skip() else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let r = run_with(&PeerOptions {
+            binary,
+            dir: dir.path().to_path_buf(),
+            accounts: 100,
+            clients: 2,
+            per_client: 50,
+            verify: "deferred".into(),
+            deferred_delay_ms: 10,
+            seed: 46,
+            zipf: false,
+            audit_block: 20,
+        })
+        .unwrap();
+        assert_eq!(r.figures.transactions, 100);
+        assert_eq!(r.balances.len(), 100);
+        let deferred = r.deferred.expect("deferred figures");
+        assert!(
+            deferred.batches > 0 && deferred.delay_ms == 10,
+            "{deferred:?}"
+        );
+        let audit = r.audit.expect("audit figures");
+        let full = r.full_audit.expect("full audit figures");
+        assert!(
+            audit.block == 20 && audit.blocks > 0 && audit.txs >= 20 * audit.blocks,
+            "{audit:?}"
+        );
+        // Every writing transaction, and LOAD's one, is in the full audit.
+        assert_eq!(full.txs, r.log.len() as u64 + 1, "{full:?}");
+        assert!(full.txs >= audit.last_audited && full.entries > audit.entries);
+    }
 }
