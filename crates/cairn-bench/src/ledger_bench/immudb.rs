@@ -122,8 +122,10 @@ impl Peer {
             output: BufReader::new(stdout).lines(),
             log,
         };
-        peer.send(&config.to_string())?;
-        Ok(peer)
+        match peer.send(&config.to_string()) {
+            Ok(()) => Ok(peer),
+            Err(e) => peer.finish(Err(e)),
+        }
     }
 
     /// Writes one line to the peer and flushes it.
