@@ -570,6 +570,9 @@ pub struct LedgerArgs {
     /// Records per version (Cairn) and per transaction (immudb) of the storage workload.
     #[arg(long, default_value_t = 1000)]
     pub storage_batch: u64,
+    /// Keys of the range workload's table.
+    #[arg(long, default_value_t = 100_000)]
+    pub range_keys: u64,
 }
 
 /// Options of `ledger-window`.

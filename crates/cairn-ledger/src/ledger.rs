@@ -791,23 +791,87 @@ impl Ledger {
         lo: impl AsRef<[u8]>,
         hi: impl AsRef<[u8]>,
     ) -> Result<RangeRead> {
-        let t = self.table_index(table)?;
-        if !self.meta.ordered[t] {
-            return Err(Error::InvalidConfig(format!(
-                "table {table:?} is not ordered: range proofs need LedgerConfig::ordered"
-            )));
-        }
+        let state = self.read_state();
+        let version = state.history.size();
+        self.range_in(&state, version, table, lo.as_ref(), hi.as_ref())
+    }
+
+    /// [`Ledger::read_range`] as of version `version`, which may be older than the newest
+    /// (within the window, [`LedgerConfig::history`]), against the newest digest: check it with
+    /// [`cairn_proof::verify_range_at`]. What a deferred verifier asks for a range promised
+    /// by [`Ledger::range_values`].
+    ///
+    /// Errors: as [`Ledger::read_range`] and [`Ledger::read_at`].
+    pub fn read_range_at(
+        &self,
+        version: u64,
+        table: &str,
+        lo: impl AsRef<[u8]>,
+        hi: impl AsRef<[u8]>,
+    ) -> Result<RangeRead> {
+        let state = self.read_state();
+        self.range_in(&state, version, table, lo.as_ref(), hi.as_ref())
+    }
+
+    /// The entries of ordered table `table` in `[lo, hi]` as of the newest version, and that
+    /// version, without a proof: what a client keeps as a promise and has proved later with
+    /// [`Ledger::read_range_at`]. Cost: two cursors and the entries read.
+    ///
+    /// Errors: as [`Ledger::read_range`].
+    pub fn range_values(
+        &self,
+        table: &str,
+        lo: impl AsRef<[u8]>,
+        hi: impl AsRef<[u8]>,
+    ) -> Result<(u64, RangeAnswer)> {
+        let t = self.ordered_index(table)?;
         let state = self.read_state();
         let answer = links::range_answer(&self.tables[t], lo.as_ref(), hi.as_ref())?;
+        Ok((state.history.size(), answer))
+    }
+
+    fn range_in(
+        &self,
+        state: &State,
+        version: u64,
+        table: &str,
+        lo: &[u8],
+        hi: &[u8],
+    ) -> Result<RangeRead> {
+        let t = self.ordered_index(table)?;
+        let newest = state.history.size();
+        let tables = if version == newest {
+            &self.tables[..]
+        } else {
+            let oldest = state.window.front().map_or(newest, |r| r.version);
+            match state.window.iter().find(|r| r.version == version) {
+                Some(kept) => &kept.tables[..],
+                None if version == 0 || version > newest => {
+                    return Err(Error::NoSuchVersion { version, newest })
+                }
+                None => return Err(Error::VersionPruned { version, oldest }),
+            }
+        };
+        let answer = links::range_answer(&tables[t], lo, hi)?;
         let keys = answer.proved_keys();
-        let version = state.history.size();
-        let read = self.read_in(&state, version, &[(table, &keys[..])])?;
+        let read = self.read_in(state, version, &[(table, &keys[..])])?;
         Ok(RangeRead {
             version: read.version,
             digest: read.digest,
             answer,
             receipt: read.receipt,
         })
+    }
+
+    /// The index of ordered table `table`.
+    fn ordered_index(&self, table: &str) -> Result<usize> {
+        let t = self.table_index(table)?;
+        if !self.meta.ordered[t] {
+            return Err(Error::InvalidConfig(format!(
+                "table {table:?} is not ordered: range proofs need LedgerConfig::ordered"
+            )));
+        }
+        Ok(t)
     }
 
     /// Runs `body` in a read-modify-write transaction over the ledger's tables and commits

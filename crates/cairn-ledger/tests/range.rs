@@ -295,3 +295,58 @@ fn ordered_tables_refuse_the_empty_key_and_plain_tables_ranges() {
     )
     .unwrap();
 }
+
+/// Deferred range reads: `range_values` promises the entries at a version, a later
+/// `read_range_at` proves that version's range against the newest digest (after the range
+/// changed), and the stale answer is refused as a fresh one; a promise with an entry left out
+/// does not match the proved answer.
+#[test]
+fn a_promised_range_is_proved_at_its_version_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(
+        dir.path(),
+        LedgerConfig::new(["ordered"])
+            .ordered(["ordered"])
+            .history(4),
+    )
+    .unwrap();
+    let mut batch = LedgerBatch::new();
+    for k in [b"b", b"d", b"f", b"h"] {
+        batch.insert("ordered", k, k);
+    }
+    ledger.write(&batch).unwrap();
+    let (version, promised) = ledger.range_values("ordered", b"c", b"g").unwrap();
+    assert_eq!(version, 1);
+    assert_eq!(
+        promised.entries,
+        [
+            (b"d".to_vec(), b"d".to_vec()),
+            (b"f".to_vec(), b"f".to_vec())
+        ]
+    );
+    // The range changes after the promise.
+    ledger
+        .write(LedgerBatch::new().insert("ordered", b"e", b"e"))
+        .unwrap();
+    let proved = ledger
+        .read_range_at(version, "ordered", b"c", b"g")
+        .unwrap();
+    assert_eq!(proved.answer, promised);
+    let digest = ledger.digest();
+    assert_eq!(digest.size, 2);
+    cairn_proof::verify_range_at(&proved.receipt, "ordered", b"c", b"g", &promised, &digest)
+        .unwrap();
+    assert!(verify_range(&proved.receipt, "ordered", b"c", b"g", &promised, &digest).is_err());
+    let mut short = promised.clone();
+    short.entries.pop();
+    assert!(
+        cairn_proof::verify_range_at(&proved.receipt, "ordered", b"c", b"g", &short, &digest)
+            .is_err()
+    );
+    // Newest, through both calls.
+    let now = ledger.read_range_at(2, "ordered", b"c", b"g").unwrap();
+    assert_eq!(now.answer.entries.len(), 3);
+    verify_range(&now.receipt, "ordered", b"c", b"g", &now.answer, &digest).unwrap();
+    assert!(ledger.read_range_at(3, "ordered", b"c", b"g").is_err());
+    assert!(ledger.range_values("nope", b"c", b"g").is_err());
+}

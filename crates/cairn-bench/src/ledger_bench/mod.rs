@@ -20,6 +20,7 @@
 
 mod cairn_side;
 mod immudb;
+mod range;
 pub mod smallbank;
 mod storage;
 
@@ -425,7 +426,7 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
     let started = crate::sys::now_rfc3339();
     let seed = args.common.seed;
     let has = |w: Workload| workloads.contains(&w);
-    let (rows, sweep, growth) =
+    let (rows, sweep, range_rows, growth) =
         crate::in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
             let mut cells: Vec<(Verify, u64)> = Vec::new();
             if has(Workload::SmallBank) {
@@ -476,22 +477,21 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
                     rows.push((i >= sweep_from, row));
                 }
             }
-            let mut growth = Vec::new();
-            if has(Workload::Storage) && engines.contains(&"cairn") {
-                for window in [0, u64::MAX] {
-                    let sub = dir.join(format!("cairn-storage-{}", storage::window_name(window)));
-                    let points =
-                        storage::grow_cairn(&sub, &storage_records, args.storage_batch, window)?;
-                    if !args.common.keep {
-                        std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
-                    }
-                    growth.push(("cairn", storage::window_name(window), points));
-                }
-            }
+            let range_rows = if has(Workload::Range) && engines.contains(&"cairn") {
+                run_ranges(args, dir, &modes, &clients, seed)?
+            } else {
+                Vec::new()
+            };
+            let growth = if has(Workload::Storage) && engines.contains(&"cairn") {
+                run_storage(args, dir, &storage_records)?
+            } else {
+                Vec::new()
+            };
             let (sweep, rows): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(s, _)| *s);
             Ok((
                 rows.into_iter().map(|(_, r)| r).collect::<Vec<Row>>(),
                 sweep.into_iter().map(|(_, r)| r).collect::<Vec<Row>>(),
+                range_rows,
                 growth,
             ))
         })?;
@@ -505,6 +505,10 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
             args.sweep_clients
         );
         print_table(args, &sweep);
+    }
+    if !range_rows.is_empty() {
+        println!();
+        print_ranges(args, &range_rows);
     }
     if !growth.is_empty() {
         println!();
@@ -539,6 +543,15 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
             "durability": "every transaction fsynced before it is acknowledged: Cairn SyncPolicy::Immediate, immudb Synced with its 20 ms group commit",
             "rows": rows.iter().map(row_json).collect::<Vec<_>>(),
             "sweep": sweep.iter().map(row_json).collect::<Vec<_>>(),
+            "range": range_rows.iter().map(|r| serde_json::json!({
+                "engine": r.engine,
+                "verify": r.verify.name(),
+                "deferred_delay_ms": r.verify.delay_ms(),
+                "clients": r.clients,
+                "keys": args.range_keys,
+                "load_seconds": r.load_seconds,
+                "figures": r.figures.json(),
+            })).collect::<Vec<_>>(),
             "storage": growth.iter().map(|(engine, setting, points)| serde_json::json!({
                 "engine": engine,
                 "setting": setting,
@@ -558,8 +571,102 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// One run of the range workload.
+struct RangeRow {
+    engine: &'static str,
+    verify: Verify,
+    clients: u64,
+    load_seconds: f64,
+    figures: range::RangeFigures,
+}
+
+/// The range workload: one load, then every mode at every client count on it (the workload
+/// only reads).
+fn run_ranges(
+    args: &LedgerArgs,
+    dir: &Path,
+    modes: &[Verify],
+    clients: &[u64],
+    seed: u64,
+) -> Result<Vec<RangeRow>, Failure> {
+    let sub = dir.join("cairn-range");
+    let (ledger, load_seconds) = range::load_cairn(&sub, args.range_keys)?;
+    crate::sys::proc::settle_disk(Duration::from_millis(500));
+    let mut rows = Vec::new();
+    for &verify in modes {
+        for &c in clients {
+            let figures =
+                range::run_cairn(&ledger, args.range_keys, c, args.seconds, verify, seed)?;
+            eprintln!(
+                "range: cairn, {} verification, {c} clients: {:.0} ranges/s, {} entries, {:.0} \
+                 proof bytes per verified entry",
+                verify.label(),
+                figures.rate(),
+                figures.entries,
+                figures.bytes_per_entry()
+            );
+            rows.push(RangeRow {
+                engine: "cairn",
+                verify,
+                clients: c,
+                load_seconds,
+                figures,
+            });
+        }
+    }
+    ledger.close();
+    drop(ledger);
+    std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
+    Ok(rows)
+}
+
+fn print_ranges(args: &LedgerArgs, rows: &[RangeRow]) {
+    let mut table = Markdown::left(&[
+        "verify",
+        "clients",
+        "engine",
+        "ranges/s",
+        "p99 ms",
+        "proof B per entry",
+    ]);
+    for r in rows {
+        table.row([
+            r.verify.label(),
+            r.clients.to_string(),
+            r.engine.to_string(),
+            format!("{:.0}", r.figures.rate()),
+            format!("{:.2}", r.figures.latency_us_p99 / 1e3),
+            format!("{:.0}", r.figures.bytes_per_entry()),
+        ]);
+    }
+    println!(
+        "Range: {} keys, ranges of {}..={} keys placed uniformly",
+        args.range_keys,
+        range::RANGE_MIN,
+        range::RANGE_MAX
+    );
+    print!("{}", table.render());
+}
+
+/// Bytes on disk as records grow, per engine and setting.
+type Growth = (&'static str, String, Vec<storage::StoragePoint>);
+
+/// The storage workload on Cairn, with the window off and as an archive.
+fn run_storage(args: &LedgerArgs, dir: &Path, records: &[u64]) -> Result<Vec<Growth>, Failure> {
+    let mut growth = Vec::new();
+    for window in [0, u64::MAX] {
+        let sub = dir.join(format!("cairn-storage-{}", storage::window_name(window)));
+        let points = storage::grow_cairn(&sub, records, args.storage_batch, window)?;
+        if !args.common.keep {
+            std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
+        }
+        growth.push(("cairn", storage::window_name(window), points));
+    }
+    Ok(growth)
+}
+
 /// The storage workload's table: bytes per record at each count, per engine and setting.
-fn print_growth(growth: &[(&str, String, Vec<storage::StoragePoint>)]) {
+fn print_growth(growth: &[Growth]) {
     let mut table = Markdown::left(&[
         "engine",
         "setting",
