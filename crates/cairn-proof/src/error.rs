@@ -128,6 +128,54 @@ pub enum BuildError {
     Tree(#[from] DecodeError),
 }
 
+/// Why [`crate::Proof::root_after`] cannot give the root after a set of updates: the proof is
+/// not one of the old root, or it does not hold enough of the trie to know the new one. Every
+/// variant is a refusal; none comes with a root.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RootAfterError {
+    /// The proof's bytes do not decode ([`crate::root_after`] only).
+    #[error("proof does not decode: {0}")]
+    Decode(#[from] DecodeError),
+    /// The proof was made with another hash function than the old root.
+    #[error("proof hashes with {proof:?}, the root with {root:?}")]
+    HashKindMismatch {
+        /// The old root's kind.
+        root: HashKind,
+        /// The proof's kind.
+        proof: HashKind,
+    },
+    /// The proof does not hash to the old root: it was tampered with, or proves another state.
+    /// Reported before any other finding about the updates, as [`VerifyError::RootMismatch`] is.
+    #[error("the proof does not hash to the old root")]
+    RootMismatch,
+    /// A leaf sits where its key path cannot lead (no trie has such a proof).
+    #[error("a leaf in the proof sits off its key path")]
+    MisplacedLeaf,
+    /// Update `update`'s key path ends at an opaque subtree (a `Hash` node): the proof neither
+    /// opens the key's leaf nor shows the key absent, so what the update changes is unknown. A
+    /// proof of the key's presence or absence ([`crate::Proof::verify`] would accept a claim
+    /// about it) never ends so.
+    #[error("the proof does not cover update {update}")]
+    NotCovered {
+        /// Index of the update in the caller's slice.
+        update: usize,
+    },
+    /// Deletes empty a subtree whose sibling the proof gives only by its hash: if that sibling
+    /// holds a single leaf, the leaf moves up (a subtree of one leaf collapses to it) and the
+    /// root is one hash; if it holds more, the sibling stays where it is and the root is
+    /// another. The proof cannot tell which. A prover that wants deletes verifiable opens the
+    /// sibling of every node on a deleted key's path (a leaf, or an internal node with its two
+    /// children given by hash): [`crate::reference::MemTrie::prove_updates`] does.
+    #[error("update {update} empties a subtree whose sibling at depth {depth} is not opened")]
+    SiblingNotOpened {
+        /// Index of a delete (in the caller's slice) below the emptied subtree.
+        update: usize,
+        /// Depth of the opaque sibling: its position is the first `depth` bits of that
+        /// delete's key path with the last one flipped.
+        depth: usize,
+    },
+}
+
 /// Why bytes are not a history-tree digest, proof or leaf (`docs/format/history.md`). Decoding
 /// never panics and never allocates more than [`crate::history::PATH_HASHES_MAX`] hashes.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -42,11 +42,12 @@ pub mod range;
 pub mod reference;
 mod sha256;
 mod trie;
+mod update;
 
 pub use error::{
     BuildError, DecodeError, HistoryDecodeError, HistoryProveError, HistoryVerifyError,
     LedgerError, RangeDecodeError, RangeVerifyError, ReceiptDecodeError, ReceiptVerifyError,
-    VerifyError,
+    RootAfterError, VerifyError,
 };
 pub use hash::{Hash, HashKind, Leaf, ZERO};
 pub use history::{
@@ -59,3 +60,4 @@ pub use proof::{
 };
 pub use range::{verify_range, verify_range_at, Link, RangeAnswer};
 pub use trie::{root_of, root_of_sorted, subtree_of_sorted, Root, RootBuilder};
+pub use update::{root_after, Change, Update};

@@ -101,7 +101,7 @@ impl Tree {
 
 /// Reads a [`Tree`] front to back.
 #[derive(Clone, Copy)]
-struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     tree: &'a Tree,
     tag: usize,
     hash: usize,
@@ -111,7 +111,7 @@ struct Cursor<'a> {
 impl Cursor<'_> {
     /// The next node. The tree's shape was checked when it was built or decoded, so callers
     /// that follow the shape never read past the end.
-    fn next_node(&mut self) -> ProofNode {
+    pub(crate) fn next_node(&mut self) -> ProofNode {
         let tag = self.tree.tags[self.tag];
         self.tag += 1;
         match tag {
@@ -256,6 +256,11 @@ impl Proof {
     /// The nodes, in pre-order.
     pub fn nodes(&self) -> impl Iterator<Item = ProofNode> + '_ {
         self.nodes.iter()
+    }
+
+    /// A reader of the nodes in pre-order, for walks that follow the tree's shape.
+    pub(crate) fn cursor(&self) -> Cursor<'_> {
+        self.nodes.cursor()
     }
 
     /// Number of nodes.

@@ -72,7 +72,8 @@ pub fn subtree_of_sorted(kind: HashKind, leaves: &[Leaf], depth: usize) -> Hash 
     subtree(kind, leaves, depth)
 }
 
-fn subtree(kind: HashKind, leaves: &[Leaf], depth: usize) -> Hash {
+/// [`subtree_of_sorted`] without its checks, for callers that hold its preconditions.
+pub(crate) fn subtree(kind: HashKind, leaves: &[Leaf], depth: usize) -> Hash {
     match leaves {
         [] => ZERO,
         [leaf] => leaf.hash(kind),
