@@ -7,6 +7,10 @@
 //! no `unsafe` and no `std` (it needs `alloc`), so a light client or a WASM module can link it
 //! alone. The engine depends on this crate, never the other way round.
 //!
+//! [`Proof::root_after`] is stateless block verification: from a proof of the version before
+//! and a batch of [`Update`]s, the root after them, as the engine computes it, or a typed
+//! error when the proof does not hold enough of the trie to know it.
+//!
 //! The [`history`] module holds the ledger's history tree: an append-only Merkle tree over
 //! commits, hashed exactly as RFC 9162 §2.1 defines it, with inclusion and consistency proofs
 //! (`docs/format/history.md`) and their verifiers; [`reference::MemHistory`] makes them.

@@ -127,9 +127,28 @@ impl Proof {
     /// hash of every node, the new hash of every node an update reaches, a key path, a value
     /// hash and a leaf hash per update, and at most 256 internal nodes a put can add below a
     /// leaf or an empty subtree), plus sorting the updates; memory O(U) besides the proof;
-    /// recursion at most 257 deep. It never panics, whatever the proof and updates: a proof
-    /// that is not of a trie is refused or, if it hashes to `old` anyway, gives a root that
-    /// only a hash collision could make match the true one.
+    /// recursion at most 257 deep. It never panics, whatever the proof and updates; and short
+    /// of a hash collision, a proof that hashes to `old` is a part of the trie `old` commits
+    /// to, so a root it gives is the true one.
+    ///
+    /// ```
+    /// use cairn_proof::{reference::MemTrie, root_of, HashKind, RootAfterError, Update};
+    /// let kind = HashKind::Sha256;
+    /// let before = MemTrie::new(kind, [(&b"alice"[..], &b"10"[..], None), (b"bob", b"20", None)]);
+    /// let updates = [
+    ///     Update::put(b"alice", b"11"),
+    ///     Update::put(b"carol", b"5"),
+    ///     Update::delete(b"bob"),
+    /// ];
+    /// let proof = before.prove_updates(&updates);
+    /// let after = proof.root_after(&before.root(), &updates).unwrap();
+    /// let expected = root_of(kind, [(&b"alice"[..], &b"11"[..], None), (b"carol", b"5", None)]);
+    /// assert_eq!(after.hash, expected);
+    /// // A proof of the keys alone gives `alice` by its hash when `bob` goes: refused.
+    /// let keys_only = before.prove(&[b"bob"]);
+    /// let deleted = keys_only.root_after(&before.root(), &[Update::delete(b"bob")]);
+    /// assert!(matches!(deleted, Err(RootAfterError::SiblingNotOpened { update: 0, .. })));
+    /// ```
     pub fn root_after(&self, old: &Root, updates: &[Update<'_>]) -> Result<Root, RootAfterError> {
         if old.kind != self.kind() {
             return Err(RootAfterError::HashKindMismatch {
