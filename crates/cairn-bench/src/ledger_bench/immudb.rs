@@ -25,9 +25,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::smallbank::{Kind, Op, Stream};
-use super::{Figures, Verify};
+use super::Figures;
 use crate::failure::{Context, Failure};
-use crate::keys::SplitMix64;
 
 /// The peer's directory in the workspace.
 fn peer_source() -> PathBuf {
@@ -319,33 +318,6 @@ pub struct PeerOptions {
     pub audit_block: u64,
 }
 
-/// Runs the peer in `dir`: `accounts` accounts, `clients` clients each running the first
-/// `per_client` operations of its stream, no audit.
-#[allow(clippy::too_many_arguments)]
-pub fn run(
-    binary: &Path,
-    dir: &Path,
-    accounts: u64,
-    clients: u64,
-    per_client: u64,
-    verify: Verify,
-    seed: u64,
-    zipf: bool,
-) -> Result<PeerRun, Failure> {
-    run_with(&PeerOptions {
-        binary: binary.to_path_buf(),
-        dir: dir.to_path_buf(),
-        accounts,
-        clients,
-        per_client,
-        verify: verify.name().to_string(),
-        deferred_delay_ms: 0,
-        seed,
-        zipf,
-        audit_block: 0,
-    })
-}
-
 /// Runs SmallBank on the peer as `o` says (synced: every commit durable before it is
 /// acknowledged).
 pub fn run_with(o: &PeerOptions) -> Result<PeerRun, Failure> {
@@ -436,44 +408,19 @@ pub fn run_with(o: &PeerOptions) -> Result<PeerRun, Failure> {
     })
 }
 
-/// Bytes a value of the storage workload has.
-pub const RECORD_VALUE_BYTES: usize = 100;
-
-/// The storage workload's key of record `id`: `r` and the id's 8 big-endian bytes.
-#[allow(dead_code, reason = "for Cairn's side of the storage workload")]
-pub fn record_key(id: u64) -> [u8; 9] {
-    table_key(b'r', id)
-}
-
-/// The storage workload's value of record `id`, as the peer writes it: the first 100 bytes of
-/// a SplitMix64 stream seeded with `id`, each output little-endian. Effectively incompressible.
-#[allow(dead_code, reason = "for Cairn's side of the storage workload")]
-pub fn record_value(id: u64) -> [u8; RECORD_VALUE_BYTES] {
-    let mut rng = SplitMix64::new(id);
-    let mut value = [0u8; RECORD_VALUE_BYTES];
-    for chunk in value.chunks_mut(8) {
-        chunk.copy_from_slice(&rng.next_u64().to_le_bytes()[..chunk.len()]);
-    }
-    value
-}
-
-/// The range workload's key of `id`: `k` and the id's 8 big-endian bytes.
-#[allow(dead_code, reason = "for Cairn's side of the range workload")]
-pub fn range_key(id: u64) -> [u8; 9] {
-    table_key(b'k', id)
-}
+/// Bytes of a storage record's value (the workload's records are defined once, beside Cairn's
+/// side: `storage::record_key`, `storage::record_value`, `range::range_key`).
+#[cfg(test)]
+const RECORD_VALUE_BYTES: usize = super::storage::VALUE_BYTES;
+#[cfg(test)]
+use super::range::range_key;
+#[cfg(test)]
+use super::storage::{record_key, record_value};
 
 /// The range workload's value of `id`: the id as an 8-byte big-endian integer.
-#[allow(dead_code, reason = "for Cairn's side of the range workload")]
-pub fn range_value(id: u64) -> [u8; 8] {
+#[cfg(test)]
+fn range_value(id: u64) -> [u8; 8] {
     id.to_be_bytes()
-}
-
-/// A table letter and an id's 8 big-endian bytes.
-fn table_key(table: u8, id: u64) -> [u8; 9] {
-    let mut key = [table; 9];
-    key[1..].copy_from_slice(&id.to_be_bytes());
-    key
 }
 
 /// The store's size after the first `records` records of the storage workload.

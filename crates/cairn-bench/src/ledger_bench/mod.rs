@@ -477,13 +477,13 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
                     rows.push((i >= sweep_from, row));
                 }
             }
-            let range_rows = if has(Workload::Range) && engines.contains(&"cairn") {
-                run_ranges(args, dir, &modes, &clients, seed)?
+            let range_rows = if has(Workload::Range) {
+                run_ranges(args, dir, &engines, peer.as_deref(), &modes, &clients, seed)?
             } else {
                 Vec::new()
             };
-            let growth = if has(Workload::Storage) && engines.contains(&"cairn") {
-                run_storage(args, dir, &storage_records)?
+            let growth = if has(Workload::Storage) {
+                run_storage(args, dir, &engines, peer.as_deref(), &storage_records)?
             } else {
                 Vec::new()
             };
@@ -559,6 +559,7 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
                 "points": points.iter().map(|p| serde_json::json!({
                     "records": p.records,
                     "disk_bytes": p.disk_bytes,
+                    "file_bytes": p.file_bytes,
                     "bytes_per_record": p.disk_bytes as f64 / p.records.max(1) as f64,
                     "split": p.split,
                     "seconds": p.seconds,
@@ -580,19 +581,86 @@ struct RangeRow {
     figures: range::RangeFigures,
 }
 
-/// The range workload: one load, then every mode at every client count on it (the workload
-/// only reads).
+/// The range workload: on Cairn one load, then every mode at every client count on it (the
+/// workload only reads); on immudb one peer per cell (each loads its keys), running each
+/// client's first `--peer-transactions / clients` ranges of the same streams.
 fn run_ranges(
     args: &LedgerArgs,
     dir: &Path,
+    engines: &[&str],
+    peer: Option<&Path>,
     modes: &[Verify],
     clients: &[u64],
     seed: u64,
 ) -> Result<Vec<RangeRow>, Failure> {
+    let mut rows = Vec::new();
+    if let Some(binary) = peer.filter(|_| engines.contains(&"immudb")) {
+        for &verify in modes {
+            for &c in clients {
+                let per_client = (args.peer_transactions / c).max(1);
+                let ranges: Vec<(u64, u64, u64)> = (0..c)
+                    .flat_map(|client| {
+                        range::ranges(seed, client, args.range_keys)
+                            .take(per_client as usize)
+                            .map(move |(lo, count)| (client, lo, count))
+                    })
+                    .collect();
+                let sub = dir.join(format!("immudb-range-{}-{c}", verify.label()));
+                std::fs::create_dir_all(&sub).context(|| "creating a directory".into())?;
+                crate::sys::proc::settle_disk(Duration::from_millis(500));
+                let r = immudb::run_range(
+                    binary,
+                    &sub,
+                    args.range_keys,
+                    &ranges,
+                    c,
+                    verify.name(),
+                    verify.delay_ms().unwrap_or(0),
+                )?;
+                std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
+                let figures = range::RangeFigures {
+                    seconds: r.figures.seconds,
+                    ranges: r.figures.transactions,
+                    entries: r.entries_read,
+                    verified_entries: r.figures.verified_reads,
+                    proof_bytes: r.figures.proof_bytes,
+                    latency_us_p50: r.latency.p50_us,
+                    latency_us_p99: r.latency.p99_us,
+                    latency_us_max: r.latency.max_us,
+                    batches: r.deferred.as_ref().map_or(0, |d| d.batches),
+                    verify_latency_ms_p50: r
+                        .deferred
+                        .as_ref()
+                        .map_or(0.0, |d| d.verify_latency_ms_p50),
+                    verify_latency_ms_p99: r
+                        .deferred
+                        .as_ref()
+                        .map_or(0.0, |d| d.verify_latency_ms_p99),
+                };
+                eprintln!(
+                    "range: immudb, {} verification, {c} clients: {:.0} ranges/s, {} entries, \
+                     {:.0} proof bytes per verified entry",
+                    verify.label(),
+                    figures.rate(),
+                    figures.entries,
+                    figures.bytes_per_entry()
+                );
+                rows.push(RangeRow {
+                    engine: "immudb",
+                    verify,
+                    clients: c,
+                    load_seconds: r.load_seconds,
+                    figures,
+                });
+            }
+        }
+    }
+    if !engines.contains(&"cairn") {
+        return Ok(rows);
+    }
     let sub = dir.join("cairn-range");
     let (ledger, load_seconds) = range::load_cairn(&sub, args.range_keys)?;
     crate::sys::proc::settle_disk(Duration::from_millis(500));
-    let mut rows = Vec::new();
     for &verify in modes {
         for &c in clients {
             let figures =
@@ -651,9 +719,60 @@ fn print_ranges(args: &LedgerArgs, rows: &[RangeRow]) {
 /// Bytes on disk as records grow, per engine and setting.
 type Growth = (&'static str, String, Vec<storage::StoragePoint>);
 
-/// The storage workload on Cairn, with the window off and as an archive.
-fn run_storage(args: &LedgerArgs, dir: &Path, records: &[u64]) -> Result<Vec<Growth>, Failure> {
+/// The storage workload: immudb (synced, its index flushed before each measure), then Cairn
+/// with the window off and as an archive.
+fn run_storage(
+    args: &LedgerArgs,
+    dir: &Path,
+    engines: &[&str],
+    peer: Option<&Path>,
+    records: &[u64],
+) -> Result<Vec<Growth>, Failure> {
     let mut growth = Vec::new();
+    if let Some(binary) = peer.filter(|_| engines.contains(&"immudb")) {
+        let sub = dir.join("immudb-storage");
+        std::fs::create_dir_all(&sub).context(|| "creating a directory".into())?;
+        let points =
+            immudb::run_storage(binary, &sub, records, args.storage_batch.min(1000), true)?;
+        // The peer measures lengths; its files are written, never sparse: check that the
+        // file system allocated about as much (at the end, the store closed).
+        let (lengths, allocated) = (
+            storage::file_bytes(&sub)?,
+            crate::ledger_receipts::usage(&sub)?.values().sum::<u64>(),
+        );
+        let gap = allocated.abs_diff(lengths) as f64 / lengths.max(1) as f64;
+        eprintln!(
+            "immudb storage at the end, closed: {lengths} bytes of files, {allocated} \
+             allocated ({:.1}% apart)",
+            gap * 100.0
+        );
+        if gap > 0.05 {
+            eprintln!("WARNING: immudb's allocation and its files' lengths differ by over 5%");
+        }
+        std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
+        let points: Vec<storage::StoragePoint> = points
+            .into_iter()
+            .map(|p| storage::StoragePoint {
+                records: p.records,
+                disk_bytes: p.disk_bytes,
+                file_bytes: Some(p.disk_bytes),
+                split: p.split,
+                seconds: p.seconds,
+            })
+            .collect();
+        for p in &points {
+            eprintln!(
+                "immudb storage: {} records, {} bytes on disk ({:.1} per record)",
+                p.records,
+                p.disk_bytes,
+                p.disk_bytes as f64 / p.records.max(1) as f64
+            );
+        }
+        growth.push(("immudb", "synced, index flushed".to_string(), points));
+    }
+    if !engines.contains(&"cairn") {
+        return Ok(growth);
+    }
     for window in [0, u64::MAX] {
         let sub = dir.join(format!("cairn-storage-{}", storage::window_name(window)));
         let points = storage::grow_cairn(&sub, records, args.storage_batch, window)?;
@@ -749,16 +868,31 @@ fn run_immudb(
 ) -> Result<Row, Failure> {
     crate::sys::proc::settle_disk(Duration::from_millis(500));
     let per_client = (args.peer_transactions / clients).max(1);
-    let r = immudb::run(
-        binary,
-        dir,
-        args.accounts,
+    let r = immudb::run_with(&immudb::PeerOptions {
+        binary: binary.to_path_buf(),
+        dir: dir.to_path_buf(),
+        accounts: args.accounts,
         clients,
         per_client,
-        verify,
+        verify: verify.name().to_string(),
+        deferred_delay_ms: verify.delay_ms().unwrap_or(0),
         seed,
-        args.zipf,
-    )?;
+        zipf: args.zipf,
+        audit_block: 0,
+    })?;
+    let mut figures = r.figures;
+    figures.deferred = r.deferred.as_ref().map(|d| DeferredFigures {
+        batches: d.batches,
+        promises: (d.keys_per_batch_mean * d.batches as f64).round() as u64,
+        versions_proved: d.tx_proofs,
+        latency_ms_p50: d.verify_latency_ms_p50,
+        latency_ms_p99: d.verify_latency_ms_p99,
+        latency_ms_max: d.verify_latency_ms_max,
+        busy_seconds: 0.0,
+        proof_bytes: figures.proof_bytes,
+        reads: figures.verified_reads,
+        writes: figures.verified_writes,
+    });
     let money = if args.check {
         Some(check("immudb", args.accounts, &r.log, &r.balances)?)
     } else {
@@ -775,7 +909,7 @@ fn run_immudb(
         verify,
         clients,
         load_seconds: r.load_seconds,
-        figures: r.figures,
+        figures,
         money,
     })
 }

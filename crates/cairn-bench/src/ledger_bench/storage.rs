@@ -51,8 +51,13 @@ pub fn record_value(id: u64) -> [u8; VALUE_BYTES] {
 pub struct StoragePoint {
     /// Records written so far.
     pub records: u64,
-    /// Bytes of every file under the directory.
+    /// Bytes on disk: what the file system allocated for every file under the directory
+    /// (Cairn's log segment and page files are sparse until written: their lengths would
+    /// count space never used). immudb's peer measures its files' lengths, which for its files
+    /// (written, never sparse) are their allocation: `run_storage` checks that at the end.
     pub disk_bytes: u64,
+    /// The files' lengths (`None`: not measured).
+    pub file_bytes: Option<u64>,
     /// Bytes by kind of file.
     pub split: std::collections::BTreeMap<String, u64>,
     /// Seconds writing the records since the previous point (measuring excluded).
@@ -108,6 +113,7 @@ pub fn grow_cairn(
         points.push(StoragePoint {
             records: next,
             disk_bytes: split.values().sum(),
+            file_bytes: Some(file_bytes(dir)?),
             split,
             seconds,
         });
@@ -122,6 +128,26 @@ pub fn grow_cairn(
     }
     ledger.close();
     Ok(points)
+}
+
+/// The lengths of every regular file under `dir`.
+pub fn file_bytes(dir: &Path) -> Result<u64, Failure> {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        for entry in std::fs::read_dir(&path).context(|| format!("listing {}", path.display()))? {
+            let entry = entry.context(|| format!("listing {}", path.display()))?;
+            let meta = entry
+                .metadata()
+                .context(|| format!("measuring {}", entry.path().display()))?;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else if meta.is_file() {
+                total += meta.len();
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// How a window setting is named in records and reports.
