@@ -44,6 +44,7 @@ use crate::records::{
     KEY_PENDING,
 };
 
+mod block;
 mod group;
 mod window;
 

@@ -37,6 +37,7 @@
 #![warn(missing_docs)]
 extern crate alloc;
 
+pub mod block;
 mod error;
 pub mod hash;
 pub mod history;
