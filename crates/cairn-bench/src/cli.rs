@@ -573,6 +573,10 @@ pub struct LedgerArgs {
     /// Keys of the range workload's table.
     #[arg(long, default_value_t = 100_000)]
     pub range_keys: u64,
+    /// Transactions per block of the audit workload (its auditor checks a block whenever this
+    /// many more have committed).
+    #[arg(long, default_value_t = 700)]
+    pub audit_block: u64,
 }
 
 /// Options of `ledger-window`.

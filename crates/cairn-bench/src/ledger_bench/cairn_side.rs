@@ -22,6 +22,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -116,43 +117,56 @@ pub fn run(
     verify: Verify,
     seed: u64,
     zipf: bool,
+    audit_block: u64,
 ) -> Result<(Figures, Vec<Op>), Failure> {
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(seconds);
     let loaded = ledger.digest();
     let first = ledger.version();
     let promises = Promises::default();
-    let (results, deferred): (Vec<Result<Client, Failure>>, _) = std::thread::scope(|s| {
-        let promises = &promises;
-        let verifier = verify
-            .delay_ms()
-            .map(|delay| s.spawn(move || verifier(ledger, promises, delay, loaded)));
-        let handles: Vec<_> = (0..clients)
-            .map(|c| {
-                s.spawn(move || {
-                    let stream = Stream::new(seed, c, accounts, zipf);
-                    client(ledger, stream, deadline, verify, loaded, promises)
+    let stop = AtomicBool::new(false);
+    let (results, deferred, audit): (Vec<Result<Client, Failure>>, _, _) =
+        std::thread::scope(|s| {
+            let promises = &promises;
+            let (committed, stop) = (&promises.committed, &stop);
+            let auditor = (audit_block > 0).then(|| {
+                s.spawn(move || super::audit::auditor(ledger, committed, stop, audit_block))
+            });
+            let verifier = verify
+                .delay_ms()
+                .map(|delay| s.spawn(move || verifier(ledger, promises, delay, loaded)));
+            let handles: Vec<_> = (0..clients)
+                .map(|c| {
+                    s.spawn(move || {
+                        let stream = Stream::new(seed, c, accounts, zipf);
+                        client(ledger, stream, deadline, verify, loaded, promises)
+                    })
                 })
-            })
-            .collect();
-        let results = handles
-            .into_iter()
-            .map(|h| {
+                .collect();
+            let results = handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Failure("a client thread panicked".into())))
+                })
+                .collect();
+            promises.finish();
+            stop.store(true, Ordering::Release);
+            let deferred = verifier.map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err(Failure("a client thread panicked".into())))
-            })
-            .collect();
-        promises.finish();
-        let deferred = verifier.map(|h| {
-            h.join()
-                .unwrap_or_else(|_| Err(Failure("the verifier thread panicked".into())))
+                    .unwrap_or_else(|_| Err(Failure("the verifier thread panicked".into())))
+            });
+            let audit = auditor.map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Failure("the auditor thread panicked".into())))
+            });
+            (results, deferred, audit)
         });
-        (results, deferred)
-    });
     // Deferred: up to the end of the last batch, as immudb's peer counts.
     let seconds = start.elapsed().as_secs_f64();
     let mut figures = Figures::new(seconds);
     figures.deferred = deferred.transpose()?;
+    figures.audit = audit.transpose()?;
     if let Some(d) = &figures.deferred {
         // Verified by the verifier: the batch's proofs shared equally among its promises, as
         // immudb's peer counts them.
@@ -285,6 +299,7 @@ fn transaction(
         }
         if let Some(made) = made {
             made.durability.wait().context(context)?;
+            promises.committed.fetch_add(1, Ordering::AcqRel);
             me.log.push((made.version, *op));
             if verify != Verify::None {
                 // Deferred: the reads as of the version before, the writes as of the version.
@@ -317,6 +332,7 @@ fn transaction(
         return Ok(());
     };
     made.committed.durability.wait().context(context)?;
+    promises.committed.fetch_add(1, Ordering::AcqRel);
     me.log.push((made.committed.version, *op));
     // The client's checks: the digest extends the one it trusts...
     let digest = made.committed.digest;
@@ -435,10 +451,12 @@ struct Promised {
     read: bool,
 }
 
-/// The promises waiting for the deferred verifier.
+/// The promises waiting for the deferred verifier, and the writing transactions committed
+/// (for the auditor).
 #[derive(Default)]
 struct Promises {
     inner: std::sync::Mutex<(Vec<Promised>, bool)>,
+    committed: AtomicU64,
 }
 
 impl Promises {

@@ -18,6 +18,7 @@
 //! operations. Both fsync before a transaction is acknowledged: immudb `Synced` with its
 //! default 20 ms group commit, Cairn `SyncPolicy::Immediate` (concurrent waiters share fsyncs).
 
+mod audit;
 mod cairn_side;
 mod immudb;
 mod range;
@@ -171,6 +172,8 @@ pub struct Figures {
     pub versions: u64,
     /// The deferred verifier's figures (deferred runs only).
     pub deferred: Option<DeferredFigures>,
+    /// The block auditor's figures (the audit workload only).
+    pub audit: Option<audit::AuditFigures>,
     hist: BTreeMap<Kind, Histogram<u64>>,
     quantiles: BTreeMap<Kind, Quantiles>,
 }
@@ -190,6 +193,7 @@ impl Figures {
             disk_bytes: None,
             versions: 0,
             deferred: None,
+            audit: None,
             hist: BTreeMap::new(),
             quantiles: BTreeMap::new(),
         }
@@ -284,6 +288,7 @@ impl Figures {
             "disk_bytes": self.disk_bytes,
             "versions": self.versions,
             "deferred": self.deferred.as_ref().map(DeferredFigures::json),
+            "audit": self.audit.as_ref().map(audit::AuditFigures::json),
             "per_type": per_kind,
         })
     }
@@ -426,7 +431,7 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
     let started = crate::sys::now_rfc3339();
     let seed = args.common.seed;
     let has = |w: Workload| workloads.contains(&w);
-    let (rows, sweep, range_rows, growth) =
+    let (rows, sweep, audits, range_rows, growth) =
         crate::in_temp_dir(args.common.dir.as_deref(), args.common.keep, |dir| {
             let mut cells: Vec<(Verify, u64)> = Vec::new();
             if has(Workload::SmallBank) {
@@ -442,6 +447,10 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
                         .map(|&delay_ms| (Verify::Deferred { delay_ms }, args.sweep_clients)),
                 );
             }
+            let audit_from = cells.len();
+            if has(Workload::Audit) {
+                cells.push((Verify::None, args.sweep_clients));
+            }
             let mut rows = Vec::new();
             for (i, &(verify, c)) in cells.iter().enumerate() {
                 for &engine in ["immudb", "cairn"].iter().filter(|e| engines.contains(e)) {
@@ -451,12 +460,24 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
                         verify.delay_ms().unwrap_or(0)
                     ));
                     std::fs::create_dir_all(&sub).context(|| "creating a directory".into())?;
+                    let audit_block = if i >= audit_from { args.audit_block } else { 0 };
                     let row = match (engine, &peer) {
                         ("immudb", Some(binary)) => {
-                            run_immudb(args, binary, &sub, verify, c, seed)?
+                            run_immudb(args, binary, &sub, verify, c, seed, audit_block)?
                         }
-                        _ => run_cairn(args, &sub, verify, c, seed)?,
+                        _ => run_cairn(args, &sub, verify, c, seed, audit_block)?,
                     };
+                    if let Some(a) = &row.figures.audit {
+                        eprintln!(
+                            "audit: {engine}: {} blocks of {:.0} transactions, check p50 {:.2} \
+                             ms, p99 {:.2} ms; full audit {:.2} s",
+                            a.blocks,
+                            a.transactions as f64 / a.blocks.max(1) as f64,
+                            a.verify_ms_p50,
+                            a.verify_ms_p99,
+                            a.full_seconds
+                        );
+                    }
                     eprintln!(
                         "{}{engine}, {} verification, {c} clients: {:.0} transactions/s over \
                      {:.1} s, {} versions, {} aborted, {:.0} proof bytes per verified read{}",
@@ -474,7 +495,12 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
                         }
                     );
                     std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
-                    rows.push((i >= sweep_from, row));
+                    let kind = if i >= audit_from {
+                        2
+                    } else {
+                        u8::from(i >= sweep_from)
+                    };
+                    rows.push((kind, row));
                 }
             }
             let range_rows = if has(Workload::Range) {
@@ -487,10 +513,12 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
             } else {
                 Vec::new()
             };
-            let (sweep, rows): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(s, _)| *s);
+            let (audits, rows): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(k, _)| *k == 2);
+            let (sweep, rows): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(k, _)| *k == 1);
             Ok((
                 rows.into_iter().map(|(_, r)| r).collect::<Vec<Row>>(),
                 sweep.into_iter().map(|(_, r)| r).collect::<Vec<Row>>(),
+                audits.into_iter().map(|(_, r)| r).collect::<Vec<Row>>(),
                 range_rows,
                 growth,
             ))
@@ -505,6 +533,10 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
             args.sweep_clients
         );
         print_table(args, &sweep);
+    }
+    if !audits.is_empty() {
+        println!();
+        print_audits(args, &audits);
     }
     if !range_rows.is_empty() {
         println!();
@@ -543,6 +575,7 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
             "durability": "every transaction fsynced before it is acknowledged: Cairn SyncPolicy::Immediate, immudb Synced with its 20 ms group commit",
             "rows": rows.iter().map(row_json).collect::<Vec<_>>(),
             "sweep": sweep.iter().map(row_json).collect::<Vec<_>>(),
+            "audit": audits.iter().map(row_json).collect::<Vec<_>>(),
             "range": range_rows.iter().map(|r| serde_json::json!({
                 "engine": r.engine,
                 "verify": r.verify.name(),
@@ -688,6 +721,42 @@ fn run_ranges(
     Ok(rows)
 }
 
+fn print_audits(args: &LedgerArgs, rows: &[Row]) {
+    let mut table = Markdown::left(&[
+        "engine",
+        "transactions/s",
+        "blocks",
+        "transactions per block",
+        "block check p50 ms",
+        "p99 ms",
+        "max ms",
+        "full audit s",
+        "versions (immudb: txs) audited in full",
+    ]);
+    for r in rows {
+        let Some(a) = &r.figures.audit else {
+            continue;
+        };
+        table.row([
+            r.engine.to_string(),
+            format!("{:.0}", r.figures.rate()),
+            a.blocks.to_string(),
+            format!("{:.0}", a.transactions as f64 / a.blocks.max(1) as f64),
+            format!("{:.2}", a.verify_ms_p50),
+            format!("{:.2}", a.verify_ms_p99),
+            format!("{:.2}", a.verify_ms_max),
+            format!("{:.2}", a.full_seconds),
+            a.full_versions.to_string(),
+        ]);
+    }
+    println!(
+        "Audit: SmallBank ({} clients, no client verification) with an auditor checking each \
+         block of about {} transactions",
+        args.sweep_clients, args.audit_block
+    );
+    print!("{}", table.render());
+}
+
 fn print_ranges(args: &LedgerArgs, rows: &[RangeRow]) {
     let mut table = Markdown::left(&[
         "verify",
@@ -814,6 +883,7 @@ fn run_cairn(
     verify: Verify,
     clients: u64,
     seed: u64,
+    audit_block: u64,
 ) -> Result<Row, Failure> {
     let hash = match args.hash {
         AuthHashArg::Sha256 => cairn_proof::HashKind::Sha256,
@@ -824,7 +894,7 @@ fn run_cairn(
         args.accounts,
         hash,
         args.group,
-        if verify.delay_ms().is_some() {
+        if verify.delay_ms().is_some() || audit_block > 0 {
             args.window
         } else {
             0
@@ -839,7 +909,14 @@ fn run_cairn(
         verify,
         seed,
         args.zipf,
+        audit_block,
     )?;
+    if let Some(a) = &mut figures.audit {
+        let (seconds, read, versions) = audit::full_audit(&ledger)?;
+        a.full_seconds = seconds;
+        a.full_read_bytes = read;
+        a.full_versions = versions;
+    }
     let money = if args.check {
         let balances = cairn_side::balances(&ledger, args.accounts)?;
         Some(check("cairn", args.accounts, &log, &balances)?)
@@ -865,6 +942,7 @@ fn run_immudb(
     verify: Verify,
     clients: u64,
     seed: u64,
+    audit_block: u64,
 ) -> Result<Row, Failure> {
     crate::sys::proc::settle_disk(Duration::from_millis(500));
     let per_client = (args.peer_transactions / clients).max(1);
@@ -878,7 +956,7 @@ fn run_immudb(
         deferred_delay_ms: verify.delay_ms().unwrap_or(0),
         seed,
         zipf: args.zipf,
-        audit_block: 0,
+        audit_block,
     })?;
     let mut figures = r.figures;
     figures.deferred = r.deferred.as_ref().map(|d| DeferredFigures {
@@ -892,6 +970,22 @@ fn run_immudb(
         proof_bytes: figures.proof_bytes,
         reads: figures.verified_reads,
         writes: figures.verified_writes,
+    });
+    figures.audit = r.audit.as_ref().map(|a| audit::AuditFigures {
+        block: a.block,
+        blocks: a.blocks,
+        versions: a.txs,
+        transactions: a.txs,
+        changes: a.entries,
+        verify_ms_p50: a.latency_ms_p50,
+        verify_ms_p99: a.latency_ms_p99,
+        verify_ms_max: a.latency_ms_max,
+        verify_ms_mean: a.latency_ms_mean,
+        make_ms_p50: 0.0,
+        make_ms_p99: 0.0,
+        full_seconds: r.full_audit.as_ref().map_or(0.0, |f| f.seconds),
+        full_read_bytes: None,
+        full_versions: r.full_audit.as_ref().map_or(0, |f| f.txs),
     });
     let money = if args.check {
         Some(check("immudb", args.accounts, &r.log, &r.balances)?)
