@@ -106,19 +106,32 @@ struct Client {
     proof_bytes: u64,
 }
 
+/// One SmallBank run's settings.
+pub struct Setup {
+    /// Accounts loaded.
+    pub accounts: u64,
+    pub clients: u64,
+    pub seconds: f64,
+    pub verify: Verify,
+    pub seed: u64,
+    pub zipf: bool,
+    /// Transactions per audited block (0: no auditor).
+    pub audit_block: u64,
+}
+
 /// Runs `clients` clients for `seconds` on `ledger` (loaded with `accounts`), verifying as
-/// `verify` says. Returns the figures and the log of committed writing transactions in
-/// version order.
-pub fn run(
-    ledger: &Ledger,
-    accounts: u64,
-    clients: u64,
-    seconds: f64,
-    verify: Verify,
-    seed: u64,
-    zipf: bool,
-    audit_block: u64,
-) -> Result<(Figures, Vec<Op>), Failure> {
+/// `verify` says, with an auditor when `audit_block` is set. Returns the figures and the log
+/// of committed writing transactions in version order.
+pub fn run(ledger: &Ledger, setup: &Setup) -> Result<(Figures, Vec<Op>), Failure> {
+    let &Setup {
+        accounts,
+        clients,
+        seconds,
+        verify,
+        seed,
+        zipf,
+        audit_block,
+    } = setup;
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(seconds);
     let loaded = ledger.digest();

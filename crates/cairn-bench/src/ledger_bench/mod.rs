@@ -903,13 +903,15 @@ fn run_cairn(
     crate::sys::proc::settle_disk(Duration::from_millis(500));
     let (mut figures, log) = cairn_side::run(
         &ledger,
-        args.accounts,
-        clients,
-        args.seconds,
-        verify,
-        seed,
-        args.zipf,
-        audit_block,
+        &cairn_side::Setup {
+            accounts: args.accounts,
+            clients,
+            seconds: args.seconds,
+            verify,
+            seed,
+            zipf: args.zipf,
+            audit_block,
+        },
     )?;
     if let Some(a) = &mut figures.audit {
         let (seconds, read, versions) = audit::full_audit(&ledger)?;
