@@ -1,22 +1,32 @@
 //! `cairn-bench ledger`: LedgerBench's workloads on Cairn's verifiable ledger and on immudb
-//! v1.11.1 side by side (issue 46). Built so far: **SmallBank with verification** (workload 1):
-//! two tables, `savings` and `checking`, the six transactions drawn uniformly (or Zipfian),
-//! concurrent clients, every answer verified before the client's next transaction (immediate)
-//! or not at all (none), every commit durable before it is acknowledged on both engines, and
-//! with `--check` every balance compared with a model that replays the committed transactions
-//! in each engine's commit order.
+//! v1.11.1 side by side (issue 46), chosen with `--workloads`:
 //!
-//! Owns: the command's options, its order of runs, the check, the printed table and the JSON
-//! record. May call: `smallbank` (the workload and its model), `cairn_side` (Cairn's runs),
-//! `immudb` (the Go peer's runs). Must never touch: the engines' internals.
+//! - **smallbank** (workload 1): two tables, `savings` and `checking`, the six transactions
+//!   drawn uniformly (or Zipfian), concurrent clients, every commit durable before it is
+//!   acknowledged on both engines; every answer verified before the client's next transaction
+//!   (immediate), kept as a promise and verified in batches by a verifier every `--delays` ms
+//!   (deferred), or not at all (none); with `--check` every balance compared with a model that
+//!   replays the committed transactions in each engine's commit order;
+//! - **sweep** (workload 3): deferred verification at each of `--sweep-delays`;
+//! - **range** (workload 2, `range`): ranges of 10 to 20 keys of an ordered table, verified
+//!   with complete range proofs (Cairn) or each entry's inclusion (immudb);
+//! - **audit** (workload 4, `audit`): SmallBank with an auditor checking each block of about
+//!   `--audit-block` transactions, and the full audit at the end;
+//! - **storage** (workload 5, `storage`): bytes on disk as records grow.
 //!
-//! The protocol: for each verification mode, for each client count, immudb then Cairn, each in
-//! a fresh directory: load the accounts, settle the disk (sync, pause), run. Both receive the
-//! same streams: client `c`'s operations come from one generator seeded with `(seed, c)`.
-//! Cairn runs each cell for `--seconds`; immudb (about a hundred transactions per second here,
-//! its group commit waits 20 ms) runs each client's first `--peer-transactions / clients`
-//! operations. Both fsync before a transaction is acknowledged: immudb `Synced` with its
-//! default 20 ms group commit, Cairn `SyncPolicy::Immediate` (concurrent waiters share fsyncs).
+//! Owns: the command's options, its order of runs, the check, the printed tables and the JSON
+//! record. May call: `smallbank` (the workload and its model), `cairn_side`, `range`, `audit`,
+//! `storage` (Cairn's runs), `immudb` (the Go peer's runs). Must never touch: the engines'
+//! internals.
+//!
+//! The protocol: for each cell (mode and client count), immudb then Cairn, each in a fresh
+//! directory: load, settle the disk (sync, pause), run. Both receive the same streams: client
+//! `c`'s operations come from one generator seeded with `(seed, c)`. Cairn runs each cell for
+//! `--seconds`; immudb (about a hundred transactions per second here, its group commit waits
+//! 20 ms) runs each client's first `--peer-transactions / clients` operations. Both fsync
+//! before a transaction is acknowledged: immudb `Synced` with its default 20 ms group commit,
+//! Cairn `SyncPolicy::Immediate` (concurrent waiters share fsyncs) with group commit
+//! (`--group`: concurrent transactions that commute share a version).
 
 mod audit;
 mod cairn_side;
