@@ -41,6 +41,8 @@ pub enum Command {
     Auth(AuthArgs),
     /// Turn a directory of `auth` records into a Markdown report with SVG charts.
     AuthReport(ReportArgs),
+    /// Render `DIR/ledger.json` (a `ledger` record) as `DIR/figures.md` and SVG charts.
+    LedgerReport(ReportArgs),
     /// Durable writes through each engine's write-ahead log: durable batches per second and
     /// write-to-durability latency at several writer counts and batch sizes, against the
     /// disk's own fsync rate.
@@ -573,6 +575,9 @@ pub struct LedgerArgs {
     /// Keys of the range workload's table.
     #[arg(long, default_value_t = 100_000)]
     pub range_keys: u64,
+    /// Also write the record to `DIR/ledger.json` and render it there (`ledger-report`).
+    #[arg(long)]
+    pub report_dir: Option<PathBuf>,
     /// Transactions per block of the audit workload (its auditor checks a block whenever this
     /// many more have committed).
     #[arg(long, default_value_t = 700)]

@@ -117,6 +117,9 @@ fn main() -> ExitCode {
         Command::LedgerReceipts(args) => ledger_receipts::run(&args),
         Command::LedgerWindow(args) => ledger_window::run(&args),
         Command::Ledger(args) => ledger_bench::run(&args),
+        Command::LedgerReport(args) => ledger_bench::report_dir(&args.dir).map(|path| {
+            println!("{}", path.display());
+        }),
         Command::Restart(args) => restart::run(&args),
         Command::RestartChild(args) => restart::child(&args),
         Command::Report(args) => report::run(&args),

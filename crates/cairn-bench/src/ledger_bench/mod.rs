@@ -32,6 +32,7 @@ mod audit;
 mod cairn_side;
 mod immudb;
 mod range;
+mod report;
 pub mod smallbank;
 mod storage;
 
@@ -556,7 +557,7 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
         println!();
         print_growth(&growth);
     }
-    if let Some(path) = &args.common.json {
+    {
         let row_json = |r: &Row| {
             serde_json::json!({
                 "engine": r.engine,
@@ -609,10 +610,25 @@ pub fn run(args: &LedgerArgs) -> Result<(), Failure> {
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
-        std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
-            .context(|| format!("writing {}", path.display()))?;
+        if let Some(path) = &args.common.json {
+            std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
+                .context(|| format!("writing {}", path.display()))?;
+        }
+        if let Some(dir) = &args.report_dir {
+            report::write(dir, &doc)?;
+        }
     }
     Ok(())
+}
+
+/// `ledger-report`: renders `dir/ledger.json`; returns the figures' path.
+pub fn report_dir(dir: &Path) -> Result<std::path::PathBuf, Failure> {
+    let path = dir.join("ledger.json");
+    let text = std::fs::read_to_string(&path).context(|| format!("reading {}", path.display()))?;
+    let doc: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Failure(format!("{}: not a ledger record: {e}", path.display())))?;
+    report::write(dir, &doc)?;
+    Ok(dir.join("figures.md"))
 }
 
 /// One run of the range workload.
