@@ -51,7 +51,10 @@ impl Ledger {
             return Err(Error::NoSuchVersion { version: 0, newest });
         }
         if from > to || to > newest {
-            return Err(Error::NoSuchVersion { version: to, newest });
+            return Err(Error::NoSuchVersion {
+                version: to,
+                newest,
+            });
         }
         let digest = state.history.digest_at(&self.history, to)?;
         let consistency = state.history.prove_consistency(&self.history, from, to)?;
