@@ -1124,6 +1124,36 @@ mod tests {
         run(&args("cairn", "immediate,none")).unwrap();
     }
 
+    /// The other workloads on Cairn, tiny: an auditor checking blocks of 20 transactions and
+    /// the full audit, ranges in every mode, storage growth with the window off and archived;
+    /// and the report rendered from the record.
+    #[test]
+    fn tiny_audit_range_and_storage_workloads_on_cairn_check_out() {
+        let mut a = args("cairn", "immediate,deferred");
+        a.workloads = "audit,range,storage".into();
+        a.delays = "5".into();
+        a.sweep_clients = 4;
+        a.audit_block = 20;
+        a.range_keys = 500;
+        a.storage_records = "500,1000".into();
+        a.storage_batch = 100;
+        let dir = tempfile::tempdir().unwrap();
+        a.report_dir = Some(dir.path().to_path_buf());
+        run(&a).unwrap();
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("ledger.json")).unwrap())
+                .unwrap();
+        assert!(
+            doc["audit"][0]["figures"]["audit"]["blocks"]
+                .as_u64()
+                .unwrap()
+                > 0
+        );
+        assert_eq!(doc["range"].as_array().unwrap().len(), 4);
+        assert_eq!(doc["storage"].as_array().unwrap().len(), 2);
+        assert!(dir.path().join("figures.md").is_file());
+    }
+
     /// Deferred verification: every promise proved and checked by the verifier, in batches.
     #[test]
     fn a_tiny_deferred_smallbank_on_cairn_checks_out() {
