@@ -2,17 +2,17 @@
 //! (`crates/cairn-bench/peers/immudb/`, its protocol in its README): the peer is started in the
 //! run's directory and driven over a pipe.
 //!
-//! * SmallBank ([`run`], [`run_with`]): the peer loads the accounts, receives the same operation
+//! * SmallBank ([`run_with`]): the peer loads the accounts, receives the same operation
 //!   streams as Cairn (each client's first `per_client` operations, interleaved), dumps every
 //!   balance and reports; with an audit block it also audits its history as it grows and in full
 //!   at the end.
-//! * Storage growth ([`run_storage`]): records of 100 incompressible bytes ([`record_value`]),
+//! * Storage growth ([`run_storage`]): records of 100 incompressible bytes (`storage::record_value`),
 //!   the bytes on disk at each checkpoint.
-//! * Range reads ([`run_range`]): keys [`range_key`] with values [`range_value`], each range
+//! * Range reads ([`run_range`]): keys `range::range_key` with their ids as values, each range
 //!   read in one snapshot and verified immediately, deferred or not at all.
 //!
 //! Owns: finding or building the peer, the runs on it. May call: `smallbank` (the streams),
-//! `keys` (SplitMix64, for the records' values). Must never touch: Cairn.
+//! `storage` and `range` (the workloads' keys and values). Must never touch: Cairn.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, BufWriter, Lines, Write};

@@ -7,7 +7,7 @@
 //! `records`, the engine's tables (lookups and proofs). Must never write.
 //!
 //! A version's changes are the stored keys its undo record names (so the window must hold the
-//! block: [`LedgerConfig::history`] at least the versions between the auditor and the newest),
+//! block: [`crate::LedgerConfig::history`] at least the versions between the auditor and the newest),
 //! their values in the version's tables, and their proof in the tables of the version before.
 
 use std::collections::BTreeMap;
@@ -35,7 +35,7 @@ impl Ledger {
     /// The versions `from + 1 ..= to` for an auditor holding the digest of size `from`: each
     /// version's leaf, roots, changes with their proofs as of the version before, and leaf
     /// inclusion in the digest of size `to`; and the consistency proof from `from` to `to`.
-    /// Every version from `from` on must be in the window ([`LedgerConfig::history`]).
+    /// Every version from `from` on must be in the window ([`crate::LedgerConfig::history`]).
     ///
     /// Cost per version: one undo record read, one batched lookup and one multiproof per table
     /// it changed, one inclusion proof (`⌈log₂ n⌉` history nodes).
