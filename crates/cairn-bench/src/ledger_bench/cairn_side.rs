@@ -54,6 +54,16 @@ fn decode(bytes: Option<&[u8]>) -> Result<i64, String> {
     Ok(i64::from_be_bytes(bytes))
 }
 
+/// Opens (or creates) the ledger in `dir` with `config`, every commit fsynced before it is
+/// acknowledged (`SyncPolicy::Immediate`): how every workload opens Cairn.
+pub fn open_ledger(dir: &Path, config: LedgerConfig) -> Result<Ledger, Failure> {
+    let options = cairn::SessionOptions::default().log(Some(
+        cairn::LogOptions::default().sync(cairn::SyncPolicy::Immediate),
+    ));
+    Ledger::open_with(Arc::new(cairn::fs::RealFs), dir, config, options)
+        .context(|| format!("opening a ledger in {}", dir.display()))
+}
+
 /// Opens a ledger in `dir` and loads `accounts` accounts; returns it and the seconds.
 pub fn load(
     dir: &Path,
@@ -62,19 +72,13 @@ pub fn load(
     group: usize,
     window: u64,
 ) -> Result<(Ledger, f64), Failure> {
-    let options = cairn::SessionOptions::default().log(Some(
-        cairn::LogOptions::default().sync(cairn::SyncPolicy::Immediate),
-    ));
-    let ledger = Ledger::open_with(
-        Arc::new(cairn::fs::RealFs),
+    let ledger = open_ledger(
         dir,
         LedgerConfig::new([CHECKING, SAVINGS])
             .hash(hash)
             .group(group)
             .history(window),
-        options,
-    )
-    .context(|| format!("opening a ledger in {}", dir.display()))?;
+    )?;
     let start = Instant::now();
     let mut first = 0;
     while first < accounts {

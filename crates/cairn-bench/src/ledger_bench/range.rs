@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cairn_ledger::{Ledger, LedgerBatch, LedgerConfig};
@@ -31,10 +31,7 @@ pub const RANGE_MAX: u64 = 20;
 
 /// Key `id` of the range workload (`k` and the id, big-endian: key order is id order).
 pub fn range_key(id: u64) -> [u8; 9] {
-    let mut key = [0u8; 9];
-    key[0] = b'k';
-    key[1..].copy_from_slice(&id.to_be_bytes());
-    key
+    super::storage::lettered_key(b'k', id)
 }
 
 /// Client `client`'s ranges: `(first id, count)`, the count uniform in 10..=20 and the range
@@ -97,16 +94,7 @@ impl RangeFigures {
 /// Opens a ledger in `dir` with the ordered table and loads `keys` keys (value: the id,
 /// big-endian); returns it and the seconds.
 pub fn load_cairn(dir: &Path, keys: u64) -> Result<(Ledger, f64), Failure> {
-    let options = cairn::SessionOptions::default().log(Some(
-        cairn::LogOptions::default().sync(cairn::SyncPolicy::Immediate),
-    ));
-    let ledger = Ledger::open_with(
-        Arc::new(cairn::fs::RealFs),
-        dir,
-        LedgerConfig::new([TABLE]).ordered([TABLE]),
-        options,
-    )
-    .context(|| format!("opening a ledger in {}", dir.display()))?;
+    let ledger = super::cairn_side::open_ledger(dir, LedgerConfig::new([TABLE]).ordered([TABLE]))?;
     let start = Instant::now();
     let mut first = 0;
     while first < keys {

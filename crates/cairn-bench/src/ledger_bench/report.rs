@@ -177,6 +177,12 @@ fn storage_chart(doc: &Value) -> String {
     .render()
 }
 
+/// Appends a rendered table and a blank line.
+fn push_table(md: &mut String, t: Markdown) {
+    md.push_str(&t.render());
+    md.push('\n');
+}
+
 /// Every table of the record, with Cairn/immudb ratios.
 pub fn figures(doc: &Value) -> String {
     let mut md = String::new();
@@ -271,8 +277,7 @@ pub fn figures(doc: &Value) -> String {
                 ),
             ]);
         }
-        md.push_str(&t.render());
-        md.push('\n');
+        push_table(&mut md, t);
     }
     let audits = rows(doc, "audit");
     if !audits.is_empty() {
@@ -306,8 +311,7 @@ pub fn figures(doc: &Value) -> String {
                     .map_or(String::new(), |b| format!("{:.1}", b / 1e6)),
             ]);
         }
-        md.push_str(&t.render());
-        md.push('\n');
+        push_table(&mut md, t);
     }
     let ranges = rows(doc, "range");
     if !ranges.is_empty() {
@@ -342,8 +346,7 @@ pub fn figures(doc: &Value) -> String {
                 }),
             ]);
         }
-        md.push_str(&t.render());
-        md.push('\n');
+        push_table(&mut md, t);
     }
     let growth = rows(doc, "storage");
     if !growth.is_empty() {
@@ -360,8 +363,7 @@ pub fn figures(doc: &Value) -> String {
                 ]);
             }
         }
-        md.push_str(&t.render());
-        md.push('\n');
+        push_table(&mut md, t);
     }
     md
 }

@@ -14,10 +14,9 @@
 //! measured after its index is flushed.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
-use cairn_ledger::{Ledger, LedgerBatch, LedgerConfig};
+use cairn_ledger::{LedgerBatch, LedgerConfig};
 
 use crate::failure::{Context, Failure};
 use crate::keys::SplitMix64;
@@ -29,8 +28,12 @@ pub const VALUE_BYTES: usize = 100;
 
 /// Record `id`'s key.
 pub fn record_key(id: u64) -> [u8; 9] {
-    let mut key = [0u8; 9];
-    key[0] = b'r';
+    lettered_key(b'r', id)
+}
+
+/// A letter and an id's 8 big-endian bytes (so that key order is id order).
+pub fn lettered_key(letter: u8, id: u64) -> [u8; 9] {
+    let mut key = [letter; 9];
     key[1..].copy_from_slice(&id.to_be_bytes());
     key
 }
@@ -73,16 +76,7 @@ pub fn grow_cairn(
     batch: u64,
     window: u64,
 ) -> Result<Vec<StoragePoint>, Failure> {
-    let options = cairn::SessionOptions::default().log(Some(
-        cairn::LogOptions::default().sync(cairn::SyncPolicy::Immediate),
-    ));
-    let ledger = Ledger::open_with(
-        Arc::new(cairn::fs::RealFs),
-        dir,
-        LedgerConfig::new([RECORDS]).history(window),
-        options,
-    )
-    .context(|| format!("opening a ledger in {}", dir.display()))?;
+    let ledger = super::cairn_side::open_ledger(dir, LedgerConfig::new([RECORDS]).history(window))?;
     let mut points = Vec::with_capacity(checkpoints.len());
     let mut next = 0u64;
     for &target in checkpoints {
