@@ -567,23 +567,14 @@ impl Ledger {
                 keys.iter()
                     .try_for_each(|k| check_ordered_key(k.as_ref()))?;
             }
-            let stored = self.tables[t]
-                .lookups(keys)?
-                .into_iter()
-                .map(|r| r.into_value());
-            if !self.meta.ordered[t] {
-                values.push(stored.collect());
-                continue;
-            }
-            values.push(
-                keys.iter()
-                    .zip(stored)
-                    .map(|(k, stored)| match stored {
-                        Some(bytes) => links::value_of(k.as_ref(), &bytes),
-                        None => Ok(None),
-                    })
-                    .collect::<Result<_>>()?,
-            );
+            let stored: Vec<Option<Vec<u8>>> = (self.tables[t].lookups(keys)?.into_iter())
+                .map(|r| r.into_value())
+                .collect();
+            values.push(if self.meta.ordered[t] {
+                link_values(keys, &stored)?
+            } else {
+                stored
+            });
         }
         Ok((state.history.size(), values))
     }
@@ -677,20 +668,11 @@ impl Ledger {
             return Err(Error::NoSuchVersion { version, newest });
         }
         // The tables as of `version`: the live ones for the newest, else the window's copies.
-        let (tables, record) = if version == newest {
-            let head = state
-                .head
-                .as_ref()
-                .ok_or(Error::NoSuchVersion { version, newest })?;
-            (&self.tables[..], head.clone())
-        } else {
-            let oldest = state.window.front().map_or(newest, |r| r.version);
-            let kept = state
-                .window
-                .iter()
-                .find(|r| r.version == version)
-                .ok_or(Error::VersionPruned { version, oldest })?;
-            (&kept.tables[..], self.read_version(version)?)
+        let tables = self.tables_at(state, version)?;
+        let record = match &state.head {
+            Some(head) if version == newest => head.clone(),
+            None => return Err(Error::NoSuchVersion { version, newest }),
+            Some(_) => self.read_version(version)?,
         };
         let pairs: Vec<(&[u8], Root)> = self
             .meta
@@ -711,14 +693,7 @@ impl Ledger {
                 .map(|r| r.into_value())
                 .collect();
             if self.meta.ordered[t] {
-                values[i] = keys
-                    .iter()
-                    .zip(&stored)
-                    .map(|(k, stored)| match stored {
-                        Some(bytes) => links::value_of(k.as_ref(), bytes),
-                        None => Ok(None),
-                    })
-                    .collect::<Result<_>>()?;
+                values[i] = link_values(keys, &stored)?;
                 proven[i] = stored;
             } else {
                 values[i] = stored;
@@ -840,19 +815,7 @@ impl Ledger {
         hi: &[u8],
     ) -> Result<RangeRead> {
         let t = self.ordered_index(table)?;
-        let newest = state.history.size();
-        let tables = if version == newest {
-            &self.tables[..]
-        } else {
-            let oldest = state.window.front().map_or(newest, |r| r.version);
-            match state.window.iter().find(|r| r.version == version) {
-                Some(kept) => &kept.tables[..],
-                None if version == 0 || version > newest => {
-                    return Err(Error::NoSuchVersion { version, newest })
-                }
-                None => return Err(Error::VersionPruned { version, oldest }),
-            }
-        };
+        let tables = self.tables_at(state, version)?;
         let answer = links::range_answer(&tables[t], lo, hi)?;
         let keys = answer.proved_keys();
         let read = self.read_in(state, version, &[(table, &keys[..])])?;
@@ -1356,6 +1319,20 @@ fn breaks(e: &cairn::Error) -> bool {
             | cairn::Error::InvalidUpdate(_)
             | cairn::Error::InvalidConfig(_)
     )
+}
+
+/// The values of an ordered table's `keys` from their stored links (`None`: absent).
+fn link_values<K: AsRef<[u8]>>(
+    keys: &[K],
+    stored: &[Option<Vec<u8>>],
+) -> Result<Vec<Option<Vec<u8>>>> {
+    keys.iter()
+        .zip(stored)
+        .map(|(k, stored)| match stored {
+            Some(bytes) => links::value_of(k.as_ref(), bytes),
+            None => Ok(None),
+        })
+        .collect()
 }
 
 /// An ordered table's user keys are never empty (the empty key is its head).

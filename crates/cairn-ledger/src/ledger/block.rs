@@ -116,23 +116,4 @@ impl Ledger {
             inclusion,
         })
     }
-
-    /// The tables as of `version`: the live ones for the newest, else the window's copies.
-    fn tables_at<'a>(&'a self, state: &'a State, version: u64) -> Result<&'a [cairn::Table]> {
-        let newest = state.history.size();
-        if version == newest {
-            return Ok(&self.tables);
-        }
-        let oldest = state.window.front().map_or(newest, |r| r.version);
-        state
-            .window
-            .iter()
-            .find(|r| r.version == version)
-            .map(|r| &r.tables[..])
-            .ok_or(if version == 0 || version > newest {
-                Error::NoSuchVersion { version, newest }
-            } else {
-                Error::VersionPruned { version, oldest }
-            })
-    }
 }

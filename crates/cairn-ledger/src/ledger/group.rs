@@ -145,7 +145,6 @@ impl Ledger {
                 break;
             }
         }
-        let count = members.len();
         drop(inner);
         let mut outcomes = self.commit_group(members);
         let mut inner = self.queue.lock();
@@ -160,7 +159,6 @@ impl Ledger {
                 inner.done.insert(t, outcome);
             }
         }
-        debug_assert!(count > 0);
         drop(inner);
         self.queue.turn.notify_all();
         mine.unwrap_or_else(|| {
@@ -183,34 +181,41 @@ impl Ledger {
         let meta = members.first().map(|m| m.meta.clone()).unwrap_or_default();
         // Step 1: links, and the members that touch a key an earlier member writes, or write
         // a key an earlier member touches.
-        let mut group_written: BTreeSet<(usize, Vec<u8>)> = BTreeSet::new();
-        let mut group_read: BTreeSet<(usize, Vec<u8>)> = BTreeSet::new();
+        // Keys by table (looked up by borrowed slices: no copy per key checked).
+        type Keys = BTreeMap<usize, BTreeSet<Vec<u8>>>;
+        let has = |keys: &Keys, t: usize, key: &[u8]| keys.get(&t).is_some_and(|k| k.contains(key));
+        let mut group_written = Keys::new();
+        let mut group_read = Keys::new();
         let several = members.len() > 1;
         for (i, member) in members.iter_mut().enumerate() {
             if let Err(e) = self.write_member_links(member) {
                 outcomes[i] = Some(Outcome::Failed(e));
                 continue;
             }
-            let read: Vec<(usize, &Vec<u8>)> = match &member.touched {
-                Some(touched) => (touched.read.iter())
-                    .flat_map(|(&t, keys)| keys.iter().map(move |k| (t, k)))
-                    .collect(),
-                None => Vec::new(),
-            };
+            if !several {
+                continue;
+            }
+            let read = member.touched.as_ref().map(|t| &t.read);
             let overlaps = member
                 .written
                 .iter()
-                .any(|k| group_written.contains(k) || group_read.contains(k))
-                || read
-                    .iter()
-                    .any(|&(t, k)| group_written.contains(&(t, k.clone())));
+                .any(|(t, k)| has(&group_written, *t, k) || has(&group_read, *t, k))
+                || read.is_some_and(|read| {
+                    read.iter()
+                        .any(|(t, keys)| keys.iter().any(|k| has(&group_written, *t, k)))
+                });
             if overlaps {
                 outcomes[i] = Some(Outcome::Retry(None));
                 continue;
             }
-            if several {
-                group_read.extend(read.into_iter().map(|(t, k)| (t, k.clone())));
-                group_written.extend(member.written.iter().cloned());
+            for (t, keys) in read.into_iter().flatten() {
+                group_read
+                    .entry(*t)
+                    .or_default()
+                    .extend(keys.iter().cloned());
+            }
+            for (t, k) in &member.written {
+                group_written.entry(*t).or_default().insert(k.clone());
             }
         }
         // Step 2: the reads, as of `v − 1`.

@@ -64,6 +64,29 @@ pub(super) struct Retained {
 }
 
 impl Ledger {
+    /// The tables as of `version`: the live ones for the newest, else the window's copies.
+    pub(super) fn tables_at<'a>(
+        &'a self,
+        state: &'a State,
+        version: u64,
+    ) -> Result<&'a [cairn::Table]> {
+        let newest = state.history.size();
+        if version == newest {
+            return Ok(&self.tables);
+        }
+        let oldest = state.window.front().map_or(newest, |r| r.version);
+        state
+            .window
+            .iter()
+            .find(|r| r.version == version)
+            .map(|r| &r.tables[..])
+            .ok_or(if version == 0 || version > newest {
+                Error::NoSuchVersion { version, newest }
+            } else {
+                Error::VersionPruned { version, oldest }
+            })
+    }
+
     /// The window of versions kept provable and what it keeps on disk. Cost: a scan of the
     /// undo records and a walk of each kept table's segment list. The records are scanned
     /// without holding off commits: a commit meanwhile can make them one version newer than
