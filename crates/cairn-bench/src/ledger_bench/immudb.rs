@@ -204,10 +204,6 @@ fn check_verify(verify: &str, deferred_delay_ms: u64) -> Result<(), Failure> {
 
 /// Deferred verification's figures (the result's `deferred`).
 #[derive(Clone, Debug, Deserialize)]
-#[allow(
-    dead_code,
-    reason = "read by the ledger command once it shows deferred runs"
-)]
 pub struct Deferred {
     /// Non-empty batches.
     pub batches: u64,
@@ -219,17 +215,12 @@ pub struct Deferred {
     pub verify_latency_ms_max: f64,
     /// The batch period.
     pub delay_ms: u64,
-    /// Dual proofs from the verifier's state to the fresh one.
-    pub state_proofs: u64,
     /// Dual proofs from a promised transaction to the fresh state.
     pub tx_proofs: u64,
-    /// Entry inclusion proofs.
-    pub inclusion_proofs: u64,
 }
 
 /// The block auditor's figures (the result's `audit`).
 #[derive(Clone, Debug, Deserialize)]
-#[allow(dead_code, reason = "read by the ledger command once it shows audits")]
 pub struct Audit {
     /// The configured block: at least this many transactions per audit.
     pub block: u64,
@@ -243,24 +234,17 @@ pub struct Audit {
     pub latency_ms_p99: f64,
     pub latency_ms_max: f64,
     pub latency_ms_mean: f64,
-    /// Protobuf bytes the auditor received (dual proofs, transactions without values).
-    pub proto_bytes: u64,
-    /// The transaction whose state the auditor trusted on first use.
-    pub trusted_from: u64,
     /// The last transaction audited.
     pub last_audited: u64,
 }
 
 /// The full audit at the end (the result's `full_audit`).
 #[derive(Clone, Debug, Deserialize)]
-#[allow(dead_code, reason = "read by the ledger command once it shows audits")]
 pub struct FullAudit {
     /// Every transaction of the store, and their entries.
     pub txs: u64,
     pub entries: u64,
     pub seconds: f64,
-    /// Protobuf bytes the auditor received.
-    pub proto_bytes: u64,
 }
 
 /// A field of the result that is an object or null.
@@ -284,16 +268,10 @@ pub struct PeerRun {
     /// The sync setting the peer reported.
     pub sync: String,
     /// Deferred verification's figures (verify "deferred" only).
-    #[allow(
-        dead_code,
-        reason = "read by the ledger command once it shows deferred runs"
-    )]
     pub deferred: Option<Deferred>,
     /// The block audits (`audit_block` > 0 only).
-    #[allow(dead_code, reason = "read by the ledger command once it shows audits")]
     pub audit: Option<Audit>,
     /// The full audit at the end (`audit_block` > 0 only).
-    #[allow(dead_code, reason = "read by the ledger command once it shows audits")]
     pub full_audit: Option<FullAudit>,
 }
 
@@ -425,7 +403,6 @@ fn range_value(id: u64) -> [u8; 8] {
 
 /// The store's size after the first `records` records of the storage workload.
 #[derive(Clone, Debug)]
-#[allow(dead_code, reason = "read by the ledger command's storage workload")]
 pub struct StoragePoint {
     pub records: u64,
     /// Every regular file under the store's directory: with the store open (index flushed) when
@@ -442,7 +419,6 @@ pub struct StoragePoint {
 /// The storage workload on the peer in `dir`: records 0.. written `batch` per transaction
 /// (1..=1000), the bytes on disk measured when `checkpoints[i]` records (strictly increasing)
 /// are stored. `synced`: every commit fsynced (immudb's 20 ms group commit).
-#[allow(dead_code, reason = "called by the ledger command's storage workload")]
 pub fn run_storage(
     binary: &Path,
     dir: &Path,
@@ -525,17 +501,14 @@ fn storage_point(r: &Value, records: u64) -> Result<StoragePoint, Failure> {
 
 /// Latency quantiles of one operation type as the peer reported them, µs.
 #[derive(Clone, Copy, Debug, Default)]
-#[allow(dead_code, reason = "read by the ledger command's range workload")]
 pub struct Latency {
     pub count: u64,
     pub p50_us: f64,
     pub p99_us: f64,
-    pub p999_us: f64,
     pub max_us: f64,
 }
 
 /// What a range run reported.
-#[allow(dead_code, reason = "read by the ledger command's range workload")]
 pub struct RangeRun {
     /// `transactions`: ranges read; `verified_reads`: entries verified; no per-type latencies
     /// (see `latency`).
@@ -554,7 +527,6 @@ pub struct RangeRun {
 /// (client, lo, count), each client reading ids lo..lo+count-1 in one snapshot, `clients`
 /// clients concurrently, verified as `verify` says ("immediate", "deferred" with batches every
 /// `delay_ms`, or "none"). Synced.
-#[allow(dead_code, reason = "called by the ledger command's range workload")]
 pub fn run_range(
     binary: &Path,
     dir: &Path,
@@ -605,6 +577,13 @@ pub fn run_range(
     fed?;
     let t = &result["per_type"]["Range"];
     let q = |k: &str| t[k].as_f64().unwrap_or(0.0);
+    let timed = t["count"].as_u64().unwrap_or(0);
+    if timed != ranges.len() as u64 {
+        return Err(Failure(format!(
+            "the immudb peer timed {timed} ranges of the {} sent",
+            ranges.len()
+        )));
+    }
     Ok(RangeRun {
         figures: figures(&result)?,
         entries_read: result["entries_read"]
@@ -612,10 +591,9 @@ pub fn run_range(
             .ok_or_else(|| Failure("the peer's result has no entries_read".into()))?,
         load_seconds: loaded["seconds"].as_f64().unwrap_or(0.0),
         latency: Latency {
-            count: t["count"].as_u64().unwrap_or(0),
+            count: timed,
             p50_us: q("p50_us"),
             p99_us: q("p99_us"),
-            p999_us: q("p999_us"),
             max_us: q("max_us"),
         },
         deferred: optional(&result, "deferred")?,

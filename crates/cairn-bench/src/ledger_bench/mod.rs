@@ -679,7 +679,7 @@ fn run_ranges(
                 std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
                 let figures = range::RangeFigures {
                     seconds: r.figures.seconds,
-                    ranges: r.figures.transactions,
+                    ranges: r.latency.count,
                     entries: r.entries_read,
                     verified_entries: r.figures.verified_reads,
                     proof_bytes: r.figures.proof_bytes,
@@ -999,6 +999,22 @@ fn run_immudb(
         reads: figures.verified_reads,
         writes: figures.verified_writes,
     });
+    if let Some(d) = &r.deferred {
+        if Some(d.delay_ms) != verify.delay_ms() {
+            return Err(Failure(format!(
+                "the immudb peer verified every {} ms, not every {:?} ms",
+                d.delay_ms,
+                verify.delay_ms()
+            )));
+        }
+    }
+    if let (Some(a), Some(full)) = (&r.audit, &r.full_audit) {
+        if full.txs < a.last_audited || full.entries < a.entries {
+            return Err(Failure(
+                "immudb's full audit covered less than its block audits".into(),
+            ));
+        }
+    }
     figures.audit = r.audit.as_ref().map(|a| audit::AuditFigures {
         block: a.block,
         blocks: a.blocks,
