@@ -70,8 +70,9 @@ pub enum Command {
     /// it, against the same work with no window.
     LedgerWindow(LedgerWindowArgs),
     /// LedgerBench's workloads on Cairn's verifiable ledger and on immudb v1.11.1 side by side
-    /// (issue 46): so far SmallBank with verification (immediate or none), concurrent clients,
-    /// every transaction durable before it is acknowledged, every balance checked.
+    /// (issue 46): SmallBank with immediate, deferred or no verification at concurrent clients
+    /// (every transaction durable before it is acknowledged, every balance checked), the
+    /// deferred delay sweep, verified ranges, block audits beside SmallBank, and storage growth.
     Ledger(LedgerArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
