@@ -1,0 +1,197 @@
+//! `cairn-server`: Cairn's verifiable ledger over HTTP/1.1 and HTTP/2, secure by default.
+//!
+//! The API (`docs/server.md`) is LedgerBench's database adapter as batch endpoints (`get`,
+//! `put`, `verify` of promises, `verify-receipt`), an optimistic `transact`, the digest,
+//! consistency proofs, ranges with proofs of completeness, and a streaming export for
+//! auditors; bodies are JSON or protobuf by content negotiation. TLS and bearer tokens with
+//! per-ledger, per-table grants are required unless the server is told to serve plain HTTP on
+//! loopback only; every request is held to limits (body size, keys, concurrency, time).
+//!
+//! Modules, each owning one concept (a module calls only those listed before it, and `wire`
+//! and `error`):
+//! - `wire`: the messages (protobuf and JSON from one definition);
+//! - `codec`: content negotiation; `error`: error answers;
+//! - `config`: the TOML configuration and its checks; `auth`: tokens and grants;
+//! - `service`: the endpoints and the layers that limit them; `net`: connections, TLS,
+//!   graceful shutdown;
+//! - this file: [`start`], which opens the ledgers and runs the whole.
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod codec;
+pub mod config;
+pub mod error;
+pub mod net;
+pub mod service;
+pub mod wire;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use cairn_ledger::Ledger;
+use metrics_exporter_prometheus::PrometheusHandle;
+
+pub use config::Config;
+
+/// The process's Prometheus recorder (a process has one global recorder; every server started
+/// in it shares this one).
+fn metrics_handle() -> Option<PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).ok().map(|()| handle)
+        })
+        .clone()
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct Running {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    /// The SHA-256 fingerprint of its TLS certificate (`None`: plain HTTP).
+    pub fingerprint: Option<String>,
+    /// The self-signed certificate, PEM, when it made one (for a client to trust).
+    pub self_signed_pem: Option<String>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+impl Running {
+    /// Starts the graceful shutdown (as SIGTERM does) and waits for it: no new connection,
+    /// the requests in flight finished (within the configured bound), then every ledger's log
+    /// synced and a checkpoint written. Errors: a ledger that failed to sync or checkpoint.
+    pub async fn shutdown(mut self) -> Result<(), String> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.wait().await
+    }
+
+    /// Waits until the server has stopped (after a shutdown started elsewhere).
+    pub async fn wait(&mut self) -> Result<(), String> {
+        (&mut self.done)
+            .await
+            .map_err(|e| format!("the server task failed: {e}"))?
+    }
+}
+
+/// Opens the configured ledgers, binds the listener and serves until `stop` completes or
+/// [`Running::shutdown`] is called; then shuts down gracefully. Errors: the configuration's
+/// check ([`Config::check`]), a ledger that does not open, the address taken, TLS files that
+/// do not load.
+pub async fn start(
+    config: Config,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<Running, String> {
+    config.check()?;
+    let grants = auth::Grants::new(&config.tokens)?;
+    let open_access = config.insecure_loopback && grants.is_empty();
+    let mut self_signed_pem = None;
+    let tls = match (&config.tls, config.insecure_loopback) {
+        (Some(tls), _) if !tls.self_signed.is_empty() => {
+            let made = net::self_signed(&tls.self_signed)?;
+            let t = net::Tls::from_pem(made.cert_pem.as_bytes(), made.key_pem.as_bytes())?;
+            tracing::warn!(
+                fingerprint = %t.fingerprint,
+                "serving a self-signed certificate (development only): pin this SHA-256 fingerprint"
+            );
+            self_signed_pem = Some(made.cert_pem);
+            Some(t)
+        }
+        (Some(tls), _) => match (&tls.cert, &tls.key) {
+            (Some(cert), Some(key)) => Some(net::Tls::from_files(cert, key)?),
+            _ => return Err("[tls] takes either cert and key, or self_signed".into()),
+        },
+        (None, true) => None,
+        (None, false) => return Err("no TLS configured".into()),
+    };
+    let entries = config.ledgers.clone();
+    let ledgers = tokio::task::spawn_blocking(move || {
+        let mut ledgers = HashMap::new();
+        for l in entries {
+            let c = cairn_ledger::LedgerConfig::new(l.tables.clone())
+                .ordered(l.ordered.clone())
+                .history(l.history)
+                .group(l.group.max(1));
+            let ledger = Ledger::open(&l.dir, c)
+                .map_err(|e| format!("opening ledger {:?} in {}: {e}", l.name, l.dir.display()))?;
+            tracing::info!(ledger = %l.name, dir = %l.dir.display(), version = ledger.version(), "ledger open");
+            ledgers.insert(l.name, Arc::new(ledger));
+        }
+        Ok::<_, String>(ledgers)
+    })
+    .await
+    .map_err(|e| format!("opening the ledgers: {e}"))??;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("listening on {}: {e}", config.listen))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("the listener's address: {e}"))?;
+    let state = Arc::new(service::AppState {
+        ledgers,
+        grants,
+        open_access,
+        limits: config.limits.clone(),
+        metrics: metrics_handle(),
+        ready: AtomicBool::new(true),
+    });
+    let service = service::limited(service::router(state.clone()), &config.limits);
+    let fingerprint = tls.as_ref().map(|t| t.fingerprint.clone());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let grace = Duration::from_millis(config.shutdown_timeout_ms);
+    let limits = config.limits.clone();
+    tracing::info!(%addr, tls = tls.is_some(), open_access, "serving");
+    let serving_state = state.clone();
+    let done = tokio::spawn(async move {
+        let stopping = async move {
+            tokio::select! {
+                () = stop => {},
+                _ = stop_rx => {},
+            }
+            serving_state.ready.store(false, Ordering::Release);
+            tracing::info!("shutdown started");
+        };
+        net::serve(listener, tls, service, limits, grace, stopping).await;
+        let ledgers: Vec<(String, Arc<Ledger>)> = state
+            .ledgers
+            .iter()
+            .map(|(n, l)| (n.clone(), l.clone()))
+            .collect();
+        tokio::task::spawn_blocking(move || {
+            let mut failed = Vec::new();
+            for (name, ledger) in ledgers {
+                let result = ledger.sync().and_then(|()| ledger.checkpoint());
+                match result {
+                    Ok(()) => tracing::info!(ledger = %name, "synced and checkpointed"),
+                    Err(e) => {
+                        tracing::error!(ledger = %name, error = %e, "sync or checkpoint failed");
+                        failed.push(format!("{name}: {e}"));
+                    }
+                }
+                ledger.close();
+            }
+            if failed.is_empty() {
+                Ok(())
+            } else {
+                Err(failed.join("; "))
+            }
+        })
+        .await
+        .map_err(|e| format!("closing the ledgers: {e}"))?
+    });
+    Ok(Running {
+        addr,
+        fingerprint,
+        self_signed_pem,
+        stop: Some(stop_tx),
+        done,
+    })
+}
