@@ -48,6 +48,12 @@ pub enum Error {
         /// What is wrong with it.
         detail: String,
     },
+    /// A range read found more entries than [`crate::LedgerConfig::range_max`] allows.
+    #[error("the range holds more than {max} entries, the most a range read answers")]
+    RangeTooLarge {
+        /// The limit.
+        max: usize,
+    },
     /// An earlier commit failed after its updates were logged; the ledger refuses further
     /// commits until it is reopened (which finishes that commit). The first failure, as text.
     #[error("the ledger is broken by an earlier failed commit (reopen it): {0}")]

@@ -99,6 +99,11 @@ pub struct LedgerConfig {
     /// table, one history append and one fsync. 0 and 1 (the default) make one version per
     /// transaction. A transaction with metadata always has a version of its own.
     pub group: usize,
+    /// Most entries a range read answers ([`Ledger::read_range`], [`Ledger::read_range_at`],
+    /// [`Ledger::range_values`]): a range holding more fails with [`Error::RangeTooLarge`]
+    /// once `range_max + 1` entries are read, so that a server bounds what one request costs.
+    /// 0 (the default): no limit.
+    pub range_max: usize,
 }
 
 impl LedgerConfig {
@@ -135,6 +140,13 @@ impl LedgerConfig {
     #[must_use]
     pub fn history(mut self, history: u64) -> LedgerConfig {
         self.history = history;
+        self
+    }
+
+    /// Sets [`LedgerConfig::range_max`].
+    #[must_use]
+    pub fn range_max(mut self, range_max: usize) -> LedgerConfig {
+        self.range_max = range_max;
         self
     }
 
@@ -267,6 +279,8 @@ pub struct Ledger {
     keep: u64,
     /// [`LedgerConfig::group`], at least 1.
     group: usize,
+    /// [`LedgerConfig::range_max`] (0: none).
+    range_max: usize,
     /// Transactions waiting to commit (`group`).
     queue: group::Queue,
     state: RwLock<State>,
@@ -418,6 +432,7 @@ impl Ledger {
             history,
             keep: config.history,
             group: config.group.max(1),
+            range_max: config.range_max,
             queue: Default::default(),
             state: RwLock::new(State {
                 history: History::default(),
@@ -802,7 +817,8 @@ impl Ledger {
     ) -> Result<(u64, RangeAnswer)> {
         let t = self.ordered_index(table)?;
         let state = self.read_state();
-        let answer = links::range_answer(&self.tables[t], lo.as_ref(), hi.as_ref())?;
+        let answer =
+            links::range_answer(&self.tables[t], lo.as_ref(), hi.as_ref(), self.range_max)?;
         Ok((state.history.size(), answer))
     }
 
@@ -816,7 +832,7 @@ impl Ledger {
     ) -> Result<RangeRead> {
         let t = self.ordered_index(table)?;
         let tables = self.tables_at(state, version)?;
-        let answer = links::range_answer(&tables[t], lo, hi)?;
+        let answer = links::range_answer(&tables[t], lo, hi, self.range_max)?;
         let keys = answer.proved_keys();
         let read = self.read_in(state, version, &[(table, &keys[..])])?;
         Ok(RangeRead {

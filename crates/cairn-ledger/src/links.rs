@@ -156,7 +156,7 @@ pub(crate) fn updates(table: &Table, writes: &Writes) -> Result<Stores> {
 
 /// The answer for `[lo, hi]` of `table` as it is: the key before the range, the entries, the
 /// key after. Cost: two cursors over the table and the entries read.
-pub(crate) fn range_answer(table: &Table, lo: &[u8], hi: &[u8]) -> Result<RangeAnswer> {
+pub(crate) fn range_answer(table: &Table, lo: &[u8], hi: &[u8], max: usize) -> Result<RangeAnswer> {
     let mut answer = RangeAnswer {
         lo: lo.to_vec(),
         hi: hi.to_vec(),
@@ -197,6 +197,9 @@ pub(crate) fn range_answer(table: &Table, lo: &[u8], hi: &[u8]) -> Result<RangeA
         let link = decode(&entry.key, &entry.value)?;
         last_next = link.next().map(<[u8]>::to_vec);
         if let Link::Entry { value, .. } = link {
+            if max != 0 && answer.entries.len() == max {
+                return Err(Error::RangeTooLarge { max });
+            }
             answer.entries.push((entry.key, value));
         }
     }

@@ -350,3 +350,41 @@ fn a_promised_range_is_proved_at_its_version_later() {
     assert!(ledger.read_range_at(3, "ordered", b"c", b"g").is_err());
     assert!(ledger.range_values("nope", b"c", b"g").is_err());
 }
+
+#[test]
+fn range_max_bounds_what_a_range_read_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(
+        dir.path(),
+        LedgerConfig::new(["ordered"])
+            .ordered(["ordered"])
+            .range_max(3),
+    )
+    .unwrap();
+    let mut batch = LedgerBatch::new();
+    for k in 1..=5u8 {
+        batch.insert("ordered", key(k), [k]);
+    }
+    ledger.write(&batch).unwrap();
+    // Three entries: answered and proved; four: refused, by every kind of range read.
+    let read = ledger.read_range("ordered", key(1), key(3)).unwrap();
+    assert_eq!(read.answer.entries.len(), 3);
+    verify_range(
+        &read.receipt,
+        "ordered",
+        &key(1),
+        &key(3),
+        &read.answer,
+        &read.digest,
+    )
+    .unwrap();
+    let too_many = |r: cairn_ledger::Result<()>| {
+        assert!(
+            matches!(r, Err(cairn_ledger::Error::RangeTooLarge { max: 3 })),
+            "{r:?}"
+        )
+    };
+    too_many(ledger.read_range("ordered", key(1), key(4)).map(drop));
+    too_many(ledger.read_range_at(1, "ordered", key(0), key(9)).map(drop));
+    too_many(ledger.range_values("ordered", key(2), key(5)).map(drop));
+}
