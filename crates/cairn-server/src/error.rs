@@ -93,6 +93,9 @@ impl From<cairn_ledger::Error> for ApiError {
             E::VersionPruned { .. } => {
                 ApiError::new(StatusCode::GONE, "version_pruned", e.to_string())
             }
+            E::RangeTooLarge { .. } => ApiError::too_large(format!(
+                "{e}: the server's keys_per_request; ask a narrower range"
+            )),
             E::InvalidConfig(_) | E::MetaTooLong(_) | E::Prove(_) => {
                 ApiError::bad_request(e.to_string())
             }
@@ -125,6 +128,12 @@ impl IntoResponse for ApiError {
         };
         let mut response = Reply(body, self.format).into_response();
         *response.status_mut() = self.status;
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
         response
     }
 }

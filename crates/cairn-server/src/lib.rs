@@ -9,7 +9,7 @@
 //!
 //! Modules, each owning one concept (a module calls only those listed before it, and `wire`
 //! and `error`):
-//! - `wire`: the messages (protobuf and JSON from one definition);
+//! - `wire` (the `cairn-wire` crate): the messages (protobuf and JSON from one definition);
 //! - `codec`: content negotiation; `error`: error answers;
 //! - `config`: the TOML configuration and its checks; `auth`: tokens and grants;
 //! - `service`: the endpoints and the layers that limit them; `net`: connections, TLS,
@@ -24,7 +24,7 @@ pub mod config;
 pub mod error;
 pub mod net;
 pub mod service;
-pub mod wire;
+pub use cairn_wire as wire;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -113,13 +113,15 @@ pub async fn start(
         (None, false) => return Err("no TLS configured".into()),
     };
     let entries = config.ledgers.clone();
+    let limits_keys = config.limits.keys_per_request;
     let ledgers = tokio::task::spawn_blocking(move || {
         let mut ledgers = HashMap::new();
         for l in entries {
             let c = cairn_ledger::LedgerConfig::new(l.tables.clone())
                 .ordered(l.ordered.clone())
                 .history(l.history)
-                .group(l.group.max(1));
+                .group(l.group.max(1))
+                .range_max(limits_keys);
             let ledger = Ledger::open(&l.dir, c)
                 .map_err(|e| format!("opening ledger {:?} in {}: {e}", l.name, l.dir.display()))?;
             tracing::info!(ledger = %l.name, dir = %l.dir.display(), version = ledger.version(), "ledger open");

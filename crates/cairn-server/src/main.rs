@@ -37,6 +37,20 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Set up a server directory in one step: a development certificate and key, an admin
+    /// token (written to `DIR/token`, readable by its owner only), and `DIR/server.toml`
+    /// serving one ledger in `DIR/<name>` on 127.0.0.1:7443 with TLS and that token.
+    Init {
+        /// The directory to create.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The ledger: NAME:TABLE,TABLE...
+        #[arg(long, default_value = "bank:checking,savings")]
+        ledger: String,
+        /// Where it will listen.
+        #[arg(long, default_value = "127.0.0.1:7443")]
+        listen: SocketAddr,
+    },
     /// Make a new token: prints it once (give it to the client) and the [[tokens]] entry to
     /// paste in the configuration (which keeps only its hash).
     Token {
@@ -115,6 +129,11 @@ fn run(cli: Cli) -> Result<(), String> {
             );
             return Ok(());
         }
+        Some(Command::Init {
+            dir,
+            ledger,
+            listen,
+        }) => return init(&dir, &ledger, listen),
         Some(Command::Cert { name, out }) => {
             let made = cairn_server::net::self_signed(&name)?;
             std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
@@ -205,6 +224,7 @@ fn init_logs(json: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();
@@ -226,4 +246,59 @@ fn write_private(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", path.display()))?;
     f.write_all(bytes)
         .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `cairn-server init`.
+fn init(dir: &std::path::Path, ledger: &str, listen: SocketAddr) -> Result<(), String> {
+    let (name, tables) = ledger
+        .split_once(':')
+        .ok_or_else(|| format!("--ledger {ledger:?}: expected NAME:TABLE,TABLE"))?;
+    let tables: Vec<String> = tables
+        .split(',')
+        .map(|t| format!("{:?}", t.trim()))
+        .collect();
+    if dir.join("server.toml").exists() {
+        return Err(format!("{} already holds a server.toml", dir.display()));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut names = vec!["localhost".to_string()];
+    names.push(listen.ip().to_string());
+    let made = cairn_server::net::self_signed(&names)?;
+    let tls = cairn_server::net::Tls::from_pem(made.cert_pem.as_bytes(), made.key_pem.as_bytes())?;
+    let write = |file: &str, text: &str| {
+        let path = dir.join(file);
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    write("cert.pem", &made.cert_pem)?;
+    write_private(&dir.join("key.pem"), made.key_pem.as_bytes())?;
+    let token =
+        cairn_server::auth::new_token().map_err(|e| format!("the system's random source: {e}"))?;
+    write_private(&dir.join("token"), format!("{token}\n").as_bytes())?;
+    let config = format!(
+        "listen = \"{listen}\"\n\n[tls]\ncert = {cert:?}\nkey = {key:?}\n\n[[ledgers]]\n\
+         name = {name:?}\ndir = {ldir:?}\ntables = [{tables}]\n\n[[tokens]]\nname = \"admin\"\n\
+         sha256 = {hash:?}\ngrants = [{{ ledger = {name:?}, rights = [\"admin\"] }}]\n",
+        cert = dir.join("cert.pem"),
+        key = dir.join("key.pem"),
+        ldir = dir.join(name),
+        tables = tables.join(", "),
+        hash = cairn_server::auth::token_hash(&token),
+    );
+    cairn_server::Config::parse(&config)
+        .and_then(|c| c.check())
+        .map_err(|e| format!("the configuration made does not check (a bug): {e}"))?;
+    write("server.toml", &config)?;
+    println!(
+        "wrote {}/{{server.toml, cert.pem, key.pem, token}}",
+        dir.display()
+    );
+    println!("certificate SHA-256 fingerprint: {}", tls.fingerprint);
+    println!(
+        "start:  cairn-server --config {}",
+        dir.join("server.toml").display()
+    );
+    Ok(())
 }

@@ -52,13 +52,14 @@ type Shared = Arc<AppState>;
 
 /// The service a connection serves: the [`router`] inside the server-wide limits, the
 /// concurrency limit (429 at once when full: one semaphore for every connection) and the
-/// request timeout (408).
+/// request timeout (408), with a handler's panic answered 500.
 pub fn limited(router: Router, limits: &Limits) -> Limited {
     let service = ServiceBuilder::new()
         .layer(HandleErrorLayer::new(overload_or_timeout))
         .load_shed()
         .concurrency_limit(limits.concurrent_requests)
         .timeout(limits.request_timeout())
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .service(router);
     tower::util::BoxCloneService::new(service)
 }
@@ -90,14 +91,27 @@ pub fn router(state: Shared) -> Router {
         .route("/ready", get(ready))
         .route("/metrics", get(metrics_text))
         .nest("/v1/ledgers/{ledger}", ledger_routes)
-        .fallback(|| async { ApiError::not_found("no such endpoint (see docs/server.md)") })
+        .fallback(|headers: HeaderMap| async move {
+            ApiError::not_found("no such endpoint (see docs/server.md)")
+                .in_format(Format::of_answer(&headers))
+        })
         .layer(axum::middleware::from_fn(track))
         .layer(DefaultBodyLimit::max(limits.body_bytes))
         .with_state(state)
 }
 
+/// A handler that panicked (a bug): 500, and the connection and server serve on.
+fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    ApiError::internal().into_response()
+}
+
 /// 429 when the concurrency limit is full, 408 when a request outlived its timeout.
-async fn overload_or_timeout(error: BoxError) -> ApiError {
+async fn overload_or_timeout(headers: HeaderMap, error: BoxError) -> ApiError {
+    overload_error(error).in_format(Format::of_answer(&headers))
+}
+
+fn overload_error(error: BoxError) -> ApiError {
     if error.is::<tower::load_shed::error::Overloaded>() {
         metrics::counter!("cairn_requests_shed_total").increment(1);
         ApiError::new(
@@ -798,7 +812,7 @@ async fn range(
         .in_format(answer));
     }
     let ledger = ledger.clone();
-    let limit = state.limits.keys_per_request;
+    // The ledger stops reading at `keys_per_request + 1` entries (`LedgerConfig::range_max`).
     let response = blocking(answer, move || {
         let (version, digest, range_answer, receipt) = if req.promise {
             let (version, a) = ledger.range_values(&req.table, &req.lo, &req.hi)?;
@@ -816,12 +830,6 @@ async fn range(
                 r.receipt.encode(),
             )
         };
-        if range_answer.entries.len() > limit {
-            return Err(ApiError::too_large(format!(
-                "the range holds {} keys; the server answers at most {limit}: ask a narrower one",
-                range_answer.entries.len()
-            )));
-        }
         Ok(wire::RangeResponse {
             version,
             digest,

@@ -482,6 +482,9 @@ async fn grants_decide_401_403_and_200() {
     .await;
     let (status, e) = f.json("get", None, body()).await;
     assert_eq!((status, e["code"].as_str()), (401, Some("unauthenticated")));
+    let resp = f.http.get(f.url("digest")).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+    assert_eq!(resp.headers()["www-authenticate"], "Bearer");
     let (status, _) = f.json("get", Some("cairn_not_a_token"), body()).await;
     assert_eq!(status, 401);
     let (status, e) = f.json("get", Some(&f.reader), savings()).await;
@@ -596,6 +599,47 @@ async fn limits_answer_413_429_and_408() {
     );
     let answer = slow.await.unwrap();
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    // A range over more entries than keys_per_request is 413, read no further than the limit.
+    let writes: Vec<serde_json::Value> = (0..12u8)
+        .map(|i| serde_json::json!({"key": h(&[b'k', i]), "value": h(b"v")}))
+        .collect();
+    let (status, _) = f
+        .json(
+            "put",
+            Some(&f.admin),
+            serde_json::json!({"tables": [{"table": "log", "writes": writes[..8]}]}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = f
+        .json(
+            "put",
+            Some(&f.admin),
+            serde_json::json!({"tables": [{"table": "log", "writes": writes[8..]}]}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, e) = f
+        .json(
+            "range",
+            Some(&f.admin),
+            serde_json::json!({"table": "log", "lo": h(b"k"), "hi": h(b"l")}),
+        )
+        .await;
+    assert_eq!(
+        (status, e["code"].as_str()),
+        (413, Some("too_large")),
+        "{e}"
+    );
+    let (status, r) = f
+        .json(
+            "range",
+            Some(&f.admin),
+            serde_json::json!({"table": "log", "lo": h(&[b'k', 0]), "hi": h(&[b'k', 7])}),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["entries"].as_array().unwrap().len(), 8);
     // The slot is free again.
     let (status, _) = f
         .json(

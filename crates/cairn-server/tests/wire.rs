@@ -1,5 +1,5 @@
 //! The protobuf schema that `docs/server.md` publishes (for clients in other languages) must
-//! be the one the server speaks: every message of `src/wire.rs`, every field with its tag,
+//! be the one the server speaks: every message of `crates/cairn-wire/src/lib.rs`, every field with its tag,
 //! type and label, and nothing more. Also: JSON and protobuf round trips of a full message.
 
 use std::collections::BTreeMap;
@@ -14,7 +14,10 @@ type Schema = BTreeMap<String, BTreeMap<String, (String, String, u32)>>;
 fn documented() -> Schema {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/server.md"))
         .unwrap();
-    let start = doc.find("```proto\n").expect("docs/server.md has a ```proto block") + 9;
+    let start = doc
+        .find("```proto\n")
+        .expect("docs/server.md has a ```proto block")
+        + 9;
     let end = start + doc[start..].find("```").unwrap();
     let mut schema = Schema::new();
     let mut current: Option<String> = None;
@@ -43,9 +46,9 @@ fn documented() -> Schema {
     schema
 }
 
-/// The messages as `src/wire.rs` declares them (its `#[prost(...)]` attributes).
+/// The messages as `crates/cairn-wire/src/lib.rs` declares them (its `#[prost(...)]` attributes).
 fn declared() -> Schema {
-    let src = include_str!("../src/wire.rs");
+    let src = include_str!("../../cairn-wire/src/lib.rs");
     let mut schema = Schema::new();
     let mut rest = src;
     while let Some(at) = rest.find("pub struct ") {
@@ -61,7 +64,13 @@ fn declared() -> Schema {
                 let (field, ty) = decl.trim_end_matches(',').split_once(": ").unwrap();
                 let parts: Vec<&str> = attr.split(',').map(str::trim).collect();
                 let kind = parts[0].split(" =").next().unwrap();
-                let tag: u32 = attr.split("tag = \"").nth(1).unwrap().split('"').next().unwrap()
+                let tag: u32 = attr
+                    .split("tag = \"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
                     .parse()
                     .unwrap();
                 let label = if parts.contains(&"repeated") {
@@ -98,7 +107,7 @@ fn the_documented_schema_is_the_one_served() {
         assert_eq!(
             doc.get(name),
             Some(fields),
-            "message {name}: docs/server.md and src/wire.rs differ"
+            "message {name}: docs/server.md and crates/cairn-wire/src/lib.rs differ"
         );
     }
     assert_eq!(

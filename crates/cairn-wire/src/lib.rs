@@ -3,8 +3,9 @@
 //! (through `serde`: `application/json` bodies), so that the two encodings cannot drift.
 //!
 //! Owns: every request and response body, and how bytes appear in JSON (lowercase hex strings;
-//! an absent value is `null`). May call: `prost`, `serde`, `hex`. Must never touch: the ledger,
-//! HTTP.
+//! an absent value is `null`). May call: `prost`, `serde`, `hex`, `cairn-proof`'s digest type.
+//! Must never touch: the ledger, HTTP. A crate of its own so that clients (`cairn-client`, the
+//! benchmarks) share the server's messages without linking the server.
 //!
 //! Why protobuf: a schema'd, compact, length-delimited binary encoding with decoders in every
 //! language the ledger's users write (Go, Python, Java, C++), readable by `protoc --decode`,
@@ -12,10 +13,13 @@
 //! digests, consistency proofs, range answers) stay in their own documented encodings
 //! (`docs/format/ledger.md`, `docs/format/history.md`) as `bytes` fields: a client verifies
 //! the bytes the ledger made, not a re-encoding of them. The schema, as a `.proto` file for
-//! other languages, is in `docs/server.md`; `tests/wire.rs` checks it against these messages.
+//! other languages, is in `docs/server.md`; `crates/cairn-server/tests/wire.rs` checks it against these messages.
 //!
 //! Decoding is total: any bytes give a message or an error (prost and serde_json both are),
-//! and `fuzz/` holds a target per request message.
+//! and `fuzz/fuzz_targets/server_requests.rs` feeds arbitrary bytes to every request message.
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
 
