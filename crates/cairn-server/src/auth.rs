@@ -1,7 +1,7 @@
 //! Who may do what: bearer tokens, stored only as their SHA-256, and the grants each holds
 //! (read, write, admin) per ledger and per table.
 //!
-//! Owns: [`Token`] generation and hashing, [`Grants`], [`Right`], [`Principal`] and the check
+//! Owns: token generation ([`new_token`]) and hashing ([`token_hash`]), [`Grants`], [`Right`], [`Principal`] and the check
 //! [`Principal::allows`]. May call: `config` (the grants as written), `sha2`, `getrandom`.
 //! Must never touch: the ledger, HTTP (the router takes the `Authorization` header and asks).
 //!
