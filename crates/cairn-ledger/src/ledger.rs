@@ -526,6 +526,18 @@ impl Ledger {
             .prove_inclusion(&self.history, version - 1, size)
     }
 
+    /// The counters of the ledger's write-ahead log (records, groups, fsyncs, bytes), for
+    /// monitoring. Errors: the engine's (a session without a log).
+    pub fn log_stats(&self) -> Result<cairn::LogStats> {
+        Ok(self.session.log_stats()?)
+    }
+
+    /// The engine's counters of table `table` (levels, runs, merges in progress, write buffer),
+    /// for monitoring. Errors: [`Error::NoSuchTable`], the engine's.
+    pub fn table_stats(&self, table: &str) -> Result<cairn::TableStats> {
+        Ok(self.tables[self.table_index(table)?].stats()?)
+    }
+
     /// Removes now the files no version reaches any more (normally removed a bounded step at
     /// a time by later operations): see [`Session::remove_released_files`]. For tools and
     /// tests that count files.

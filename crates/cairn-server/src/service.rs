@@ -191,8 +191,25 @@ async fn metrics_text(State(state): State<Shared>, caller: Caller) -> Result<Res
         return Err(ApiError::forbidden("/metrics needs the admin right"));
     }
     for (name, ledger) in &state.ledgers {
-        metrics::gauge!("cairn_ledger_version", "ledger" => name.clone())
+        let ledger_label = name.clone();
+        metrics::gauge!("cairn_ledger_version", "ledger" => ledger_label.clone())
             .set(ledger.version() as f64);
+        if let Ok(log) = ledger.log_stats() {
+            metrics::gauge!("cairn_log_fsyncs", "ledger" => ledger_label.clone())
+                .set(log.fsyncs as f64);
+            metrics::gauge!("cairn_log_bytes", "ledger" => ledger_label.clone())
+                .set(log.bytes as f64);
+        }
+        for table in ledger.tables() {
+            if let Ok(t) = ledger.table_stats(table) {
+                let labels = [("ledger", ledger_label.clone()), ("table", table.clone())];
+                metrics::gauge!("cairn_table_merges_in_progress", &labels)
+                    .set(t.merges_in_progress as f64);
+                metrics::gauge!("cairn_table_write_buffer_entries", &labels)
+                    .set(t.write_buffer_entries as f64);
+                metrics::gauge!("cairn_table_runs", &labels).set(t.runs as f64);
+            }
+        }
     }
     let text = state
         .metrics
@@ -355,11 +372,13 @@ fn committed(c: &cairn_ledger::Committed) -> wire::CommitResponse {
     }
 }
 
-/// Waits until a commit is durable: a write is acknowledged only then.
+/// Waits until a commit is durable: a write is acknowledged only then. The wait (the log's
+/// group fsync, as a write sees it) is recorded in `cairn_durable_wait_seconds`.
 fn durable(c: &cairn_ledger::Committed) -> Result<(), ApiError> {
-    c.durability
-        .wait()
-        .map_err(|e| ApiError::from(cairn_ledger::Error::from(e)))
+    let started = Instant::now();
+    let waited = c.durability.wait();
+    metrics::histogram!("cairn_durable_wait_seconds").record(started.elapsed().as_secs_f64());
+    waited.map_err(|e| ApiError::from(cairn_ledger::Error::from(e)))
 }
 
 async fn get_values(

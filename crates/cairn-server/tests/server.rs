@@ -415,7 +415,14 @@ async fn every_endpoint_answers_in_json_and_protobuf() {
         .unwrap();
     assert_eq!(metrics.status().as_u16(), 200);
     let text = metrics.text().await.unwrap();
-    assert!(text.contains("cairn_requests_total"), "{text}");
+    for metric in [
+        "cairn_requests_total",
+        "cairn_durable_wait_seconds",
+        "cairn_log_fsyncs",
+        "cairn_table_merges_in_progress",
+    ] {
+        assert!(text.contains(metric), "{metric} missing from {text}");
+    }
     let denied = f
         .http
         .get(format!("{}/metrics", f.base))
