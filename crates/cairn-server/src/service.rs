@@ -391,23 +391,14 @@ async fn get_values(
     }: Wire<wire::GetRequest>,
 ) -> Result<Reply<wire::ReadResponse>, ApiError> {
     let keys = req.tables.iter().map(|t| t.keys.len()).sum();
-    check_keys(&state.limits, keys, answer)?;
-    let mut tables = req.tables.iter().map(|t| t.table.as_str());
-    let ledger = ledger_for(
-        &state,
-        &caller,
-        &name,
-        Some(&mut tables),
-        Right::Read,
-        answer,
-    )?;
+    let tables = req.tables.iter().map(|t| t.table.as_str());
+    let ledger = admit(&state, &caller, &name, keys, tables, Right::Read, answer)?;
     if req.promise && req.version != 0 {
         return Err(ApiError::bad_request(
             "a promise is made at the newest version: leave version out",
         )
         .in_format(answer));
     }
-    let ledger = ledger.clone();
     let response = blocking(answer, move || {
         let names: Vec<String> = req.tables.iter().map(|t| t.table.clone()).collect();
         let reads: Vec<(&str, &[Vec<u8>])> = req
@@ -450,6 +441,22 @@ fn writes_of(tables: &[wire::TableWrites]) -> impl Iterator<Item = (&str, &wire:
         .flat_map(|t| t.writes.iter().map(move |w| (t.table.as_str(), w)))
 }
 
+/// The ledger named in the path for a request of `keys` keys on `tables` with `right`
+/// (413 over the key limit; see [`ledger_for`]).
+fn admit<'t>(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+    keys: usize,
+    tables: impl IntoIterator<Item = &'t str>,
+    right: Right,
+    format: Format,
+) -> Result<Arc<Ledger>, ApiError> {
+    check_keys(&state.limits, keys, format)?;
+    let mut tables = tables.into_iter();
+    Ok(ledger_for(state, caller, name, Some(&mut tables), right, format)?.clone())
+}
+
 async fn put(
     State(state): State<Shared>,
     Path(name): Path<String>,
@@ -460,38 +467,13 @@ async fn put(
     }: Wire<wire::PutRequest>,
 ) -> Result<Reply<wire::CommitResponse>, ApiError> {
     let keys = req.tables.iter().map(|t| t.writes.len()).sum();
-    check_keys(&state.limits, keys, answer)?;
-    let mut tables = req.tables.iter().map(|t| t.table.as_str());
-    let ledger = ledger_for(
-        &state,
-        &caller,
-        &name,
-        Some(&mut tables),
-        Right::Write,
-        answer,
-    )?;
-    let ledger = ledger.clone();
+    let tables = req.tables.iter().map(|t| t.table.as_str());
+    let ledger = admit(&state, &caller, &name, keys, tables, Right::Write, answer)?;
     metrics::histogram!("cairn_commit_keys").record(keys as f64);
     let response = blocking(answer, move || {
         if req.prove {
-            let (_, made) = ledger.transact_proved(&req.meta, |tx| {
-                for (table, w) in writes_of(&req.tables) {
-                    match &w.value {
-                        Some(v) => tx.insert(table, &w.key, v)?,
-                        None => tx.delete(table, &w.key)?,
-                    }
-                }
-                Ok(())
-            })?;
-            return Ok(match made {
-                None => wire::CommitResponse::default(),
-                Some(proved) => {
-                    durable(&proved.committed)?;
-                    let mut out = committed(&proved.committed);
-                    out.writes = Some(proved_keys(proved.writes));
-                    out
-                }
-            });
+            // With receipts: a transaction that reads nothing.
+            return run_transaction(&ledger, &req.meta, &[], &req.tables, true);
         }
         let mut batch = LedgerBatch::new();
         batch.meta(&req.meta);
@@ -513,10 +495,77 @@ async fn put(
     Ok(Reply(response, answer))
 }
 
-/// Why a transaction's expectation failed: the key and what it holds now.
+/// Why a transaction's expectation failed: the key.
 struct Mismatch {
     table: String,
     key: Vec<u8>,
+}
+
+/// Runs a ledger transaction that checks `expects` and applies `tables`' writes, waits until
+/// its version is durable, and answers it (with receipts when `prove`). Errors: 409
+/// `expectation_failed` (nothing written) when a key no longer holds what the client saw.
+fn run_transaction(
+    ledger: &Ledger,
+    meta: &[u8],
+    expects: &[wire::TableExpects],
+    tables: &[wire::TableWrites],
+    prove: bool,
+) -> Result<wire::CommitResponse, ApiError> {
+    let body = |tx: &mut cairn_ledger::LedgerTx<'_>| {
+        for t in expects {
+            for e in &t.expects {
+                if tx.get(&t.table, &e.key)? != e.value {
+                    return Ok(Err(Mismatch {
+                        table: t.table.clone(),
+                        key: e.key.clone(),
+                    }));
+                }
+            }
+        }
+        for (table, w) in writes_of(tables) {
+            match &w.value {
+                Some(v) => tx.insert(table, &w.key, v)?,
+                None => tx.delete(table, &w.key)?,
+            }
+        }
+        Ok(Ok(()))
+    };
+    let (outcome, out) = if prove {
+        let (outcome, made) = ledger.transact_proved(meta, body)?;
+        let out = match made {
+            None => wire::CommitResponse::default(),
+            Some(proved) => {
+                durable(&proved.committed)?;
+                let mut out = committed(&proved.committed);
+                out.reads = proved.reads.map(proved_keys);
+                out.writes = Some(proved_keys(proved.writes));
+                out
+            }
+        };
+        (outcome, out)
+    } else {
+        let (outcome, made) = ledger.transact(meta, body)?;
+        let out = match made {
+            None => wire::CommitResponse::default(),
+            Some(c) => {
+                durable(&c)?;
+                committed(&c)
+            }
+        };
+        (outcome, out)
+    };
+    match outcome {
+        Ok(()) => Ok(out),
+        Err(m) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "expectation_failed",
+            format!(
+                "key {} of table {:?} no longer holds the value read; nothing was written",
+                hex::encode(&m.key),
+                m.table
+            ),
+        )),
+    }
 }
 
 async fn transact(
@@ -530,83 +579,21 @@ async fn transact(
 ) -> Result<Reply<wire::CommitResponse>, ApiError> {
     let keys = req.tables.iter().map(|t| t.writes.len()).sum::<usize>()
         + req.expects.iter().map(|t| t.expects.len()).sum::<usize>();
-    check_keys(&state.limits, keys, answer)?;
-    let mut read_tables = req.expects.iter().map(|t| t.table.as_str());
-    ledger_for(
+    let read_tables = req.expects.iter().map(|t| t.table.as_str());
+    admit(
         &state,
         &caller,
         &name,
-        Some(&mut read_tables),
+        keys,
+        read_tables,
         Right::Read,
         answer,
     )?;
-    let mut tables = req.tables.iter().map(|t| t.table.as_str());
-    let ledger = ledger_for(
-        &state,
-        &caller,
-        &name,
-        Some(&mut tables),
-        Right::Write,
-        answer,
-    )?;
-    let ledger = ledger.clone();
+    let tables = req.tables.iter().map(|t| t.table.as_str());
+    let ledger = admit(&state, &caller, &name, keys, tables, Right::Write, answer)?;
     metrics::histogram!("cairn_commit_keys").record(keys as f64);
     let response = blocking(answer, move || {
-        let body = |tx: &mut cairn_ledger::LedgerTx<'_>| {
-            for t in &req.expects {
-                for e in &t.expects {
-                    if tx.get(&t.table, &e.key)? != e.value {
-                        return Ok(Err(Mismatch {
-                            table: t.table.clone(),
-                            key: e.key.clone(),
-                        }));
-                    }
-                }
-            }
-            for (table, w) in writes_of(&req.tables) {
-                match &w.value {
-                    Some(v) => tx.insert(table, &w.key, v)?,
-                    None => tx.delete(table, &w.key)?,
-                }
-            }
-            Ok(Ok(()))
-        };
-        let (outcome, out) = if req.prove {
-            let (outcome, made) = ledger.transact_proved(&req.meta, body)?;
-            let out = match made {
-                None => wire::CommitResponse::default(),
-                Some(proved) => {
-                    durable(&proved.committed)?;
-                    let mut out = committed(&proved.committed);
-                    out.reads = proved.reads.map(proved_keys);
-                    out.writes = Some(proved_keys(proved.writes));
-                    out
-                }
-            };
-            (outcome, out)
-        } else {
-            let (outcome, made) = ledger.transact(&req.meta, body)?;
-            let out = match made {
-                None => wire::CommitResponse::default(),
-                Some(c) => {
-                    durable(&c)?;
-                    committed(&c)
-                }
-            };
-            (outcome, out)
-        };
-        match outcome {
-            Ok(()) => Ok(out),
-            Err(m) => Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "expectation_failed",
-                format!(
-                    "key {} of table {:?} no longer holds the value read; nothing was written",
-                    hex::encode(&m.key),
-                    m.table
-                ),
-            )),
-        }
+        run_transaction(&ledger, &req.meta, &req.expects, &req.tables, req.prove)
     })
     .await?;
     Ok(Reply(response, answer))
@@ -622,17 +609,8 @@ async fn verify(
     }: Wire<wire::VerifyRequest>,
 ) -> Result<Reply<wire::VerifyResponse>, ApiError> {
     let keys = req.promises.iter().map(|p| p.keys.len()).sum();
-    check_keys(&state.limits, keys, answer)?;
-    let mut tables = req.promises.iter().map(|p| p.table.as_str());
-    let ledger = ledger_for(
-        &state,
-        &caller,
-        &name,
-        Some(&mut tables),
-        Right::Read,
-        answer,
-    )?;
-    let ledger = ledger.clone();
+    let tables = req.promises.iter().map(|p| p.table.as_str());
+    let ledger = admit(&state, &caller, &name, keys, tables, Right::Read, answer)?;
     let response = blocking(answer, move || {
         // The grouping `prove_promises` answers in: by version, then table name, each table's
         // keys in the order promised.
@@ -688,16 +666,8 @@ async fn verify_receipt(
     }: Wire<wire::VerifyReceiptRequest>,
 ) -> Result<Reply<wire::VerifyReceiptResponse>, ApiError> {
     let keys = req.tables.iter().map(|t| t.claims.len()).sum();
-    check_keys(&state.limits, keys, answer)?;
-    let mut tables = req.tables.iter().map(|t| t.table.as_str());
-    ledger_for(
-        &state,
-        &caller,
-        &name,
-        Some(&mut tables),
-        Right::Read,
-        answer,
-    )?;
+    let tables = req.tables.iter().map(|t| t.table.as_str());
+    admit(&state, &caller, &name, keys, tables, Right::Read, answer)?;
     let bad = |m: String| ApiError::bad_request(m).in_format(answer);
     let receipt = cairn_proof::Receipt::decode(&req.receipt)
         .map_err(|e| bad(format!("the receipt does not decode: {e}")))?;
@@ -815,22 +785,14 @@ async fn range(
         answer,
     }: Wire<wire::RangeRequest>,
 ) -> Result<Reply<wire::RangeResponse>, ApiError> {
-    let mut tables = std::iter::once(req.table.as_str());
-    let ledger = ledger_for(
-        &state,
-        &caller,
-        &name,
-        Some(&mut tables),
-        Right::Read,
-        answer,
-    )?;
+    let tables = std::iter::once(req.table.as_str());
+    let ledger = admit(&state, &caller, &name, 0, tables, Right::Read, answer)?;
     if req.promise && req.version != 0 {
         return Err(ApiError::bad_request(
             "a promise is made at the newest version: leave version out",
         )
         .in_format(answer));
     }
-    let ledger = ledger.clone();
     // The ledger stops reading at `keys_per_request + 1` entries (`LedgerConfig::range_max`).
     let response = blocking(answer, move || {
         let (version, digest, range_answer, receipt) = if req.promise {
