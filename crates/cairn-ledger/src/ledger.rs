@@ -195,7 +195,8 @@ pub struct VerifiedRead {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ProvedKeys {
-    /// The tables (in name order) and their keys (sorted): `read.values[i][j]` is the value of
+    /// The tables (in name order) and their keys (sorted, for a commit's receipts; in the order
+    /// promised, for [`Ledger::prove_promises`]): `read.values[i][j]` is the value of
     /// `keys[i].1[j]`.
     pub keys: Vec<(String, Vec<Vec<u8>>)>,
     /// The values and the receipt, against the digest of the commit's version.
@@ -643,11 +644,12 @@ impl Ledger {
 
     /// Proves a batch of promises (deferred verification): one receipt per version named, each
     /// covering every key promised at that version, against the newest digest; verify each with
-    /// [`cairn_proof::verify_receipt_at`]. Returned in increasing version order. Cost: one
-    /// [`Ledger::read_at`] per distinct version.
+    /// [`cairn_proof::verify_receipt_at`]. Returned in increasing version order, each with the
+    /// keys it answers (its tables in name order, each table's keys in the order promised).
+    /// Cost: one [`Ledger::read_at`] per distinct version.
     ///
     /// Errors: as [`Ledger::read_at`].
-    pub fn prove_promises(&self, promises: &[Promise]) -> Result<Vec<VerifiedRead>> {
+    pub fn prove_promises(&self, promises: &[Promise]) -> Result<Vec<ProvedKeys>> {
         let mut by_version: std::collections::BTreeMap<
             u64,
             std::collections::BTreeMap<&str, Vec<&[u8]>>,
@@ -666,7 +668,11 @@ impl Ledger {
             .map(|(&version, tables)| {
                 let reads: Vec<(&str, &[&[u8]])> =
                     tables.iter().map(|(t, keys)| (*t, &keys[..])).collect();
-                self.read_in(&state, version, &reads)
+                let read = self.read_in(&state, version, &reads)?;
+                let keys = (tables.iter())
+                    .map(|(t, keys)| (t.to_string(), keys.iter().map(|k| k.to_vec()).collect()))
+                    .collect();
+                Ok(ProvedKeys { keys, read })
             })
             .collect()
     }

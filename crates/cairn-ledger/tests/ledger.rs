@@ -448,9 +448,9 @@ proptest! {
                     let mut versions_named: Vec<u64> = promises.iter().map(|p| p.version).collect();
                     versions_named.sort_unstable();
                     versions_named.dedup();
-                    prop_assert_eq!(proved.iter().map(|r| r.version).collect::<Vec<_>>(), versions_named);
+                    prop_assert_eq!(proved.iter().map(|r| r.read.version).collect::<Vec<_>>(), versions_named);
                     let digest = ledger.digest();
-                    for read in &proved {
+                    for read in proved.iter().map(|p| &p.read) {
                         let state = &versions[read.version as usize];
                         for (section, values) in read.receipt.tables.iter().zip(&read.values) {
                             let t = NAMES.iter().position(|n| *n == section.name).unwrap();

@@ -472,7 +472,7 @@ fn values_read_without_a_receipt_are_proved_later_as_promised() {
             keys: vec![key(1).to_vec(), key(2).to_vec()],
         }])
         .unwrap();
-    assert_eq!(proved[0].values, values);
+    assert_eq!(proved[0].read.values, values);
     let keys = [key(1), key(2)];
     let claims: Vec<Claim<'_>> = keys
         .iter()
@@ -483,7 +483,7 @@ fn values_read_without_a_receipt_are_proved_later_as_promised() {
         table: "checking",
         claims: &claims,
     }];
-    verify_receipt_at(&proved[0].receipt, &tables, &ledger.digest()).unwrap();
+    verify_receipt_at(&proved[0].read.receipt, &tables, &ledger.digest()).unwrap();
     assert!(ledger.read_values(&[("nope", &[key(1)][..])]).is_err());
     assert!(ledger.read_values(&[("names", &[""][..])]).is_err());
 }

@@ -11,7 +11,7 @@
 //! Bounds per request: at most `keys_per_request` keys (413 beyond), so a request's work is
 //! bounded by the ledger's cost for that many keys.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -612,17 +612,6 @@ async fn verify(
     let tables = req.promises.iter().map(|p| p.table.as_str());
     let ledger = admit(&state, &caller, &name, keys, tables, Right::Read, answer)?;
     let response = blocking(answer, move || {
-        // The grouping `prove_promises` answers in: by version, then table name, each table's
-        // keys in the order promised.
-        let mut grouped: BTreeMap<u64, BTreeMap<&str, Vec<Vec<u8>>>> = BTreeMap::new();
-        for p in &req.promises {
-            grouped
-                .entry(p.version)
-                .or_default()
-                .entry(&p.table)
-                .or_default()
-                .extend(p.keys.iter().cloned());
-        }
         let promises: Vec<cairn_ledger::Promise> = req
             .promises
             .iter()
@@ -632,23 +621,8 @@ async fn verify(
                 keys: p.keys.clone(),
             })
             .collect();
-        let reads = ledger.prove_promises(&promises)?;
-        let reads = grouped
-            .into_values()
-            .zip(reads)
-            .map(|(tables, read)| {
-                let names: Vec<String> = tables.keys().map(|t| t.to_string()).collect();
-                wire::ProvedKeys {
-                    read: Some(read_response(read, &names)),
-                    keys: tables
-                        .into_iter()
-                        .map(|(table, keys)| wire::TableKeys {
-                            table: table.to_string(),
-                            keys,
-                        })
-                        .collect(),
-                }
-            })
+        let reads = (ledger.prove_promises(&promises)?.into_iter())
+            .map(proved_keys)
             .collect();
         Ok(wire::VerifyResponse { reads })
     })

@@ -595,7 +595,7 @@ fn verify_batch(
             "proving a batch of promises: {e} (a pruned version needs a larger --window)"
         ))
     })?;
-    let Some(fresh) = proved.first().map(|r| r.digest) else {
+    let Some(fresh) = proved.first().map(|r| r.read.digest) else {
         return Ok(0);
     };
     let consistency = ledger
@@ -612,7 +612,7 @@ fn verify_batch(
             by_version.len()
         )));
     }
-    for (read, (version, tables)) in proved.iter().zip(&by_version) {
+    for (read, (version, tables)) in proved.iter().map(|p| &p.read).zip(&by_version) {
         if read.version != *version || read.digest != fresh {
             return Err(Failure(format!(
                 "a receipt of version {} against size {}, asked {version} against {}",
