@@ -12,7 +12,6 @@
 //! listen queue, costing the server nothing).
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -201,9 +200,4 @@ fn idle_closing(
     stream.set_read_timeout(Some(idle));
     stream.set_write_timeout(Some(idle));
     Box::pin(stream)
-}
-
-/// The address a listener is bound to, for logs and tests.
-pub fn local_addr(listener: &TcpListener) -> Option<SocketAddr> {
-    listener.local_addr().ok()
 }
