@@ -6,7 +6,8 @@
 //! token, to the grants' lookup.
 //!
 //! With `CAIRN_FUZZ_SEEDS=<dir>`, the first run writes one valid encoding of each request in
-//! each format into `<dir>`.
+//! each format into `<dir>`. With `CAIRN_FUZZ_REQUEST=<0..5>`, every input goes to that one
+//! request's decoders (in `decode`'s order), so each decoder can be given a run of its own.
 #![no_main]
 
 use cairn_server::codec::Format;
@@ -158,7 +159,14 @@ fuzz_target!(|data: &[u8]| {
     let Some((&first, body)) = data.split_first() else {
         return;
     };
-    let kind = (first as usize / 2) % REQUESTS;
+    static PINNED: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let pinned = PINNED.get_or_init(|| {
+        std::env::var("CAIRN_FUZZ_REQUEST")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .map(|k| k % REQUESTS)
+    });
+    let kind = pinned.unwrap_or((first as usize / 2) % REQUESTS);
     let format = if first % 2 == 1 {
         Format::Protobuf
     } else {
