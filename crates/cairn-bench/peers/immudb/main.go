@@ -146,9 +146,18 @@ func run(in io.Reader, out io.Writer, logw io.Writer, syncedFlag bool) int {
 	}
 	cfg.Synced = cfg.Synced && syncedFlag
 
-	p, err := openPeer(cfg, logw)
-	if err != nil {
-		return fail(internal("opening immudb store", err))
+	var p *Peer
+	var err error
+	if cfg.Server != "" {
+		p, err = openServerPeer(cfg, logw)
+		if err != nil {
+			return fail(internal("connecting to the immudb server "+cfg.Server, err))
+		}
+	} else {
+		p, err = openPeer(cfg, logw)
+		if err != nil {
+			return fail(internal("opening immudb store", err))
+		}
 	}
 	// From here on, a failure also stops the clients and closes the store
 	// (waiting at most shutdownTimeout) once the error has been written.
@@ -196,6 +205,9 @@ func run(in io.Reader, out io.Writer, logw io.Writer, syncedFlag bool) int {
 			if !p.dispatch(req) {
 				return fail(p.failure())
 			}
+		case cfg.Server != "" && (strings.HasPrefix(line, "R ") || line == "R" ||
+			strings.HasPrefix(line, "STORE ") || line == "STORE" || strings.HasPrefix(line, "RLOAD ") || line == "RLOAD"):
+			return fail(malformed("%q is not supported in server mode", truncate(line, 200)))
 		case strings.HasPrefix(line, "R "):
 			req, pe := parseRange(line, cfg, p.rangeKeys)
 			if pe != nil {
@@ -272,6 +284,14 @@ type Config struct {
 	DeferredDelayMs int    `json:"deferred_delay_ms"`
 	Synced          bool   `json:"synced"`
 	AuditBlock      uint64 `json:"audit_block"`
+
+	// Server mode (server.go): "server" is immudb's gRPC address
+	// (host:port); empty is the embedded mode. The rest only apply to it.
+	Server         string `json:"server"`
+	ServerUser     string `json:"server_user"`
+	ServerPassword string `json:"server_password"`
+	ServerDatabase string `json:"server_database"`
+	ServerDir      string `json:"server_dir"`
 }
 
 // parseConfig decodes and checks the JSON config line. Unknown fields are an
@@ -279,7 +299,8 @@ type Config struct {
 // may be 0 for the workloads without accounts (STORE, RLOAD and R); LOAD then
 // is an error, and so is any T line (no account is in range).
 func parseConfig(line string) (Config, *peerError) {
-	cfg := Config{Synced: true, Verify: "immediate"}
+	cfg := Config{Synced: true, Verify: "immediate",
+		ServerUser: "immudb", ServerPassword: "immudb", ServerDatabase: "defaultdb"}
 	dec := json.NewDecoder(strings.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&cfg); err != nil {
@@ -299,6 +320,12 @@ func parseConfig(line string) (Config, *peerError) {
 		}
 	default:
 		return cfg, malformed("config: \"verify\" must be immediate, deferred or none, not %q", cfg.Verify)
+	}
+	if cfg.Server != "" {
+		return checkServerConfig(cfg)
+	}
+	if cfg.ServerDir != "" {
+		return cfg, malformed("config: \"server_dir\" without \"server\"")
 	}
 	return cfg, nil
 }

@@ -59,6 +59,8 @@ type Peer struct {
 	rangeKeys uint64 // keys written by RLOAD (0: none yet)
 
 	auditor *auditor // nil unless audit_block > 0
+
+	srv *serverSide // server mode (server.go); nil in the embedded mode
 }
 
 // client is one SmallBank client: a goroutine that runs its transactions in
@@ -72,6 +74,7 @@ type client struct {
 	state  clientState
 	stats  stats
 	log    [][3]uint64 // committed read-write transactions: client, seq, tx id
+	sc     *srvClient  // server mode: this client's immudb session
 }
 
 // openPeer opens (creates) the store in cfg.Dir with immudb's default
@@ -163,6 +166,9 @@ type loadReply struct {
 // transactions of loadKeysPerTx keys (unverified), loadWriters at a time, and
 // waits until immudb has indexed them all.
 func (p *Peer) load() (*loadReply, error) {
+	if p.srv != nil {
+		return p.serverLoad()
+	}
 	start := time.Now()
 	n := p.cfg.Accounts
 	txs, lastTx, err := p.writeBatches(0, n, loadKeysPerTx/2, "load accounts", func(tx *store.OngoingTx, id uint64) error {
@@ -322,6 +328,9 @@ func (c *client) run(req txReq) error {
 	if req.typ == txRange {
 		return c.runRange(req)
 	}
+	if c.sc != nil {
+		return c.runServer(req)
+	}
 	p := c.p
 	start := time.Now()
 	out, err := runSmallBank(p.ctx, p.st, req)
@@ -413,6 +422,15 @@ func (p *Peer) dump(path string) error {
 	}
 	defer f.Close()
 	w := bufio.NewWriter(f)
+	if p.srv != nil {
+		if err := p.serverDump(w); err != nil {
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		return f.Sync()
+	}
 	tx, err := p.st.NewTx(p.ctx, store.DefaultTxOptions().WithMode(store.ReadOnlyTx))
 	if err != nil {
 		return err
@@ -517,7 +535,11 @@ func (p *Peer) shutdown(timeout time.Duration) {
 		p.stopWork()
 		if !p.storeClosed {
 			p.storeClosed = true
-			_ = p.st.Close()
+			if p.srv != nil {
+				p.srv.close(p)
+			} else {
+				_ = p.st.Close()
+			}
 		}
 		close(done)
 	}()
@@ -537,6 +559,9 @@ func (p *Peer) finish() (*resultReply, error) {
 	var secs float64
 	if p.started {
 		secs = (time.Since(p.startTime) - p.pausedTime).Seconds()
+	}
+	if p.srv != nil {
+		return p.finishServer(secs)
 	}
 	lastTx, _ := p.st.CommittedAlh()
 	var full *fullAuditReply
@@ -560,7 +585,15 @@ func (p *Peer) finish() (*resultReply, error) {
 	if err != nil {
 		return nil, err
 	}
+	res := p.result(secs, lastTx, disk, syncText(p.cfg.Synced))
+	res.Audit = audit
+	res.FullAudit = full
+	return res, nil
+}
 
+// result builds the reply to END from the clients' (and the deferred
+// verifier's) statistics and logs.
+func (p *Peer) result(secs float64, lastTx uint64, disk int64, sync string) *resultReply {
 	total := newStats()
 	var log [][3]uint64
 	for _, c := range p.clients {
@@ -580,14 +613,12 @@ func (p *Peer) finish() (*resultReply, error) {
 		Seconds:         secs,
 		PerType:         map[string]typeReply{},
 		DiskBytes:       disk,
-		Sync:            syncText(p.cfg.Synced),
+		Sync:            sync,
 		Verify:          p.cfg.Verify,
 		Clients:         p.cfg.Clients,
 		LastTxID:        lastTx,
 		Log:             log,
 		EntriesRead:     total.entriesRead,
-		Audit:           audit,
-		FullAudit:       full,
 	}
 	if secs > 0 {
 		res.TxPerSecond = float64(res.Transactions) / secs
@@ -636,7 +667,7 @@ func (p *Peer) finish() (*resultReply, error) {
 	}
 	fmt.Fprintf(p.logw, "cairn-immudb-peer: %d transactions in %.2f s (%.0f/s), %d conflict retries\n",
 		res.Transactions, secs, res.TxPerSecond, res.ConflictRetries)
-	return res, nil
+	return res
 }
 
 // syncText describes the durability setting for the result.

@@ -180,75 +180,7 @@ func TestSmallBankAgainstModel(t *testing.T) {
 			}
 			res := replies[2]
 			num := func(k string) int64 { return int64(res[k].(float64)) }
-			if num("transactions") != n || num("committed")+num("aborted") != n {
-				t.Fatalf("counts: %v", res)
-			}
-
-			// Replay the log in commit (tx id) order.
-			var log [][3]uint64
-			for _, e := range res["log"].([]any) {
-				f := e.([]any)
-				log = append(log, [3]uint64{uint64(f[0].(float64)), uint64(f[1].(float64)), uint64(f[2].(float64))})
-			}
-			sort.Slice(log, func(i, j int) bool { return log[i][2] < log[j][2] })
-			m := newModel(accounts)
-			external := int64(0)
-			logged := map[uint64]bool{}
-			var lastTx uint64
-			for _, e := range log {
-				g := work[e[1]]
-				if uint64(g.client) != e[0] || logged[e[1]] || e[2] <= lastTx {
-					t.Fatalf("bad log entry %v (client %d, seen %v, last tx %d)", e, g.client, logged[e[1]], lastTx)
-				}
-				logged[e[1]], lastTx = true, e[2]
-				aborted, ext := m.apply(g)
-				if aborted {
-					t.Fatalf("tx %d (%s) committed in immudb but aborts in the model", e[2], g.line())
-				}
-				external += ext
-			}
-			// Every transaction not logged is a Balance or a business abort.
-			aborts := int64(0)
-			for _, g := range work {
-				if logged[g.seq] || g.typ == txBalance {
-					continue
-				}
-				if g.typ != txTransactSavings && g.typ != txSendPayment {
-					t.Fatalf("%s never committed", g.line())
-				}
-				aborts++
-			}
-			if aborts != num("aborted") {
-				t.Fatalf("aborted: peer says %d, log implies %d", num("aborted"), aborts)
-			}
-
-			// Every balance, and the total money.
-			f, err := os.Open(dumpPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			sc := bufio.NewScanner(f)
-			var total int64
-			rows := uint64(0)
-			for sc.Scan() {
-				var id uint64
-				var s, c int64
-				if _, err := fmt.Sscanf(sc.Text(), "%d %d %d", &id, &s, &c); err != nil {
-					t.Fatalf("dump line %q: %v", sc.Text(), err)
-				}
-				if id != rows || s != m.savings[id] || c != m.checking[id] {
-					t.Fatalf("account %d: immudb %d/%d, model %d/%d", id, s, c, m.savings[id], m.checking[id])
-				}
-				total += s + c
-				rows++
-			}
-			if rows != accounts {
-				t.Fatalf("dump has %d accounts", rows)
-			}
-			if want := int64(accounts*(initialSavings+initialChecking)) + external; total != want {
-				t.Fatalf("total money %d, want %d", total, want)
-			}
+			log := checkAgainstModel(t, work, res, dumpPath, accounts, n)
 
 			// Verification counters.
 			reads, writes := num("verified_reads"), num("verified_writes")
@@ -277,6 +209,86 @@ func TestSmallBankAgainstModel(t *testing.T) {
 				mode, res["tx_per_second"], num("conflict_retries"), reads, writes, res["proof_bytes_per_verified_read"])
 		})
 	}
+}
+
+// checkAgainstModel checks a SmallBank run's result and dump: the counts, the
+// log replayed in tx id order on a model (every committed writer once, no
+// business abort in the model, every other transaction a Balance or a
+// business abort), every balance of the dump and the total money. It returns
+// the log.
+func checkAgainstModel(t *testing.T, work []genTx, res map[string]any, dumpPath string, accounts uint64, n int64) [][3]uint64 {
+	t.Helper()
+	num := func(k string) int64 { return int64(res[k].(float64)) }
+	if num("transactions") != n || num("committed")+num("aborted") != n {
+		t.Fatalf("counts: %v", res)
+	}
+
+	// Replay the log in commit (tx id) order.
+	var log [][3]uint64
+	for _, e := range res["log"].([]any) {
+		f := e.([]any)
+		log = append(log, [3]uint64{uint64(f[0].(float64)), uint64(f[1].(float64)), uint64(f[2].(float64))})
+	}
+	sort.Slice(log, func(i, j int) bool { return log[i][2] < log[j][2] })
+	m := newModel(accounts)
+	external := int64(0)
+	logged := map[uint64]bool{}
+	var lastTx uint64
+	for _, e := range log {
+		g := work[e[1]]
+		if uint64(g.client) != e[0] || logged[e[1]] || e[2] <= lastTx {
+			t.Fatalf("bad log entry %v (client %d, seen %v, last tx %d)", e, g.client, logged[e[1]], lastTx)
+		}
+		logged[e[1]], lastTx = true, e[2]
+		aborted, ext := m.apply(g)
+		if aborted {
+			t.Fatalf("tx %d (%s) committed in immudb but aborts in the model", e[2], g.line())
+		}
+		external += ext
+	}
+	// Every transaction not logged is a Balance or a business abort.
+	aborts := int64(0)
+	for _, g := range work {
+		if logged[g.seq] || g.typ == txBalance {
+			continue
+		}
+		if g.typ != txTransactSavings && g.typ != txSendPayment {
+			t.Fatalf("%s never committed", g.line())
+		}
+		aborts++
+	}
+	if aborts != num("aborted") {
+		t.Fatalf("aborted: peer says %d, log implies %d", num("aborted"), aborts)
+	}
+
+	// Every balance, and the total money.
+	f, err := os.Open(dumpPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	var total int64
+	rows := uint64(0)
+	for sc.Scan() {
+		var id uint64
+		var s, c int64
+		if _, err := fmt.Sscanf(sc.Text(), "%d %d %d", &id, &s, &c); err != nil {
+			t.Fatalf("dump line %q: %v", sc.Text(), err)
+		}
+		if id != rows || s != m.savings[id] || c != m.checking[id] {
+			t.Fatalf("account %d: immudb %d/%d, model %d/%d", id, s, c, m.savings[id], m.checking[id])
+		}
+		total += s + c
+		rows++
+	}
+	if rows != accounts {
+		t.Fatalf("dump has %d accounts", rows)
+	}
+	if want := int64(accounts*(initialSavings+initialChecking)) + external; total != want {
+		t.Fatalf("total money %d, want %d", total, want)
+	}
+	return log
 }
 
 // testStore opens a store with a few transactions: tx 1 writes keys k0..k9,

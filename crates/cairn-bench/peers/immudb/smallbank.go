@@ -137,6 +137,10 @@ type txWork struct {
 	tx    *store.OngoingTx
 	accts []acct
 	reads []readRec
+
+	// read, when set (server mode), reads a key instead of tx.Get: it
+	// returns the value and the id of the transaction that wrote it.
+	read func(key []byte) (readRec, error)
 }
 
 // get returns the slot of key, reading it through the transaction the first
@@ -147,19 +151,28 @@ func (w *txWork) get(key []byte) (*acct, error) {
 			return &w.accts[i], nil
 		}
 	}
-	ref, err := w.tx.Get(w.ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("get %x: %w", key, err)
+	var rec readRec
+	if w.read != nil {
+		var err error
+		if rec, err = w.read(key); err != nil {
+			return nil, err
+		}
+	} else {
+		ref, err := w.tx.Get(w.ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("get %x: %w", key, err)
+		}
+		raw, err := ref.Resolve()
+		if err != nil {
+			return nil, fmt.Errorf("resolve %x: %w", key, err)
+		}
+		rec = readRec{key: key, md: ref.KVMetadata(), value: raw, tx: ref.Tx()}
 	}
-	raw, err := ref.Resolve()
-	if err != nil {
-		return nil, fmt.Errorf("resolve %x: %w", key, err)
-	}
-	v, err := decodeMoney(raw)
+	v, err := decodeMoney(rec.value)
 	if err != nil {
 		return nil, fmt.Errorf("key %x: %w", key, err)
 	}
-	w.reads = append(w.reads, readRec{key: key, md: ref.KVMetadata(), value: raw, tx: ref.Tx()})
+	w.reads = append(w.reads, rec)
 	w.accts = append(w.accts, acct{key: key, val: v})
 	return &w.accts[len(w.accts)-1], nil
 }
