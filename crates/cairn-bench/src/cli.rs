@@ -74,6 +74,12 @@ pub enum Command {
     /// (every transaction durable before it is acknowledged, every balance checked), the
     /// deferred delay sweep, verified ranges, block audits beside SmallBank, and storage growth.
     Ledger(LedgerArgs),
+    /// Verified SmallBank over loopback against `cairn-server` (HTTP, `cairn-client`) and
+    /// immudb v1.11.1's own server (gRPC, its Go client), each server in its own process, at
+    /// each client count; then the raw HTTP rate of Cairn's read endpoint under `wrk`.
+    Serve(ServeArgs),
+    /// Render `DIR/serve.json` (a `serve` record) as `DIR/figures.md` and `DIR/smallbank.svg`.
+    ServeReport(ReportArgs),
     /// Turn a directory of JSON records (from `utxo suite` or single runs) into a Markdown
     /// report with SVG charts.
     Report(ReportArgs),
@@ -583,6 +589,72 @@ pub struct LedgerArgs {
     /// many more have committed).
     #[arg(long, default_value_t = 700)]
     pub audit_block: u64,
+}
+
+/// Options of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// SmallBank accounts (each a key in `savings` and one in `checking`).
+    #[arg(long, default_value_t = 100_000)]
+    pub accounts: u64,
+    /// Concurrent client counts, comma-separated.
+    #[arg(long, default_value = "1,16,64,256")]
+    pub clients: String,
+    /// Servers, comma-separated: cairn, immudb (in each cell, in this order).
+    #[arg(long, default_value = "cairn,immudb")]
+    pub engines: String,
+    /// Seconds each Cairn cell's clients run.
+    #[arg(long, default_value_t = 20.0)]
+    pub seconds: f64,
+    /// Transactions of each immudb cell (split among its clients: each runs the first
+    /// `N / clients` of its stream).
+    #[arg(long, default_value_t = 4_000)]
+    pub peer_transactions: u64,
+    /// Most concurrent transactions sharing a Cairn version (the ledger's `group`).
+    #[arg(long, default_value_t = 64)]
+    pub group: usize,
+    /// Threads of the Cairn clients' runtime (the immudb peer's Go runtime uses every core).
+    #[arg(long, default_value_t = 2)]
+    pub client_threads: usize,
+    /// Draw accounts from a Zipfian law (exponent 0.99) instead of uniformly.
+    #[arg(long)]
+    pub zipf: bool,
+    /// Seed of the operation streams.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// Compare every balance at the end with a model replaying the committed transactions in
+    /// the server's commit order.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub check: bool,
+    /// Seconds of each `wrk` run on Cairn's read endpoint (0: none).
+    #[arg(long, default_value_t = 10.0)]
+    pub wrk_seconds: f64,
+    /// `wrk`'s connection counts, comma-separated.
+    #[arg(long, default_value = "16,256")]
+    pub wrk_connections: String,
+    /// The `cairn-server` binary (default: beside this one, else built with cargo).
+    #[arg(long)]
+    pub server: Option<PathBuf>,
+    /// The `immudb` server binary (default: `target/immudb-peer/immudb`, built by
+    /// `crates/cairn-bench/peers/immudb/build-server.sh` when missing).
+    #[arg(long)]
+    pub immudb: Option<PathBuf>,
+    /// The immudb peer binary (default: `target/immudb-peer/cairn-immudb-peer`, built when
+    /// missing or stale).
+    #[arg(long)]
+    pub peer: Option<PathBuf>,
+    /// Parent of the temporary benchmark directory (default: the system's temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Keep the benchmark directory.
+    #[arg(long)]
+    pub keep: bool,
+    /// Write the record as one JSON object to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Also write the record to `DIR/serve.json` and render it there (`serve-report`).
+    #[arg(long)]
+    pub report_dir: Option<PathBuf>,
 }
 
 /// Options of `ledger-window`.

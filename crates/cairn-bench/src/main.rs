@@ -26,6 +26,8 @@
 //!   ([`ledger_receipts`]).
 //! - `ledger`: LedgerBench's SmallBank with verification on Cairn's ledger and on immudb
 //!   v1.11.1 (a Go peer, `peers/immudb/`), side by side ([`ledger_bench`]).
+//! - `serve`: the same SmallBank over loopback against `cairn-server` and immudb's own server
+//!   ([`serve_bench`]).
 //!
 //! The parts, each a directory or a file:
 //!
@@ -72,6 +74,7 @@ mod options;
 mod record;
 mod report;
 mod restart;
+mod serve_bench;
 mod stats;
 mod sys;
 mod trie;
@@ -118,6 +121,10 @@ fn main() -> ExitCode {
         Command::LedgerWindow(args) => ledger_window::run(&args),
         Command::Ledger(args) => ledger_bench::run(&args),
         Command::LedgerReport(args) => ledger_bench::report_dir(&args.dir).map(|path| {
+            println!("{}", path.display());
+        }),
+        Command::Serve(args) => serve_bench::run(&args),
+        Command::ServeReport(args) => serve_bench::report_dir(&args.dir).map(|path| {
             println!("{}", path.display());
         }),
         Command::Restart(args) => restart::run(&args),

@@ -294,6 +294,9 @@ pub struct PeerOptions {
     /// Audit every block of at least this many immudb transactions while the clients run, and
     /// the whole store at the end; 0: no audit.
     pub audit_block: u64,
+    /// immudb's own server to run against (`127.0.0.1:PORT`, the peer's server mode), or
+    /// `None` for the store embedded in the peer.
+    pub server: Option<String>,
 }
 
 /// Runs SmallBank on the peer as `o` says (synced: every commit durable before it is
@@ -312,6 +315,15 @@ pub fn run_with(o: &PeerOptions) -> Result<PeerRun, Failure> {
         "synced": true,
         "audit_block": o.audit_block,
     });
+    let mut config = config;
+    if let Some(server) = &o.server {
+        config["server"] = Value::from(server.clone());
+        // A database of its own: `defaultdb`'s pools (128 log readers, 30 commits) cannot
+        // be raised and refuse 256 clients; the peer creates this one with both raised to
+        // the clients' count, every other setting immudb's default.
+        config["server_database"] = Value::from("cairnbench");
+        config["dir"] = Value::from(dir.join("client-state").to_string_lossy().into_owned());
+    }
     let mut peer = Peer::start(&o.binary, dir, &config)?;
     let loaded = peer.send("LOAD").and_then(|()| peer.reply("loaded"));
     let loaded = match loaded {
@@ -772,6 +784,7 @@ mod tests {
             seed: 46,
             zipf: false,
             audit_block: 20,
+            server: None,
         })
         .unwrap();
         assert_eq!(r.figures.transactions, 100);

@@ -30,7 +30,7 @@
 
 mod audit;
 mod cairn_side;
-mod immudb;
+pub(crate) mod immudb;
 mod range;
 mod report;
 pub mod smallbank;
@@ -264,7 +264,7 @@ impl Figures {
         out
     }
 
-    fn rate(&self) -> f64 {
+    pub(crate) fn rate(&self) -> f64 {
         self.transactions as f64 / self.seconds.max(1e-9)
     }
 
@@ -272,7 +272,7 @@ impl Figures {
         self.read_proof_bytes as f64 / self.verified_reads.max(1) as f64
     }
 
-    fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         let per_kind: serde_json::Map<String, serde_json::Value> = self
             .per_kind()
             .iter()
@@ -307,7 +307,12 @@ impl Figures {
 
 /// Replays `log` (committed writing transactions in commit order) on a model and compares
 /// every balance with `balances`; returns the model's money.
-fn check(engine: &str, accounts: u64, log: &[Op], balances: &[(i64, i64)]) -> Result<i64, Failure> {
+pub(crate) fn check_balances(
+    engine: &str,
+    accounts: u64,
+    log: &[Op],
+    balances: &[(i64, i64)],
+) -> Result<i64, Failure> {
     let mut model = Model::new(accounts);
     for op in log {
         if !model.apply(op) {
@@ -947,7 +952,7 @@ fn run_cairn(
     }
     let money = if args.check {
         let balances = cairn_side::balances(&ledger, args.accounts)?;
-        Some(check("cairn", args.accounts, &log, &balances)?)
+        Some(check_balances("cairn", args.accounts, &log, &balances)?)
     } else {
         None
     };
@@ -985,6 +990,7 @@ fn run_immudb(
         seed,
         zipf: args.zipf,
         audit_block,
+        server: None,
     })?;
     let mut figures = r.figures;
     figures.deferred = r.deferred.as_ref().map(|d| DeferredFigures {
@@ -1032,7 +1038,12 @@ fn run_immudb(
         full_versions: r.full_audit.as_ref().map_or(0, |f| f.txs),
     });
     let money = if args.check {
-        Some(check("immudb", args.accounts, &r.log, &r.balances)?)
+        Some(check_balances(
+            "immudb",
+            args.accounts,
+            &r.log,
+            &r.balances,
+        )?)
     } else {
         None
     };
