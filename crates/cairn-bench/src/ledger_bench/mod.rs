@@ -1047,7 +1047,7 @@ fn run_immudb(
     } else {
         None
     };
-    if !r.sync.contains("synced") {
+    if !r.sync.starts_with("synced") {
         return Err(Failure(format!(
             "the immudb peer ran {:?}, not synced",
             r.sync

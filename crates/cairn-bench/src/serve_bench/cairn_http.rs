@@ -138,7 +138,7 @@ impl Server {
     /// raised so that 4,096 clients are never refused (429) or kept waiting for a connection.
     pub fn start(setup: &ServerSetup, dir: &Path) -> Result<Server, Failure> {
         let port = free_port()?;
-        let token = format!("bench-{:016x}{:016x}", rand_u64(), rand_u64());
+        let token = format!("bench-{}", hex::encode(random_bytes()?));
         let hash = hex::encode(Sha256::digest(token.as_bytes()));
         let ledger_dir = dir.join("ledger");
         let config = format!(
@@ -225,15 +225,13 @@ impl Drop for Server {
     }
 }
 
-/// 64 bits from the OS (for the run's token).
-fn rand_u64() -> u64 {
-    let mut bytes = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = f.read_exact(&mut bytes);
-    }
-    u64::from_le_bytes(bytes)
-        ^ std::process::id() as u64
-        ^ Instant::now().elapsed().as_nanos() as u64
+/// 16 bytes from the OS's random source (the run's token).
+fn random_bytes() -> Result<[u8; 16], Failure> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context(|| "reading /dev/urandom for the token".into())?;
+    Ok(bytes)
 }
 
 /// A multi-threaded runtime of `threads` workers for the clients.
