@@ -22,26 +22,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server"
 mkdir -p "$1"
 out="$(cd "$1" && pwd)"
 
-go_bin="${GO:-}"
-if [ -z "$go_bin" ]; then
-    if command -v go >/dev/null 2>&1; then
-        go_bin="$(command -v go)"
-    elif [ -x /usr/local/go/bin/go ]; then
-        go_bin=/usr/local/go/bin/go
-    else
-        echo "build-server.sh: FAILED: no Go toolchain found (need Go >= 1.25; set GO=/path/to/go)" >&2
-        exit 1
-    fi
-fi
+# shellcheck source=go-toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
+find_go build-server.sh
 
-if [ ! -x "$go_bin" ] && ! command -v "$go_bin" >/dev/null 2>&1; then
-    echo "build-server.sh: FAILED: $go_bin is not an executable Go toolchain" >&2
-    exit 1
-fi
-
-pkg=github.com/codenotary/immudb/cmd/immudb
-# As immudb's Makefile does, so that `immudb version` says what this is.
-ldflags="-X github.com/codenotary/immudb/cmd/version.App=immudb -X github.com/codenotary/immudb/cmd/version.Version=1.11.1"
 echo "build-server.sh: using $("$go_bin" version) at $go_bin"
 echo "build-server.sh: cd $here && $go_bin build -mod=readonly -trimpath -ldflags '$ldflags' -o $out/immudb $pkg"
 start=$(date +%s)

@@ -17,17 +17,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$1"
 out="$(cd "$1" && pwd)"
 
-go_bin="${GO:-}"
-if [ -z "$go_bin" ]; then
-    if command -v go >/dev/null 2>&1; then
-        go_bin="$(command -v go)"
-    elif [ -x /usr/local/go/bin/go ]; then
-        go_bin=/usr/local/go/bin/go
-    else
-        echo "build.sh: FAILED: no Go toolchain found (need Go >= 1.25; set GO=/path/to/go)" >&2
-        exit 1
-    fi
-fi
+# shellcheck source=go-toolchain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
+find_go build.sh
 
 echo "build.sh: using $("$go_bin" version) at $go_bin"
 echo "build.sh: cd $here && $go_bin build -mod=readonly -trimpath -o $out/cairn-immudb-peer ."
