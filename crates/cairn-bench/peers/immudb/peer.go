@@ -198,6 +198,31 @@ func (p *Peer) load() (*loadReply, error) {
 // transactions it committed and the highest tx id (0 if none); it does not
 // wait for the indexer.
 func (p *Peer) writeBatches(first, n, perTx uint64, what string, put func(tx *store.OngoingTx, id uint64) error) (int, uint64, error) {
+	return fanOutBatches(first, n, perTx, what, func(lo, hi uint64) (uint64, error) {
+		tx, err := p.st.NewWriteOnlyTx(p.ctx)
+		if err != nil {
+			return 0, err
+		}
+		for id := lo; id < hi; id++ {
+			if err := put(tx, id); err != nil {
+				_ = tx.Cancel()
+				return 0, err
+			}
+		}
+		hdr, err := tx.Commit(p.ctx)
+		if err != nil {
+			return 0, err
+		}
+		return hdr.ID, nil
+	})
+}
+
+// fanOutBatches commits the ids first..first+n-1 in batches of perTx ids,
+// loadWriters batches in flight: commit writes ids lo..hi-1 as one transaction
+// and returns its id. The first error stops the batches not yet started and is
+// returned, named by what and the batch's ids. It returns how many batches it
+// committed and the highest tx id (0 if none).
+func fanOutBatches(first, n, perTx uint64, what string, commit func(lo, hi uint64) (uint64, error)) (int, uint64, error) {
 	end := first + n
 	jobs := make(chan uint64)
 	errs := make(chan error, loadWriters)
@@ -210,22 +235,8 @@ func (p *Peer) writeBatches(first, n, perTx uint64, what string, put func(tx *st
 		go func() {
 			defer wg.Done()
 			for lo := range jobs {
-				hi := lo + perTx
-				if hi > end {
-					hi = end
-				}
-				tx, err := p.st.NewWriteOnlyTx(p.ctx)
-				if err == nil {
-					for id := lo; id < hi && err == nil; id++ {
-						err = put(tx, id)
-					}
-				}
-				var hdr *store.TxHeader
-				if err == nil {
-					hdr, err = tx.Commit(p.ctx)
-				} else if tx != nil {
-					_ = tx.Cancel()
-				}
+				hi := min(lo+perTx, end)
+				id, err := commit(lo, hi)
 				if err != nil {
 					errs <- fmt.Errorf("%s %d..%d: %w", what, lo, hi, err)
 					for range jobs {
@@ -234,9 +245,7 @@ func (p *Peer) writeBatches(first, n, perTx uint64, what string, put func(tx *st
 				}
 				mu.Lock()
 				txs++
-				if hdr.ID > lastTx {
-					lastTx = hdr.ID
-				}
+				lastTx = max(lastTx, id)
 				mu.Unlock()
 			}
 		}()

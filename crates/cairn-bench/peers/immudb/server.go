@@ -276,45 +276,21 @@ func (p *Peer) serverLoad() (*loadReply, error) {
 	sc := p.clients[0].sc
 	n := p.cfg.Accounts
 	const perTx = loadKeysPerTx / 2
-	jobs := make(chan uint64)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	txs := 0
-	var lastTx uint64
-	for w := 0; w < loadWriters; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for lo := range jobs {
-				hi := min(lo+perTx, n)
-				req := &schema.SetRequest{}
-				for id := lo; id < hi; id++ {
-					req.KVs = append(req.KVs,
-						&schema.KeyValue{Key: savingsKey(id), Value: encodeMoney(initialSavings)},
-						&schema.KeyValue{Key: checkingKey(id), Value: encodeMoney(initialChecking)})
-				}
-				hdr, err := sc.cl.SetAll(p.ctx, req)
-				mu.Lock()
-				if err != nil {
-					if firstErr == nil {
-						firstErr = fmt.Errorf("load accounts %d..%d: %w", lo, hi, err)
-					}
-				} else {
-					txs++
-					lastTx = max(lastTx, hdr.Id)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for lo := uint64(0); lo < n; lo += perTx {
-		jobs <- lo
-	}
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	txs, lastTx, err := fanOutBatches(0, n, perTx, "load accounts", func(lo, hi uint64) (uint64, error) {
+		req := &schema.SetRequest{}
+		for id := lo; id < hi; id++ {
+			req.KVs = append(req.KVs,
+				&schema.KeyValue{Key: savingsKey(id), Value: encodeMoney(initialSavings)},
+				&schema.KeyValue{Key: checkingKey(id), Value: encodeMoney(initialChecking)})
+		}
+		hdr, err := sc.cl.SetAll(p.ctx, req)
+		if err != nil {
+			return 0, err
+		}
+		return hdr.Id, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if _, err := sc.svc.Get(p.ctx, &schema.KeyRequest{Key: checkingKey(n - 1), SinceTx: lastTx}); err != nil {
 		return nil, fmt.Errorf("waiting for indexing up to tx %d: %w", lastTx, err)
