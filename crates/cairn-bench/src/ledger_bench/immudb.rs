@@ -265,8 +265,6 @@ pub struct PeerRun {
     pub log: Vec<Op>,
     /// (savings, checking) by account.
     pub balances: Vec<(i64, i64)>,
-    /// The sync setting the peer reported.
-    pub sync: String,
     /// Deferred verification's figures (verify "deferred" only).
     pub deferred: Option<Deferred>,
     /// The block audits (`audit_block` > 0 only).
@@ -366,6 +364,11 @@ pub fn run_with(o: &PeerOptions) -> Result<PeerRun, Failure> {
         .unwrap_or_else(|_| Err(Failure("the feeder panicked".into())));
     let result = peer.finish(result)?;
     fed?;
+    let sync = result["sync"].as_str().unwrap_or("").to_string();
+    // Every run is configured synced; a peer that says otherwise measured something else.
+    if !sync.starts_with("synced") {
+        return Err(Failure(format!("the immudb peer ran {sync:?}, not synced")));
+    }
     let figures = figures(&result)?;
     // The commit order: (client, seq, tx id) sorted by tx id.
     let mut entries: Vec<(u64, u64, u64)> = result["log"]
@@ -391,7 +394,6 @@ pub fn run_with(o: &PeerOptions) -> Result<PeerRun, Failure> {
         load_seconds: loaded["seconds"].as_f64().unwrap_or(0.0),
         log,
         balances: read_dump(&dump, accounts)?,
-        sync: result["sync"].as_str().unwrap_or("").to_string(),
         deferred: optional(&result, "deferred")?,
         audit: optional(&result, "audit")?,
         full_audit: optional(&result, "full_audit")?,
