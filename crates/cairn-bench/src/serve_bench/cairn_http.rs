@@ -422,10 +422,15 @@ async fn run_client(
 
 /// One SmallBank run's settings.
 pub struct Setup {
+    /// Accounts loaded.
     pub accounts: u64,
+    /// Concurrent clients, each its own `cairn-client`.
     pub clients: u64,
+    /// How long the clients run.
     pub seconds: f64,
+    /// Seed of the operation streams.
     pub seed: u64,
+    /// Accounts drawn from a Zipfian law instead of uniformly.
     pub zipf: bool,
 }
 
