@@ -26,6 +26,9 @@ out="$(cd "$1" && pwd)"
 source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
 find_go build-server.sh
 
+pkg=github.com/codenotary/immudb/cmd/immudb
+# As immudb's Makefile does, so that `immudb version` says what this is.
+ldflags="-X github.com/codenotary/immudb/cmd/version.App=immudb -X github.com/codenotary/immudb/cmd/version.Version=1.11.1"
 echo "build-server.sh: using $("$go_bin" version) at $go_bin"
 echo "build-server.sh: cd $here && $go_bin build -mod=readonly -trimpath -ldflags '$ldflags' -o $out/immudb $pkg"
 start=$(date +%s)

@@ -79,18 +79,35 @@ pub fn peer_binary(given: Option<&Path>) -> Result<PathBuf, Failure> {
             "older than its sources"
         }
     );
-    let status = Command::new("bash")
-        .arg(peer_source().join("build.sh"))
-        .arg(&out)
-        .status()
-        .context(|| "running the immudb peer's build.sh".into())?;
-    if !status.success() || !binary.is_file() {
-        return Err(Failure(format!(
-            "the immudb peer did not build ({status}); it needs Go >= 1.25 (see {})",
-            peer_source().join("README.md").display()
-        )));
-    }
+    run_build_script(&peer_source().join("build.sh"), &out, &binary)?;
     Ok(binary)
+}
+
+/// Runs one of the peer's build scripts (`build.sh`, `build-server.sh`) with `out` as its
+/// output directory and checks that it produced `binary`. The script's output is kept, not
+/// shown, and on failure its last 40 lines are in the error, so that a log holding only the
+/// error (a test's panic message, say) still says why the build failed.
+pub(crate) fn run_build_script(script: &Path, out: &Path, binary: &Path) -> Result<(), Failure> {
+    const TAIL_LINES: usize = 40;
+    let output = Command::new("bash")
+        .arg(script)
+        .arg(out)
+        .output()
+        .context(|| format!("running {}", script.display()))?;
+    if output.status.success() && binary.is_file() {
+        return Ok(());
+    }
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
+    Err(Failure(format!(
+        "{} did not build {} ({}; it needs Go >= 1.25, see {}); the script's last lines:\n{tail}",
+        script.display(),
+        binary.display(),
+        output.status,
+        peer_source().join("README.md").display()
+    )))
 }
 
 /// The peer's process: its stdin, its replies, its log (`dir/peer.log`).

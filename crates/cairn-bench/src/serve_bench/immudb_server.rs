@@ -44,17 +44,7 @@ pub fn server_binary(given: Option<&Path>) -> Result<PathBuf, Failure> {
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/immudb/build-server.sh");
     eprintln!("immudb's server is not built: building it (Go; a few minutes the first time)");
-    let status = Command::new("bash")
-        .arg(&script)
-        .arg(&out)
-        .status()
-        .context(|| format!("running {}", script.display()))?;
-    if !status.success() || !binary.is_file() {
-        return Err(Failure(format!(
-            "immudb's server did not build ({status}); it needs Go >= 1.25 (see {})",
-            script.display()
-        )));
-    }
+    crate::ledger_bench::immudb::run_build_script(&script, &out, &binary)?;
     Ok(binary)
 }
 
