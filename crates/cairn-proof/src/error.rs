@@ -483,3 +483,67 @@ pub enum RangeVerifyError {
     #[error("range answer: {0}")]
     Receipt(ReceiptVerifyError),
 }
+
+/// Why shards' subtrees or proofs do not make a global root or a proof against it
+/// ([`crate::shard`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ShardError {
+    /// More shard bits than [`crate::shard::SHARD_BITS_MAX`].
+    #[error("{0} shard bits is more than {max}", max = crate::shard::SHARD_BITS_MAX)]
+    Bits(u8),
+    /// A shard number beyond the shard count.
+    #[error("shard {shard} does not exist (there are {shards})")]
+    Shard {
+        /// The shard named.
+        shard: u32,
+        /// The number of shards.
+        shards: u32,
+    },
+    /// Not one subtree per shard.
+    #[error("{got} shard subtrees for {expected} shards")]
+    ShardCount {
+        /// The number of shards.
+        expected: u32,
+        /// The subtrees given.
+        got: usize,
+    },
+    /// A root or proof made with another hash function than the shards'.
+    #[error("hashed with {got:?}, the shards with {expected:?}")]
+    HashKindMismatch {
+        /// The shards' hash function.
+        expected: HashKind,
+        /// The one given.
+        got: HashKind,
+    },
+    /// A top witness that does not hash to the shard table's root.
+    #[error("the witness does not check against its root: {0}")]
+    Witness(VerifyError),
+    /// A top witness that does not open the shard's path down to its subtree.
+    #[error("the witness does not reach shard {shard}'s subtree")]
+    WitnessShape {
+        /// The shard.
+        shard: u32,
+    },
+    /// A shard's table or subtree holds a key that belongs to another shard.
+    #[error("shard {shard} holds a key of another shard")]
+    ForeignKey {
+        /// The shard.
+        shard: u32,
+    },
+    /// A proof that does not hash to the root of the contents the global root holds for its
+    /// shard: another version, another shard's proof, or a tampered one.
+    #[error("the proof for shard {shard} is not of the shard's contents under this root")]
+    StaleProof {
+        /// The shard.
+        shard: u32,
+    },
+    /// Two proofs for one shard.
+    #[error("two proofs for shard {shard}")]
+    DuplicateShard {
+        /// The shard.
+        shard: u32,
+    },
+    /// The proof built does not form one tree (a bug in this crate, never the input's fault).
+    #[error("the lifted proof is not one tree: {0}")]
+    Build(BuildError),
+}

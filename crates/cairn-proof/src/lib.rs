@@ -18,7 +18,9 @@
 //! The [`ledger`] module holds what a ledger's client checks: the ledger root over named
 //! tables, and receipts proving what keys held at a version against a trusted digest
 //! (`docs/format/ledger.md`), fresh (the newest version) or of the past. The [`range`] module
-//! proves a range answer over an *ordered* table complete: no key of the range left out.
+//! proves a range answer over an *ordered* table complete: no key of the range left out. The
+//! [`shard`] module splits the trie by key path over `2^bits` shards and combines their
+//! subtrees into the one global root, lifting each shard's proofs onto it.
 //!
 //! ```
 //! use cairn_proof::{reference::MemTrie, Claim, HashKind, Leaf};
@@ -46,13 +48,14 @@ mod proof;
 pub mod range;
 pub mod reference;
 mod sha256;
+pub mod shard;
 mod trie;
 mod update;
 
 pub use error::{
     BuildError, DecodeError, HistoryDecodeError, HistoryProveError, HistoryVerifyError,
     LedgerError, RangeDecodeError, RangeVerifyError, ReceiptDecodeError, ReceiptVerifyError,
-    RootAfterError, VerifyError,
+    RootAfterError, ShardError, VerifyError,
 };
 pub use hash::{Hash, HashKind, Leaf, ZERO};
 pub use history::{
@@ -64,5 +67,6 @@ pub use proof::{
     COMPACT_LEVELS_MAX, MAGIC, PROOF_VERSION,
 };
 pub use range::{verify_range, verify_range_at, Link, RangeAnswer};
+pub use shard::{ShardMap, ShardedRoot, Subtree};
 pub use trie::{root_of, root_of_sorted, subtree_of_sorted, Root, RootBuilder};
 pub use update::{root_after, Change, Update};
