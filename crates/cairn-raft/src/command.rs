@@ -1,0 +1,138 @@
+//! What the Raft log carries and what applying it answers: a [`Command`] is a ledger write as
+//! data (the keys it expects to hold values, the writes, the version's metadata), so that every
+//! node applies it alike; a [`Response`] is what applying it did.
+//!
+//! Owns: [`Command`], [`Write`], [`Expectation`], [`Response`], and the command's check
+//! against a ledger's tables and limits. May call: `cairn_ledger` (its limits). Must never
+//! touch: Raft, storage.
+//!
+//! A transaction whose body reads keys and then writes (SmallBank's, say) is replicated as the
+//! values it read (its expectations) and the writes it decided: applying it checks the
+//! expectations against the replicated state and writes only if all hold. The body itself
+//! never crosses the network, so nothing nondeterministic is replayed.
+
+use serde::{Deserialize, Serialize};
+
+use cairn_ledger::{Ledger, META_BYTES_MAX};
+
+/// One entry of a ledger's Raft log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Writes `writes` as one ledger version if every expectation holds.
+    Write {
+        /// Keys that must hold these values (or be absent) in the state the command is
+        /// applied to; an empty list makes a blind write.
+        expects: Vec<Expectation>,
+        /// The writes, in order (a later write of a key replaces an earlier one).
+        writes: Vec<Write>,
+        /// The version's metadata (at most [`META_BYTES_MAX`] bytes).
+        meta: Vec<u8>,
+    },
+}
+
+/// A key set to a value or deleted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Write {
+    /// The ledger table.
+    pub table: String,
+    /// The key.
+    pub key: Vec<u8>,
+    /// The new value; `None` deletes the key.
+    pub value: Option<Vec<u8>>,
+}
+
+/// A key and the value it must hold (`None`: it must be absent).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expectation {
+    /// The ledger table.
+    pub table: String,
+    /// The key.
+    pub key: Vec<u8>,
+    /// The value it must hold; `None`: absent.
+    pub value: Option<Vec<u8>>,
+}
+
+/// What applying a [`Command`] did. The same on every node for the same log entry: the
+/// divergence check compares them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// The writes made a new version.
+    Committed {
+        /// The version's number.
+        version: u64,
+        /// Its ledger root.
+        ledger_root: [u8; 32],
+        /// The root of the ledger's history tree with it (digest of size `version`).
+        digest_root: [u8; 32],
+    },
+    /// Every expectation held and there was nothing to write: no version.
+    Unchanged {
+        /// The newest version, unchanged.
+        version: u64,
+    },
+    /// Expectation `index` did not hold: nothing was written.
+    Conflict {
+        /// The index of the first expectation that failed.
+        index: usize,
+    },
+    /// The command can never apply (a table the ledger lacks, a key or metadata too long):
+    /// nothing was written.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// An entry that is not a command (a blank or a membership change).
+    Empty,
+}
+
+impl std::fmt::Display for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Command::Write {
+                expects, writes, ..
+            } => write!(
+                f,
+                "write({} expectations, {} writes)",
+                expects.len(),
+                writes.len()
+            ),
+        }
+    }
+}
+
+impl Command {
+    /// Why this command can never apply to `ledger`, if it cannot: a table the ledger lacks, a
+    /// key longer than [`cairn::KEY_SIZE_MAX`], metadata longer than [`META_BYTES_MAX`]. It
+    /// depends only on the command and the ledger's (fixed) tables, so every node answers
+    /// alike; a leader checks before proposing, and applying checks again.
+    pub fn refusal(&self, ledger: &Ledger) -> Option<String> {
+        let Command::Write {
+            expects,
+            writes,
+            meta,
+        } = self;
+        if meta.len() > META_BYTES_MAX {
+            return Some(format!(
+                "metadata of {} bytes is longer than {META_BYTES_MAX}",
+                meta.len()
+            ));
+        }
+        let keys = expects
+            .iter()
+            .map(|e| (&e.table, &e.key))
+            .chain(writes.iter().map(|w| (&w.table, &w.key)));
+        for (table, key) in keys {
+            if !ledger.tables().iter().any(|t| t == table) {
+                return Some(format!("the ledger has no table {table:?}"));
+            }
+            if key.len() > cairn::KEY_SIZE_MAX {
+                return Some(format!(
+                    "a key of {} bytes is longer than {}",
+                    key.len(),
+                    cairn::KEY_SIZE_MAX
+                ));
+            }
+        }
+        None
+    }
+}

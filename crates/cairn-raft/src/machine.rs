@@ -1,0 +1,187 @@
+//! The ledger as a Raft state machine: each committed entry's [`Command`] applied to a
+//! [`Ledger`], in log order, on one task, so that every node makes the same versions with the
+//! same roots.
+//!
+//! Owns: [`LedgerMachine`] (the applied log id, the membership, applying entries). May call:
+//! `command`, `cairn_ledger`. Must never touch: the network, the log storage.
+//!
+//! Determinism: an entry's effect depends only on the ledger's state and the command (the
+//! expectations are checked against the replicated state; a refusal depends only on the
+//! command and the ledger's fixed tables). An error of the ledger's own (I/O, a broken table)
+//! is returned to openraft, which stops the node: an entry is never skipped.
+//!
+//! Not yet (issue 48's later steps): the applied log id is held in memory only, so a restarted
+//! node needs a fresh ledger; snapshots are refused (the cluster's configuration never builds
+//! one and the log is never purged, so a lagging node catches up from the log).
+
+use std::io;
+use std::sync::Arc;
+
+use futures_util::{Stream, TryStreamExt};
+use openraft::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
+use openraft::entry::RaftEntry;
+use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
+use openraft::{EntryPayload, OptionalSend};
+
+use cairn_ledger::{Error as LedgerError, Ledger, LedgerBatch};
+
+use crate::command::{Command, Response};
+use crate::TypeConfig;
+
+/// What a snapshot would carry: nothing yet (snapshots are refused; see the module's header).
+pub type SnapshotData = ();
+
+/// A [`Ledger`] driven by a Raft log.
+pub struct LedgerMachine {
+    ledger: Arc<Ledger>,
+    applied: Option<LogIdOf<TypeConfig>>,
+    membership: StoredMembershipOf<TypeConfig>,
+}
+
+impl LedgerMachine {
+    /// A machine over `ledger`, which no one else writes to. A fresh ledger: the applied log id
+    /// is not stored yet, so the ledger must not hold entries of an earlier run.
+    pub fn new(ledger: Arc<Ledger>) -> LedgerMachine {
+        LedgerMachine {
+            ledger,
+            applied: None,
+            membership: StoredMembershipOf::<TypeConfig>::default(),
+        }
+    }
+}
+
+/// Applies one command. Errors: the ledger's own failures (I/O, a broken table), never a
+/// refusal or a conflict, which are answers.
+fn apply_command(ledger: &Ledger, command: &Command) -> Result<Response, LedgerError> {
+    if let Some(reason) = command.refusal(ledger) {
+        return Ok(Response::Refused { reason });
+    }
+    let Command::Write {
+        expects,
+        writes,
+        meta,
+    } = command;
+    for (index, e) in expects.iter().enumerate() {
+        if ledger.get(&e.table, &e.key)? != e.value {
+            return Ok(Response::Conflict { index });
+        }
+    }
+    if writes.is_empty() {
+        return Ok(Response::Unchanged {
+            version: ledger.version(),
+        });
+    }
+    let mut batch = LedgerBatch::new();
+    for w in writes {
+        match &w.value {
+            Some(v) => batch.insert(&w.table, &w.key, v),
+            None => batch.delete(&w.table, &w.key),
+        };
+    }
+    if !meta.is_empty() {
+        batch.meta(meta);
+    }
+    match ledger.write(&batch) {
+        Ok(Some(c)) => Ok(Response::Committed {
+            version: c.version,
+            ledger_root: c.ledger_root,
+            digest_root: c.digest.root,
+        }),
+        Ok(None) => Ok(Response::Unchanged {
+            version: ledger.version(),
+        }),
+        Err(e) => match refusal_of(&e) {
+            Some(reason) => Ok(Response::Refused { reason }),
+            None => Err(e),
+        },
+    }
+}
+
+/// The ledger's errors that depend only on the command (so every node meets them alike).
+fn refusal_of(e: &LedgerError) -> Option<String> {
+    match e {
+        LedgerError::NoSuchTable(_) | LedgerError::MetaTooLong(_) => Some(e.to_string()),
+        LedgerError::Engine(
+            cairn::Error::KeyTooLarge { .. }
+            | cairn::Error::ValueTooLarge { .. }
+            | cairn::Error::InvalidUpdate(_),
+        ) => Some(e.to_string()),
+        _ => None,
+    }
+}
+
+fn unsupported() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "Raft snapshots of a ledger are not built yet (issue 48)",
+    )
+}
+
+impl RaftStateMachine<TypeConfig> for LedgerMachine {
+    type SnapshotData = SnapshotData;
+    type SnapshotBuilder = NoSnapshots;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogIdOf<TypeConfig>>, StoredMembershipOf<TypeConfig>), io::Error> {
+        Ok((self.applied, self.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + OptionalSend,
+    {
+        while let Some((entry, responder)) = entries.try_next().await? {
+            let log_id = entry.log_id();
+            let response = match entry.payload {
+                EntryPayload::Blank => Response::Empty,
+                EntryPayload::Membership(m) => {
+                    self.membership = StoredMembershipOf::<TypeConfig>::new(Some(log_id), m);
+                    Response::Empty
+                }
+                EntryPayload::Normal(command) => {
+                    let ledger = Arc::clone(&self.ledger);
+                    // The ledger does blocking I/O: off the runtime's worker threads.
+                    tokio::task::spawn_blocking(move || apply_command(&ledger, &command))
+                        .await
+                        .map_err(io::Error::other)?
+                        .map_err(io::Error::other)?
+                }
+            };
+            self.applied = Some(log_id);
+            if let Some(r) = responder {
+                r.send(response);
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> NoSnapshots {
+        NoSnapshots
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        _meta: &SnapshotMetaOf<TypeConfig>,
+        _snapshot: SnapshotData,
+    ) -> Result<(), io::Error> {
+        Err(unsupported())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<SnapshotOf<TypeConfig, SnapshotData>>, io::Error> {
+        Ok(None)
+    }
+}
+
+/// The snapshot builder of a [`LedgerMachine`]: refuses (see the module's header).
+pub struct NoSnapshots;
+
+impl RaftSnapshotBuilder<TypeConfig> for NoSnapshots {
+    type SnapshotData = SnapshotData;
+
+    async fn build_snapshot(&mut self) -> Result<SnapshotOf<TypeConfig, SnapshotData>, io::Error> {
+        Err(unsupported())
+    }
+}

@@ -1,0 +1,194 @@
+//! One node of a replicated ledger: its Raft handle and its copy of the ledger, with writes
+//! proposed through the leader and reads made linearizable by a read index.
+//!
+//! Owns: [`Node`], [`Consistency`], [`Error`], [`cluster_config`]. May call: `machine`,
+//! `command`, openraft, `cairn_ledger`. Must never touch: a transport's internals.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::storage::RaftLogStorage;
+use openraft::{Config, RaftNetworkFactory, ReadPolicy, SnapshotPolicy};
+
+use cairn_ledger::{Ledger, VerifiedRead};
+
+use crate::command::{Command, Response};
+use crate::machine::LedgerMachine;
+use crate::{LedgerRaft, NodeId, TypeConfig};
+
+/// Why a node could not serve a call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// This node is not the leader: send writes (and linearizable reads) to `leader`, when
+    /// known.
+    #[error("this node is not the leader (the leader is {leader:?})")]
+    NotLeader {
+        /// The leader, when this node knows it.
+        leader: Option<NodeId>,
+    },
+    /// The write's outcome is unknown: the leader lost its leadership or the cluster its
+    /// quorum while the write was in flight (it may still commit).
+    #[error("the write's outcome is unknown: {0}")]
+    Unknown(String),
+    /// Raft refused or failed otherwise (no quorum for a read, the node shut down...).
+    #[error("raft: {0}")]
+    Raft(String),
+    /// The ledger's own error (reading after the read index).
+    #[error(transparent)]
+    Ledger(#[from] cairn_ledger::Error),
+}
+
+/// How fresh a read must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Consistency {
+    /// Linearizable (the default): the node confirms with a quorum that it leads, waits until
+    /// it has applied every entry committed before the read began (openraft's read index,
+    /// `ReadPolicy::ReadIndex`), then reads. Only the leader serves it. Cost: one heartbeat
+    /// round trip to a quorum.
+    #[default]
+    Linearizable,
+    /// Whatever this node has applied, without asking anyone: any node serves it at once, but
+    /// it may miss writes already acknowledged (a follower behind, a leader deposed without
+    /// knowing). Its receipt still proves the values at the version it names.
+    Stale,
+}
+
+/// The timing a cluster runs with: heartbeats every 50 ms, elections after 150 to 300 ms of
+/// silence, no snapshots (the log is never purged until snapshots are built; issue 48).
+pub fn cluster_config() -> Arc<Config> {
+    let config = Config {
+        cluster_name: "cairn".into(),
+        heartbeat_interval: 50,
+        election_timeout_min: 150,
+        election_timeout_max: 300,
+        snapshot_policy: SnapshotPolicy::Never,
+        ..Config::default()
+    };
+    Arc::new(config.validate().expect("the cluster's timing is valid"))
+}
+
+/// One node: its Raft handle and its ledger.
+#[derive(Clone)]
+pub struct Node {
+    /// The node's number.
+    pub id: NodeId,
+    /// Its Raft handle (membership, metrics, shutdown).
+    pub raft: LedgerRaft,
+    /// Its copy of the ledger (written only by applying the log).
+    pub ledger: Arc<Ledger>,
+}
+
+impl Node {
+    /// Starts node `id` over `ledger` (fresh: see [`LedgerMachine::new`]) with `log` as its
+    /// Raft log and `network` to reach the others, with [`cluster_config`].
+    ///
+    /// Errors: [`Error::Raft`] when openraft refuses to start (its storage failed).
+    pub async fn start<L, N>(
+        id: NodeId,
+        ledger: Arc<Ledger>,
+        log: L,
+        network: N,
+    ) -> Result<Node, Error>
+    where
+        L: RaftLogStorage<TypeConfig>,
+        N: RaftNetworkFactory<TypeConfig>,
+        N::Network:
+            openraft::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::SnapshotData>,
+    {
+        let machine = LedgerMachine::new(Arc::clone(&ledger));
+        let raft = LedgerRaft::new(id, cluster_config(), network, log, machine)
+            .await
+            .map_err(|e| Error::Raft(e.to_string()))?;
+        Ok(Node { id, raft, ledger })
+    }
+
+    /// Proposes `command` and waits until it is committed by a quorum and applied here: its
+    /// [`Response`] (a conflict or a refusal is a response, not an error).
+    ///
+    /// Errors: [`Error::NotLeader`] (nothing was proposed); [`Error::Unknown`] when leadership
+    /// was lost with the write in flight; [`Error::Raft`] otherwise.
+    pub async fn write(&self, command: Command) -> Result<Response, Error> {
+        if let Some(reason) = command.refusal(&self.ledger) {
+            return Ok(Response::Refused { reason });
+        }
+        match self.raft.client_write(command).await {
+            Ok(r) => Ok(r.data),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(Error::NotLeader {
+                    leader: f.leader_id,
+                })
+            }
+            Err(e) => Err(Error::Unknown(e.to_string())),
+        }
+    }
+
+    /// Reads `keys` of each table named, with the receipt proving them at the version read
+    /// ([`Ledger::read`]), as fresh as `consistency` asks.
+    ///
+    /// Errors: [`Error::NotLeader`] for a linearizable read on a node that does not lead;
+    /// [`Error::Raft`] when the leader cannot confirm its leadership (no quorum); the
+    /// ledger's errors.
+    pub async fn read(
+        &self,
+        reads: &[(&str, &[Vec<u8>])],
+        consistency: Consistency,
+    ) -> Result<VerifiedRead, Error> {
+        if consistency == Consistency::Linearizable {
+            self.raft
+                .ensure_linearizable(ReadPolicy::ReadIndex)
+                .await
+                .map_err(|e| match e {
+                    RaftError::APIError(
+                        openraft::error::LinearizableReadError::ForwardToLeader(f),
+                    ) => Error::NotLeader {
+                        leader: f.leader_id,
+                    },
+                    other => Error::Raft(other.to_string()),
+                })?;
+        }
+        let ledger = Arc::clone(&self.ledger);
+        let owned: Vec<(String, Vec<Vec<u8>>)> = reads
+            .iter()
+            .map(|(t, keys)| (t.to_string(), keys.to_vec()))
+            .collect();
+        tokio::task::spawn_blocking(move || {
+            let reads: Vec<(&str, &[Vec<u8>])> = owned
+                .iter()
+                .map(|(t, keys)| (t.as_str(), &keys[..]))
+                .collect();
+            ledger.read(&reads)
+        })
+        .await
+        .map_err(|e| Error::Raft(e.to_string()))?
+        .map_err(Error::from)
+    }
+
+    /// Waits until this node has applied every entry up to `index`, or `timeout` passes.
+    ///
+    /// Errors: [`Error::Raft`] on timeout or shutdown.
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> Result<(), Error> {
+        self.raft
+            .wait(Some(timeout))
+            .applied_index_at_least(Some(index), "applied")
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::Raft(e.to_string()))
+    }
+
+    /// The index of the last entry this node has applied (0 before any).
+    pub fn applied_index(&self) -> u64 {
+        use openraft::async_runtime::WatchReceiver;
+        self.raft
+            .metrics()
+            .borrow_watched()
+            .last_applied
+            .map_or(0, |l| l.index)
+    }
+
+    /// The leader this node knows of.
+    pub async fn leader(&self) -> Option<NodeId> {
+        self.raft.current_leader().await
+    }
+}
