@@ -101,7 +101,8 @@ impl std::fmt::Display for Command {
 }
 
 impl Command {
-    /// Why this command can never apply to `ledger`, if it cannot: a table the ledger lacks, a
+    /// Why this command can never apply to `ledger`, if it cannot: a write to
+    /// [`crate::RAFT_TABLE`], a table the ledger lacks, a
     /// key longer than [`cairn::KEY_SIZE_MAX`], metadata longer than [`META_BYTES_MAX`]. It
     /// depends only on the command and the ledger's (fixed) tables, so every node answers
     /// alike; a leader checks before proposing, and applying checks again.
@@ -115,6 +116,12 @@ impl Command {
             return Some(format!(
                 "metadata of {} bytes is longer than {META_BYTES_MAX}",
                 meta.len()
+            ));
+        }
+        if let Some(w) = writes.iter().find(|w| w.table == crate::RAFT_TABLE) {
+            return Some(format!(
+                "table {:?} is written only by the cluster",
+                w.table
             ));
         }
         let keys = expects

@@ -3,33 +3,41 @@
 //! [`Command`]s through a Raft log, and every node applies them, in log order, to its own copy
 //! of the ledger, so that every node makes the same versions with the same roots.
 //!
-//! What is built: the commands and their deterministic application ([`LedgerMachine`]), a
-//! node ([`Node`]: writes through the leader, linearizable reads by read index, a documented
-//! stale read), a log in memory ([`MemLog`]) and an in-process transport with partitions
-//! ([`LocalNetwork`]), with tests of a three-node cluster through leader crashes and
-//! partitions. What is not built yet (issue 48; `docs/cluster-plan.md` gives the order): Cairn's
-//! write-ahead log as the Raft log (so that nodes survive restarts), snapshots between nodes,
-//! the HTTP transport and `cairn-server --raft`, shards as Raft groups (their global root and
-//! proofs are in [`cairn_proof::shard`]), cross-shard transactions.
+//! What is built: the commands and their deterministic application ([`LedgerMachine`], which
+//! stores the applied log id in each version it makes, so a node restarts where its ledger
+//! is), a node ([`Node`]: writes through the leader, linearizable reads by read index, a
+//! documented stale read), the Raft log in a Cairn session ([`DurableLog`]: appends through
+//! Cairn's write-ahead log, openraft told of them by its durability notice) or in memory
+//! ([`MemLog`]), and an in-process transport with partitions ([`LocalNetwork`]), with tests of
+//! a three-node cluster through a leader partition, a leader crash, a follower's restart and
+//! a whole cluster's. Formats: `docs/format/raft.md`. What is not built yet (issue 48;
+//! `docs/cluster-plan.md` gives the order): snapshots between nodes, the HTTP transport and
+//! `cairn-server --raft`, the multi-process fault harness, shards as Raft groups (their global
+//! root and proofs are in [`cairn_proof::shard`]), cross-shard transactions.
 //!
 //! Modules, each owning one concept: `command` (what the log carries), `machine` (applying
-//! it), `mem_log` (log storage in memory), `local` (the in-process transport), `node` (a
-//! node's API), `lincheck` (a linearizability checker for tests of all of it). None calls a
-//! module above it in this list except through the types declared here.
+//! it), `durable_log` and `mem_log` (log storage), `local` (the in-process transport), `node`
+//! (a node's API). None calls a module below it in this list except through the types
+//! declared here.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod command;
+mod durable_log;
 mod local;
 mod machine;
 mod mem_log;
 mod node;
 
 pub use command::{Command, Expectation, Response, Write};
+pub use durable_log::DurableLog;
 pub use local::{LocalConnection, LocalFactory, LocalNetwork};
-pub use machine::{LedgerMachine, NoSnapshots, SnapshotData};
+pub use machine::{ledger_config, LedgerMachine, NoSnapshots, SnapshotData, RAFT_TABLE};
 pub use mem_log::MemLog;
 pub use node::{cluster_config, Consistency, Error, Node};
+
+#[doc(no_inline)]
+pub use openraft;
 
 /// A node's number in its cluster.
 pub type NodeId = u64;

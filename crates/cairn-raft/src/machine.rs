@@ -10,9 +10,14 @@
 //! command and the ledger's fixed tables). An error of the ledger's own (I/O, a broken table)
 //! is returned to openraft, which stops the node: an entry is never skipped.
 //!
-//! Not yet (issue 48's later steps): the applied log id is held in memory only, so a restarted
-//! node needs a fresh ledger; snapshots are refused (the cluster's configuration never builds
-//! one and the log is never purged, so a lagging node catches up from the log).
+//! Restart: every entry that writes stores, in the same ledger version, its log id and the
+//! membership then in force (table [`RAFT_TABLE`], key `applied`; `docs/format/raft.md`), so a
+//! node reopened reports as applied the last entry its ledger holds, and openraft applies the
+//! entries after it again. Entries that write nothing (conflicts, refusals, blanks, membership
+//! changes) store nothing: applied again, they do nothing again.
+//!
+//! Not yet (issue 48's later steps): snapshots are refused (the cluster's configuration never
+//! builds one and the log is never purged, so a lagging node catches up from the log).
 
 use std::io;
 use std::sync::Arc;
@@ -28,6 +33,24 @@ use cairn_ledger::{Error as LedgerError, Ledger, LedgerBatch};
 use crate::command::{Command, Response};
 use crate::TypeConfig;
 
+/// The ledger table where applying stores the last applied log id: part of every replicated
+/// ledger ([`ledger_config`]); commands may read it but never write it.
+pub const RAFT_TABLE: &str = "raft";
+const KEY_APPLIED: &[u8] = b"applied";
+/// The version byte in front of the stored applied state.
+const APPLIED_VERSION: u8 = 1;
+
+/// A ledger configuration for a replicated ledger of `tables`: those plus [`RAFT_TABLE`].
+pub fn ledger_config<S: Into<String>>(
+    tables: impl IntoIterator<Item = S>,
+) -> cairn_ledger::LedgerConfig {
+    let mut names: Vec<String> = tables.into_iter().map(Into::into).collect();
+    if !names.iter().any(|t| t == RAFT_TABLE) {
+        names.push(RAFT_TABLE.to_string());
+    }
+    cairn_ledger::LedgerConfig::new(names)
+}
+
 /// What a snapshot would carry: nothing yet (snapshots are refused; see the module's header).
 pub type SnapshotData = ();
 
@@ -39,20 +62,57 @@ pub struct LedgerMachine {
 }
 
 impl LedgerMachine {
-    /// A machine over `ledger`, which no one else writes to. A fresh ledger: the applied log id
-    /// is not stored yet, so the ledger must not hold entries of an earlier run.
-    pub fn new(ledger: Arc<Ledger>) -> LedgerMachine {
-        LedgerMachine {
-            ledger,
-            applied: None,
-            membership: StoredMembershipOf::<TypeConfig>::default(),
+    /// A machine over `ledger`, which no one else writes to, resuming from the applied state
+    /// the ledger stores (none for a fresh ledger).
+    ///
+    /// Errors: the ledger lacks [`RAFT_TABLE`] (make it with [`ledger_config`]), its stored
+    /// applied state does not decode, or reading it fails.
+    pub fn open(ledger: Arc<Ledger>) -> io::Result<LedgerMachine> {
+        if !ledger.tables().iter().any(|t| t == RAFT_TABLE) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a replicated ledger needs the table {RAFT_TABLE:?} (see ledger_config)"),
+            ));
         }
+        let (applied, membership) = match ledger
+            .get(RAFT_TABLE, KEY_APPLIED)
+            .map_err(io::Error::other)?
+        {
+            Some(bytes) => match bytes.split_first() {
+                Some((&APPLIED_VERSION, body)) => {
+                    let (id, m): (LogIdOf<TypeConfig>, StoredMembershipOf<TypeConfig>) =
+                        serde_json::from_slice(body).map_err(|e| {
+                            io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!("the applied state: {e}"),
+                            )
+                        })?;
+                    (Some(id), m)
+                }
+                _ => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "the applied state has an unknown format version",
+                    ))
+                }
+            },
+            None => (None, StoredMembershipOf::<TypeConfig>::default()),
+        };
+        Ok(LedgerMachine {
+            ledger,
+            applied,
+            membership,
+        })
     }
 }
 
 /// Applies one command. Errors: the ledger's own failures (I/O, a broken table), never a
 /// refusal or a conflict, which are answers.
-fn apply_command(ledger: &Ledger, command: &Command) -> Result<Response, LedgerError> {
+fn apply_command(
+    ledger: &Ledger,
+    command: &Command,
+    applied: &[u8],
+) -> Result<Response, LedgerError> {
     if let Some(reason) = command.refusal(ledger) {
         return Ok(Response::Refused { reason });
     }
@@ -78,6 +138,7 @@ fn apply_command(ledger: &Ledger, command: &Command) -> Result<Response, LedgerE
             None => batch.delete(&w.table, &w.key),
         };
     }
+    batch.insert(RAFT_TABLE, KEY_APPLIED, applied);
     if !meta.is_empty() {
         batch.meta(meta);
     }
@@ -141,8 +202,11 @@ impl RaftStateMachine<TypeConfig> for LedgerMachine {
                 }
                 EntryPayload::Normal(command) => {
                     let ledger = Arc::clone(&self.ledger);
+                    let mut applied = vec![APPLIED_VERSION];
+                    serde_json::to_writer(&mut applied, &(log_id, &self.membership))
+                        .map_err(io::Error::other)?;
                     // The ledger does blocking I/O: off the runtime's worker threads.
-                    tokio::task::spawn_blocking(move || apply_command(&ledger, &command))
+                    tokio::task::spawn_blocking(move || apply_command(&ledger, &command, &applied))
                         .await
                         .map_err(io::Error::other)?
                         .map_err(io::Error::other)?

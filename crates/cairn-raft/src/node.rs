@@ -81,10 +81,12 @@ pub struct Node {
 }
 
 impl Node {
-    /// Starts node `id` over `ledger` (fresh: see [`LedgerMachine::new`]) with `log` as its
+    /// Starts node `id` over `ledger` (made with [`crate::ledger_config`]; fresh, or this
+    /// node's from an earlier run, with `log` its Raft log from that run) with `log` as its
     /// Raft log and `network` to reach the others, with [`cluster_config`].
     ///
-    /// Errors: [`Error::Raft`] when openraft refuses to start (its storage failed).
+    /// Errors: [`Error::Raft`] when the ledger is not a replicated one or openraft refuses to
+    /// start (its storage failed).
     pub async fn start<L, N>(
         id: NodeId,
         ledger: Arc<Ledger>,
@@ -97,7 +99,8 @@ impl Node {
         N::Network:
             openraft::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::SnapshotData>,
     {
-        let machine = LedgerMachine::new(Arc::clone(&ledger));
+        let machine =
+            LedgerMachine::open(Arc::clone(&ledger)).map_err(|e| Error::Raft(e.to_string()))?;
         let raft = LedgerRaft::new(id, cluster_config(), network, log, machine)
             .await
             .map_err(|e| Error::Raft(e.to_string()))?;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn_ledger::{Ledger, LedgerConfig};
+use cairn_ledger::Ledger;
 use cairn_raft::{
     Command, Consistency, Error, Expectation, LocalNetwork, MemLog, Node, NodeId, Response, Write,
 };
@@ -27,9 +27,12 @@ async fn start(n: u64) -> Cluster {
     let network = LocalNetwork::new();
     let mut nodes = BTreeMap::new();
     for id in 1..=n {
-        let ledger = Ledger::open(dir.path().join(id.to_string()), LedgerConfig::new([TABLE]))
-            .map(Arc::new)
-            .unwrap();
+        let ledger = Ledger::open(
+            dir.path().join(id.to_string()),
+            cairn_raft::ledger_config([TABLE]),
+        )
+        .map(Arc::new)
+        .unwrap();
         let node = Node::start(id, ledger, MemLog::new(), network.factory(id))
             .await
             .unwrap();
