@@ -17,13 +17,16 @@
 //!
 //! Modules, each owning one concept: `command` (what the log carries), `machine` (applying
 //! it), `durable_log` and `mem_log` (log storage), `local` (the in-process transport), `node`
-//! (a node's API). None calls a module below it in this list except through the types
+//! (a node's API), `http` (the transport between processes), `lincheck` (a linearizability
+//! checker for the tests of all of it). None calls a module below it in this list except through the types
 //! declared here.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod command;
 mod durable_log;
+mod http;
+pub mod lincheck;
 mod local;
 mod machine;
 mod mem_log;
@@ -31,6 +34,7 @@ mod node;
 
 pub use command::{Command, Expectation, Response, Write};
 pub use durable_log::DurableLog;
+pub use http::{peer_router, ClusterSecret, HttpConnection, HttpNetwork, PEER_BODY_BYTES_MAX};
 pub use local::{LocalConnection, LocalFactory, LocalNetwork};
 pub use machine::{ledger_config, LedgerMachine, NoSnapshots, SnapshotData, RAFT_TABLE};
 pub use mem_log::MemLog;
