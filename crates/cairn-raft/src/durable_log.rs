@@ -2,8 +2,8 @@
 //! Cairn session of their own, so that every append goes through Cairn's write-ahead log and
 //! openraft hears that entries are on disk from the log's durability notice.
 //!
-//! Owns: [`DurableLog`] and the encoding of what it stores (`docs/format/raft.md`). May call:
-//! `cairn` (a session, its durable tables, writes and their [`cairn::Durability`]). Must never
+//! Owns: [`DurableLog`] and the layout of what it stores (`docs/format/raft.md`; the bytes
+//! are `format`'s). May call: `format`, `cairn` (a session, its durable tables, writes and their [`cairn::Durability`]). Must never
 //! touch: the ledger.
 //!
 //! Layout: table `entries` maps an entry's index (8 bytes, big-endian, so that key order is log
@@ -33,13 +33,10 @@ use openraft::alias::{EntryOf, LogIdOf, VoteOf};
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::OptionalSend;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 
+use crate::format;
 use crate::TypeConfig;
 
-/// The version byte in front of every value this module stores.
-const FORMAT_VERSION: u8 = 1;
 const ENTRIES: &str = "entries";
 const STATE: &str = "state";
 const KEY_VOTE: &[u8] = b"vote";
@@ -73,31 +70,6 @@ fn key(index: u64) -> [u8; 8] {
     index.to_be_bytes()
 }
 
-fn encode<T: Serialize>(value: &T) -> io::Result<Vec<u8>> {
-    let mut out = vec![FORMAT_VERSION];
-    serde_json::to_writer(&mut out, value).map_err(io::Error::other)?;
-    Ok(out)
-}
-
-fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> io::Result<T> {
-    match bytes.split_first() {
-        Some((&FORMAT_VERSION, body)) => serde_json::from_slice(body).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("raft log: {what} does not decode: {e}"),
-            )
-        }),
-        Some((v, _)) => Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("raft log: {what} has format version {v}; this build reads {FORMAT_VERSION}"),
-        )),
-        None => Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("raft log: {what} is empty"),
-        )),
-    }
-}
-
 fn engine(e: cairn::Error) -> io::Error {
     io::Error::other(e)
 }
@@ -127,13 +99,13 @@ impl DurableLog {
             .table(STATE, TableConfig::default())
             .map_err(engine)?;
         let purged = match state.get(KEY_PURGED).map_err(engine)? {
-            Some(bytes) => Some(decode::<LogIdOf<TypeConfig>>(&bytes, "the purged id")?),
+            Some(bytes) => Some(format::decode_log_id(&bytes)?),
             None => None,
         };
         let last = match entries.range(..).map_err(engine)?.next_back() {
             Some(entry) => {
                 let entry = entry.map_err(engine)?;
-                Some(decode::<EntryOf<TypeConfig>>(&entry.value, "an entry")?.log_id())
+                Some(format::decode_entry(&entry.value)?.log_id())
             }
             None => None,
         };
@@ -196,14 +168,14 @@ impl RaftLogReader<TypeConfig> for DurableLog {
         let mut out = Vec::new();
         for entry in self.inner.entries.range((start, end)).map_err(engine)? {
             let entry = entry.map_err(engine)?;
-            out.push(decode(&entry.value, "an entry")?);
+            out.push(format::decode_entry(&entry.value)?);
         }
         Ok(out)
     }
 
     async fn read_vote(&mut self) -> Result<Option<VoteOf<TypeConfig>>, io::Error> {
         match self.inner.state.get(KEY_VOTE).map_err(engine)? {
-            Some(bytes) => Ok(Some(decode(&bytes, "the vote")?)),
+            Some(bytes) => Ok(Some(format::decode_vote(&bytes)?)),
             None => Ok(None),
         }
     }
@@ -225,7 +197,7 @@ impl RaftLogStorage<TypeConfig> for DurableLog {
     }
 
     async fn save_vote(&mut self, vote: &VoteOf<TypeConfig>) -> Result<(), io::Error> {
-        let value = encode(vote)?;
+        let value = format::encode_vote(vote);
         let durability = self
             .inner
             .session
@@ -242,7 +214,7 @@ impl RaftLogStorage<TypeConfig> for DurableLog {
         let Some(id) = committed else {
             return Ok(());
         };
-        let value = encode(&id)?;
+        let value = format::encode_log_id(&id);
         self.inner
             .session
             .write(&[(
@@ -256,7 +228,7 @@ impl RaftLogStorage<TypeConfig> for DurableLog {
 
     async fn read_committed(&mut self) -> Result<Option<LogIdOf<TypeConfig>>, io::Error> {
         match self.inner.state.get(KEY_COMMITTED).map_err(engine)? {
-            Some(bytes) => Ok(Some(decode(&bytes, "the committed id")?)),
+            Some(bytes) => Ok(Some(format::decode_log_id(&bytes)?)),
             None => Ok(None),
         }
     }
@@ -274,7 +246,7 @@ impl RaftLogStorage<TypeConfig> for DurableLog {
         let mut last = None;
         for e in entries {
             last = Some(e.log_id());
-            encoded.push((key(e.index()), encode(&e)?));
+            encoded.push((key(e.index()), format::encode_entry(&e)));
         }
         let Some(last) = last else {
             callback.io_completed(Ok(()));
@@ -318,7 +290,7 @@ impl RaftLogStorage<TypeConfig> for DurableLog {
             Some(l) => upto.index().min(l.index()),
             None => upto.index(),
         };
-        let purged = encode(&upto)?;
+        let purged = format::encode_log_id(&upto);
         // `from > to` (nothing left to delete) makes an empty range: only `purged` is written.
         self.delete_range(from, to, &[(KEY_PURGED, purged)])?
             .release();

@@ -16,7 +16,7 @@
 //! root and proofs are in [`cairn_proof::shard`]), cross-shard transactions.
 //!
 //! Modules, each owning one concept: `command` (what the log carries), `machine` (applying
-//! it), `durable_log` and `mem_log` (log storage), `local` (the in-process transport), `node`
+//! it), `format` (the bytes stored), `durable_log` and `mem_log` (log storage), `local` (the in-process transport), `node`
 //! (a node's API), `http` (the transport between processes), `lincheck` (a linearizability
 //! checker for the tests of all of it). None calls a module below it in this list except through the types
 //! declared here.
@@ -25,6 +25,7 @@
 
 mod command;
 mod durable_log;
+pub mod format;
 mod http;
 pub mod lincheck;
 mod local;

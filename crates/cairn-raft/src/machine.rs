@@ -37,8 +37,6 @@ use crate::TypeConfig;
 /// ledger ([`ledger_config`]); commands may read it but never write it.
 pub const RAFT_TABLE: &str = "raft";
 const KEY_APPLIED: &[u8] = b"applied";
-/// The version byte in front of the stored applied state.
-const APPLIED_VERSION: u8 = 1;
 
 /// A ledger configuration for a replicated ledger of `tables`: those plus [`RAFT_TABLE`].
 pub fn ledger_config<S: Into<String>>(
@@ -78,24 +76,10 @@ impl LedgerMachine {
             .get(RAFT_TABLE, KEY_APPLIED)
             .map_err(io::Error::other)?
         {
-            Some(bytes) => match bytes.split_first() {
-                Some((&APPLIED_VERSION, body)) => {
-                    let (id, m): (LogIdOf<TypeConfig>, StoredMembershipOf<TypeConfig>) =
-                        serde_json::from_slice(body).map_err(|e| {
-                            io::Error::new(
-                                io::ErrorKind::InvalidData,
-                                format!("the applied state: {e}"),
-                            )
-                        })?;
-                    (Some(id), m)
-                }
-                _ => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "the applied state has an unknown format version",
-                    ))
-                }
-            },
+            Some(bytes) => {
+                let (id, m) = crate::format::decode_applied(&bytes)?;
+                (Some(id), m)
+            }
             None => (None, StoredMembershipOf::<TypeConfig>::default()),
         };
         Ok(LedgerMachine {
@@ -202,9 +186,7 @@ impl RaftStateMachine<TypeConfig> for LedgerMachine {
                 }
                 EntryPayload::Normal(command) => {
                     let ledger = Arc::clone(&self.ledger);
-                    let mut applied = vec![APPLIED_VERSION];
-                    serde_json::to_writer(&mut applied, &(log_id, &self.membership))
-                        .map_err(io::Error::other)?;
+                    let applied = crate::format::encode_applied(&(log_id, self.membership.clone()));
                     // The ledger does blocking I/O: off the runtime's worker threads.
                     tokio::task::spawn_blocking(move || apply_command(&ledger, &command, &applied))
                         .await

@@ -7,18 +7,18 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use cairn_ledger::Ledger;
 use cairn_raft::{
-    ledger_config, peer_router, ClusterSecret, Command, DurableLog, Error, HttpNetwork, Node,
-    NodeId, Response, Write,
+    ledger_config, peer_router, ClusterSecret, DurableLog, HttpNetwork, Node, NodeId, Response,
 };
 use openraft::BasicNode;
 
+mod common;
+use common::WAIT;
+
 const TABLE: &str = "accounts";
 const SECRET: &str = "a-cluster-secret-for-tests";
-const WAIT: Duration = Duration::from_secs(20);
 
 struct Running {
     node: Node,
@@ -49,49 +49,16 @@ async fn stop(r: Running) {
     r.log.close();
 }
 
-async fn leader(nodes: &BTreeMap<NodeId, Running>) -> NodeId {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        for r in nodes.values() {
-            if let Some(l) = r.node.leader().await {
-                if let Some(lr) = nodes.get(&l) {
-                    if lr
-                        .node
-                        .raft
-                        .ensure_linearizable(openraft::ReadPolicy::ReadIndex)
-                        .await
-                        .is_ok()
-                    {
-                        return l;
-                    }
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "no leader");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+fn view(nodes: &BTreeMap<NodeId, Running>) -> Vec<&Node> {
+    nodes.values().map(|r| &r.node).collect()
 }
 
-async fn write(nodes: &BTreeMap<NodeId, Running>, k: &str) -> Response {
-    let command = Command::Write {
-        expects: vec![],
-        writes: vec![Write {
-            table: TABLE.into(),
-            key: k.into(),
-            value: Some(k.into()),
-        }],
-        meta: vec![],
-    };
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let l = leader(nodes).await;
-        match nodes[&l].node.write(command.clone()).await {
-            Ok(r) => return r,
-            Err(Error::NotLeader { .. }) => {}
-            Err(e) => panic!("write {k}: {e}"),
-        }
-        assert!(Instant::now() < deadline);
-    }
+async fn leader(nodes: &BTreeMap<NodeId, Running>) -> NodeId {
+    common::leader(&view(nodes)).await
+}
+
+async fn write(nodes: &BTreeMap<NodeId, Running>, k: &str, v: &str) -> Response {
+    common::write(&view(nodes), common::put(TABLE, k, v)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +81,7 @@ async fn three_nodes_over_http_replicate_elect_and_catch_up() {
     nodes[&1].node.raft.initialize(members).await.unwrap();
     for i in 0..20 {
         assert!(matches!(
-            write(&nodes, &format!("a{i}")).await,
+            write(&nodes, &format!("a{i}"), "a").await,
             Response::Committed { .. }
         ));
     }
@@ -146,7 +113,7 @@ async fn three_nodes_over_http_replicate_elect_and_catch_up() {
     stop(nodes.remove(&crashed).unwrap()).await;
     for i in 0..20 {
         assert!(matches!(
-            write(&nodes, &format!("b{i}")).await,
+            write(&nodes, &format!("b{i}"), "b").await,
             Response::Committed { .. }
         ));
     }

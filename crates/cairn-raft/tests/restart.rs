@@ -7,17 +7,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use cairn_ledger::Ledger;
-use cairn_raft::{
-    ledger_config, Command, Consistency, DurableLog, Error, LocalNetwork, Node, NodeId, Response,
-    Write,
-};
+use cairn_raft::{ledger_config, Consistency, DurableLog, LocalNetwork, Node, NodeId, Response};
 use openraft::BasicNode;
 
+mod common;
+
 const TABLE: &str = "accounts";
-const WAIT: Duration = Duration::from_secs(20);
 
 struct Running {
     node: Node,
@@ -42,57 +39,20 @@ async fn stop_node(network: &LocalNetwork, r: Running) {
     r.log.close();
 }
 
+fn view(nodes: &BTreeMap<NodeId, Running>) -> Vec<&Node> {
+    nodes.values().map(|r| &r.node).collect()
+}
+
 async fn leader(nodes: &BTreeMap<NodeId, Running>) -> NodeId {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        for r in nodes.values() {
-            if let Some(l) = r.node.leader().await {
-                if let Some(lr) = nodes.get(&l) {
-                    if lr
-                        .node
-                        .raft
-                        .ensure_linearizable(openraft::ReadPolicy::ReadIndex)
-                        .await
-                        .is_ok()
-                    {
-                        return l;
-                    }
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "no leader");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::leader(&view(nodes)).await
 }
 
 async fn write(nodes: &BTreeMap<NodeId, Running>, k: &str, v: &str) -> Response {
-    let command = Command::Write {
-        expects: vec![],
-        writes: vec![Write {
-            table: TABLE.into(),
-            key: k.into(),
-            value: Some(v.into()),
-        }],
-        meta: vec![],
-    };
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let l = leader(nodes).await;
-        match nodes[&l].node.write(command.clone()).await {
-            Ok(r) => return r,
-            Err(Error::NotLeader { .. }) => {}
-            Err(e) => panic!("write {k}: {e}"),
-        }
-        assert!(Instant::now() < deadline);
-    }
+    common::write(&view(nodes), common::put(TABLE, k, v)).await
 }
 
 async fn settle(nodes: &BTreeMap<NodeId, Running>) {
-    let l = leader(nodes).await;
-    let applied = nodes[&l].node.applied_index();
-    for r in nodes.values() {
-        r.node.wait_applied(applied, WAIT).await.unwrap();
-    }
+    common::settle(&view(nodes)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,142 @@
+//! The stored bytes of `docs/format/raft.md`, pinned: each value below encodes to the bytes in
+//! `testdata/golden/raft-v1.txt` and decodes back from them. A change to any of them is a new
+//! format version (with version 1 still read), never an edit of the file;
+//! `CAIRN_UPDATE_GOLDEN=1` rewrites it when a value is added.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use cairn_raft::format::{self, FormatError};
+use cairn_raft::openraft::entry::RaftEntry;
+use cairn_raft::openraft::vote::RaftLeaderId;
+use cairn_raft::openraft::{BasicNode, EntryPayload, Membership, StoredMembership, Vote};
+use cairn_raft::{Command, Expectation, TypeConfig, Write};
+
+type Entry = cairn_raft::openraft::alias::EntryOf<TypeConfig>;
+type LogId = cairn_raft::openraft::alias::LogIdOf<TypeConfig>;
+
+fn log_id(term: u64, node: u64, index: u64) -> LogId {
+    LogId::new(
+        cairn_raft::openraft::vote::leader_id_adv::CommittedLeaderId::new(term, node),
+        index,
+    )
+}
+
+fn membership() -> Membership<u64, BasicNode> {
+    let nodes: BTreeMap<u64, BasicNode> = (1..=3)
+        .map(|id| (id, BasicNode::new(format!("127.0.0.1:700{id}"))))
+        .collect();
+    Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes).unwrap()
+}
+
+/// Every pinned value, by name, encoded.
+fn values() -> Vec<(&'static str, Vec<u8>)> {
+    let command = Command::Write {
+        expects: vec![Expectation {
+            table: "checking".into(),
+            key: b"alice".to_vec(),
+            value: Some(b"50".to_vec()),
+        }],
+        writes: vec![
+            Write {
+                table: "checking".into(),
+                key: b"alice".to_vec(),
+                value: Some(b"40".to_vec()),
+            },
+            Write {
+                table: "savings".into(),
+                key: b"bob".to_vec(),
+                value: None,
+            },
+        ],
+        meta: b"transfer 10".to_vec(),
+    };
+    vec![
+        (
+            "entry-command",
+            format::encode_entry(&Entry::new(log_id(3, 2, 7), EntryPayload::Normal(command))),
+        ),
+        (
+            "entry-blank",
+            format::encode_entry(&Entry::new(log_id(1, 1, 1), EntryPayload::Blank)),
+        ),
+        (
+            "entry-membership",
+            format::encode_entry(&Entry::new(
+                log_id(1, 1, 2),
+                EntryPayload::Membership(membership()),
+            )),
+        ),
+        ("vote", format::encode_vote(&Vote::new(4, 1))),
+        (
+            "vote-committed",
+            format::encode_vote(&Vote::new_committed(4, 1)),
+        ),
+        ("log-id", format::encode_log_id(&log_id(3, 2, 7))),
+        (
+            "applied",
+            format::encode_applied(&(
+                log_id(3, 2, 7),
+                StoredMembership::new(Some(log_id(1, 1, 2)), membership()),
+            )),
+        ),
+    ]
+}
+
+fn golden_path() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden/raft-v1.txt")
+}
+
+#[test]
+fn stored_bytes_match_the_golden_file() {
+    let values = values();
+    let text: String = values
+        .iter()
+        .map(|(name, bytes)| format!("{name} {}\n", hex(bytes)))
+        .collect();
+    let path = golden_path();
+    if std::env::var_os("CAIRN_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let golden = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        golden, text,
+        "the stored bytes changed: that is a new format version"
+    );
+    // Each golden value decodes to a value that encodes to the same bytes.
+    for (name, bytes) in &values {
+        let again = match name.split('-').next().unwrap() {
+            "entry" => format::encode_entry(&format::decode_entry(bytes).unwrap()),
+            "vote" => format::encode_vote(&format::decode_vote(bytes).unwrap()),
+            "log" => format::encode_log_id(&format::decode_log_id(bytes).unwrap()),
+            "applied" => format::encode_applied(&format::decode_applied(bytes).unwrap()),
+            other => panic!("{other}"),
+        };
+        assert_eq!(&again, bytes, "{name}");
+    }
+}
+
+#[test]
+fn damaged_bytes_are_typed_errors() {
+    assert!(matches!(
+        format::decode_entry(&[]),
+        Err(FormatError::Empty { .. })
+    ));
+    assert!(matches!(
+        format::decode_vote(&[2, b'{', b'}']),
+        Err(FormatError::Version { found: 2, .. })
+    ));
+    let entry = &values()[0].1;
+    for cut in 1..entry.len() {
+        assert!(matches!(
+            format::decode_entry(&entry[..cut]),
+            Err(FormatError::Json { .. })
+        ));
+    }
+    // A vote is not an entry.
+    assert!(format::decode_entry(&values()[3].1).is_err());
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
