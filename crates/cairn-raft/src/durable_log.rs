@@ -20,7 +20,9 @@
 //! record implies them, and a lost purge only keeps entries longer.
 //!
 //! Bounds: an append or truncation writes one record of the entries it touches; reads are one
-//! range scan; memory holds only the first and last index.
+//! range scan; memory holds only the first and last index. Each call runs on openraft's task
+//! and may block it briefly: an append when the log's buffer is full (until the group being
+//! written is done), a read when the entries asked for are no longer in memory.
 
 use std::fmt::Debug;
 use std::io;
