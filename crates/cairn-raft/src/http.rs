@@ -153,10 +153,23 @@ impl HttpNetwork {
     pub fn new(secret: ClusterSecret) -> Result<HttpNetwork, String> {
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(4)
+            .tls_backend_preconfigured(unused_tls()?)
             .build()
             .map_err(|e| e.to_string())?;
         Ok(HttpNetwork { client, secret })
     }
+}
+
+/// A TLS configuration (rustls with the `ring` provider, no roots) that plain-HTTP peer links
+/// never use: reqwest built with rustls wants one, and without it would look for a process-wide
+/// provider.
+fn unused_tls() -> Result<rustls::ClientConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth())
 }
 
 impl RaftNetworkFactory<TypeConfig> for HttpNetwork {

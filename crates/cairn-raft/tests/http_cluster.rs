@@ -87,6 +87,8 @@ async fn three_nodes_over_http_replicate_elect_and_catch_up() {
     }
 
     // The peer listener refuses a request without the secret, or with another one.
+    // A plain-HTTP client; reqwest is built with rustls, which wants a provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
     let url = format!("http://{}/raft/v1/vote", addrs[&1]);
     let no_secret = client.post(&url).body("{}").send().await.unwrap();
