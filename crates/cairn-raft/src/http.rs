@@ -212,8 +212,11 @@ impl HttpConnection {
             .map_err(|e| Unreachable::new(&e))?;
         let status = reply.status();
         let bytes = reply.bytes().await.map_err(|e| Unreachable::new(&e))?;
+        // A peer that refuses (a secret it does not share, a body it cannot take) or answers
+        // what does not decode will do so again: unreachable, so that openraft backs off
+        // rather than retrying at once in a tight loop.
         if !status.is_success() {
-            return Err(NetworkError::from_string(format!(
+            return Err(Unreachable::from_string(format!(
                 "node {} answered {status}: {}",
                 self.target,
                 String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
@@ -221,7 +224,7 @@ impl HttpConnection {
             .into());
         }
         let result: Result<Resp, RaftError<TypeConfig>> =
-            serde_json::from_slice(&bytes).map_err(|e| NetworkError::new(&e))?;
+            serde_json::from_slice(&bytes).map_err(|e| Unreachable::new(&e))?;
         // The only error a Raft RPC returns is the remote node's fatal one (it is stopping):
         // as unreachable as a node that is down.
         result.map_err(|e| Unreachable::new(&e).into())
