@@ -622,15 +622,65 @@ fn malformed_histories_are_refused() {
     );
 }
 
+/// Twelve overlapping writes of `key`, then two reads one after the other that see the first
+/// and the second value written: not linearizable, and only found so after the search has
+/// tried every set of the other ten writes placed first.
+fn hard_for_the_search(key: &str) -> Vec<Operation> {
+    let mut operations: Vec<Operation> = (0..12)
+        .map(|c| done(c, 0, 1_000, put(key, Some(&format!("{c}"))), Ret::Put))
+        .collect();
+    operations.push(done(98, 2_000, 2_010, get(key), Ret::Get(val("0"))));
+    operations.push(done(99, 2_020, 2_030, get(key), Ret::Get(val("1"))));
+    operations
+}
+
 #[test]
-fn budgets_end_the_search_with_unknown() {
-    // Many overlapping writes of distinct values and a read that sees none of them nor the
-    // initial value: the search must try every order before giving up.
+fn a_value_nobody_writes_is_refused_without_a_search() {
+    // The history that took the search every order of the twelve writes before the check
+    // counted who may still write each value a read needs: one step is enough now.
     let mut operations: Vec<Operation> = (0..12)
         .map(|c| done(c, 0, 1_000, put("x", Some(&format!("{c}"))), Ret::Put))
         .collect();
     operations.push(done(99, 2_000, 2_010, get("x"), Ret::Get(val("nobody"))));
-    let history = history(operations);
+    let one_step = Options {
+        steps_max: 1,
+        ..Options::default()
+    };
+    match check_with(&history(operations), &one_step) {
+        Outcome::NotLinearizable(violation) => {
+            assert_eq!(violation.stuck_op, 12);
+            assert!(violation.longest_prefix.is_empty());
+        }
+        other => panic!("expected not linearizable, got: {other}"),
+    }
+}
+
+#[test]
+fn a_value_overwritten_for_good_ends_the_branch() {
+    // c1 |-put x=1-|
+    // c2 |-put x=2-|
+    // c3             |-get x -> 1-| |-get x -> 2-| |-get x -> 1-|
+    // Two reads need 1 and nobody writes it after put x=1: placing put x=2 after it loses 1
+    // for good, so that branch ends at once (not after every order of what follows), and the
+    // other order loses 2, which the second read needs. The longest prefix tried is the
+    // first, with the read of 1 that cannot follow it.
+    let (stuck, prefix) = assert_not_linearizable(vec![
+        done(1, 0, 10, put("x", Some("1")), Ret::Put),
+        done(2, 0, 10, put("x", Some("2")), Ret::Put),
+        done(3, 20, 30, get("x"), Ret::Get(val("1"))),
+        done(3, 40, 50, get("x"), Ret::Get(val("2"))),
+        done(3, 60, 70, get("x"), Ret::Get(val("1"))),
+    ]);
+    assert_eq!(stuck, 2);
+    assert_eq!(prefix, vec![0, 1]);
+}
+
+#[test]
+fn budgets_end_the_search_with_unknown() {
+    // Many overlapping writes of distinct values, then two reads one after the other that see
+    // two of them: the search must try the orders of the other writes before giving up (the
+    // two seen are never both last).
+    let history = history(hard_for_the_search("x"));
     let few_steps = Options {
         steps_max: 100,
         ..Options::default()
@@ -657,10 +707,7 @@ fn budgets_end_the_search_with_unknown() {
 
 #[test]
 fn a_violation_elsewhere_outranks_an_exhausted_partition() {
-    let mut operations: Vec<Operation> = (0..12)
-        .map(|c| done(c, 0, 1_000, put("x", Some(&format!("{c}"))), Ret::Put))
-        .collect();
-    operations.push(done(99, 2_000, 2_010, get("x"), Ret::Get(val("nobody"))));
+    let mut operations = hard_for_the_search("x");
     operations.push(done(1, 0, 10, put("y", Some("1")), Ret::Put));
     operations.push(done(2, 20, 30, get("y"), Ret::Get(None)));
     let options = Options {

@@ -32,8 +32,8 @@
 //! responses sorted by time form a linked list; the search linearizes the first operation it
 //! can among those invoked before the first response left in the list, lifts it out of the
 //! list and starts again from the head; reaching that response means the prefix chosen is
-//! wrong, so it undoes the last choice and tries the next candidate. Three refinements, each
-//! argued where it is coded (the private `Search` and `Memo`):
+//! wrong, so it undoes the last choice and tries the next candidate. Four refinements, each
+//! argued where it is coded (the private `Search`, `Memo` and `Pairs`):
 //!
 //! - the memo keeps the configurations (operations linearized, model state) the search failed
 //!   from, and refuses a configuration that has one of them plus more operations of unknown
@@ -42,15 +42,23 @@
 //!   linearized at once, its alternatives never tried: it changes nothing, so a linearization
 //!   that places it later also works with it moved first;
 //! - operations of unknown outcome are tried after the completed ones, and need no place in the
-//!   end: the search stops once every completed operation is linearized.
+//!   end: the search stops once every completed operation is linearized;
+//! - for each value a completed operation must find (a Get's answer, the expectation of a Cas
+//!   or Txn that wrote) the search counts the operations left that need it and that may write
+//!   it; a configuration that loses such a value for good (it is not in the state and nobody
+//!   left writes it) is refused at once, and a history with a read of a value nobody writes is
+//!   refused before any search. Without it, a read near the end of a history of a value that
+//!   cannot be there costs every order of what comes before it (a CI run saw 10 million steps
+//!   spent on 55 operations).
 //!
 //! # Bounds and costs
 //!
 //! - **CPU.** At most [`Options::steps_max`] search steps per partition (a step looks at one
-//!   node of the list, tries one operation, or undoes one), each `O(c/64 + k + a × u/64)` for
-//!   `c` completed and `u` unknown-outcome operations and `k` keys in the partition, and `a`
-//!   memo sets under one key (the memo key is hashed and compared), plus `O(N log N)` to sort
-//!   and partition a history of `N` operations. A search that does not end in budget yields
+//!   node of the list, tries one operation, or undoes one), each `O(c/64 + k + a × u/64 + w)`
+//!   for `c` completed and `u` unknown-outcome operations and `k` keys in the partition, `a`
+//!   memo sets under one key (the memo key is hashed and compared) and `w` keys the operation
+//!   tried writes or expects (the counts of needed values), plus `O(N log N)` to sort and
+//!   partition a history of `N` operations and `O(N)` to count the values needed. A search that does not end in budget yields
 //!   [`Outcome::Unknown`], never a hang; the whole check does at most
 //!   `partitions × steps_max` steps.
 //! - **Memory.** The memo of one partition is estimated at `8 × (c/64 + k + u/64) + 80` bytes
@@ -402,10 +410,13 @@ pub struct Violation {
     /// The partition's operations, as places in the history, ascending.
     pub operations: Vec<usize>,
     /// The longest linearization of a part of the partition that the search found, in order
-    /// (places in the history): it explains every answer in it.
+    /// (places in the history): it explains every answer in it. The search ends a branch as
+    /// soon as it loses for good a value some operation must still find, so this may stop
+    /// short of where an exhaustive search would have got.
     pub longest_prefix: Vec<usize>,
-    /// The completed operation whose response the search reached, right after
-    /// `longest_prefix`, without being able to place it: the answer nothing explains.
+    /// The completed operation that cannot be placed right after `longest_prefix`: the one
+    /// whose response the search reached there, or one needing a value the prefix lost for
+    /// good. Its answer is the one nothing explains.
     pub stuck_op: usize,
 }
 

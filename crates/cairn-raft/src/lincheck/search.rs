@@ -2,7 +2,7 @@
 //! together, compiling a partition into dense state, and the Wing–Gong search with Lowe's memo
 //! over it (the algorithm and its bounds are in the parent module's header).
 //!
-//! Owns: `Partition`, `Compiled`, `Search` and the memo. May call: the parent's history types.
+//! Owns: `Partition`, `Compiled`, `Pairs` (the values steps need), `Search` and the memo. May call: the parent's history types.
 //! Must never touch: anything outside this module tree.
 
 use std::collections::{BTreeMap, HashMap};
@@ -142,6 +142,42 @@ impl Step {
         )
     }
 
+    /// The (key, value) pairs the step must find to be placed: a completed Get's answer, the
+    /// expectations of a Cas or Txn known to have written.
+    fn needs(&self) -> Vec<(usize, u64)> {
+        match self {
+            Step::Get { key, value } => vec![(*key, *value)],
+            Step::Cas {
+                key,
+                expect,
+                ret: Some(true),
+                ..
+            } => vec![(*key, *expect)],
+            Step::Txn {
+                expects,
+                ret: Some(true),
+                ..
+            } => expects.to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The (key, value) pairs the step may write: all its writes unless it is known to have
+    /// failed.
+    fn may_write(&self) -> Vec<(usize, u64)> {
+        match self {
+            Step::Get { .. }
+            | Step::Cas {
+                ret: Some(false), ..
+            }
+            | Step::Txn {
+                ret: Some(false), ..
+            } => Vec::new(),
+            Step::Put { key, value } | Step::Cas { key, value, .. } => vec![(*key, *value)],
+            Step::Txn { writes, .. } => writes.to_vec(),
+        }
+    }
+
     /// Applies the step to `state` if the model allows its answer there, logging each old
     /// value to `undo`; leaves both as they were and returns false if not.
     fn apply(&self, state: &mut [u64], undo: &mut Vec<(usize, u64)>) -> bool {
@@ -208,6 +244,64 @@ pub(super) struct Compiled {
     unknown_count: usize,
     /// One value id per key of the partition.
     initial: Vec<u64>,
+    /// The values some completed step must find: see [`Pairs`].
+    pairs: Pairs,
+}
+
+/// The (key, value) pairs that completed steps must find in the state to be placed (a Get's
+/// answer, the expectations of a Cas or Txn that wrote), and for each step the pairs it needs
+/// and the pairs it may write (only pairs some step needs). The search counts, per pair, the
+/// steps not yet linearized that need it and that may write it: a configuration where a pair is
+/// needed, not in the state, and written by no step left has no linearization (its value can
+/// never come back), so the search refuses it at once instead of searching every order of the
+/// steps before the needy one's response.
+#[derive(Default)]
+struct Pairs {
+    /// Pair id to its key index and value id.
+    pairs: Vec<(usize, u64)>,
+    ids: HashMap<(usize, u64), usize>,
+    /// Per step: the pairs it needs.
+    needs: Vec<Box<[usize]>>,
+    /// Per step: the pairs it may write.
+    writes: Vec<Box<[usize]>>,
+    /// Per pair: the steps that need it (to name one when the pair is lost).
+    needed_by: Vec<Vec<usize>>,
+}
+
+impl Pairs {
+    fn new(steps: &[Step]) -> Self {
+        let mut pairs = Pairs::default();
+        for (op, step) in steps.iter().enumerate() {
+            let needs: Box<[usize]> = step
+                .needs()
+                .into_iter()
+                .map(|pair| {
+                    let next = pairs.pairs.len();
+                    let id = *pairs.ids.entry(pair).or_insert(next);
+                    if id == next {
+                        pairs.pairs.push(pair);
+                        pairs.needed_by.push(Vec::new());
+                    }
+                    pairs.needed_by[id].push(op);
+                    id
+                })
+                .collect();
+            pairs.needs.push(needs);
+        }
+        for step in steps {
+            let writes = step
+                .may_write()
+                .into_iter()
+                .filter_map(|pair| pairs.ids.get(&pair).copied())
+                .collect();
+            pairs.writes.push(writes);
+        }
+        pairs
+    }
+
+    fn id(&self, key: usize, value: u64) -> Option<usize> {
+        self.ids.get(&(key, value)).copied()
+    }
 }
 
 impl Compiled {
@@ -231,6 +325,7 @@ impl Compiled {
             completed_count: 0,
             unknown_count: 0,
             initial: initial_state,
+            pairs: Pairs::default(),
         };
         for &index in &partition.ops {
             let Some(operation) = operations.get(index) else {
@@ -252,6 +347,7 @@ impl Compiled {
                 *count += 1;
             }
         }
+        compiled.pairs = Pairs::new(&compiled.steps);
         compiled
     }
 }
@@ -518,6 +614,12 @@ type Memo = HashMap<Box<[u64]>, Vec<u64>, BuildHasherDefault<WordHasher>>;
 ///   so does the one before.
 /// - **Unknown outcomes last.** Only the order of trying changes: every candidate is still
 ///   tried before a configuration counts as failed.
+/// - **Lost values.** A configuration in which a value some step left needs is not in the
+///   state and written by no step left has no linearization: whatever follows, that step
+///   finds another value. It is refused like one the memo knows, and is a function of the
+///   configuration (the counts follow from the steps linearized), so the memo stays exact; a
+///   superset of unknown-outcome steps leaves fewer writers, so the memo's containment rule
+///   still holds.
 pub(super) struct Search<'c> {
     compiled: &'c Compiled,
     list: List,
@@ -534,6 +636,10 @@ pub(super) struct Search<'c> {
     scratch: Vec<u64>,
     /// Completed steps not yet linearized; the search succeeds at zero.
     completed_left: usize,
+    /// Per pair of [`Pairs`]: the steps not yet linearized that need it.
+    needed_left: Vec<u32>,
+    /// Per pair of [`Pairs`]: the steps not yet linearized that may write it.
+    writers_left: Vec<u32>,
     steps: u64,
     /// The deepest dead end: the prefix then and the step whose response stopped it.
     deepest: Option<(Vec<usize>, usize)>,
@@ -541,6 +647,17 @@ pub(super) struct Search<'c> {
 
 impl<'c> Search<'c> {
     pub(super) fn new(compiled: &'c Compiled) -> Self {
+        let pairs = &compiled.pairs;
+        let mut needed_left = vec![0u32; pairs.pairs.len()];
+        let mut writers_left = vec![0u32; pairs.pairs.len()];
+        for (needs, writes) in pairs.needs.iter().zip(&pairs.writes) {
+            for &pair in needs.iter() {
+                needed_left[pair] += 1;
+            }
+            for &pair in writes.iter() {
+                writers_left[pair] += 1;
+            }
+        }
         Search {
             compiled,
             list: List::new(compiled),
@@ -553,6 +670,8 @@ impl<'c> Search<'c> {
             memo_bytes: 0,
             scratch: Vec::new(),
             completed_left: compiled.completed_count,
+            needed_left,
+            writers_left,
             steps: 0,
             deepest: None,
         }
@@ -561,6 +680,11 @@ impl<'c> Search<'c> {
     pub(super) fn run(mut self, options: &Options) -> End {
         if self.completed_left == 0 {
             return End::Linearizable;
+        }
+        if let Some(needy) = (0..self.needed_left.len()).find_map(|pair| self.lost(pair)) {
+            // A value nobody writes, never in the state: no linearization at all.
+            self.deepest = Some((Vec::new(), needy));
+            return self.stuck();
         }
         let mut cursor = self.start();
         loop {
@@ -592,7 +716,11 @@ impl<'c> Search<'c> {
                     cursor = next;
                     continue;
                 }
-                Look::DeadEnd(stuck) => self.note_dead_end(stuck),
+                Look::DeadEnd(Some(stuck)) => {
+                    let prefix = self.frames.iter().map(|f| f.op).collect();
+                    self.note_dead_end(prefix, stuck);
+                }
+                Look::DeadEnd(None) => {}
             }
             match self.unwind(options.memo_bytes_max) {
                 Unwound::At(at) => cursor = self.advance(at),
@@ -665,9 +793,18 @@ impl<'c> Search<'c> {
         }
         let forced = step.is_observer();
         self.flip(op);
-        if self.known_to_fail() {
+        self.count(op, false);
+        let lost = self.lost_by(op, undo_len);
+        if lost.is_some() || self.known_to_fail() {
+            self.count(op, true);
             self.flip(op);
             self.undo_to(undo_len);
+            if let Some(needy) = lost {
+                // A value some step must find is gone for good: note how far this got.
+                let mut prefix: Vec<usize> = self.frames.iter().map(|f| f.op).collect();
+                prefix.push(op);
+                self.note_dead_end(prefix, needy);
+            }
             return if forced { Tried::Fails } else { Tried::Refused };
         }
         self.frames.push(Frame {
@@ -700,6 +837,56 @@ impl<'c> Search<'c> {
                 None => return Unwound::Root,
             }
         }
+    }
+
+    /// Takes `op` out of the counts of [`Pairs`] (as linearized), or puts it back (`undo`).
+    fn count(&mut self, op: usize, undo: bool) {
+        let pairs = &self.compiled.pairs;
+        for (counts, ids) in [
+            (&mut self.needed_left, &pairs.needs[op]),
+            (&mut self.writers_left, &pairs.writes[op]),
+        ] {
+            for &pair in ids.iter() {
+                if undo {
+                    counts[pair] += 1;
+                } else {
+                    counts[pair] -= 1;
+                }
+            }
+        }
+    }
+
+    /// A step that needs `pair` if the pair is lost: needed, not in the state, and written by
+    /// no step left.
+    fn lost(&self, pair: usize) -> Option<usize> {
+        let (key, value) = self.compiled.pairs.pairs[pair];
+        if self.needed_left[pair] == 0 || self.writers_left[pair] > 0 || self.state[key] == value
+        {
+            return None;
+        }
+        // One that is not linearized yet: all needy steps are completed ones.
+        self.compiled.pairs.needed_by[pair]
+            .iter()
+            .copied()
+            .find(|&needy| {
+                let bit = self.compiled.bit[needy];
+                self.completed_done[bit / 64] & (1 << (bit % 64)) == 0
+            })
+    }
+
+    /// A step left without the value it needs once `op` was applied (its old values logged in
+    /// the undo log from `undo_len`): only the pairs `op` may write or overwrote can be lost
+    /// by it, since the counts of the others did not fall and their keys kept their values.
+    fn lost_by(&self, op: usize, undo_len: usize) -> Option<usize> {
+        let pairs = &self.compiled.pairs;
+        let overwritten = self.undo[undo_len..]
+            .iter()
+            .filter_map(|&(key, old)| pairs.id(key, old));
+        pairs.writes[op]
+            .iter()
+            .copied()
+            .chain(overwritten)
+            .find_map(|pair| self.lost(pair))
     }
 
     fn flip(&mut self, op: usize) {
@@ -769,6 +956,7 @@ impl<'c> Search<'c> {
         let frame = self.frames.pop()?;
         self.undo_to(frame.undo_len);
         self.flip(frame.op);
+        self.count(frame.op, true);
         self.list.unlift(frame.op);
         if self.compiled.response_ns[frame.op].is_some() {
             self.completed_left += 1;
@@ -784,14 +972,14 @@ impl<'c> Search<'c> {
         }
     }
 
-    fn note_dead_end(&mut self, stuck: Option<usize>) {
-        let Some(stuck) = stuck else { return };
+    /// Remembers `prefix` and the step `stuck` after it if the prefix is the longest yet.
+    fn note_dead_end(&mut self, prefix: Vec<usize>, stuck: usize) {
         let deeper = match &self.deepest {
             None => true,
-            Some((prefix, _)) => self.frames.len() > prefix.len(),
+            Some((longest, _)) => prefix.len() > longest.len(),
         };
         if deeper {
-            self.deepest = Some((self.frames.iter().map(|f| f.op).collect(), stuck));
+            self.deepest = Some((prefix, stuck));
         }
     }
 
