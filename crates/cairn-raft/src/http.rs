@@ -32,7 +32,7 @@ use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, OptionalSend};
+use openraft::OptionalSend;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use subtle::ConstantTimeEq;
@@ -138,7 +138,7 @@ async fn vote(State(state): State<Arc<PeerState>>, headers: HeaderMap, body: Byt
     json(&state.raft.vote(rpc).await)
 }
 
-/// The sending side: connections to the other nodes at the addresses their [`BasicNode`]s give
+/// The sending side: connections to the other nodes at the addresses their [`crate::Member`]s give
 /// (`host:port` of their peer listeners).
 #[derive(Clone)]
 pub struct HttpNetwork {
@@ -175,7 +175,7 @@ fn unused_tls() -> Result<rustls::ClientConfig, String> {
 impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
     type Network = HttpConnection;
 
-    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> HttpConnection {
+    async fn new_client(&mut self, target: NodeId, node: &crate::Member) -> HttpConnection {
         HttpConnection {
             target,
             base: format!("http://{}/raft/v1", node.addr),

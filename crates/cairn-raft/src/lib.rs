@@ -47,11 +47,46 @@ pub use openraft;
 /// A node's number in its cluster.
 pub type NodeId = u64;
 
+/// Where a member of a cluster is reached, as its membership records it (and the Raft log
+/// stores it: `docs/format/raft.md`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Member {
+    /// Its peer listener, `host:port`, where the other nodes send Raft's messages.
+    pub addr: String,
+    /// The base URL of its client API (`https://host:port`), which a node that does not lead
+    /// names to clients that must go to the leader; empty when not known. Left out of the
+    /// stored bytes when empty, so that records written before it existed read the same.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api: String,
+}
+
+impl Member {
+    /// A member reached at peer address `addr`, its client API at `api` (may be empty).
+    pub fn new(addr: impl Into<String>, api: impl Into<String>) -> Self {
+        Member {
+            addr: addr.into(),
+            api: api.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.addr)?;
+        if !self.api.is_empty() {
+            write!(f, " (api {})", self.api)?;
+        }
+        Ok(())
+    }
+}
+
 openraft::declare_raft_types!(
-    /// openraft's types for a ledger: [`Command`]s in, [`Response`]s out, `u64` node ids.
+    /// openraft's types for a ledger: [`Command`]s in, [`Response`]s out, `u64` node ids,
+    /// [`Member`]s' addresses.
     pub TypeConfig:
         D = Command,
         R = Response,
+        Node = Member,
 );
 
 /// A ledger's Raft handle.

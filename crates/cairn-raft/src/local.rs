@@ -16,7 +16,7 @@ use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, OptionalSend};
+use openraft::OptionalSend;
 
 use crate::machine::SnapshotData;
 use crate::{LedgerRaft, NodeId, TypeConfig};
@@ -108,7 +108,7 @@ pub struct LocalFactory {
 impl RaftNetworkFactory<TypeConfig> for LocalFactory {
     type Network = LocalConnection;
 
-    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> LocalConnection {
+    async fn new_client(&mut self, target: NodeId, _node: &crate::Member) -> LocalConnection {
         LocalConnection {
             from: self.from,
             to: target,

@@ -15,7 +15,7 @@ use cairn_ledger::{Ledger, VerifiedRead};
 
 use crate::command::{Command, Response};
 use crate::machine::LedgerMachine;
-use crate::{LedgerRaft, NodeId, TypeConfig};
+use crate::{LedgerRaft, Member, NodeId, TypeConfig};
 
 /// Why a node could not serve a call.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +27,8 @@ pub enum Error {
     NotLeader {
         /// The leader, when this node knows it.
         leader: Option<NodeId>,
+        /// Where the leader is reached, when this node knows it.
+        member: Option<Member>,
     },
     /// The write's outcome is unknown: the leader lost its leadership or the cluster its
     /// quorum while the write was in flight (it may still commit).
@@ -121,6 +123,7 @@ impl Node {
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
                 Err(Error::NotLeader {
                     leader: f.leader_id,
+                    member: f.leader_node,
                 })
             }
             Err(e) => Err(Error::Unknown(e.to_string())),
@@ -138,19 +141,7 @@ impl Node {
         reads: &[(&str, &[Vec<u8>])],
         consistency: Consistency,
     ) -> Result<VerifiedRead, Error> {
-        if consistency == Consistency::Linearizable {
-            self.raft
-                .ensure_linearizable(ReadPolicy::ReadIndex)
-                .await
-                .map_err(|e| match e {
-                    RaftError::APIError(
-                        openraft::error::LinearizableReadError::ForwardToLeader(f),
-                    ) => Error::NotLeader {
-                        leader: f.leader_id,
-                    },
-                    other => Error::Raft(other.to_string()),
-                })?;
-        }
+        self.read_barrier(consistency).await?;
         let ledger = Arc::clone(&self.ledger);
         let owned: Vec<(String, Vec<Vec<u8>>)> = reads
             .iter()
@@ -166,6 +157,74 @@ impl Node {
         .await
         .map_err(|e| Error::Raft(e.to_string()))?
         .map_err(Error::from)
+    }
+
+    /// Makes what this node reads next as fresh as `consistency` asks: for a linearizable read,
+    /// confirms with a quorum that this node leads and waits until it has applied every entry
+    /// committed before the call (the read index), so that a read of the local ledger after it
+    /// sees every write acknowledged before the call began; for a stale read, nothing.
+    ///
+    /// Errors: [`Error::NotLeader`] for a linearizable read on a node that does not lead;
+    /// [`Error::Raft`] when the leader cannot confirm its leadership (no quorum).
+    pub async fn read_barrier(&self, consistency: Consistency) -> Result<(), Error> {
+        if consistency == Consistency::Stale {
+            return Ok(());
+        }
+        self.raft
+            .ensure_linearizable(ReadPolicy::ReadIndex)
+            .await
+            .map(|_| ())
+            .map_err(|e| match e {
+                RaftError::APIError(openraft::error::LinearizableReadError::ForwardToLeader(f)) => {
+                    Error::NotLeader {
+                        leader: f.leader_id,
+                        member: f.leader_node,
+                    }
+                }
+                other => Error::Raft(other.to_string()),
+            })
+    }
+
+    /// The members of the cluster as this node knows them: each one's number, where it is
+    /// reached and whether it votes (learners do not).
+    pub fn members(&self) -> Vec<(NodeId, Member, bool)> {
+        use openraft::async_runtime::WatchReceiver;
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        let membership = metrics.membership_config.membership();
+        let voters: std::collections::BTreeSet<NodeId> = membership.voter_ids().collect();
+        membership
+            .nodes()
+            .map(|(id, member)| (*id, member.clone(), voters.contains(id)))
+            .collect()
+    }
+
+    /// Adds node `id`, reached at `member`, as a learner: it receives the log but does not
+    /// vote; waits until it has caught up. Call on the leader.
+    ///
+    /// Errors: [`Error::NotLeader`]; [`Error::Raft`] otherwise.
+    pub async fn add_learner(&self, id: NodeId, member: Member) -> Result<(), Error> {
+        self.raft
+            .add_learner(id, member, true)
+            .await
+            .map(|_| ())
+            .map_err(membership_error)
+    }
+
+    /// Makes `voters` the voting members (learners among them are promoted; voters left out
+    /// are removed, or kept as learners when `retain`). Call on the leader.
+    ///
+    /// Errors: [`Error::NotLeader`]; [`Error::Raft`] (a voter that is not a member yet: add it
+    /// as a learner first).
+    pub async fn change_voters(
+        &self,
+        voters: std::collections::BTreeSet<NodeId>,
+        retain: bool,
+    ) -> Result<(), Error> {
+        self.raft
+            .change_membership(voters, retain)
+            .await
+            .map(|_| ())
+            .map_err(membership_error)
     }
 
     /// Waits until this node has applied every entry up to `index`, or `timeout` passes.
@@ -193,5 +252,15 @@ impl Node {
     /// The leader this node knows of.
     pub async fn leader(&self) -> Option<NodeId> {
         self.raft.current_leader().await
+    }
+}
+
+fn membership_error(e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> Error {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => Error::NotLeader {
+            leader: f.leader_id,
+            member: f.leader_node,
+        },
+        other => Error::Raft(other.to_string()),
     }
 }

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn_ledger::Ledger;
+use cairn_raft::Member;
 use cairn_raft::{
     Command, Consistency, Error, Expectation, LocalNetwork, MemLog, Node, NodeId, Response, Write,
 };
-use openraft::BasicNode;
 
 const TABLE: &str = "accounts";
 const WAIT: Duration = Duration::from_secs(20);
@@ -39,8 +39,7 @@ async fn start(n: u64) -> Cluster {
         network.add(id, node.raft.clone());
         nodes.insert(id, node);
     }
-    let members: BTreeMap<NodeId, BasicNode> =
-        (1..=n).map(|id| (id, BasicNode::default())).collect();
+    let members: BTreeMap<NodeId, Member> = (1..=n).map(|id| (id, Member::default())).collect();
     nodes[&1].raft.initialize(members).await.unwrap();
     let cluster = Cluster {
         network,
@@ -200,7 +199,9 @@ async fn three_nodes_make_the_same_versions() {
         .read(&[(TABLE, &keys[..])], Consistency::Linearizable)
         .await
     {
-        Err(Error::NotLeader { leader: Some(l) }) => assert_eq!(l, leader),
+        Err(Error::NotLeader {
+            leader: Some(l), ..
+        }) => assert_eq!(l, leader),
         other => panic!("{other:?}"),
     }
     for node in c.nodes.values() {

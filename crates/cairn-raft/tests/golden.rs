@@ -9,8 +9,8 @@ use std::path::Path;
 use cairn_raft::format::{self, FormatError};
 use cairn_raft::openraft::entry::RaftEntry;
 use cairn_raft::openraft::vote::RaftLeaderId;
-use cairn_raft::openraft::{BasicNode, EntryPayload, Membership, StoredMembership, Vote};
-use cairn_raft::{Command, Expectation, TypeConfig, Write};
+use cairn_raft::openraft::{EntryPayload, Membership, StoredMembership, Vote};
+use cairn_raft::{Command, Expectation, Member, TypeConfig, Write};
 
 type Entry = cairn_raft::openraft::alias::EntryOf<TypeConfig>;
 type LogId = cairn_raft::openraft::alias::LogIdOf<TypeConfig>;
@@ -22,9 +22,21 @@ fn log_id(term: u64, node: u64, index: u64) -> LogId {
     )
 }
 
-fn membership() -> Membership<u64, BasicNode> {
-    let nodes: BTreeMap<u64, BasicNode> = (1..=3)
-        .map(|id| (id, BasicNode::new(format!("127.0.0.1:700{id}"))))
+fn membership() -> Membership<u64, Member> {
+    let nodes: BTreeMap<u64, Member> = (1..=3)
+        .map(|id| (id, Member::new(format!("127.0.0.1:700{id}"), "")))
+        .collect();
+    Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes).unwrap()
+}
+
+/// Members that name their client API as well (added after the first golden values: the
+/// members above still encode as they did).
+fn membership_with_api() -> Membership<u64, Member> {
+    let nodes: BTreeMap<u64, Member> = (1..=3)
+        .map(|id| {
+            let api = format!("https://127.0.0.1:800{id}");
+            (id, Member::new(format!("127.0.0.1:700{id}"), api))
+        })
         .collect();
     Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes).unwrap()
 }
@@ -65,6 +77,13 @@ fn values() -> Vec<(&'static str, Vec<u8>)> {
             format::encode_entry(&Entry::new(
                 log_id(1, 1, 2),
                 EntryPayload::Membership(membership()),
+            )),
+        ),
+        (
+            "entry-membership-api",
+            format::encode_entry(&Entry::new(
+                log_id(1, 1, 3),
+                EntryPayload::Membership(membership_with_api()),
             )),
         ),
         ("vote", format::encode_vote(&Vote::new(4, 1))),
@@ -134,7 +153,7 @@ fn damaged_bytes_are_typed_errors() {
         ));
     }
     // A vote is not an entry.
-    assert!(format::decode_entry(&values()[3].1).is_err());
+    assert!(format::decode_entry(&values()[4].1).is_err());
 }
 
 fn hex(bytes: &[u8]) -> String {

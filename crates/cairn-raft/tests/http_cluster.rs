@@ -9,10 +9,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use cairn_ledger::Ledger;
+use cairn_raft::Member;
 use cairn_raft::{
     ledger_config, peer_router, ClusterSecret, DurableLog, HttpNetwork, Node, NodeId, Response,
 };
-use openraft::BasicNode;
 
 mod common;
 use common::WAIT;
@@ -74,9 +74,9 @@ async fn three_nodes_over_http_replicate_elect_and_catch_up() {
     for (&id, &addr) in &addrs {
         nodes.insert(id, start(root.path(), id, addr).await);
     }
-    let members: BTreeMap<NodeId, BasicNode> = addrs
+    let members: BTreeMap<NodeId, Member> = addrs
         .iter()
-        .map(|(&id, addr)| (id, BasicNode::new(addr.to_string())))
+        .map(|(&id, addr)| (id, Member::new(addr.to_string(), "")))
         .collect();
     nodes[&1].node.raft.initialize(members).await.unwrap();
     for i in 0..20 {

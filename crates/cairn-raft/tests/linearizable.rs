@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use cairn_ledger::Ledger;
 use cairn_raft::lincheck::{check, Op, Outcome, Recorder, Ret};
+use cairn_raft::Member;
 use cairn_raft::{
     ledger_config, Command, Consistency, Error, Expectation, LocalNetwork, MemLog, Node, NodeId,
     Response, Write,
 };
-use openraft::BasicNode;
 use tokio::sync::Mutex;
 
 const TABLE: &str = "registers";
@@ -194,8 +194,7 @@ async fn a_history_through_a_partition_and_a_leader_crash_is_linearizable() {
         network.add(id, node.raft.clone());
         nodes.insert(id, node);
     }
-    let members: BTreeMap<NodeId, BasicNode> =
-        (1..=3).map(|id| (id, BasicNode::default())).collect();
+    let members: BTreeMap<NodeId, Member> = (1..=3).map(|id| (id, Member::default())).collect();
     nodes[&1].raft.initialize(members).await.unwrap();
     let c = Arc::new(Cluster {
         network,

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_ledger::Ledger;
+use cairn_raft::Member;
 use cairn_raft::{ledger_config, Consistency, DurableLog, LocalNetwork, Node, NodeId, Response};
-use openraft::BasicNode;
 
 mod common;
 
@@ -63,8 +63,7 @@ async fn a_stopped_follower_and_a_stopped_cluster_come_back_whole() {
     for id in 1..=3 {
         nodes.insert(id, start_node(&network, root.path(), id).await);
     }
-    let members: BTreeMap<NodeId, BasicNode> =
-        (1..=3).map(|id| (id, BasicNode::default())).collect();
+    let members: BTreeMap<NodeId, Member> = (1..=3).map(|id| (id, Member::default())).collect();
     nodes[&1].node.raft.initialize(members).await.unwrap();
 
     for i in 0..30 {

@@ -860,8 +860,7 @@ impl<'c> Search<'c> {
     /// no step left.
     fn lost(&self, pair: usize) -> Option<usize> {
         let (key, value) = self.compiled.pairs.pairs[pair];
-        if self.needed_left[pair] == 0 || self.writers_left[pair] > 0 || self.state[key] == value
-        {
+        if self.needed_left[pair] == 0 || self.writers_left[pair] > 0 || self.state[key] == value {
             return None;
         }
         // One that is not linearized yet: all needy steps are completed ones.
