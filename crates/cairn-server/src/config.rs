@@ -47,6 +47,48 @@ pub struct Config {
     /// Log lines as JSON objects instead of text.
     #[serde(default)]
     pub log_json: bool,
+    /// Serve the ledger as one node of a replicated cluster (`cairn-server --raft`).
+    #[serde(default)]
+    pub cluster: Option<ClusterConfig>,
+}
+
+/// One node of a replicated cluster (`docs/server.md`, "Cluster"): the ledger's writes go
+/// through Raft (openraft, in `cairn-raft`), and every node applies them to its own copy.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// This node's number in the cluster (above zero).
+    pub id: u64,
+    /// Where this node's peer listener listens for the other nodes' Raft messages. Loopback
+    /// only until the peer listener speaks TLS: the cluster secret travels in its headers.
+    pub listen: SocketAddr,
+    /// A file holding the secret every node of the cluster shares (16 to 256 visible ASCII
+    /// characters; surrounding white space is ignored). Readable by its owner only.
+    pub secret_file: PathBuf,
+    /// This node's Raft log: a directory of its own (a Cairn session).
+    pub dir: PathBuf,
+    /// The base URL this node's client API is reached at, which nodes that do not lead name
+    /// to clients they send to the leader (default: `http://` or `https://` and `listen`).
+    #[serde(default)]
+    pub api: String,
+    /// The first members, with this node among them: set on one node only, for the cluster's
+    /// first start, which it then initializes with them (once the cluster has a membership
+    /// this is ignored; members join later through `POST /v1/cluster/learners`).
+    #[serde(default)]
+    pub init: Vec<MemberConfig>,
+}
+
+/// A member of a cluster's first membership.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberConfig {
+    /// Its number.
+    pub id: u64,
+    /// Its peer listener's address.
+    pub addr: SocketAddr,
+    /// Its client API's base URL.
+    #[serde(default)]
+    pub api: String,
 }
 
 /// TLS settings.
@@ -183,6 +225,7 @@ impl Default for Config {
             tokens: Vec::new(),
             shutdown_timeout_ms: default_shutdown_ms(),
             log_json: false,
+            cluster: None,
         }
     }
 }
@@ -247,6 +290,9 @@ impl Config {
             }
         }
         crate::auth::Grants::new(&self.tokens)?;
+        if let Some(cluster) = &self.cluster {
+            self.check_cluster(cluster)?;
+        }
         let l = &self.limits;
         if l.body_bytes == 0
             || l.keys_per_request == 0
@@ -294,6 +340,57 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    fn check_cluster(&self, c: &ClusterConfig) -> Result<(), String> {
+        if self.ledgers.len() != 1 {
+            return Err(format!(
+                "a cluster node serves exactly one ledger, not {}",
+                self.ledgers.len()
+            ));
+        }
+        if c.id == 0 {
+            return Err("[cluster] id must be above zero".into());
+        }
+        let plain_peers = "loopback addresses only: the peer listener does not speak TLS yet, \
+                           and the cluster secret travels in its requests";
+        if !c.listen.ip().is_loopback() {
+            return Err(format!("[cluster] listen {}: {plain_peers}", c.listen));
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        for m in &c.init {
+            if m.id == 0 || !ids.insert(m.id) {
+                return Err(format!(
+                    "[cluster] init: member {} is zero or named twice",
+                    m.id
+                ));
+            }
+            if !m.addr.ip().is_loopback() {
+                return Err(format!(
+                    "[cluster] init: member {} at {}: {plain_peers}",
+                    m.id, m.addr
+                ));
+            }
+        }
+        if !c.init.is_empty() && !ids.contains(&c.id) {
+            return Err(format!(
+                "[cluster] init names the first members, and this node ({}) must be one",
+                c.id
+            ));
+        }
+        Ok(())
+    }
+
+    /// The base URL of this node's client API as the cluster names it: `[cluster] api`, or
+    /// made from `listen` and whether TLS is on.
+    pub fn cluster_api(&self) -> String {
+        match &self.cluster {
+            Some(c) if !c.api.is_empty() => c.api.clone(),
+            _ => {
+                let scheme = if self.tls.is_some() { "https" } else { "http" };
+                format!("{scheme}://{}", self.listen)
+            }
+        }
     }
 }
 
@@ -343,6 +440,38 @@ grants = [{ ledger = "bank", rights = ["read", "write"] }]
         assert!(e.contains("loopback"), "{e}");
         c.listen = "127.0.0.1:0".parse().unwrap();
         c.check().unwrap();
+    }
+
+    #[test]
+    fn cluster_settings_are_checked() {
+        let cluster = "[cluster]\nid = 1\nlisten = \"127.0.0.1:7001\"\n\
+                       secret_file = \"/tmp/s\"\ndir = \"/tmp/raft\"\n\
+                       init = [{ id = 1, addr = \"127.0.0.1:7001\" }, \
+                       { id = 2, addr = \"127.0.0.1:7002\" }]\n";
+        let c = Config::parse(&format!("{GOOD}{cluster}")).unwrap();
+        c.check().unwrap();
+        assert_eq!(c.cluster_api(), "https://0.0.0.0:7443");
+        let wide = cluster.replace("listen = \"127.0.0.1:7001\"", "listen = \"0.0.0.0:7001\"");
+        let e = Config::parse(&format!("{GOOD}{wide}"))
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert!(e.contains("loopback addresses only"), "{e}");
+        let stranger = cluster.replace("id = 1\n", "id = 3\n");
+        let e = Config::parse(&format!("{GOOD}{stranger}"))
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert!(e.contains("must be one"), "{e}");
+        let two = GOOD.replace(
+            "[[tokens]]",
+            "[[ledgers]]\nname = \"b\"\ndir = \"/tmp/b\"\ntables = [\"t\"]\n[[tokens]]",
+        );
+        let e = Config::parse(&format!("{two}{cluster}"))
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert!(e.contains("exactly one ledger"), "{e}");
     }
 
     #[test]

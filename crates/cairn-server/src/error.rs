@@ -24,6 +24,8 @@ pub struct ApiError {
     pub message: String,
     /// The encoding of the body.
     pub format: Format,
+    /// For a 421 `not_leader`: the leader's API base URL, sent in the `cairn-leader` header.
+    pub leader: Option<String>,
 }
 
 impl ApiError {
@@ -34,6 +36,7 @@ impl ApiError {
             code,
             message: message.into(),
             format: Format::Json,
+            leader: None,
         }
     }
 
@@ -126,7 +129,13 @@ impl IntoResponse for ApiError {
             code: self.code.to_string(),
             message: self.message,
         };
+        let leader = self
+            .leader
+            .and_then(|l| axum::http::HeaderValue::from_str(&l).ok());
         let mut response = Reply(body, self.format).into_response();
+        if let Some(leader) = leader {
+            response.headers_mut().insert("cairn-leader", leader);
+        }
         *response.status_mut() = self.status;
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(

@@ -12,6 +12,8 @@
 //! - `wire` (the `cairn-wire` crate): the messages (protobuf and JSON from one definition);
 //! - `codec`: content negotiation; `error`: error answers;
 //! - `config`: the TOML configuration and its checks; `auth`: tokens and grants;
+//! - `cluster`: a node of a replicated cluster (`--raft`): writes through Raft, reads by read
+//!   index, the peer listener;
 //! - `service`: the endpoints and the layers that limit them; `net`: connections, TLS,
 //!   graceful shutdown;
 //! - this file: [`start`], which opens the ledgers and runs the whole.
@@ -19,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod cluster;
 pub mod codec;
 pub mod config;
 pub mod error;
@@ -114,10 +117,17 @@ pub async fn start(
     };
     let entries = config.ledgers.clone();
     let limits_keys = config.limits.keys_per_request;
+    let replicated = config.cluster.is_some();
     let ledgers = tokio::task::spawn_blocking(move || {
         let mut ledgers = HashMap::new();
         for l in entries {
-            let c = cairn_ledger::LedgerConfig::new(l.tables.clone())
+            let c = if replicated {
+                // Its tables and the one where each version records its Raft entry.
+                cairn_raft::ledger_config(l.tables.clone())
+            } else {
+                cairn_ledger::LedgerConfig::new(l.tables.clone())
+            };
+            let c = c
                 .ordered(l.ordered.clone())
                 .history(l.history)
                 .group(l.group.max(1))
@@ -131,6 +141,15 @@ pub async fn start(
     })
     .await
     .map_err(|e| format!("opening the ledgers: {e}"))??;
+    let cluster = match &config.cluster {
+        Some(c) => {
+            // `check` made sure there is exactly one ledger.
+            let ledger = ledgers.values().next().cloned().ok_or("no ledger")?;
+            let api = config.cluster_api();
+            Some(Arc::new(cluster::Cluster::start(c, &api, ledger).await?))
+        }
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("listening on {}: {e}", config.listen))?;
@@ -144,6 +163,7 @@ pub async fn start(
         limits: config.limits.clone(),
         metrics: metrics_handle(),
         ready: AtomicBool::new(true),
+        cluster,
     });
     let service = service::limited(service::router(state.clone()), &config.limits);
     let fingerprint = tls.as_ref().map(|t| t.fingerprint.clone());
@@ -162,6 +182,10 @@ pub async fn start(
             tracing::info!("shutdown started");
         };
         net::serve(listener, tls, service, limits, grace, stopping).await;
+        // The node stops before its ledger closes: nothing applies to a closed ledger.
+        if let Some(cluster) = &state.cluster {
+            cluster.stop().await;
+        }
         let ledgers: Vec<(String, Arc<Ledger>)> = state
             .ledgers
             .iter()

@@ -28,6 +28,10 @@ struct Cli {
     /// Check the configuration and exit (0 when it would serve).
     #[arg(long)]
     check_config: bool,
+    /// Run as one node of a replicated cluster, as the configuration's [cluster] section
+    /// says (docs/server.md, "Cluster").
+    #[arg(long)]
+    raft: bool,
     /// Log lines as JSON.
     #[arg(long)]
     log_json: bool,
@@ -169,8 +173,28 @@ fn run(cli: Cli) -> Result<(), String> {
     for l in &cli.ledger {
         config.ledgers.push(parse_ledger(l)?);
     }
+    match (cli.raft, config.cluster.is_some()) {
+        (true, false) => {
+            return Err("--raft needs a [cluster] section in the configuration".into());
+        }
+        (false, true) => {
+            return Err(
+                "the configuration has a [cluster] section: start the node with --raft".into(),
+            );
+        }
+        _ => {}
+    }
     if cli.check_config {
         config.check()?;
+        if let Some(c) = &config.cluster {
+            println!(
+                "cluster node {} (peers on {}, api {}, Raft log in {})",
+                c.id,
+                c.listen,
+                config.cluster_api(),
+                c.dir.display()
+            );
+        }
         println!(
             "configuration is valid: {} ledger(s), {} token(s), listening on {}",
             config.ledgers.len(),

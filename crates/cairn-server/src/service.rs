@@ -3,8 +3,12 @@
 //!
 //! Owns: [`AppState`], the [`router`] (every route, and the layers that answer 429 and 408),
 //! each handler, and the conversions between the ledger's answers and the wire's. May call:
-//! `auth`, `codec`, `config`, `error`, `wire`, `cairn_ledger`, `cairn_proof`. Must never
-//! touch: sockets or TLS (`net` serves the router).
+//! `auth`, `cluster`, `codec`, `config`, `error`, `wire`, `cairn_ledger`, `cairn_proof`. Must
+//! never touch: sockets or TLS (`net` serves the router).
+//!
+//! On a cluster node (`cluster`), writes become Raft commands and reads first pass the node's
+//! read barrier (linearizable unless `?consistency=stale`); the cluster's own endpoints
+//! (`/v1/cluster`) need the admin right.
 //!
 //! Every ledger call runs in `spawn_blocking` (they read files and wait for the log's fsync);
 //! a write is answered only once it is durable, so an acknowledged write survives a crash.
@@ -19,7 +23,7 @@ use std::time::Instant;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{BoxError, Router};
@@ -27,6 +31,7 @@ use cairn_ledger::{Ledger, LedgerBatch, VerifiedRead};
 use tower::ServiceBuilder;
 
 use crate::auth::{Grants, Principal, Right};
+use crate::cluster::{self, Cluster};
 use crate::codec::{Format, Reply, Wire};
 use crate::config::Limits;
 use crate::error::ApiError;
@@ -46,6 +51,8 @@ pub struct AppState {
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// Cleared when a shutdown starts: `/ready` then answers 503.
     pub ready: AtomicBool,
+    /// The cluster this server is a node of (`--raft`), if any.
+    pub cluster: Option<Arc<Cluster>>,
 }
 
 type Shared = Arc<AppState>;
@@ -90,6 +97,9 @@ pub fn router(state: Shared) -> Router {
         .route("/health", get(|| async { "ok\n" }))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics_text))
+        .route("/v1/cluster", get(cluster_status))
+        .route("/v1/cluster/learners", post(add_learner))
+        .route("/v1/cluster/voters", post(change_voters))
         .nest("/v1/ledgers/{ledger}", ledger_routes)
         .fallback(|headers: HeaderMap| async move {
             ApiError::not_found("no such endpoint (see docs/server.md)")
@@ -385,6 +395,7 @@ async fn get_values(
     State(state): State<Shared>,
     Path(name): Path<String>,
     caller: Caller,
+    uri: Uri,
     Wire {
         message: req,
         answer,
@@ -399,6 +410,7 @@ async fn get_values(
         )
         .in_format(answer));
     }
+    barrier(&state, &uri, answer).await?;
     let response = blocking(answer, move || {
         let names: Vec<String> = req.tables.iter().map(|t| t.table.clone()).collect();
         let reads: Vec<(&str, &[Vec<u8>])> = req
@@ -470,6 +482,13 @@ async fn put(
     let tables = req.tables.iter().map(|t| t.table.as_str());
     let ledger = admit(&state, &caller, &name, keys, tables, Right::Write, answer)?;
     metrics::histogram!("cairn_commit_keys").record(keys as f64);
+    if let Some(cluster) = &state.cluster {
+        let command = replicated(&[], &req.tables, &req.meta, req.prove);
+        let response = cluster
+            .write(command.map_err(|e| e.in_format(answer))?)
+            .await;
+        return Ok(Reply(response.map_err(|e| e.in_format(answer))?, answer));
+    }
     let response = blocking(answer, move || {
         if req.prove {
             // With receipts: a transaction that reads nothing.
@@ -592,6 +611,13 @@ async fn transact(
     let tables = req.tables.iter().map(|t| t.table.as_str());
     let ledger = admit(&state, &caller, &name, keys, tables, Right::Write, answer)?;
     metrics::histogram!("cairn_commit_keys").record(keys as f64);
+    if let Some(cluster) = &state.cluster {
+        let command = replicated(&req.expects, &req.tables, &req.meta, req.prove);
+        let response = cluster
+            .write(command.map_err(|e| e.in_format(answer))?)
+            .await;
+        return Ok(Reply(response.map_err(|e| e.in_format(answer))?, answer));
+    }
     let response = blocking(answer, move || {
         run_transaction(&ledger, &req.meta, &req.expects, &req.tables, req.prove)
     })
@@ -603,6 +629,7 @@ async fn verify(
     State(state): State<Shared>,
     Path(name): Path<String>,
     caller: Caller,
+    uri: Uri,
     Wire {
         message: req,
         answer,
@@ -611,6 +638,7 @@ async fn verify(
     let keys = req.promises.iter().map(|p| p.keys.len()).sum();
     let tables = req.promises.iter().map(|p| p.table.as_str());
     let ledger = admit(&state, &caller, &name, keys, tables, Right::Read, answer)?;
+    barrier(&state, &uri, answer).await?;
     let response = blocking(answer, move || {
         let promises: Vec<cairn_ledger::Promise> = req
             .promises
@@ -702,11 +730,13 @@ async fn digest(
     Path(name): Path<String>,
     caller: Caller,
     headers: HeaderMap,
+    uri: Uri,
     query: Result<Query<SizeQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Reply<wire::Digest>, ApiError> {
     let answer = Format::of_answer(&headers);
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()).in_format(answer))?;
     let ledger = ledger_for(&state, &caller, &name, None, Right::Read, answer)?.clone();
+    barrier(&state, &uri, answer).await?;
     let d = blocking(answer, move || {
         Ok(if q.size == 0 {
             ledger.digest()
@@ -732,11 +762,13 @@ async fn consistency(
     Path(name): Path<String>,
     caller: Caller,
     headers: HeaderMap,
+    uri: Uri,
     query: Result<Query<ConsistencyQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Reply<wire::ConsistencyResponse>, ApiError> {
     let answer = Format::of_answer(&headers);
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()).in_format(answer))?;
     let ledger = ledger_for(&state, &caller, &name, None, Right::Read, answer)?.clone();
+    barrier(&state, &uri, answer).await?;
     let response = blocking(answer, move || {
         let to = if q.to == 0 { ledger.version() } else { q.to };
         let proof = ledger.prove_consistency(q.from, to)?;
@@ -754,6 +786,7 @@ async fn range(
     State(state): State<Shared>,
     Path(name): Path<String>,
     caller: Caller,
+    uri: Uri,
     Wire {
         message: req,
         answer,
@@ -767,6 +800,7 @@ async fn range(
         )
         .in_format(answer));
     }
+    barrier(&state, &uri, answer).await?;
     // The ledger stops reading at `keys_per_request + 1` entries (`LedgerConfig::range_max`).
     let response = blocking(answer, move || {
         let (version, digest, range_answer, receipt) = if req.promise {
@@ -896,4 +930,154 @@ async fn export(
         axum::body::Body::from_stream(stream),
     )
         .into_response())
+}
+
+// ---------------------------------------------------------------------------------------------
+// A cluster node
+
+/// On a cluster node, waits until a read of the local ledger is as fresh as the request's
+/// `consistency` asks (421 on a node that does not lead, for a linearizable read); elsewhere
+/// nothing.
+async fn barrier(state: &AppState, uri: &Uri, format: Format) -> Result<(), ApiError> {
+    let Some(cluster) = &state.cluster else {
+        return Ok(());
+    };
+    let consistency = cluster::consistency_of(uri).map_err(|e| e.in_format(format))?;
+    (cluster.read_barrier(consistency).await).map_err(|e| e.in_format(format))
+}
+
+/// A write request as the command a cluster replicates. Errors: 400 for `prove`, which a
+/// cluster node does not serve yet (a linearizable `get` after the write proves the values).
+fn replicated(
+    expects: &[wire::TableExpects],
+    tables: &[wire::TableWrites],
+    meta: &[u8],
+    prove: bool,
+) -> Result<cairn_raft::Command, ApiError> {
+    if prove {
+        return Err(ApiError::bad_request(
+            "a cluster node does not answer writes with receipts yet: read the keys after the \
+             write (a get answers with their proofs)",
+        ));
+    }
+    let expects = (expects.iter())
+        .flat_map(|t| {
+            t.expects.iter().map(move |e| cairn_raft::Expectation {
+                table: t.table.clone(),
+                key: e.key.clone(),
+                value: e.value.clone(),
+            })
+        })
+        .collect();
+    let writes = writes_of(tables)
+        .map(|(table, w)| cairn_raft::Write {
+            table: table.to_string(),
+            key: w.key.clone(),
+            value: w.value.clone(),
+        })
+        .collect();
+    Ok(cairn_raft::Command::Write {
+        expects,
+        writes,
+        meta: meta.to_vec(),
+    })
+}
+
+/// The cluster this server is a node of, for a caller with the admin right on some ledger.
+fn cluster_for_admin<'a>(state: &'a AppState, caller: &Caller) -> Result<&'a Cluster, ApiError> {
+    let cluster = (state.cluster.as_deref())
+        .ok_or_else(|| ApiError::not_found("this server is not a cluster node (--raft)"))?;
+    if !any_admin(state, &caller.0) {
+        return Err(ApiError::forbidden("/v1/cluster needs the admin right"));
+    }
+    Ok(cluster)
+}
+
+fn json_response(value: serde_json::Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the body does not decode: {e}")))
+}
+
+/// `GET /v1/cluster`: this node, the leader it knows, how far it has applied, the members.
+async fn cluster_status(State(state): State<Shared>, caller: Caller) -> Result<Response, ApiError> {
+    let cluster = cluster_for_admin(&state, &caller)?;
+    let node = &cluster.node;
+    let members: Vec<serde_json::Value> = (node.members().into_iter())
+        .map(|(id, member, voter)| {
+            serde_json::json!({ "id": id, "addr": member.addr, "api": member.api, "voter": voter })
+        })
+        .collect();
+    Ok(json_response(serde_json::json!({
+        "id": node.id,
+        "leader": node.leader().await,
+        "applied_index": node.applied_index(),
+        "version": node.ledger.version(),
+        "members": members,
+    })))
+}
+
+/// The body of `POST /v1/cluster/learners`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LearnerRequest {
+    id: u64,
+    addr: std::net::SocketAddr,
+    #[serde(default)]
+    api: String,
+}
+
+/// `POST /v1/cluster/learners`: adds a node as a learner (on the leader); answers once it has
+/// caught up.
+async fn add_learner(
+    State(state): State<Shared>,
+    caller: Caller,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let cluster = cluster_for_admin(&state, &caller)?;
+    let req: LearnerRequest = json_body(&body)?;
+    if !req.addr.ip().is_loopback() {
+        return Err(ApiError::bad_request(
+            "peer addresses are loopback only until the peer listener speaks TLS",
+        ));
+    }
+    let member = cairn_raft::Member::new(req.addr.to_string(), req.api);
+    (cluster.node.add_learner(req.id, member).await).map_err(cluster::node_error)?;
+    Ok(json_response(serde_json::json!({ "learner": req.id })))
+}
+
+/// The body of `POST /v1/cluster/voters`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VotersRequest {
+    voters: std::collections::BTreeSet<u64>,
+    #[serde(default)]
+    retain: bool,
+}
+
+/// `POST /v1/cluster/voters`: makes these nodes the voters (promoting learners, removing the
+/// voters left out, or keeping them as learners with `retain`).
+async fn change_voters(
+    State(state): State<Shared>,
+    caller: Caller,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let cluster = cluster_for_admin(&state, &caller)?;
+    let req: VotersRequest = json_body(&body)?;
+    if req.voters.is_empty() {
+        return Err(ApiError::bad_request("a cluster needs at least one voter"));
+    }
+    (cluster
+        .node
+        .change_voters(req.voters.clone(), req.retain)
+        .await)
+        .map_err(cluster::node_error)?;
+    Ok(json_response(serde_json::json!({ "voters": req.voters })))
 }

@@ -98,6 +98,7 @@ async fn start(limits: Limits, tls: bool) -> Fixture {
         tokens: tokens(&admin, &reader),
         shutdown_timeout_ms: 5_000,
         log_json: false,
+        cluster: None,
     };
     let running = cairn_server::start(config, std::future::pending())
         .await

@@ -1,0 +1,252 @@
+//! A server that is one node of a replicated cluster (`cairn-server --raft`): its ledger is
+//! written only by applying a Raft log (openraft, through `cairn-raft`), writes go through the
+//! leader, and reads are linearizable unless the client asks for a stale one.
+//!
+//! Owns: [`Cluster`] (the node, its Raft log, its peer listener), the reading of the cluster
+//! secret, how the API's writes become [`Command`]s and their answers wire answers, and how a
+//! request names the [`Consistency`] it wants. May call: `config`, `error`, `wire`,
+//! `cairn_raft`, `cairn_ledger`. Must never touch: the client API's routes (`service` calls
+//! this module, not the other way round).
+//!
+//! - **Writes** (`put`, `transact`) become one [`Command::Write`] each, proposed by the
+//!   leader and answered once a quorum has it durably in its log and the leader has applied
+//!   it (so the acknowledged version is durable on a majority: it survives the loss of a
+//!   minority of nodes). A node that does not lead answers 421 `not_leader` naming the
+//!   leader's API in the `cairn-leader` header and the message; a write whose leader lost
+//!   its office with the write in flight answers 503 `outcome_unknown` (it may still commit:
+//!   read before retrying).
+//! - **Reads** are linearizable by default: the node confirms with a quorum that it leads and
+//!   waits until it has applied every entry committed before the read (openraft's read
+//!   index), then reads its ledger; on a node that does not lead that is a 421 too.
+//!   `?consistency=stale` reads whatever the node has applied, on any node, at once.
+//! - **Bounds.** A write costs one log append and fsync on each of a quorum, one round trip
+//!   from the leader to a quorum, and the ledger commit; a linearizable read one heartbeat
+//!   round trip to a quorum before the ledger read. Both end within the request timeout.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::http::{StatusCode, Uri};
+use cairn_ledger::Ledger;
+use cairn_raft::openraft::error::{InitializeError, RaftError};
+use cairn_raft::{
+    peer_router, ClusterSecret, Command, Consistency, DurableLog, Expectation, HttpNetwork, Member,
+    Node, NodeId, Response,
+};
+
+use crate::config::ClusterConfig;
+use crate::error::ApiError;
+use crate::wire;
+
+/// A running cluster node.
+pub struct Cluster {
+    /// The node: its Raft handle and its ledger.
+    pub node: Node,
+    /// Where its peer listener listens.
+    pub peer_addr: SocketAddr,
+    log: DurableLog,
+    peer: tokio::task::JoinHandle<()>,
+}
+
+impl Cluster {
+    /// Starts node `config.id` over `ledger` (opened with [`cairn_raft::ledger_config`]): opens
+    /// its Raft log, binds its peer listener, and, with `config.init`, initializes a cluster
+    /// that has no membership yet (this node's API named `api` there unless the entry names
+    /// one).
+    ///
+    /// Errors: the secret file unreadable, readable by others or not a valid secret; the log
+    /// directory that does not open; the peer address taken; openraft refusing to start or
+    /// to initialize (other than because the cluster already has a membership).
+    pub async fn start(
+        config: &ClusterConfig,
+        api: &str,
+        ledger: Arc<Ledger>,
+    ) -> Result<Cluster, String> {
+        let secret = read_secret(&config.secret_file)?;
+        let dir = config.dir.clone();
+        let log = tokio::task::spawn_blocking(move || DurableLog::open(&dir))
+            .await
+            .map_err(|e| format!("opening the Raft log: {e}"))?
+            .map_err(|e| format!("opening the Raft log in {}: {e}", config.dir.display()))?;
+        let network = HttpNetwork::new(secret.clone())?;
+        let node = Node::start(config.id, ledger, log.clone(), network)
+            .await
+            .map_err(|e| format!("starting Raft node {}: {e}", config.id))?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| format!("peer listener on {}: {e}", config.listen))?;
+        let peer_addr = listener
+            .local_addr()
+            .map_err(|e| format!("the peer listener's address: {e}"))?;
+        let router = peer_router(node.raft.clone(), secret);
+        let peer = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::error!(error = %e, "the peer listener failed");
+            }
+        });
+        if !config.init.is_empty() {
+            let members: BTreeMap<NodeId, Member> = config
+                .init
+                .iter()
+                .map(|m| {
+                    let api = match m.api.is_empty() && m.id == config.id {
+                        true => api.to_string(),
+                        false => m.api.clone(),
+                    };
+                    (m.id, Member::new(m.addr.to_string(), api))
+                })
+                .collect();
+            match node.raft.initialize(members).await {
+                Ok(()) => tracing::info!(node = config.id, "cluster initialized"),
+                Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {
+                    tracing::info!(node = config.id, "cluster already initialized");
+                }
+                Err(e) => return Err(format!("initializing the cluster: {e}")),
+            }
+        }
+        tracing::info!(node = config.id, peers = %peer_addr, "cluster node started");
+        Ok(Cluster {
+            node,
+            peer_addr,
+            log,
+            peer,
+        })
+    }
+
+    /// Makes the next read of the local ledger as fresh as `consistency` asks (see the
+    /// module's header). Errors: 421 on a node that does not lead; 503 without a quorum.
+    pub async fn read_barrier(&self, consistency: Consistency) -> Result<(), ApiError> {
+        self.node
+            .read_barrier(consistency)
+            .await
+            .map_err(node_error)
+    }
+
+    /// Proposes `command` and answers it as the API answers a write: the version made (none
+    /// when there was nothing to write), 409 when an expectation failed, 400 when it can
+    /// never apply, 421 on a node that does not lead, 503 when its outcome is unknown.
+    pub async fn write(&self, command: Command) -> Result<wire::CommitResponse, ApiError> {
+        let expects: Vec<Expectation> = match &command {
+            Command::Write { expects, .. } => expects.clone(),
+        };
+        let started = std::time::Instant::now();
+        let response = self.node.write(command).await.map_err(node_error)?;
+        metrics::histogram!("cairn_raft_write_seconds").record(started.elapsed().as_secs_f64());
+        match response {
+            Response::Committed {
+                version,
+                ledger_root,
+                digest_root,
+            } => Ok(wire::CommitResponse {
+                version,
+                ledger_root: ledger_root.to_vec(),
+                digest: Some(wire::Digest {
+                    size: version,
+                    root: digest_root.to_vec(),
+                }),
+                reads: None,
+                writes: None,
+            }),
+            Response::Unchanged { .. } => Ok(wire::CommitResponse::default()),
+            Response::Conflict { index } => {
+                let what = match expects.get(index) {
+                    Some(e) => format!("key {} of table {:?}", hex::encode(&e.key), e.table),
+                    None => format!("expectation {index}"),
+                };
+                Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "expectation_failed",
+                    format!("{what} no longer holds the value read; nothing was written"),
+                ))
+            }
+            Response::Refused { reason } => Err(ApiError::bad_request(reason)),
+            Response::Empty => {
+                tracing::error!("a write was answered as an entry that is not a command");
+                Err(ApiError::internal())
+            }
+        }
+    }
+
+    /// Stops the node: its Raft (no more votes or appends), its peer listener, its log (after
+    /// a sync). The ledger is the caller's to close.
+    pub async fn stop(&self) {
+        if let Err(e) = self.node.raft.shutdown().await {
+            tracing::error!(error = %e, "stopping Raft");
+        }
+        self.peer.abort();
+        let log = self.log.clone();
+        let _ = tokio::task::spawn_blocking(move || log.close()).await;
+    }
+}
+
+/// The consistency a read asks for in its query: `consistency=stale`, or linearizable (the
+/// default, also `consistency=linearizable`). Errors: 400 for another value.
+pub fn consistency_of(uri: &Uri) -> Result<Consistency, ApiError> {
+    let query = uri.query().unwrap_or("");
+    for pair in query.split('&') {
+        if let Some(value) = pair.strip_prefix("consistency=") {
+            return match value {
+                "stale" => Ok(Consistency::Stale),
+                "linearizable" => Ok(Consistency::Linearizable),
+                other => Err(ApiError::bad_request(format!(
+                    "consistency={other:?}: linearizable (the default) or stale"
+                ))),
+            };
+        }
+    }
+    Ok(Consistency::Linearizable)
+}
+
+/// A node's refusal as an API error: 421 `not_leader` (naming the leader), 503
+/// `outcome_unknown` or `unavailable`, or the ledger's own.
+pub fn node_error(e: cairn_raft::Error) -> ApiError {
+    match e {
+        cairn_raft::Error::NotLeader { leader, member } => {
+            let api = member.map(|m| m.api).filter(|api| !api.is_empty());
+            let message = match (leader, &api) {
+                (Some(id), Some(api)) => {
+                    format!("this node does not lead; node {id} does, at {api}")
+                }
+                (Some(id), None) => format!("this node does not lead; node {id} does"),
+                (None, _) => "this node does not lead, and knows no leader yet; retry".into(),
+            };
+            let mut error = ApiError::new(StatusCode::MISDIRECTED_REQUEST, "not_leader", message);
+            error.leader = api;
+            error
+        }
+        cairn_raft::Error::Unknown(detail) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "outcome_unknown",
+            format!(
+                "leadership changed with the write in flight: it may or may not commit; \
+                 read before retrying ({detail})"
+            ),
+        ),
+        cairn_raft::Error::Ledger(e) => ApiError::from(e),
+        other => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("the cluster cannot serve this now: {other}"),
+        ),
+    }
+}
+
+/// The cluster secret in `path`: refused when the file can be read by others than its owner.
+fn read_secret(path: &Path) -> Result<ClusterSecret, String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("cluster secret {shown}: {e}"))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "cluster secret {shown} can be read by others than its owner (chmod 600 it)"
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cluster secret {shown}: {e}"))?;
+    let text = text.trim();
+    if text.len() > 256 {
+        return Err(format!("cluster secret {shown}: at most 256 characters"));
+    }
+    ClusterSecret::new(text).map_err(|e| format!("cluster secret {shown}: {e}"))
+}
