@@ -32,11 +32,13 @@ use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
+use openraft::vote::RaftLeaderId;
 use openraft::OptionalSend;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use subtle::ConstantTimeEq;
 
+use crate::faults::Faults;
 use crate::machine::SnapshotData;
 use crate::{LedgerRaft, NodeId, TypeConfig};
 
@@ -83,12 +85,22 @@ impl std::fmt::Debug for ClusterSecret {
 struct PeerState {
     raft: LedgerRaft,
     secret: ClusterSecret,
+    faults: Faults,
 }
 
 /// The receiving side: routes for the Raft RPCs addressed to `raft`, refusing requests without
 /// `secret`. Serve it on the node's peer address (`axum::serve`).
 pub fn peer_router(raft: LedgerRaft, secret: ClusterSecret) -> Router {
-    let state = Arc::new(PeerState { raft, secret });
+    peer_router_with_faults(raft, secret, Faults::new())
+}
+
+/// [`peer_router`], answering 503 to the peers `faults` blocks (for fault tests).
+pub fn peer_router_with_faults(raft: LedgerRaft, secret: ClusterSecret, faults: Faults) -> Router {
+    let state = Arc::new(PeerState {
+        raft,
+        secret,
+        faults,
+    });
     Router::new()
         .route("/raft/v1/append", post(append))
         .route("/raft/v1/vote", post(vote))
@@ -115,6 +127,17 @@ fn decode_body<T: DeserializeOwned>(
     })
 }
 
+/// 503 for a message from a peer the node is cut from.
+fn cut_from(state: &PeerState, sender: NodeId) -> Option<Response> {
+    state.faults.blocks(sender).then(|| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this node is cut from the sender (fault injection)\n",
+        )
+            .into_response()
+    })
+}
+
 fn json<T: Serialize>(value: &T) -> Response {
     match serde_json::to_vec(value) {
         Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
@@ -127,6 +150,9 @@ async fn append(State(state): State<Arc<PeerState>>, headers: HeaderMap, body: B
         Ok(rpc) => rpc,
         Err(refusal) => return refusal.into_response(),
     };
+    if let Some(cut) = cut_from(&state, *rpc.vote.leader_id().node_id()) {
+        return cut;
+    }
     json(&state.raft.append_entries(rpc).await)
 }
 
@@ -135,6 +161,9 @@ async fn vote(State(state): State<Arc<PeerState>>, headers: HeaderMap, body: Byt
         Ok(rpc) => rpc,
         Err(refusal) => return refusal.into_response(),
     };
+    if let Some(cut) = cut_from(&state, *rpc.vote.leader_id().node_id()) {
+        return cut;
+    }
     json(&state.raft.vote(rpc).await)
 }
 
@@ -144,6 +173,7 @@ async fn vote(State(state): State<Arc<PeerState>>, headers: HeaderMap, body: Byt
 pub struct HttpNetwork {
     client: reqwest::Client,
     secret: ClusterSecret,
+    faults: Faults,
 }
 
 impl HttpNetwork {
@@ -156,7 +186,18 @@ impl HttpNetwork {
             .tls_backend_preconfigured(unused_tls()?)
             .build()
             .map_err(|e| e.to_string())?;
-        Ok(HttpNetwork { client, secret })
+        Ok(HttpNetwork {
+            client,
+            secret,
+            faults: Faults::new(),
+        })
+    }
+
+    /// The same connections, failing every message to a peer `faults` blocks as unreachable
+    /// (for fault tests).
+    pub fn with_faults(mut self, faults: Faults) -> HttpNetwork {
+        self.faults = faults;
+        self
     }
 }
 
@@ -198,6 +239,10 @@ impl HttpConnection {
         request: &Req,
         option: &RPCOption,
     ) -> Result<Resp, RPCError<TypeConfig>> {
+        if self.network.faults.blocks(self.target) {
+            let cut = format!("cut from node {} (fault injection)", self.target);
+            return Err(Unreachable::from_string(cut).into());
+        }
         let body = serde_json::to_vec(request).map_err(|e| NetworkError::new(&e))?;
         let reply = self
             .network

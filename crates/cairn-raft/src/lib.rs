@@ -17,7 +17,7 @@
 //!
 //! Modules, each owning one concept: `command` (what the log carries), `machine` (applying
 //! it), `format` (the bytes stored), `durable_log` and `mem_log` (log storage), `local` (the in-process transport), `node`
-//! (a node's API), `http` (the transport between processes), `lincheck` (a linearizability
+//! (a node's API), `faults` (links a test cuts), `http` (the transport between processes), `lincheck` (a linearizability
 //! checker for the tests of all of it). None calls a module below it in this list except through the types
 //! declared here.
 #![warn(missing_docs)]
@@ -25,6 +25,7 @@
 
 mod command;
 mod durable_log;
+mod faults;
 pub mod format;
 mod http;
 pub mod lincheck;
@@ -35,7 +36,11 @@ mod node;
 
 pub use command::{Command, Expectation, Response, Write};
 pub use durable_log::DurableLog;
-pub use http::{peer_router, ClusterSecret, HttpConnection, HttpNetwork, PEER_BODY_BYTES_MAX};
+pub use faults::Faults;
+pub use http::{
+    peer_router, peer_router_with_faults, ClusterSecret, HttpConnection, HttpNetwork,
+    PEER_BODY_BYTES_MAX,
+};
 pub use local::{LocalConnection, LocalFactory, LocalNetwork};
 pub use machine::{ledger_config, LedgerMachine, NoSnapshots, SnapshotData, RAFT_TABLE};
 pub use mem_log::MemLog;

@@ -32,8 +32,8 @@ use axum::http::{StatusCode, Uri};
 use cairn_ledger::Ledger;
 use cairn_raft::openraft::error::{InitializeError, RaftError};
 use cairn_raft::{
-    peer_router, ClusterSecret, Command, Consistency, DurableLog, Expectation, HttpNetwork, Member,
-    Node, NodeId, Response,
+    peer_router_with_faults, ClusterSecret, Command, Consistency, DurableLog, Expectation, Faults,
+    HttpNetwork, Member, Node, NodeId, Response,
 };
 
 use crate::config::ClusterConfig;
@@ -46,6 +46,8 @@ pub struct Cluster {
     pub node: Node,
     /// Where its peer listener listens.
     pub peer_addr: SocketAddr,
+    /// The links a test may cut (`[cluster] fault_injection`), if allowed.
+    pub faults: Option<Faults>,
     log: DurableLog,
     peer: tokio::task::JoinHandle<()>,
 }
@@ -70,7 +72,8 @@ impl Cluster {
             .await
             .map_err(|e| format!("opening the Raft log: {e}"))?
             .map_err(|e| format!("opening the Raft log in {}: {e}", config.dir.display()))?;
-        let network = HttpNetwork::new(secret.clone())?;
+        let faults = Faults::new();
+        let network = HttpNetwork::new(secret.clone())?.with_faults(faults.clone());
         let node = Node::start(config.id, ledger, log.clone(), network)
             .await
             .map_err(|e| format!("starting Raft node {}: {e}", config.id))?;
@@ -80,7 +83,7 @@ impl Cluster {
         let peer_addr = listener
             .local_addr()
             .map_err(|e| format!("the peer listener's address: {e}"))?;
-        let router = peer_router(node.raft.clone(), secret);
+        let router = peer_router_with_faults(node.raft.clone(), secret, faults.clone());
         let peer = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
                 tracing::error!(error = %e, "the peer listener failed");
@@ -110,6 +113,7 @@ impl Cluster {
         Ok(Cluster {
             node,
             peer_addr,
+            faults: config.fault_injection.then_some(faults),
             log,
             peer,
         })

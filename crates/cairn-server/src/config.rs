@@ -76,6 +76,10 @@ pub struct ClusterConfig {
     /// this is ignored; members join later through `POST /v1/cluster/learners`).
     #[serde(default)]
     pub init: Vec<MemberConfig>,
+    /// Let an admin cut this node's links to chosen peers (`POST /v1/cluster/faults`), for
+    /// fault tests; refused unless `insecure_loopback`.
+    #[serde(default)]
+    pub fault_injection: bool,
 }
 
 /// A member of a cluster's first membership.
@@ -371,6 +375,11 @@ impl Config {
                     m.id, m.addr
                 ));
             }
+        }
+        if c.fault_injection && !self.insecure_loopback {
+            return Err(
+                "[cluster] fault_injection is for tests: only with insecure_loopback".into(),
+            );
         }
         if !c.init.is_empty() && !ids.contains(&c.id) {
             return Err(format!(

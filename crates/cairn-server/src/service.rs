@@ -100,6 +100,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/cluster", get(cluster_status))
         .route("/v1/cluster/learners", post(add_learner))
         .route("/v1/cluster/voters", post(change_voters))
+        .route("/v1/cluster/faults", post(set_faults))
         .nest("/v1/ledgers/{ledger}", ledger_routes)
         .fallback(|headers: HeaderMap| async move {
             ApiError::not_found("no such endpoint (see docs/server.md)")
@@ -1080,4 +1081,27 @@ async fn change_voters(
         .await)
         .map_err(cluster::node_error)?;
     Ok(json_response(serde_json::json!({ "voters": req.voters })))
+}
+
+/// The body of `POST /v1/cluster/faults`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FaultsRequest {
+    blocked: std::collections::BTreeSet<u64>,
+}
+
+/// `POST /v1/cluster/faults`: cuts this node's links with exactly these peers (an empty list
+/// heals them), when `[cluster] fault_injection` allows it (404 otherwise).
+async fn set_faults(
+    State(state): State<Shared>,
+    caller: Caller,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let cluster = cluster_for_admin(&state, &caller)?;
+    let faults = (cluster.faults.as_ref())
+        .ok_or_else(|| ApiError::not_found("fault injection is off ([cluster] fault_injection)"))?;
+    let req: FaultsRequest = json_body(&body)?;
+    tracing::warn!(blocked = ?req.blocked, "fault injection: links cut");
+    faults.set_blocked(req.blocked.clone());
+    Ok(json_response(serde_json::json!({ "blocked": req.blocked })))
 }
