@@ -15,7 +15,7 @@ use cairn_raft::lincheck::{check_with, Op, Options, Outcome, Recorder, Ret};
 use serde_json::{json, Value};
 
 mod common;
-use common::{call, converge, h, leader_api, send, wait_up, Member, Proc, Sent};
+use common::{call, converge, h, leader_api, send, wait_up, Delivery, Member, Proc};
 
 /// Keys the clients share (few, so that they contend).
 const KEYS: u64 = 6;
@@ -111,7 +111,7 @@ async fn run(shared: &Shared, client: u64, op: Op, counts: &mut Counts) {
         let target = shared.target();
         let url = format!("{target}/v1/ledgers/bank/{path}");
         match send(&shared.http, "POST", &url, Some(body.clone())).await {
-            Sent::Answer {
+            Delivery::Answer {
                 status: 200, body, ..
             } => {
                 let ret = match &op {
@@ -131,7 +131,7 @@ async fn run(shared: &Shared, client: u64, op: Op, counts: &mut Counts) {
                 shared.recorder.complete(id, ret).unwrap();
                 return;
             }
-            Sent::Answer {
+            Delivery::Answer {
                 status: 409, body, ..
             } if matches!(op, Op::Cas { .. }) => {
                 assert_eq!(body["code"], "expectation_failed", "{body}");
@@ -140,19 +140,19 @@ async fn run(shared: &Shared, client: u64, op: Op, counts: &mut Counts) {
                 return;
             }
             // Not the leader: nothing was done; go where it points.
-            Sent::Answer {
+            Delivery::Answer {
                 status: 421,
                 leader,
                 ..
             } => shared.redirect(&target, leader),
             // A write that may have been done: its outcome is unknown.
-            Sent::Answer { status: 503, .. } | Sent::Lost if is_write => break,
+            Delivery::Answer { status: 503, .. } | Delivery::Lost if is_write => break,
             // A read that failed did nothing; a refused connection sent nothing.
-            Sent::Answer { status: 503, .. } | Sent::Lost | Sent::NotSent => {
+            Delivery::Answer { status: 503, .. } | Delivery::Lost | Delivery::Refused => {
                 shared.redirect(&target, None);
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            Sent::Answer { status, body, .. } => panic!("{op:?} on {target}: {status} {body}"),
+            Delivery::Answer { status, body, .. } => panic!("{op:?} on {target}: {status} {body}"),
         }
         if started.elapsed() > OPERATION_MAX {
             break;

@@ -182,9 +182,9 @@ pub fn client(timeout: Duration) -> reqwest::Client {
 }
 
 /// How a call ended.
-pub enum Sent {
+pub enum Delivery {
     /// Never reached the server (connection refused): certainly not done.
-    NotSent,
+    Refused,
     /// Sent, but no answer (timeout, reset): it may have been done.
     Lost,
     /// An answer: status, the `cairn-leader` header, the JSON body (a string when not JSON).
@@ -195,7 +195,12 @@ pub enum Sent {
     },
 }
 
-pub async fn send(http: &reqwest::Client, method: &str, url: &str, body: Option<Value>) -> Sent {
+pub async fn send(
+    http: &reqwest::Client,
+    method: &str,
+    url: &str,
+    body: Option<Value>,
+) -> Delivery {
     let request = match method {
         "GET" => http.get(url),
         _ => http
@@ -212,17 +217,17 @@ pub async fn send(http: &reqwest::Client, method: &str, url: &str, body: Option<
             match r.text().await {
                 Ok(text) => {
                     let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-                    Sent::Answer {
+                    Delivery::Answer {
                         status,
                         leader,
                         body,
                     }
                 }
-                Err(_) => Sent::Lost,
+                Err(_) => Delivery::Lost,
             }
         }
-        Err(e) if e.is_connect() => Sent::NotSent,
-        Err(_) => Sent::Lost,
+        Err(e) if e.is_connect() => Delivery::Refused,
+        Err(_) => Delivery::Lost,
     }
 }
 
@@ -235,7 +240,7 @@ pub struct Answer {
 
 pub async fn call(http: &reqwest::Client, method: &str, url: &str, body: Option<Value>) -> Answer {
     match send(http, method, url, body).await {
-        Sent::Answer {
+        Delivery::Answer {
             status,
             leader,
             body,
@@ -244,7 +249,7 @@ pub async fn call(http: &reqwest::Client, method: &str, url: &str, body: Option<
             leader,
             body,
         },
-        Sent::NotSent | Sent::Lost => Answer {
+        Delivery::Refused | Delivery::Lost => Answer {
             status: 0,
             leader: None,
             body: Value::Null,
