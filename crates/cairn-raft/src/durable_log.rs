@@ -83,11 +83,21 @@ impl DurableLog {
     /// Errors: the session's (a locked or damaged directory), and an entry or state value that
     /// does not decode.
     pub fn open(dir: impl AsRef<Path>) -> io::Result<DurableLog> {
+        DurableLog::open_with(Arc::new(cairn::fs::RealFs), dir)
+    }
+
+    /// [`DurableLog::open`] on file system `fs` (a fault-injecting one, in tests).
+    ///
+    /// Errors: as [`DurableLog::open`].
+    pub fn open_with(
+        fs: Arc<dyn cairn::fs::FileSystem>,
+        dir: impl AsRef<Path>,
+    ) -> io::Result<DurableLog> {
         let mut log = LogOptions::default();
         log.sync = SyncPolicy::Immediate;
         let mut options = SessionOptions::default();
         options.log = Some(log);
-        let session = Session::open_with_options(dir, options).map_err(engine)?;
+        let session = Session::open_with(fs, dir, options).map_err(engine)?;
         DurableLog::with_session(session)
     }
 

@@ -4,7 +4,7 @@
 //!
 //! Owns: [`Cluster`] (the node, its Raft log, its peer listener), the reading of the cluster
 //! secret, how the API's writes become [`Command`]s and their answers wire answers, and how a
-//! request names the [`Consistency`] it wants. May call: `config`, `error`, `wire`,
+//! request names the [`Consistency`] it wants. May call: `config`, `disk`, `error`, `wire`,
 //! `cairn_raft`, `cairn_ledger`. Must never touch: the client API's routes (`service` calls
 //! this module, not the other way round).
 //!
@@ -37,6 +37,7 @@ use cairn_raft::{
 };
 
 use crate::config::ClusterConfig;
+use crate::disk::{DiskFaults, FaultyFs};
 use crate::error::ApiError;
 use crate::wire;
 
@@ -48,6 +49,8 @@ pub struct Cluster {
     pub peer_addr: SocketAddr,
     /// The links a test may cut (`[cluster] fault_injection`), if allowed.
     pub faults: Option<Faults>,
+    /// The disk a test may fill or slow (`[cluster] fault_injection`), if allowed.
+    pub disk: Option<DiskFaults>,
     log: DurableLog,
     peer: tokio::task::JoinHandle<()>,
 }
@@ -65,10 +68,15 @@ impl Cluster {
         config: &ClusterConfig,
         api: &str,
         ledger: Arc<Ledger>,
+        disk: Option<DiskFaults>,
     ) -> Result<Cluster, String> {
         let secret = read_secret(&config.secret_file)?;
         let dir = config.dir.clone();
-        let log = tokio::task::spawn_blocking(move || DurableLog::open(&dir))
+        let fs: Arc<dyn cairn::fs::FileSystem> = match &disk {
+            Some(disk) => Arc::new(FaultyFs::new(disk.clone())),
+            None => Arc::new(cairn::fs::RealFs),
+        };
+        let log = tokio::task::spawn_blocking(move || DurableLog::open_with(fs, &dir))
             .await
             .map_err(|e| format!("opening the Raft log: {e}"))?
             .map_err(|e| format!("opening the Raft log in {}: {e}", config.dir.display()))?;
@@ -114,6 +122,7 @@ impl Cluster {
             node,
             peer_addr,
             faults: config.fault_injection.then_some(faults),
+            disk,
             log,
             peer,
         })

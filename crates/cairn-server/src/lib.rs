@@ -11,7 +11,8 @@
 //! and `error`):
 //! - `wire` (the `cairn-wire` crate): the messages (protobuf and JSON from one definition);
 //! - `codec`: content negotiation; `error`: error answers;
-//! - `config`: the TOML configuration and its checks; `auth`: tokens and grants;
+//! - `config`: the TOML configuration and its checks; `auth`: tokens and grants; `disk`: the
+//!   file system a fault test can fill or slow;
 //! - `cluster`: a node of a replicated cluster (`--raft`): writes through Raft, reads by read
 //!   index, the peer listener;
 //! - `service`: the endpoints and the layers that limit them; `net`: connections, TLS,
@@ -24,6 +25,7 @@ pub mod auth;
 pub mod cluster;
 pub mod codec;
 pub mod config;
+pub mod disk;
 pub mod error;
 pub mod net;
 pub mod service;
@@ -118,6 +120,10 @@ pub async fn start(
     let entries = config.ledgers.clone();
     let limits_keys = config.limits.keys_per_request;
     let replicated = config.cluster.is_some();
+    let disk = (config.cluster.as_ref())
+        .filter(|c| c.fault_injection)
+        .map(|_| disk::DiskFaults::new());
+    let ledger_disk = disk.clone();
     let ledgers = tokio::task::spawn_blocking(move || {
         let mut ledgers = HashMap::new();
         for l in entries {
@@ -132,7 +138,15 @@ pub async fn start(
                 .history(l.history)
                 .group(l.group.max(1))
                 .range_max(limits_keys);
-            let ledger = Ledger::open(&l.dir, c)
+            let ledger = match &ledger_disk {
+                Some(d) => Ledger::open_with(
+                    Arc::new(disk::FaultyFs::new(d.clone())),
+                    &l.dir,
+                    c,
+                    cairn::SessionOptions::default(),
+                ),
+                None => Ledger::open(&l.dir, c),
+            }
                 .map_err(|e| format!("opening ledger {:?} in {}: {e}", l.name, l.dir.display()))?;
             tracing::info!(ledger = %l.name, dir = %l.dir.display(), version = ledger.version(), "ledger open");
             ledgers.insert(l.name, Arc::new(ledger));
@@ -146,7 +160,9 @@ pub async fn start(
             // `check` made sure there is exactly one ledger.
             let ledger = ledgers.values().next().cloned().ok_or("no ledger")?;
             let api = config.cluster_api();
-            Some(Arc::new(cluster::Cluster::start(c, &api, ledger).await?))
+            Some(Arc::new(
+                cluster::Cluster::start(c, &api, ledger, disk).await?,
+            ))
         }
         None => None,
     };

@@ -1087,11 +1087,21 @@ async fn change_voters(
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FaultsRequest {
-    blocked: std::collections::BTreeSet<u64>,
+    /// The peers to be cut from, exactly (empty: every link healed); absent: unchanged.
+    #[serde(default)]
+    blocked: Option<std::collections::BTreeSet<u64>>,
+    /// Whether the disk is full; absent: unchanged.
+    #[serde(default)]
+    disk_full: Option<bool>,
+    /// The delay before each fsync, ms; absent: unchanged.
+    #[serde(default)]
+    disk_delay_ms: Option<u64>,
 }
 
-/// `POST /v1/cluster/faults`: cuts this node's links with exactly these peers (an empty list
-/// heals them), when `[cluster] fault_injection` allows it (404 otherwise).
+/// `POST /v1/cluster/faults`: cuts this node's links with exactly the peers `blocked` names
+/// (an empty list heals them), fills its disk or frees it (`disk_full`), slows its fsyncs
+/// (`disk_delay_ms`), when `[cluster] fault_injection` allows it (404 otherwise). Answers the
+/// faults now in force.
 async fn set_faults(
     State(state): State<Shared>,
     caller: Caller,
@@ -1100,8 +1110,24 @@ async fn set_faults(
     let cluster = cluster_for_admin(&state, &caller)?;
     let faults = (cluster.faults.as_ref())
         .ok_or_else(|| ApiError::not_found("fault injection is off ([cluster] fault_injection)"))?;
+    let disk = (cluster.disk.as_ref())
+        .ok_or_else(|| ApiError::not_found("fault injection is off ([cluster] fault_injection)"))?;
     let req: FaultsRequest = json_body(&body)?;
-    tracing::warn!(blocked = ?req.blocked, "fault injection: links cut");
-    faults.set_blocked(req.blocked.clone());
-    Ok(json_response(serde_json::json!({ "blocked": req.blocked })))
+    if let Some(blocked) = req.blocked {
+        tracing::warn!(?blocked, "fault injection: links cut");
+        faults.set_blocked(blocked);
+    }
+    if let Some(full) = req.disk_full {
+        tracing::warn!(full, "fault injection: disk full");
+        disk.set_full(full);
+    }
+    if let Some(ms) = req.disk_delay_ms {
+        tracing::warn!(ms, "fault injection: fsync delay");
+        disk.set_delay(std::time::Duration::from_millis(ms));
+    }
+    Ok(json_response(serde_json::json!({
+        "blocked": faults.blocked(),
+        "disk_full": disk.is_full(),
+        "disk_delay_ms": disk.delay().as_millis() as u64,
+    })))
 }

@@ -1,7 +1,8 @@
 //! Faults on clusters of `cairn-server --raft` processes on loopback, with clients recording
 //! every operation: partitions (links cut both ways through the nodes' fault-injecting
-//! transport), SIGKILLs and restarts, processes paused (SIGSTOP) and resumed, of leaders and
-//! followers. After the faults every link is healed, each key is read once more, and the whole
+//! transport), SIGKILLs and restarts, processes paused (SIGSTOP) and resumed, full disks
+//! (writes failing with ENOSPC, then the node restarted) and slow ones (fsyncs delayed), of
+//! leaders and followers. After the faults every link is healed, each key is read once more, and the whole
 //! history must be linearizable (`cairn_raft::lincheck`): no acknowledged write lost, no read
 //! of a value not there, nothing applied twice. Every loop is bounded in time.
 //!
@@ -209,6 +210,13 @@ async fn cut(http: &reqwest::Client, api: &str, blocked: &[u64]) {
     assert_eq!(a.status, 200, "{url}: {}", a.body);
 }
 
+/// Sets disk faults on a node (its Raft may be stopped; its API still answers).
+async fn disk(http: &reqwest::Client, proc: &Proc, body: Value) {
+    let url = format!("{}/v1/cluster/faults", proc.api);
+    let a = call(http, "POST", &url, Some(body)).await;
+    assert_eq!(a.status, 200, "{url}: {}", a.body);
+}
+
 fn id_of(procs: &BTreeMap<u64, Proc>, api: &str) -> u64 {
     procs.values().find(|p| p.api == api).unwrap().id
 }
@@ -228,6 +236,11 @@ enum Fault {
     PauseLeader,
     /// A follower paused, resumed after the duration.
     PauseFollower,
+    /// The leader's (or a follower's) disk full for the duration: its writes fail, its Raft
+    /// stops; then space is freed and the node restarted, as an operator would.
+    DiskFull { leader: bool },
+    /// The leader's (or a follower's) fsyncs slowed by `delay_ms` for the duration.
+    DiskSlow { leader: bool, delay_ms: u64 },
 }
 
 /// A fault, how long it lasts and how long the cluster then runs unharmed, ms.
@@ -250,7 +263,7 @@ fn random_schedule(seed: u64, nodes: u64) -> Vec<Step> {
     let steps = 3 + rng.below(3);
     (0..steps)
         .map(|_| {
-            let fault = match rng.below(6) {
+            let fault = match rng.below(8) {
                 0 => Fault::PartitionLeader {
                     with: rng.below(minority),
                 },
@@ -262,7 +275,14 @@ fn random_schedule(seed: u64, nodes: u64) -> Vec<Step> {
                     count: 1 + rng.below(minority),
                 },
                 4 => Fault::PauseLeader,
-                _ => Fault::PauseFollower,
+                5 => Fault::PauseFollower,
+                6 => Fault::DiskFull {
+                    leader: rng.below(2) == 0,
+                },
+                _ => Fault::DiskSlow {
+                    leader: rng.below(2) == 0,
+                    delay_ms: 5 + rng.below(195),
+                },
             };
             Step {
                 fault,
@@ -383,6 +403,24 @@ async fn run_schedule(nodes: u64, schedule: &[Step]) -> Report {
                     wait_up(&http, &procs[id]).await;
                 }
             }
+            Fault::DiskFull { leader } => {
+                let id = if leader { lid } else { followers[0] };
+                disk(&http, &procs[&id], json!({"disk_full": true})).await;
+                faults.push(format!("disk full [{id}]"));
+                pause(step.lasts_ms).await;
+                disk(&http, &procs[&id], json!({"disk_full": false})).await;
+                let p = procs.get_mut(&id).unwrap();
+                p.kill();
+                p.spawn();
+                wait_up(&http, &procs[&id]).await;
+            }
+            Fault::DiskSlow { leader, delay_ms } => {
+                let id = if leader { lid } else { followers[0] };
+                disk(&http, &procs[&id], json!({ "disk_delay_ms": delay_ms })).await;
+                faults.push(format!("fsync +{delay_ms} ms [{id}]"));
+                pause(step.lasts_ms).await;
+                disk(&http, &procs[&id], json!({"disk_delay_ms": 0})).await;
+            }
             Fault::PauseLeader | Fault::PauseFollower => {
                 let id = match step.fault {
                     Fault::PauseLeader => lid,
@@ -460,7 +498,8 @@ fn describe(nodes: u64, r: &Report) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_of_processes_stays_linearizable_through_kills_pauses_and_a_partition() {
+async fn a_cluster_of_processes_stays_linearizable_through_kills_pauses_partitions_and_disk_faults()
+{
     let step = |fault, lasts_ms, settle_ms| Step {
         fault,
         lasts_ms,
@@ -472,6 +511,16 @@ async fn a_cluster_of_processes_stays_linearizable_through_kills_pauses_and_a_pa
         step(Fault::PauseFollower, 1_200, 800),
         step(Fault::KillFollowers { count: 1 }, 800, 500),
         step(Fault::KillLeader, 1_000, 800),
+        step(Fault::DiskFull { leader: false }, 800, 500),
+        step(
+            Fault::DiskSlow {
+                leader: true,
+                delay_ms: 50,
+            },
+            1_000,
+            500,
+        ),
+        step(Fault::DiskFull { leader: true }, 800, 800),
     ];
     let report = run_schedule(3, &schedule).await;
     println!("{}", describe(3, &report));

@@ -16,11 +16,30 @@ pub fn h(bytes: &[u8]) -> String {
     hex::encode(bytes)
 }
 
-/// A free loopback port (bound, read and released: another process could take it in between,
-/// which fails the test loudly, not wrongly).
+/// A free loopback port below the kernel's ephemeral range (so that no outgoing connection or
+/// port-0 listener of any process is given it between now and the node's start), found by
+/// binding it; another process choosing the same port the same way could still take it,
+/// which fails the test loudly, not wrongly.
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(32_768);
+    let low = 10_000u64.min(ephemeral_low / 2);
+    let span = ephemeral_low.saturating_sub(low).max(1);
+    let seed = u64::from(std::process::id()).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..1_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mut z = seed.wrapping_add(n.wrapping_mul(0xbf58_476d_1ce4_e5b9));
+        z ^= z >> 31;
+        let port = (low + z % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port below {ephemeral_low}");
 }
 
 /// A node's number and ports.
