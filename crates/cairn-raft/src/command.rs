@@ -27,8 +27,41 @@ pub enum Command {
         writes: Vec<Write>,
         /// The version's metadata (at most [`META_BYTES_MAX`] bytes).
         meta: Vec<u8>,
+        /// Answer with receipts ([`WriteReceipts`]) on the node where the client waits. Left
+        /// out of the stored bytes when false, so entries written before it existed read the
+        /// same.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        prove: bool,
     },
 }
+
+/// The receipts of a write made with `prove`, as the ledger's `transact_proved` gives them:
+/// made by the node where the client waits, while applying the entry (so against the digest of
+/// the version it made), and kept in memory only: never stored, never sent between nodes.
+#[derive(Clone, Debug, Default)]
+pub struct WriteReceipts {
+    /// The keys the command expected, as of the version before (`None`: it expected none, or
+    /// made version 1).
+    pub reads: Option<cairn_ledger::ProvedKeys>,
+    /// The keys it wrote (set or deleted), as of the version made.
+    pub writes: Option<cairn_ledger::ProvedKeys>,
+}
+
+/// What two [`WriteReceipts`] are compared by: the keys, the version and the receipt's bytes.
+type Proven<'a> = (&'a [(String, Vec<Vec<u8>>)], u64, Vec<u8>);
+
+impl PartialEq for WriteReceipts {
+    /// Equal when they prove the same keys at the same versions with the same receipt bytes.
+    fn eq(&self, other: &Self) -> bool {
+        fn proven(p: &Option<cairn_ledger::ProvedKeys>) -> Option<Proven<'_>> {
+            p.as_ref()
+                .map(|p| (&p.keys[..], p.read.version, p.read.receipt.encode()))
+        }
+        proven(&self.reads) == proven(&other.reads) && proven(&self.writes) == proven(&other.writes)
+    }
+}
+
+impl Eq for WriteReceipts {}
 
 /// A key set to a value or deleted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +97,9 @@ pub enum Response {
         ledger_root: [u8; 32],
         /// The root of the ledger's history tree with it (digest of size `version`).
         digest_root: [u8; 32],
+        /// With `prove`, on the node where the client waited: the receipts (in memory only).
+        #[serde(skip)]
+        receipts: Option<Box<WriteReceipts>>,
     },
     /// Every expectation held and there was nothing to write: no version.
     Unchanged {
@@ -111,6 +147,7 @@ impl Command {
             expects,
             writes,
             meta,
+            ..
         } = self;
         if meta.len() > META_BYTES_MAX {
             return Some(format!(

@@ -8,12 +8,12 @@
 //! is), a node ([`Node`]: writes through the leader, linearizable reads by read index, a
 //! documented stale read), the Raft log in a Cairn session ([`DurableLog`]: appends through
 //! Cairn's write-ahead log, openraft told of them by its durability notice) or in memory
-//! ([`MemLog`]), and an in-process transport with partitions ([`LocalNetwork`]), with tests of
-//! a three-node cluster through a leader partition, a leader crash, a follower's restart and
-//! a whole cluster's. Formats: `docs/format/raft.md`. What is not built yet (issue 48;
-//! `docs/cluster-plan.md` gives the order): snapshots between nodes, the HTTP transport and
-//! `cairn-server --raft`, the multi-process fault harness, shards as Raft groups (their global
-//! root and proofs are in [`cairn_proof::shard`]), cross-shard transactions.
+//! ([`MemLog`]), transports in process ([`LocalNetwork`]) and over HTTP ([`HttpNetwork`],
+//! [`peer_router`]) whose links a test can cut ([`Faults`]), and a linearizability checker
+//! ([`lincheck`]). `cairn-server --raft` runs a node as a process. Formats:
+//! `docs/format/raft.md`. What is not built yet (issue 48; `docs/cluster-plan.md` gives the
+//! order): snapshots between nodes and the log's purge, peer TLS, shards as Raft groups (their
+//! global root and proofs are in [`cairn_proof::shard`]), cross-shard transactions.
 //!
 //! Modules, each owning one concept: `command` (what the log carries), `machine` (applying
 //! it), `format` (the bytes stored), `durable_log` and `mem_log` (log storage), `local` (the in-process transport), `node`
@@ -34,7 +34,7 @@ mod machine;
 mod mem_log;
 mod node;
 
-pub use command::{Command, Expectation, Response, Write};
+pub use command::{Command, Expectation, Response, Write, WriteReceipts};
 pub use durable_log::DurableLog;
 pub use faults::Faults;
 pub use http::{

@@ -92,10 +92,14 @@ impl LedgerMachine {
 
 /// Applies one command. Errors: the ledger's own failures (I/O, a broken table), never a
 /// refusal or a conflict, which are answers.
+/// Applies `command` to `ledger`, storing `applied` with the version it makes; with `prove`
+/// (on the node where the client waits), also proves what it expected and wrote, at once,
+/// while the version it made is the newest.
 fn apply_command(
     ledger: &Ledger,
     command: &Command,
     applied: &[u8],
+    prove: bool,
 ) -> Result<Response, LedgerError> {
     if let Some(reason) = command.refusal(ledger) {
         return Ok(Response::Refused { reason });
@@ -104,6 +108,7 @@ fn apply_command(
         expects,
         writes,
         meta,
+        ..
     } = command;
     for (index, e) in expects.iter().enumerate() {
         if ledger.get(&e.table, &e.key)? != e.value {
@@ -127,11 +132,18 @@ fn apply_command(
         batch.meta(meta);
     }
     match ledger.write(&batch) {
-        Ok(Some(c)) => Ok(Response::Committed {
-            version: c.version,
-            ledger_root: c.ledger_root,
-            digest_root: c.digest.root,
-        }),
+        Ok(Some(c)) => {
+            let receipts = match prove {
+                true => Some(Box::new(receipts(ledger, c.version, expects, writes)?)),
+                false => None,
+            };
+            Ok(Response::Committed {
+                version: c.version,
+                ledger_root: c.ledger_root,
+                digest_root: c.digest.root,
+                receipts,
+            })
+        }
         Ok(None) => Ok(Response::Unchanged {
             version: ledger.version(),
         }),
@@ -140,6 +152,49 @@ fn apply_command(
             None => Err(e),
         },
     }
+}
+
+/// The receipts of a command that made `version` (the newest: this runs on the applying task,
+/// before any later entry): its expectations as of the version before, its writes as of
+/// `version`, each table's keys sorted and once, as `Ledger::transact_proved` gives them.
+fn receipts(
+    ledger: &Ledger,
+    version: u64,
+    expects: &[crate::command::Expectation],
+    writes: &[crate::command::Write],
+) -> Result<crate::command::WriteReceipts, LedgerError> {
+    fn promises<'a>(
+        version: u64,
+        keys: impl Iterator<Item = (&'a str, &'a [u8])>,
+    ) -> Vec<cairn_ledger::Promise> {
+        let mut by_table: std::collections::BTreeMap<&str, std::collections::BTreeSet<&[u8]>> =
+            Default::default();
+        for (table, key) in keys {
+            by_table.entry(table).or_default().insert(key);
+        }
+        (by_table.into_iter())
+            .map(|(table, keys)| cairn_ledger::Promise {
+                version,
+                table: table.to_string(),
+                keys: keys.into_iter().map(<[u8]>::to_vec).collect(),
+            })
+            .collect()
+    }
+    let written = promises(
+        version,
+        writes.iter().map(|w| (w.table.as_str(), w.key.as_slice())),
+    );
+    let writes = ledger.prove_promises(&written)?.into_iter().next();
+    let reads = if expects.is_empty() || version <= 1 {
+        None
+    } else {
+        let expected = promises(
+            version - 1,
+            expects.iter().map(|e| (e.table.as_str(), e.key.as_slice())),
+        );
+        ledger.prove_promises(&expected)?.into_iter().next()
+    };
+    Ok(crate::command::WriteReceipts { reads, writes })
 }
 
 /// The ledger's errors that depend only on the command (so every node meets them alike).
@@ -187,11 +242,16 @@ impl RaftStateMachine<TypeConfig> for LedgerMachine {
                 EntryPayload::Normal(command) => {
                     let ledger = Arc::clone(&self.ledger);
                     let applied = crate::format::encode_applied(&(log_id, self.membership.clone()));
+                    // Receipts only where a client waits for them.
+                    let prove = responder.is_some()
+                        && matches!(command, Command::Write { prove: true, .. });
                     // The ledger does blocking I/O: off the runtime's worker threads.
-                    tokio::task::spawn_blocking(move || apply_command(&ledger, &command, &applied))
-                        .await
-                        .map_err(io::Error::other)?
-                        .map_err(io::Error::other)?
+                    tokio::task::spawn_blocking(move || {
+                        apply_command(&ledger, &command, &applied, prove)
+                    })
+                    .await
+                    .map_err(io::Error::other)?
+                    .map_err(io::Error::other)?
                 }
             };
             self.applied = Some(log_id);

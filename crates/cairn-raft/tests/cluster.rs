@@ -115,6 +115,7 @@ fn put(key: &str, value: &str) -> Command {
             value: Some(value.into()),
         }],
         meta: vec![],
+        prove: false,
     }
 }
 
@@ -157,6 +158,7 @@ async fn three_nodes_make_the_same_versions() {
             },
         ],
         meta: b"transfer".to_vec(),
+        prove: false,
     };
     assert!(matches!(
         c.write(transfer("35"), &[]).await,

@@ -62,6 +62,7 @@ fn values() -> Vec<(&'static str, Vec<u8>)> {
             },
         ],
         meta: b"transfer 10".to_vec(),
+        prove: false,
     };
     vec![
         (

@@ -117,6 +117,7 @@ async fn client(c: Arc<Cluster>, recorder: Recorder, id: u64, deadline: Instant)
                         value: Some(value),
                     }],
                     meta: vec![],
+                    prove: false,
                 };
                 match tokio::time::timeout(Duration::from_secs(2), node.write(command)).await {
                     Ok(Ok(Response::Committed { .. })) => {
@@ -157,6 +158,7 @@ async fn client(c: Arc<Cluster>, recorder: Recorder, id: u64, deadline: Instant)
                         value: Some(value),
                     }],
                     meta: vec![],
+                    prove: false,
                 };
                 match tokio::time::timeout(Duration::from_secs(2), node.write(command)).await {
                     Ok(Ok(Response::Committed { .. })) => {

@@ -33,7 +33,7 @@ use cairn_ledger::Ledger;
 use cairn_raft::openraft::error::{InitializeError, RaftError};
 use cairn_raft::{
     peer_router_with_faults, ClusterSecret, Command, Consistency, DurableLog, Expectation, Faults,
-    HttpNetwork, Member, Node, NodeId, Response,
+    HttpNetwork, Member, Node, NodeId, Response, WriteReceipts,
 };
 
 use crate::config::ClusterConfig;
@@ -138,9 +138,13 @@ impl Cluster {
     }
 
     /// Proposes `command` and answers it as the API answers a write: the version made (none
-    /// when there was nothing to write), 409 when an expectation failed, 400 when it can
-    /// never apply, 421 on a node that does not lead, 503 when its outcome is unknown.
-    pub async fn write(&self, command: Command) -> Result<wire::CommitResponse, ApiError> {
+    /// when there was nothing to write) with the receipts a `prove` command asked for, 409
+    /// when an expectation failed, 400 when it can never apply, 421 on a node that does not
+    /// lead, 503 when its outcome is unknown.
+    pub async fn write(
+        &self,
+        command: Command,
+    ) -> Result<(wire::CommitResponse, Option<Box<WriteReceipts>>), ApiError> {
         let expects: Vec<Expectation> = match &command {
             Command::Write { expects, .. } => expects.clone(),
         };
@@ -152,17 +156,21 @@ impl Cluster {
                 version,
                 ledger_root,
                 digest_root,
-            } => Ok(wire::CommitResponse {
-                version,
-                ledger_root: ledger_root.to_vec(),
-                digest: Some(wire::Digest {
-                    size: version,
-                    root: digest_root.to_vec(),
-                }),
-                reads: None,
-                writes: None,
-            }),
-            Response::Unchanged { .. } => Ok(wire::CommitResponse::default()),
+                receipts,
+            } => {
+                let response = wire::CommitResponse {
+                    version,
+                    ledger_root: ledger_root.to_vec(),
+                    digest: Some(wire::Digest {
+                        size: version,
+                        root: digest_root.to_vec(),
+                    }),
+                    reads: None,
+                    writes: None,
+                };
+                Ok((response, receipts))
+            }
+            Response::Unchanged { .. } => Ok((wire::CommitResponse::default(), None)),
             Response::Conflict { index } => {
                 let what = match expects.get(index) {
                     Some(e) => format!("key {} of table {:?}", hex::encode(&e.key), e.table),

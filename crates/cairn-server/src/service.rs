@@ -485,10 +485,8 @@ async fn put(
     metrics::histogram!("cairn_commit_keys").record(keys as f64);
     if let Some(cluster) = &state.cluster {
         let command = replicated(&[], &req.tables, &req.meta, req.prove);
-        let response = cluster
-            .write(command.map_err(|e| e.in_format(answer))?)
-            .await;
-        return Ok(Reply(response.map_err(|e| e.in_format(answer))?, answer));
+        let response = cluster_write(cluster, command, answer).await?;
+        return Ok(Reply(response, answer));
     }
     let response = blocking(answer, move || {
         if req.prove {
@@ -614,10 +612,8 @@ async fn transact(
     metrics::histogram!("cairn_commit_keys").record(keys as f64);
     if let Some(cluster) = &state.cluster {
         let command = replicated(&req.expects, &req.tables, &req.meta, req.prove);
-        let response = cluster
-            .write(command.map_err(|e| e.in_format(answer))?)
-            .await;
-        return Ok(Reply(response.map_err(|e| e.in_format(answer))?, answer));
+        let response = cluster_write(cluster, command, answer).await?;
+        return Ok(Reply(response, answer));
     }
     let response = blocking(answer, move || {
         run_transaction(&ledger, &req.meta, &req.expects, &req.tables, req.prove)
@@ -947,20 +943,30 @@ async fn barrier(state: &AppState, uri: &Uri, format: Format) -> Result<(), ApiE
     (cluster.read_barrier(consistency).await).map_err(|e| e.in_format(format))
 }
 
-/// A write request as the command a cluster replicates. Errors: 400 for `prove`, which a
-/// cluster node does not serve yet (a linearizable `get` after the write proves the values).
+/// Proposes a write through the cluster and answers it, with its receipts when it asked for
+/// them (as `run_transaction` answers on a single server).
+async fn cluster_write(
+    cluster: &Cluster,
+    command: cairn_raft::Command,
+    format: Format,
+) -> Result<wire::CommitResponse, ApiError> {
+    let (mut response, receipts) =
+        (cluster.write(command).await).map_err(|e| e.in_format(format))?;
+    if let Some(receipts) = receipts {
+        let receipts = *receipts;
+        response.reads = receipts.reads.map(proved_keys);
+        response.writes = receipts.writes.map(proved_keys);
+    }
+    Ok(response)
+}
+
+/// A write request as the command a cluster replicates.
 fn replicated(
     expects: &[wire::TableExpects],
     tables: &[wire::TableWrites],
     meta: &[u8],
     prove: bool,
-) -> Result<cairn_raft::Command, ApiError> {
-    if prove {
-        return Err(ApiError::bad_request(
-            "a cluster node does not answer writes with receipts yet: read the keys after the \
-             write (a get answers with their proofs)",
-        ));
-    }
+) -> cairn_raft::Command {
     let expects = (expects.iter())
         .flat_map(|t| {
             t.expects.iter().map(move |e| cairn_raft::Expectation {
@@ -977,11 +983,12 @@ fn replicated(
             value: w.value.clone(),
         })
         .collect();
-    Ok(cairn_raft::Command::Write {
+    cairn_raft::Command::Write {
         expects,
         writes,
         meta: meta.to_vec(),
-    })
+        prove,
+    }
 }
 
 /// The cluster this server is a node of, for a caller with the admin right on some ledger.

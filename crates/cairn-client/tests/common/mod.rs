@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+pub mod exercise;
+
 use cairn_server::auth::{new_token, token_hash, Right};
 use cairn_server::config::{GrantConfig, LedgerConfig, TlsConfig, TokenConfig};
 use cairn_server::{Config, Running};

@@ -62,6 +62,7 @@ pub fn put(table: &str, key: &str, value: &str) -> Command {
             value: Some(value.into()),
         }],
         meta: vec![],
+        prove: false,
     }
 }
 
