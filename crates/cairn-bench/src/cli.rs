@@ -600,7 +600,9 @@ pub struct ServeArgs {
     /// Concurrent client counts, comma-separated.
     #[arg(long, default_value = "1,16,64,256")]
     pub clients: String,
-    /// Servers, comma-separated: cairn, immudb (in each cell, in this order).
+    /// Servers, comma-separated: cairn, immudb, and Cairn clusters cairn-raft1 (one
+    /// `cairn-server --raft` node) and cairn-raft3 (three, served by the leader), in each cell
+    /// in this order.
     #[arg(long, default_value = "cairn,immudb")]
     pub engines: String,
     /// Seconds each Cairn cell's clients run.

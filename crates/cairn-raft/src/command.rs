@@ -45,6 +45,9 @@ pub struct WriteReceipts {
     pub reads: Option<cairn_ledger::ProvedKeys>,
     /// The keys it wrote (set or deleted), as of the version made.
     pub writes: Option<cairn_ledger::ProvedKeys>,
+    /// Why the receipts could not be made (a read of the ledger failed), if they could not:
+    /// the write was made all the same.
+    pub failed: Option<String>,
 }
 
 /// What two [`WriteReceipts`] are compared by: the keys, the version and the receipt's bytes.
@@ -57,7 +60,9 @@ impl PartialEq for WriteReceipts {
             p.as_ref()
                 .map(|p| (&p.keys[..], p.read.version, p.read.receipt.encode()))
         }
-        proven(&self.reads) == proven(&other.reads) && proven(&self.writes) == proven(&other.writes)
+        proven(&self.reads) == proven(&other.reads)
+            && proven(&self.writes) == proven(&other.writes)
+            && self.failed == other.failed
     }
 }
 

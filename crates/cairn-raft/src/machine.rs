@@ -133,10 +133,22 @@ fn apply_command(
     }
     match ledger.write(&batch) {
         Ok(Some(c)) => {
-            let receipts = match prove {
-                true => Some(Box::new(receipts(ledger, c.version, expects, writes)?)),
-                false => None,
-            };
+            // Both against the digest of the version made (as the client checks them): the
+            // expectations as of the version before, which a ledger keeps provable with a
+            // window of one version or more (`cairn-server` gives a cluster's ledger one).
+            let receipts = prove.then(|| {
+                let reads = prove_keys(
+                    ledger,
+                    c.version - 1,
+                    expects.iter().map(|e| (e.table.as_str(), e.key.as_slice())),
+                );
+                let writes = prove_keys(
+                    ledger,
+                    c.version,
+                    writes.iter().map(|w| (w.table.as_str(), w.key.as_slice())),
+                );
+                Box::new(receipts_of(c.version, reads, writes))
+            });
             Ok(Response::Committed {
                 version: c.version,
                 ledger_root: c.ledger_root,
@@ -154,47 +166,51 @@ fn apply_command(
     }
 }
 
-/// The receipts of a command that made `version` (the newest: this runs on the applying task,
-/// before any later entry): its expectations as of the version before, its writes as of
-/// `version`, each table's keys sorted and once, as `Ledger::transact_proved` gives them.
-fn receipts(
+/// Proves `keys` at `version` (the newest), each table's keys sorted and once, as
+/// `Ledger::transact_proved` gives them: `None` for no key or version 0.
+fn prove_keys<'a>(
     ledger: &Ledger,
     version: u64,
-    expects: &[crate::command::Expectation],
-    writes: &[crate::command::Write],
-) -> Result<crate::command::WriteReceipts, LedgerError> {
-    fn promises<'a>(
-        version: u64,
-        keys: impl Iterator<Item = (&'a str, &'a [u8])>,
-    ) -> Vec<cairn_ledger::Promise> {
-        let mut by_table: std::collections::BTreeMap<&str, std::collections::BTreeSet<&[u8]>> =
-            Default::default();
-        for (table, key) in keys {
-            by_table.entry(table).or_default().insert(key);
-        }
-        (by_table.into_iter())
-            .map(|(table, keys)| cairn_ledger::Promise {
-                version,
-                table: table.to_string(),
-                keys: keys.into_iter().map(<[u8]>::to_vec).collect(),
-            })
-            .collect()
+    keys: impl Iterator<Item = (&'a str, &'a [u8])>,
+) -> Result<Option<cairn_ledger::ProvedKeys>, LedgerError> {
+    let mut by_table: std::collections::BTreeMap<&str, std::collections::BTreeSet<&[u8]>> =
+        Default::default();
+    for (table, key) in keys {
+        by_table.entry(table).or_default().insert(key);
     }
-    let written = promises(
-        version,
-        writes.iter().map(|w| (w.table.as_str(), w.key.as_slice())),
-    );
-    let writes = ledger.prove_promises(&written)?.into_iter().next();
-    let reads = if expects.is_empty() || version <= 1 {
-        None
-    } else {
-        let expected = promises(
-            version - 1,
-            expects.iter().map(|e| (e.table.as_str(), e.key.as_slice())),
-        );
-        ledger.prove_promises(&expected)?.into_iter().next()
-    };
-    Ok(crate::command::WriteReceipts { reads, writes })
+    if by_table.is_empty() || version == 0 {
+        return Ok(None);
+    }
+    let promises: Vec<cairn_ledger::Promise> = (by_table.into_iter())
+        .map(|(table, keys)| cairn_ledger::Promise {
+            version,
+            table: table.to_string(),
+            keys: keys.into_iter().map(<[u8]>::to_vec).collect(),
+        })
+        .collect();
+    Ok(ledger.prove_promises(&promises)?.into_iter().next())
+}
+
+/// The receipts of a write that made `version`, or why they could not be made (the write
+/// stands either way: a failed proof is a read that failed, never a reason to stop the node).
+fn receipts_of(
+    version: u64,
+    reads: Result<Option<cairn_ledger::ProvedKeys>, LedgerError>,
+    writes: Result<Option<cairn_ledger::ProvedKeys>, LedgerError>,
+) -> crate::command::WriteReceipts {
+    match (reads, writes) {
+        (Ok(reads), Ok(writes)) => crate::command::WriteReceipts {
+            reads,
+            writes,
+            failed: None,
+        },
+        (Err(e), _) | (_, Err(e)) => crate::command::WriteReceipts {
+            failed: Some(format!(
+                "version {version} was made, but its receipts were not: {e}"
+            )),
+            ..Default::default()
+        },
+    }
 }
 
 /// The ledger's errors that depend only on the command (so every node meets them alike).

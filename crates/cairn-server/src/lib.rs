@@ -135,7 +135,8 @@ pub async fn start(
             };
             let c = c
                 .ordered(l.ordered.clone())
-                .history(l.history)
+                // A cluster proves a write's reads as of the version before it, once made.
+                .history(if replicated { l.history.max(1) } else { l.history })
                 .group(l.group.max(1))
                 .range_max(limits_keys);
             let ledger = match &ledger_disk {

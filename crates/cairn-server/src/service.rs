@@ -954,6 +954,11 @@ async fn cluster_write(
         (cluster.write(command).await).map_err(|e| e.in_format(format))?;
     if let Some(receipts) = receipts {
         let receipts = *receipts;
+        if let Some(failed) = receipts.failed {
+            tracing::error!(error = %failed, "a cluster write's receipts");
+            let e = ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "receipts_failed", failed);
+            return Err(e.in_format(format));
+        }
         response.reads = receipts.reads.map(proved_keys);
         response.writes = receipts.writes.map(proved_keys);
     }

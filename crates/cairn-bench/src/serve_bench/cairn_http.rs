@@ -119,9 +119,10 @@ pub struct ServerSetup {
     pub group: usize,
 }
 
-/// `cairn-server` running in its own process on a loopback port.
+/// `cairn-server` running in its own process on a loopback port, or a cluster of them (then
+/// the clients talk to the leader).
 pub struct Server {
-    child: Child,
+    children: Vec<Child>,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
     /// The bearer token the clients present.
@@ -136,7 +137,12 @@ impl Server {
     /// Starts the server with one ledger `bank` (tables `checking`, `savings`) in `dir/ledger`,
     /// plain HTTP on loopback with a bearer token (read and write on that ledger), its limits
     /// raised so that 4,096 clients are never refused (429) or kept waiting for a connection.
-    pub fn start(setup: &ServerSetup, dir: &Path) -> Result<Server, Failure> {
+    /// With `nodes` above zero, a cluster of that many `cairn-server --raft` processes instead
+    /// (each in `dir/nodeN`, the token an admin too, to find the leader), served by its leader.
+    pub fn start(setup: &ServerSetup, dir: &Path, nodes: usize) -> Result<Server, Failure> {
+        if nodes > 0 {
+            return Server::start_cluster(setup, dir, nodes);
+        }
         let port = free_port()?;
         let token = format!("bench-{}", hex::encode(random_bytes()?));
         let hash = hex::encode(Sha256::digest(token.as_bytes()));
@@ -174,8 +180,8 @@ impl Server {
             .stderr(stderr)
             .spawn()
             .context(|| format!("starting {}", setup.binary.display()))?;
-        let mut server = Server {
-            child,
+        let server = Server {
+            children: vec![child],
             url: format!("http://127.0.0.1:{port}"),
             token,
             log,
@@ -183,13 +189,125 @@ impl Server {
         };
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         if let Err(e) = wait_http_ok(addr, "/ready", Duration::from_secs(60)) {
-            let _ = server.child.kill();
-            let _ = server.child.wait();
             return Err(Failure(format!(
                 "{e}: cairn-server did not start (its log: {})",
                 server.log.display()
             )));
         }
+        Ok(server)
+    }
+
+    /// [`Server::start`] of a cluster of `nodes` processes: node 1 initializes it; the
+    /// server's URL, log and ledger are the leader's once one is elected.
+    fn start_cluster(setup: &ServerSetup, dir: &Path, nodes: usize) -> Result<Server, Failure> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let token = format!("bench-{}", hex::encode(random_bytes()?));
+        let hash = hex::encode(Sha256::digest(token.as_bytes()));
+        let secret = dir.join("cluster.secret");
+        std::fs::write(&secret, hex::encode(random_bytes()?))
+            .and_then(|()| {
+                std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600))
+            })
+            .context(|| format!("writing {}", secret.display()))?;
+        let ports: Vec<(u16, u16)> = (0..nodes)
+            .map(|_| Ok((free_port()?, free_port()?)))
+            .collect::<Result<_, Failure>>()?;
+        let init: Vec<String> = (ports.iter().enumerate())
+            .map(|(i, (api, peer))| {
+                format!(
+                    "{{ id = {}, addr = \"127.0.0.1:{peer}\", api = \"http://127.0.0.1:{api}\" }}",
+                    i + 1
+                )
+            })
+            .collect();
+        let mut server = Server {
+            children: Vec::new(),
+            url: String::new(),
+            token,
+            log: PathBuf::new(),
+            ledger_dir: PathBuf::new(),
+        };
+        for (i, (api, peer)) in ports.iter().enumerate() {
+            let node_dir = dir.join(format!("node{}", i + 1));
+            std::fs::create_dir_all(&node_dir)
+                .context(|| format!("creating {}", node_dir.display()))?;
+            let config = format!(
+                "listen = \"127.0.0.1:{api}\"\n\
+                 insecure_loopback = true\n\
+                 \n\
+                 [limits]\n\
+                 concurrent_requests = 8192\n\
+                 connections = 8192\n\
+                 \n\
+                 [[ledgers]]\n\
+                 name = \"{LEDGER}\"\n\
+                 dir = {ledger:?}\n\
+                 tables = [\"{CHECKING}\", \"{SAVINGS}\"]\n\
+                 group = {group}\n\
+                 \n\
+                 [[tokens]]\n\
+                 name = \"bench\"\n\
+                 sha256 = \"{hash}\"\n\
+                 grants = [{{ ledger = \"{LEDGER}\", rights = [\"read\", \"write\", \"admin\"] }}]\n\
+                 \n\
+                 [cluster]\n\
+                 id = {id}\n\
+                 listen = \"127.0.0.1:{peer}\"\n\
+                 secret_file = {secret:?}\n\
+                 dir = {raft:?}\n\
+                 init = [{init}]\n",
+                ledger = node_dir.join("ledger"),
+                group = setup.group,
+                id = i + 1,
+                raft = node_dir.join("raft"),
+                init = if i == 0 { init.join(", ") } else { String::new() },
+            );
+            let config_path = node_dir.join("server.toml");
+            std::fs::write(&config_path, config)
+                .context(|| format!("writing {}", config_path.display()))?;
+            let log = node_dir.join("server.log");
+            let stderr = std::fs::File::create(&log).context(|| "creating a node's log".into())?;
+            let child = Command::new(&setup.binary)
+                .arg("--raft")
+                .arg("--config")
+                .arg(&config_path)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(stderr)
+                .spawn()
+                .context(|| format!("starting {}", setup.binary.display()))?;
+            server.children.push(child);
+            server.log = log;
+        }
+        for (api, _) in &ports {
+            let addr = SocketAddr::from(([127, 0, 0, 1], *api));
+            wait_http_ok(addr, "/ready", Duration::from_secs(60)).map_err(|e| {
+                Failure(format!(
+                    "{e}: a cluster node did not start (logs in {})",
+                    dir.display()
+                ))
+            })?;
+        }
+        let started = Instant::now();
+        let leader = loop {
+            let addr = SocketAddr::from(([127, 0, 0, 1], ports[0].0));
+            let status = http_get_json(addr, "/v1/cluster", &server.token);
+            if let Some(id) = status.as_ref().and_then(|s| s["leader"].as_u64()) {
+                break id as usize;
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                return Err(Failure(format!(
+                    "the cluster elected no leader within 60 s (logs in {})",
+                    dir.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let (api, _) = ports[leader - 1];
+        server.url = format!("http://127.0.0.1:{api}");
+        let leader_dir = dir.join(format!("node{leader}"));
+        server.log = leader_dir.join("server.log");
+        server.ledger_dir = leader_dir.join("ledger");
         Ok(server)
     }
 
@@ -205,12 +323,14 @@ impl Server {
     /// Stops the server gracefully (SIGTERM: in-flight requests finished, the log synced, a
     /// checkpoint taken) and checks it exited with 0.
     pub fn stop(mut self) -> Result<(), Failure> {
-        let status = terminate(&mut self.child, Duration::from_secs(60))?;
-        if !status.success() {
-            return Err(Failure(format!(
-                "cairn-server exited with {status} (its log: {})",
-                self.log.display()
-            )));
+        for child in &mut self.children {
+            let status = terminate(child, Duration::from_secs(60))?;
+            if !status.success() {
+                return Err(Failure(format!(
+                    "cairn-server exited with {status} (its log: {})",
+                    self.log.display()
+                )));
+            }
         }
         Ok(())
     }
@@ -218,11 +338,31 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        for child in &mut self.children {
+            if let Ok(None) = child.try_wait() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
     }
+}
+
+/// `GET path` on `addr` with a bearer token, its body as JSON when it answers 200.
+fn http_get_json(addr: SocketAddr, path: &str, token: &str) -> Option<serde_json::Value> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Connection: close\r\n\r\n"
+    );
+    s.write_all(request.as_bytes()).ok()?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).ok()?;
+    if !answer.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    let body = answer.split_once("\r\n\r\n")?.1;
+    serde_json::from_str(body).ok()
 }
 
 /// 16 bytes from the OS's random source (the run's token).

@@ -124,10 +124,12 @@ pub fn run(args: &ServeArgs) -> Result<(), Failure> {
     for e in args.engines.split(',') {
         match e.trim() {
             "cairn" => engines.push("cairn"),
+            "cairn-raft1" => engines.push("cairn-raft1"),
+            "cairn-raft3" => engines.push("cairn-raft3"),
             "immudb" => engines.push("immudb"),
             other => {
                 return Err(Failure(format!(
-                    "--engines: {other:?} is not cairn or immudb"
+                    "--engines: {other:?} is not cairn, cairn-raft1, cairn-raft3 or immudb"
                 )))
             }
         }
@@ -166,7 +168,9 @@ pub fn run(args: &ServeArgs) -> Result<(), Failure> {
             let dir = base.path().join(format!("{engine}-{c}"));
             std::fs::create_dir_all(&dir).context(|| format!("creating {}", dir.display()))?;
             let row = match engine {
-                "cairn" => run_cairn(args, &setup, &rt, &dir, c)?,
+                "cairn" => run_cairn(args, &setup, &rt, &dir, c, 0)?,
+                "cairn-raft1" => run_cairn(args, &setup, &rt, &dir, c, 1)?,
+                "cairn-raft3" => run_cairn(args, &setup, &rt, &dir, c, 3)?,
                 _ => run_immudb(
                     args,
                     immudb_bin.as_deref().unwrap_or(Path::new("immudb")),
@@ -235,8 +239,9 @@ fn run_cairn(
     rt: &tokio::runtime::Runtime,
     dir: &Path,
     clients: u64,
+    nodes: usize,
 ) -> Result<Row, Failure> {
-    let server = cairn_http::Server::start(setup, dir)?;
+    let server = cairn_http::Server::start(setup, dir, nodes)?;
     let loader = server.client()?;
     let load_seconds = rt.block_on(cairn_http::load(&loader, args.accounts))?;
     crate::sys::proc::settle_disk(Duration::from_millis(500));
@@ -260,7 +265,11 @@ fn run_cairn(
     server.stop()?;
     figures.disk_bytes = Some(crate::ledger_receipts::usage(&ledger_dir)?.values().sum());
     Ok(Row {
-        engine: "cairn",
+        engine: match nodes {
+            0 => "cairn",
+            1 => "cairn-raft1",
+            _ => "cairn-raft3",
+        },
         clients,
         load_seconds,
         figures,
@@ -333,7 +342,7 @@ fn raw_rate(
     };
     let dir = base.join("wrk");
     std::fs::create_dir_all(&dir).context(|| format!("creating {}", dir.display()))?;
-    let server = cairn_http::Server::start(setup, &dir)?;
+    let server = cairn_http::Server::start(setup, &dir, 0)?;
     let loader = server.client()?;
     rt.block_on(cairn_http::load(&loader, args.accounts))?;
     crate::sys::proc::settle_disk(Duration::from_millis(500));
