@@ -147,26 +147,7 @@ impl Server {
         let token = format!("bench-{}", hex::encode(random_bytes()?));
         let hash = hex::encode(Sha256::digest(token.as_bytes()));
         let ledger_dir = dir.join("ledger");
-        let config = format!(
-            "listen = \"127.0.0.1:{port}\"\n\
-             insecure_loopback = true\n\
-             \n\
-             [limits]\n\
-             concurrent_requests = 8192\n\
-             connections = 8192\n\
-             \n\
-             [[ledgers]]\n\
-             name = \"{LEDGER}\"\n\
-             dir = {ledger_dir:?}\n\
-             tables = [\"{CHECKING}\", \"{SAVINGS}\"]\n\
-             group = {group}\n\
-             \n\
-             [[tokens]]\n\
-             name = \"bench\"\n\
-             sha256 = \"{hash}\"\n\
-             grants = [{{ ledger = \"{LEDGER}\", rights = [\"read\", \"write\"] }}]\n",
-            group = setup.group,
-        );
+        let config = config_text(port, &ledger_dir, setup.group, &hash, "");
         let config_path = dir.join("server.toml");
         std::fs::write(&config_path, config)
             .context(|| format!("writing {}", config_path.display()))?;
@@ -231,37 +212,15 @@ impl Server {
             let node_dir = dir.join(format!("node{}", i + 1));
             std::fs::create_dir_all(&node_dir)
                 .context(|| format!("creating {}", node_dir.display()))?;
-            let config = format!(
-                "listen = \"127.0.0.1:{api}\"\n\
-                 insecure_loopback = true\n\
-                 \n\
-                 [limits]\n\
-                 concurrent_requests = 8192\n\
-                 connections = 8192\n\
-                 \n\
-                 [[ledgers]]\n\
-                 name = \"{LEDGER}\"\n\
-                 dir = {ledger:?}\n\
-                 tables = [\"{CHECKING}\", \"{SAVINGS}\"]\n\
-                 group = {group}\n\
-                 \n\
-                 [[tokens]]\n\
-                 name = \"bench\"\n\
-                 sha256 = \"{hash}\"\n\
-                 grants = [{{ ledger = \"{LEDGER}\", rights = [\"read\", \"write\", \"admin\"] }}]\n\
-                 \n\
-                 [cluster]\n\
-                 id = {id}\n\
-                 listen = \"127.0.0.1:{peer}\"\n\
-                 secret_file = {secret:?}\n\
-                 dir = {raft:?}\n\
-                 init = [{init}]\n",
-                ledger = node_dir.join("ledger"),
-                group = setup.group,
+            let cluster =
+                format!(
+                "\n[cluster]\nid = {id}\nlisten = \"127.0.0.1:{peer}\"\nsecret_file = {secret:?}\n\
+                 dir = {raft:?}\ninit = [{init}]\n",
                 id = i + 1,
                 raft = node_dir.join("raft"),
                 init = if i == 0 { init.join(", ") } else { String::new() },
             );
+            let config = config_text(*api, &node_dir.join("ledger"), setup.group, &hash, &cluster);
             let config_path = node_dir.join("server.toml");
             std::fs::write(&config_path, config)
                 .context(|| format!("writing {}", config_path.display()))?;
@@ -345,6 +304,38 @@ impl Drop for Server {
             }
         }
     }
+}
+
+/// A server's configuration: plain HTTP on loopback `port`, limits raised so that 4,096
+/// clients are never refused or kept waiting, ledger `bank` in `ledger_dir`, the bench's token
+/// (by its SHA-256 `hash`) with read and write on it (and admin, for a cluster node: `cluster`,
+/// its `[cluster]` section, not empty).
+fn config_text(port: u16, ledger_dir: &Path, group: usize, hash: &str, cluster: &str) -> String {
+    let admin = if cluster.is_empty() {
+        ""
+    } else {
+        ", \"admin\""
+    };
+    format!(
+        "listen = \"127.0.0.1:{port}\"\n\
+         insecure_loopback = true\n\
+         \n\
+         [limits]\n\
+         concurrent_requests = 8192\n\
+         connections = 8192\n\
+         \n\
+         [[ledgers]]\n\
+         name = \"{LEDGER}\"\n\
+         dir = {ledger_dir:?}\n\
+         tables = [\"{CHECKING}\", \"{SAVINGS}\"]\n\
+         group = {group}\n\
+         \n\
+         [[tokens]]\n\
+         name = \"bench\"\n\
+         sha256 = \"{hash}\"\n\
+         grants = [{{ ledger = \"{LEDGER}\", rights = [\"read\", \"write\"{admin}] }}]\n\
+         {cluster}"
+    )
 }
 
 /// `GET path` on `addr` with a bearer token, its body as JSON when it answers 200.
