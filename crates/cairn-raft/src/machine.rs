@@ -90,11 +90,11 @@ impl LedgerMachine {
     }
 }
 
-/// Applies one command. Errors: the ledger's own failures (I/O, a broken table), never a
-/// refusal or a conflict, which are answers.
 /// Applies `command` to `ledger`, storing `applied` with the version it makes; with `prove`
 /// (on the node where the client waits), also proves what it expected and wrote, at once,
-/// while the version it made is the newest.
+/// while the version it made is the newest. Errors: the ledger's own failures (I/O, a broken
+/// table), never a refusal or a conflict, which are answers, nor a failed proof (an answer
+/// too: [`crate::WriteReceipts::failed`]).
 fn apply_command(
     ledger: &Ledger,
     command: &Command,
@@ -166,8 +166,9 @@ fn apply_command(
     }
 }
 
-/// Proves `keys` at `version` (the newest), each table's keys sorted and once, as
-/// `Ledger::transact_proved` gives them: `None` for no key or version 0.
+/// Proves `keys` at `version` (the newest or within the ledger's window) against the newest
+/// digest, each table's keys sorted and once, as `Ledger::transact_proved` gives them: `None`
+/// for no key or version 0.
 fn prove_keys<'a>(
     ledger: &Ledger,
     version: u64,

@@ -32,8 +32,8 @@ use axum::http::{StatusCode, Uri};
 use cairn_ledger::Ledger;
 use cairn_raft::openraft::error::{InitializeError, RaftError};
 use cairn_raft::{
-    peer_router_with_faults, ClusterSecret, Command, Consistency, DurableLog, Expectation, Faults,
-    HttpNetwork, Member, Node, NodeId, Response, WriteReceipts,
+    peer_router_with_faults, ClusterSecret, Command, Consistency, DurableLog, Faults, HttpNetwork,
+    Member, Node, NodeId, Response, WriteReceipts,
 };
 
 use crate::config::ClusterConfig;
@@ -139,15 +139,13 @@ impl Cluster {
 
     /// Proposes `command` and answers it as the API answers a write: the version made (none
     /// when there was nothing to write) with the receipts a `prove` command asked for, 409
-    /// when an expectation failed, 400 when it can never apply, 421 on a node that does not
-    /// lead, 503 when its outcome is unknown.
+    /// when an expectation failed (its key named by `expectation`, given its index), 400 when
+    /// it can never apply, 421 on a node that does not lead, 503 when its outcome is unknown.
     pub async fn write(
         &self,
         command: Command,
+        expectation: impl FnOnce(usize) -> String,
     ) -> Result<(wire::CommitResponse, Option<Box<WriteReceipts>>), ApiError> {
-        let expects: Vec<Expectation> = match &command {
-            Command::Write { expects, .. } => expects.clone(),
-        };
         let started = std::time::Instant::now();
         let response = self.node.write(command).await.map_err(node_error)?;
         metrics::histogram!("cairn_raft_write_seconds").record(started.elapsed().as_secs_f64());
@@ -171,17 +169,14 @@ impl Cluster {
                 Ok((response, receipts))
             }
             Response::Unchanged { .. } => Ok((wire::CommitResponse::default(), None)),
-            Response::Conflict { index } => {
-                let what = match expects.get(index) {
-                    Some(e) => format!("key {} of table {:?}", hex::encode(&e.key), e.table),
-                    None => format!("expectation {index}"),
-                };
-                Err(ApiError::new(
-                    StatusCode::CONFLICT,
-                    "expectation_failed",
-                    format!("{what} no longer holds the value read; nothing was written"),
-                ))
-            }
+            Response::Conflict { index } => Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "expectation_failed",
+                format!(
+                    "{} no longer holds the value read; nothing was written",
+                    expectation(index)
+                ),
+            )),
             Response::Refused { reason } => Err(ApiError::bad_request(reason)),
             Response::Empty => {
                 tracing::error!("a write was answered as an entry that is not a command");

@@ -485,7 +485,7 @@ async fn put(
     metrics::histogram!("cairn_commit_keys").record(keys as f64);
     if let Some(cluster) = &state.cluster {
         let command = replicated(&[], &req.tables, &req.meta, req.prove);
-        let response = cluster_write(cluster, command, answer).await?;
+        let response = cluster_write(cluster, command, &[], answer).await?;
         return Ok(Reply(response, answer));
     }
     let response = blocking(answer, move || {
@@ -612,7 +612,7 @@ async fn transact(
     metrics::histogram!("cairn_commit_keys").record(keys as f64);
     if let Some(cluster) = &state.cluster {
         let command = replicated(&req.expects, &req.tables, &req.meta, req.prove);
-        let response = cluster_write(cluster, command, answer).await?;
+        let response = cluster_write(cluster, command, &req.expects, answer).await?;
         return Ok(Reply(response, answer));
     }
     let response = blocking(answer, move || {
@@ -948,10 +948,21 @@ async fn barrier(state: &AppState, uri: &Uri, format: Format) -> Result<(), ApiE
 async fn cluster_write(
     cluster: &Cluster,
     command: cairn_raft::Command,
+    expects: &[wire::TableExpects],
     format: Format,
 ) -> Result<wire::CommitResponse, ApiError> {
+    // The failed expectation named from the request, in the command's order (no copy made of
+    // the expectations for the common case where none fails).
+    let expectation = |index: usize| {
+        let mut flat =
+            (expects.iter()).flat_map(|t| t.expects.iter().map(move |e| (&t.table, &e.key)));
+        match flat.nth(index) {
+            Some((table, key)) => format!("key {} of table {table:?}", hex::encode(key)),
+            None => format!("expectation {index}"),
+        }
+    };
     let (mut response, receipts) =
-        (cluster.write(command).await).map_err(|e| e.in_format(format))?;
+        (cluster.write(command, expectation).await).map_err(|e| e.in_format(format))?;
     if let Some(receipts) = receipts {
         let receipts = *receipts;
         if let Some(failed) = receipts.failed {

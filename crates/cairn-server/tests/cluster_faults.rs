@@ -88,7 +88,8 @@ struct Counts {
 
 /// One operation, retried across nodes until it has an answer that settles it, its outcome
 /// becomes unknown, or [`OPERATION_MAX`] passes.
-async fn run(shared: &Shared, client: u64, op: Op, counts: &mut Counts) {
+/// Returns the answer, when the operation had one.
+async fn run(shared: &Shared, client: u64, op: Op, counts: &mut Counts) -> Option<Ret> {
     let id = shared.recorder.invoke(client, op.clone());
     let (path, body, is_write) = match &op {
         Op::Get { key } => (
@@ -133,8 +134,8 @@ async fn run(shared: &Shared, client: u64, op: Op, counts: &mut Counts) {
                         Ret::Cas(true)
                     }
                 };
-                shared.recorder.complete(id, ret).unwrap();
-                return;
+                shared.recorder.complete(id, ret.clone()).unwrap();
+                return Some(ret);
             }
             Delivery::Answer {
                 status: 409, body, ..
@@ -142,7 +143,7 @@ async fn run(shared: &Shared, client: u64, op: Op, counts: &mut Counts) {
                 assert_eq!(body["code"], "expectation_failed", "{body}");
                 counts.failed_cas += 1;
                 shared.recorder.complete(id, Ret::Cas(false)).unwrap();
-                return;
+                return Some(Ret::Cas(false));
             }
             // Not the leader: nothing was done; go where it points.
             Delivery::Answer {
@@ -165,6 +166,7 @@ async fn run(shared: &Shared, client: u64, op: Op, counts: &mut Counts) {
     }
     counts.unknown += 1;
     shared.recorder.fail_unknown(id).unwrap();
+    None
 }
 
 /// A client: operations on random keys until `stop`; puts and compare-and-sets of values
@@ -190,15 +192,9 @@ async fn client(shared: Arc<Shared>, client: u64, stop: Arc<AtomicBool>) -> Coun
             },
             _ => Op::Get { key: key(k) },
         };
-        run(&shared, client, op.clone(), &mut counts).await;
-        if let Op::Get { .. } = op {
-            // Remember the last value read, for the next compare-and-set of the key.
-            let history = shared.recorder.history();
-            if let Some(Some(response)) = history.operations().last().map(|o| o.response.clone()) {
-                if let Ret::Get(v) = response.ret {
-                    seen.insert(k, v);
-                }
-            }
+        // Remember the last value read, for the next compare-and-set of the key.
+        if let Some(Ret::Get(v)) = run(&shared, client, op, &mut counts).await {
+            seen.insert(k, v);
         }
     }
     counts

@@ -148,19 +148,7 @@ impl Server {
         let hash = hex::encode(Sha256::digest(token.as_bytes()));
         let ledger_dir = dir.join("ledger");
         let config = config_text(port, &ledger_dir, setup.group, &hash, "");
-        let config_path = dir.join("server.toml");
-        std::fs::write(&config_path, config)
-            .context(|| format!("writing {}", config_path.display()))?;
-        let log = dir.join("server.log");
-        let stderr = std::fs::File::create(&log).context(|| "creating the server's log".into())?;
-        let child = Command::new(&setup.binary)
-            .arg("--config")
-            .arg(&config_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .context(|| format!("starting {}", setup.binary.display()))?;
+        let (child, log) = spawn(setup, dir, &config, false)?;
         let server = Server {
             children: vec![child],
             url: format!("http://127.0.0.1:{port}"),
@@ -221,20 +209,7 @@ impl Server {
                 init = if i == 0 { init.join(", ") } else { String::new() },
             );
             let config = config_text(*api, &node_dir.join("ledger"), setup.group, &hash, &cluster);
-            let config_path = node_dir.join("server.toml");
-            std::fs::write(&config_path, config)
-                .context(|| format!("writing {}", config_path.display()))?;
-            let log = node_dir.join("server.log");
-            let stderr = std::fs::File::create(&log).context(|| "creating a node's log".into())?;
-            let child = Command::new(&setup.binary)
-                .arg("--raft")
-                .arg("--config")
-                .arg(&config_path)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(stderr)
-                .spawn()
-                .context(|| format!("starting {}", setup.binary.display()))?;
+            let (child, log) = spawn(setup, &node_dir, &config, true)?;
             server.children.push(child);
             server.log = log;
         }
@@ -304,6 +279,34 @@ impl Drop for Server {
             }
         }
     }
+}
+
+/// Writes `config` to `dir/server.toml` and starts the server on it (`--raft` for a cluster
+/// node), its stderr in `dir/server.log`: the process and that log's path.
+fn spawn(
+    setup: &ServerSetup,
+    dir: &Path,
+    config: &str,
+    raft: bool,
+) -> Result<(Child, PathBuf), Failure> {
+    let config_path = dir.join("server.toml");
+    std::fs::write(&config_path, config)
+        .context(|| format!("writing {}", config_path.display()))?;
+    let log = dir.join("server.log");
+    let stderr = std::fs::File::create(&log).context(|| format!("creating {}", log.display()))?;
+    let mut command = Command::new(&setup.binary);
+    if raft {
+        command.arg("--raft");
+    }
+    let child = command
+        .arg("--config")
+        .arg(&config_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .context(|| format!("starting {}", setup.binary.display()))?;
+    Ok((child, log))
 }
 
 /// A server's configuration: plain HTTP on loopback `port`, limits raised so that 4,096
