@@ -1,5 +1,6 @@
 //! What `cairn-raft` stores and receives (`docs/format/raft.md`): the input goes whole to the
-//! entry, vote, log-id and applied-state decoders (`cairn_raft::format`), and, after its first
+//! entry, vote, log-id and applied-state decoders and those of the records of transactions
+//! across shards (`cairn_raft::format`), and, after its first
 //! byte, to the JSON decoders of the two peer RPCs (append and vote requests) as a peer listener
 //! receives them. Typed errors only; whatever a stored-format decoder accepts re-encodes to
 //! bytes that decode to a value that encodes to the same bytes again. Seeds: the golden values
@@ -51,6 +52,16 @@ fuzz_target!(
         let bytes = format::encode_applied(&a);
         let again = format::decode_applied(&bytes).expect("an encoded applied state decodes");
         assert_eq!(format::encode_applied(&again), bytes);
+    }
+    if let Ok(p) = format::decode_prepared(data) {
+        let bytes = format::encode_prepared(&p);
+        assert_eq!(format::decode_prepared(&bytes), Ok(p));
+    }
+    if let Ok(d) = format::decode_decision(data) {
+        assert_eq!(format::decode_decision(&format::encode_decision(d)), Ok(d));
+    }
+    if let Ok(ids) = format::decode_open(data) {
+        assert_eq!(format::decode_open(&format::encode_open(&ids)), Ok(ids));
     }
     if let Some((_, body)) = data.split_first() {
         let _ = serde_json::from_slice::<AppendEntriesRequest<TypeConfig>>(body);

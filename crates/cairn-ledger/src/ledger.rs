@@ -46,8 +46,10 @@ use crate::records::{
 
 mod block;
 mod group;
+mod shard;
 mod window;
 
+pub use shard::TableWitness;
 use window::Retained;
 pub use window::WindowInfo;
 

@@ -50,6 +50,6 @@ pub use audit::{AuditOptions, AuditProblem, AuditProgress, AuditReport};
 pub use error::{Error, Result};
 pub use ledger::{
     meta_hash, Committed, Ledger, LedgerBatch, LedgerConfig, LedgerTx, Promise, ProvedCommit,
-    ProvedKeys, RangeRead, Values, VerifiedRead, VersionInfo, WindowInfo, HISTORY_TABLE,
-    META_BYTES_MAX, TRANSACT_ATTEMPTS_MAX,
+    ProvedKeys, RangeRead, TableWitness, Values, VerifiedRead, VersionInfo, WindowInfo,
+    HISTORY_TABLE, META_BYTES_MAX, TRANSACT_ATTEMPTS_MAX,
 };

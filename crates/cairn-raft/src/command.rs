@@ -2,8 +2,8 @@
 //! data (the keys it expects to hold values, the writes, the version's metadata), so that every
 //! node applies it alike; a [`Response`] is what applying it did.
 //!
-//! Owns: [`Command`], [`Write`], [`Expectation`], [`Response`], and the command's check
-//! against a ledger's tables and limits. May call: `cairn_ledger` (its limits). Must never
+//! Owns: [`Command`], [`Write`], [`Expectation`], [`Response`], [`TX_ID_BYTES_MAX`], and the
+//! command's check against a ledger's tables and limits. May call: `cairn_ledger` (its limits). Must never
 //! touch: Raft, storage.
 //!
 //! A transaction whose body reads keys and then writes (SmallBank's, say) is replicated as the
@@ -33,7 +33,39 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         prove: bool,
     },
+    /// Phase one of transaction `tx` across shards (`crate::twopc`): if no key it touches is
+    /// held by another prepared transaction and every expectation holds, stores the writes as
+    /// prepared (not yet visible) and holds every key it touches until `tx` is decided here.
+    Prepare {
+        /// The transaction's id (at most [`TX_ID_BYTES_MAX`] bytes, unique per transaction).
+        tx: String,
+        /// The shard whose decision is the transaction's: the first to decide it.
+        primary: u32,
+        /// Every shard the transaction touches, this one among them.
+        shards: Vec<u32>,
+        /// This shard's expectations.
+        expects: Vec<Expectation>,
+        /// This shard's writes.
+        writes: Vec<Write>,
+        /// The metadata of the version the commit makes here.
+        meta: Vec<u8>,
+    },
+    /// Phase two: decides `tx` committed here, unless this shard decided it aborted: its
+    /// prepared writes become one version and its keys are released.
+    Commit {
+        /// The transaction's id.
+        tx: String,
+    },
+    /// Phase two: decides `tx` aborted here, unless this shard decided it committed: its
+    /// prepared writes are dropped and its keys released; a later `Prepare` of it is refused.
+    Abort {
+        /// The transaction's id.
+        tx: String,
+    },
 }
+
+/// The longest transaction id a [`Command::Prepare`] may carry: 64 bytes.
+pub const TX_ID_BYTES_MAX: usize = 64;
 
 /// The receipts of a write made with `prove`, as the ledger's `transact_proved` gives them:
 /// made by the node where the client waits, while applying the entry (so against the digest of
@@ -124,6 +156,23 @@ pub enum Response {
     },
     /// An entry that is not a command (a blank or a membership change).
     Empty,
+    /// A key the command touches is held by prepared transaction `tx`: nothing was written
+    /// (retry once it is decided).
+    Locked {
+        /// The transaction holding the key.
+        tx: String,
+    },
+    /// The [`Command::Prepare`] holds: its writes are prepared and its keys held.
+    Prepared {
+        /// The version that stored the prepared writes (they are not in the tables yet).
+        version: u64,
+    },
+    /// The transaction was already decided here (a repeated `Prepare`, `Commit` or `Abort`,
+    /// or the other decision coming second): nothing was written.
+    Decided {
+        /// Whether it was decided committed.
+        commit: bool,
+    },
 }
 
 impl std::fmt::Display for Command {
@@ -137,6 +186,19 @@ impl std::fmt::Display for Command {
                 expects.len(),
                 writes.len()
             ),
+            Command::Prepare {
+                tx,
+                expects,
+                writes,
+                ..
+            } => write!(
+                f,
+                "prepare({tx}: {} expectations, {} writes)",
+                expects.len(),
+                writes.len()
+            ),
+            Command::Commit { tx } => write!(f, "commit({tx})"),
+            Command::Abort { tx } => write!(f, "abort({tx})"),
         }
     }
 }
@@ -148,12 +210,31 @@ impl Command {
     /// depends only on the command and the ledger's (fixed) tables, so every node answers
     /// alike; a leader checks before proposing, and applying checks again.
     pub fn refusal(&self, ledger: &Ledger) -> Option<String> {
-        let Command::Write {
-            expects,
-            writes,
-            meta,
-            ..
-        } = self;
+        let (expects, writes, meta) = match self {
+            Command::Write {
+                expects,
+                writes,
+                meta,
+                ..
+            } => (expects, writes, meta),
+            Command::Prepare {
+                tx,
+                primary,
+                shards,
+                expects,
+                writes,
+                meta,
+            } => {
+                if let Some(reason) = tx_refusal(tx) {
+                    return Some(reason);
+                }
+                if !shards.contains(primary) {
+                    return Some(format!("primary shard {primary} is not among the shards"));
+                }
+                (expects, writes, meta)
+            }
+            Command::Commit { tx } | Command::Abort { tx } => return tx_refusal(tx),
+        };
         if meta.len() > META_BYTES_MAX {
             return Some(format!(
                 "metadata of {} bytes is longer than {META_BYTES_MAX}",
@@ -184,4 +265,16 @@ impl Command {
         }
         None
     }
+}
+
+/// Why `tx` cannot name a transaction, if it cannot: empty or longer than
+/// [`TX_ID_BYTES_MAX`].
+fn tx_refusal(tx: &str) -> Option<String> {
+    if tx.is_empty() || tx.len() > TX_ID_BYTES_MAX {
+        return Some(format!(
+            "a transaction id has 1 to {TX_ID_BYTES_MAX} bytes, not {}",
+            tx.len()
+        ));
+    }
+    None
 }

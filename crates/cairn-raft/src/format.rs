@@ -3,13 +3,15 @@
 //! panic; the fuzz target `raft_records` runs them.
 //!
 //! Owns: [`FORMAT_VERSION`], [`FormatError`], the encoders and decoders of entries, votes, log
-//! ids and the applied state. May call: openraft's types, `serde_json`. Must never touch:
+//! ids, the applied state and the records of transactions across shards ([`PreparedTx`],
+//! [`Decision`], the list of prepared ones). May call: openraft's types, `serde_json`. Must never touch:
 //! storage (callers read and write the bytes).
 
 use openraft::alias::{EntryOf, LogIdOf, StoredMembershipOf, VoteOf};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::command::Write;
 use crate::TypeConfig;
 
 /// The version byte in front of every value; this build writes and reads version 1.
@@ -109,4 +111,60 @@ pub fn encode_applied(applied: &Applied) -> Vec<u8> {
 /// The applied state from its stored form.
 pub fn decode_applied(bytes: &[u8]) -> Result<Applied, FormatError> {
     decode(bytes, "the raft applied state")
+}
+
+/// A transaction prepared on a shard and not yet decided there (`tx/p/<id>` in the raft table):
+/// what its commit will write and which keys it holds until then.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PreparedTx {
+    /// The shard whose decision is the transaction's.
+    pub primary: u32,
+    /// Every shard the transaction touches.
+    pub shards: Vec<u32>,
+    /// The keys it holds here, as `(table, key)`: those it expected and those it writes.
+    pub held: Vec<(String, Vec<u8>)>,
+    /// Its writes here, made by its commit.
+    pub writes: Vec<Write>,
+    /// The metadata of the version its commit makes.
+    pub meta: Vec<u8>,
+}
+
+/// How a shard decided a transaction (`tx/d/<id>` in the raft table): kept, so that a
+/// repeated or late command about it answers the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Decision {
+    /// Its writes were made.
+    Commit,
+    /// Its writes were dropped.
+    Abort,
+}
+
+/// The stored form of a prepared transaction.
+pub fn encode_prepared(tx: &PreparedTx) -> Vec<u8> {
+    encode(tx)
+}
+
+/// A prepared transaction from its stored form.
+pub fn decode_prepared(bytes: &[u8]) -> Result<PreparedTx, FormatError> {
+    decode(bytes, "a prepared transaction")
+}
+
+/// The stored form of a decision.
+pub fn encode_decision(d: Decision) -> Vec<u8> {
+    encode(&d)
+}
+
+/// A decision from its stored form.
+pub fn decode_decision(bytes: &[u8]) -> Result<Decision, FormatError> {
+    decode(bytes, "a transaction's decision")
+}
+
+/// The stored form of the ids of the transactions prepared and not decided (`tx/open`).
+pub fn encode_open(ids: &[String]) -> Vec<u8> {
+    encode(&ids)
+}
+
+/// The ids of the prepared transactions from their stored form.
+pub fn decode_open(bytes: &[u8]) -> Result<Vec<String>, FormatError> {
+    decode(bytes, "the list of prepared transactions")
 }

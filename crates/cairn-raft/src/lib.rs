@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 mod command;
+pub mod coordinator;
 mod durable_log;
 mod faults;
 pub mod format;
@@ -33,8 +34,10 @@ mod local;
 mod machine;
 mod mem_log;
 mod node;
+pub mod twopc;
 
-pub use command::{Command, Expectation, Response, Write, WriteReceipts};
+pub use command::{Command, Expectation, Response, Write, WriteReceipts, TX_ID_BYTES_MAX};
+pub use coordinator::{Coordinator, Outcome, ShardWriter};
 pub use durable_log::DurableLog;
 pub use faults::Faults;
 pub use http::{

@@ -3,7 +3,7 @@
 //! same roots.
 //!
 //! Owns: [`LedgerMachine`] (the applied log id, the membership, applying entries). May call:
-//! `command`, `cairn_ledger`. Must never touch: the network, the log storage.
+//! `command`, `twopc` (the phases of transactions across shards), `cairn_ledger`. Must never touch: the network, the log storage.
 //!
 //! Determinism: an entry's effect depends only on the ledger's state and the command (the
 //! expectations are checked against the replicated state; a refusal depends only on the
@@ -31,12 +31,13 @@ use openraft::{EntryPayload, OptionalSend};
 use cairn_ledger::{Error as LedgerError, Ledger, LedgerBatch};
 
 use crate::command::{Command, Response};
+use crate::twopc::{apply_decision, apply_prepare, Locks, Prepare};
 use crate::TypeConfig;
 
 /// The ledger table where applying stores the last applied log id: part of every replicated
 /// ledger ([`ledger_config`]); commands may read it but never write it.
 pub const RAFT_TABLE: &str = "raft";
-const KEY_APPLIED: &[u8] = b"applied";
+pub(crate) const KEY_APPLIED: &[u8] = b"applied";
 
 /// A ledger configuration for a replicated ledger of `tables`: those plus [`RAFT_TABLE`].
 pub fn ledger_config<S: Into<String>>(
@@ -55,6 +56,7 @@ pub type SnapshotData = ();
 /// A [`Ledger`] driven by a Raft log.
 pub struct LedgerMachine {
     ledger: Arc<Ledger>,
+    locks: Locks,
     applied: Option<LogIdOf<TypeConfig>>,
     membership: StoredMembershipOf<TypeConfig>,
 }
@@ -82,11 +84,19 @@ impl LedgerMachine {
             }
             None => (None, StoredMembershipOf::<TypeConfig>::default()),
         };
+        let locks = Locks::load(&ledger)?;
         Ok(LedgerMachine {
             ledger,
+            locks,
             applied,
             membership,
         })
+    }
+
+    /// The keys held by transactions prepared on this machine's ledger (shared: it changes as
+    /// the machine applies).
+    pub fn locks(&self) -> Locks {
+        self.locks.clone()
     }
 }
 
@@ -97,19 +107,63 @@ impl LedgerMachine {
 /// too: [`crate::WriteReceipts::failed`]).
 fn apply_command(
     ledger: &Ledger,
+    locks: &Locks,
     command: &Command,
     applied: &[u8],
     prove: bool,
-) -> Result<Response, LedgerError> {
+) -> io::Result<Response> {
     if let Some(reason) = command.refusal(ledger) {
         return Ok(Response::Refused { reason });
     }
-    let Command::Write {
-        expects,
-        writes,
-        meta,
-        ..
-    } = command;
+    match command {
+        Command::Write {
+            expects,
+            writes,
+            meta,
+            ..
+        } => apply_write(ledger, locks, expects, writes, meta, applied, prove)
+            .map_err(io::Error::other),
+        Command::Prepare {
+            tx,
+            primary,
+            shards,
+            expects,
+            writes,
+            meta,
+        } => {
+            let p = Prepare {
+                tx,
+                primary: *primary,
+                shards,
+                expects,
+                writes,
+                meta,
+            };
+            apply_prepare(ledger, locks, &p, applied)
+        }
+        Command::Commit { tx } => apply_decision(ledger, locks, tx, true, applied),
+        Command::Abort { tx } => apply_decision(ledger, locks, tx, false, applied),
+    }
+}
+
+/// Applies a [`Command::Write`]: [`Response::Locked`] if a prepared transaction holds a key it
+/// touches, [`Response::Conflict`] if an expectation fails, else its writes as one version.
+fn apply_write(
+    ledger: &Ledger,
+    locks: &Locks,
+    expects: &[crate::Expectation],
+    writes: &[crate::Write],
+    meta: &[u8],
+    applied: &[u8],
+    prove: bool,
+) -> Result<Response, LedgerError> {
+    let keys = expects
+        .iter()
+        .map(|e| (e.table.as_str(), e.key.as_slice()))
+        .chain(writes.iter().map(|w| (w.table.as_str(), w.key.as_slice())));
+    if let Some(tx) = locks.holder(keys) {
+        return Ok(Response::Locked { tx });
+    }
     for (index, e) in expects.iter().enumerate() {
         if ledger.get(&e.table, &e.key)? != e.value {
             return Ok(Response::Conflict { index });
@@ -149,12 +203,7 @@ fn apply_command(
                 );
                 Box::new(receipts_of(c.version, reads, writes))
             });
-            Ok(Response::Committed {
-                version: c.version,
-                ledger_root: c.ledger_root,
-                digest_root: c.digest.root,
-                receipts,
-            })
+            Ok(committed(&c, receipts))
         }
         Ok(None) => Ok(Response::Unchanged {
             version: ledger.version(),
@@ -163,6 +212,19 @@ fn apply_command(
             Some(reason) => Ok(Response::Refused { reason }),
             None => Err(e),
         },
+    }
+}
+
+/// The answer for a version made: its number, ledger root and digest root.
+pub(crate) fn committed(
+    c: &cairn_ledger::Committed,
+    receipts: Option<Box<crate::command::WriteReceipts>>,
+) -> Response {
+    Response::Committed {
+        version: c.version,
+        ledger_root: c.ledger_root,
+        digest_root: c.digest.root,
+        receipts,
     }
 }
 
@@ -258,17 +320,17 @@ impl RaftStateMachine<TypeConfig> for LedgerMachine {
                 }
                 EntryPayload::Normal(command) => {
                     let ledger = Arc::clone(&self.ledger);
+                    let locks = self.locks.clone();
                     let applied = crate::format::encode_applied(&(log_id, self.membership.clone()));
                     // Receipts only where a client waits for them.
                     let prove = responder.is_some()
                         && matches!(command, Command::Write { prove: true, .. });
                     // The ledger does blocking I/O: off the runtime's worker threads.
                     tokio::task::spawn_blocking(move || {
-                        apply_command(&ledger, &command, &applied, prove)
+                        apply_command(&ledger, &locks, &command, &applied, prove)
                     })
                     .await
-                    .map_err(io::Error::other)?
-                    .map_err(io::Error::other)?
+                    .map_err(io::Error::other)??
                 }
             };
             self.applied = Some(log_id);

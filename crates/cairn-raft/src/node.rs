@@ -15,6 +15,7 @@ use cairn_ledger::{Ledger, VerifiedRead};
 
 use crate::command::{Command, Response};
 use crate::machine::LedgerMachine;
+use crate::twopc::Locks;
 use crate::{LedgerRaft, Member, NodeId, TypeConfig};
 
 /// Why a node could not serve a call.
@@ -40,6 +41,15 @@ pub enum Error {
     /// The ledger's own error (reading after the read index).
     #[error(transparent)]
     Ledger(#[from] cairn_ledger::Error),
+    /// A key read is held by transaction `tx`, prepared across shards and not decided here
+    /// yet: reading it now could show the transaction's writes on one shard and not on
+    /// another. Retry once it is decided (a coordinator decides it within its round trips;
+    /// [`crate::Coordinator::resolve`] decides one whose coordinator is gone).
+    #[error("a key read is held by transaction {tx:?}, not decided yet")]
+    Locked {
+        /// The transaction.
+        tx: String,
+    },
 }
 
 /// How fresh a read must be.
@@ -80,6 +90,7 @@ pub struct Node {
     pub raft: LedgerRaft,
     /// Its copy of the ledger (written only by applying the log).
     pub ledger: Arc<Ledger>,
+    locks: Locks,
 }
 
 impl Node {
@@ -103,10 +114,16 @@ impl Node {
     {
         let machine =
             LedgerMachine::open(Arc::clone(&ledger)).map_err(|e| Error::Raft(e.to_string()))?;
+        let locks = machine.locks();
         let raft = LedgerRaft::new(id, cluster_config(), network, log, machine)
             .await
             .map_err(|e| Error::Raft(e.to_string()))?;
-        Ok(Node { id, raft, ledger })
+        Ok(Node {
+            id,
+            raft,
+            ledger,
+            locks,
+        })
     }
 
     /// Proposes `command` and waits until it is committed by a quorum and applied here: its
@@ -134,14 +151,15 @@ impl Node {
     /// ([`Ledger::read`]), as fresh as `consistency` asks.
     ///
     /// Errors: [`Error::NotLeader`] for a linearizable read on a node that does not lead;
-    /// [`Error::Raft`] when the leader cannot confirm its leadership (no quorum); the
-    /// ledger's errors.
+    /// [`Error::Raft`] when the leader cannot confirm its leadership (no quorum);
+    /// [`Error::Locked`] when a prepared transaction holds a key read; the ledger's errors.
     pub async fn read(
         &self,
         reads: &[(&str, &[Vec<u8>])],
         consistency: Consistency,
     ) -> Result<VerifiedRead, Error> {
         self.read_barrier(consistency).await?;
+        self.check_unlocked(reads)?;
         let ledger = Arc::clone(&self.ledger);
         let owned: Vec<(String, Vec<Vec<u8>>)> = reads
             .iter()
@@ -157,6 +175,24 @@ impl Node {
         .await
         .map_err(|e| Error::Raft(e.to_string()))?
         .map_err(Error::from)
+    }
+
+    /// [`Error::Locked`] if a transaction prepared here and not decided holds one of the keys
+    /// of `reads`. Call after [`Node::read_barrier`], before reading the ledger: a transaction
+    /// decided in between shows its writes, which is as fresh as the read may be.
+    pub fn check_unlocked(&self, reads: &[(&str, &[Vec<u8>])]) -> Result<(), Error> {
+        let keys = reads
+            .iter()
+            .flat_map(|(t, keys)| keys.iter().map(move |k| (*t, k.as_slice())));
+        match self.locks.holder(keys) {
+            Some(tx) => Err(Error::Locked { tx }),
+            None => Ok(()),
+        }
+    }
+
+    /// The keys held here by transactions prepared and not decided.
+    pub fn locks(&self) -> &Locks {
+        &self.locks
     }
 
     /// Makes what this node reads next as fresh as `consistency` asks: for a linearizable read,

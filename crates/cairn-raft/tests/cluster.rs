@@ -170,7 +170,9 @@ async fn three_nodes_make_the_same_versions() {
     );
     // A table the ledger lacks is refused, on the leader before proposing.
     let mut bad = put("k", "v");
-    let Command::Write { writes, .. } = &mut bad;
+    let Command::Write { writes, .. } = &mut bad else {
+        unreachable!("put makes a write")
+    };
     writes[0].table = "nope".into();
     assert!(matches!(
         c.write(bad, &[]).await,

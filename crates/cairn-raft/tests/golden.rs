@@ -64,6 +64,33 @@ fn values() -> Vec<(&'static str, Vec<u8>)> {
         meta: b"transfer 10".to_vec(),
         prove: false,
     };
+    let prepare = Command::Prepare {
+        tx: "router-1-7".into(),
+        primary: 0,
+        shards: vec![0, 3],
+        expects: vec![Expectation {
+            table: "checking".into(),
+            key: b"alice".to_vec(),
+            value: Some(b"50".to_vec()),
+        }],
+        writes: vec![Write {
+            table: "checking".into(),
+            key: b"alice".to_vec(),
+            value: Some(b"40".to_vec()),
+        }],
+        meta: b"transfer 10".to_vec(),
+    };
+    let prepared = format::PreparedTx {
+        primary: 0,
+        shards: vec![0, 3],
+        held: vec![("checking".into(), b"alice".to_vec())],
+        writes: vec![Write {
+            table: "checking".into(),
+            key: b"alice".to_vec(),
+            value: Some(b"40".to_vec()),
+        }],
+        meta: b"transfer 10".to_vec(),
+    };
     vec![
         (
             "entry-command",
@@ -87,6 +114,28 @@ fn values() -> Vec<(&'static str, Vec<u8>)> {
                 EntryPayload::Membership(membership_with_api()),
             )),
         ),
+        (
+            "entry-prepare",
+            format::encode_entry(&Entry::new(log_id(3, 2, 8), EntryPayload::Normal(prepare))),
+        ),
+        (
+            "entry-commit",
+            format::encode_entry(&Entry::new(
+                log_id(3, 2, 9),
+                EntryPayload::Normal(Command::Commit {
+                    tx: "router-1-7".into(),
+                }),
+            )),
+        ),
+        (
+            "entry-abort",
+            format::encode_entry(&Entry::new(
+                log_id(3, 2, 10),
+                EntryPayload::Normal(Command::Abort {
+                    tx: "router-1-8".into(),
+                }),
+            )),
+        ),
         ("vote", format::encode_vote(&Vote::new(4, 1))),
         (
             "vote-committed",
@@ -99,6 +148,19 @@ fn values() -> Vec<(&'static str, Vec<u8>)> {
                 log_id(3, 2, 7),
                 StoredMembership::new(Some(log_id(1, 1, 2)), membership()),
             )),
+        ),
+        ("tx-prepared", format::encode_prepared(&prepared)),
+        (
+            "tx-decision-commit",
+            format::encode_decision(format::Decision::Commit),
+        ),
+        (
+            "tx-decision-abort",
+            format::encode_decision(format::Decision::Abort),
+        ),
+        (
+            "tx-open",
+            format::encode_open(&["router-1-7".into(), "router-2-1".into()]),
         ),
     ]
 }
@@ -130,6 +192,13 @@ fn stored_bytes_match_the_golden_file() {
             "vote" => format::encode_vote(&format::decode_vote(bytes).unwrap()),
             "log" => format::encode_log_id(&format::decode_log_id(bytes).unwrap()),
             "applied" => format::encode_applied(&format::decode_applied(bytes).unwrap()),
+            "tx" if name.starts_with("tx-prepared") => {
+                format::encode_prepared(&format::decode_prepared(bytes).unwrap())
+            }
+            "tx" if name.starts_with("tx-decision") => {
+                format::encode_decision(format::decode_decision(bytes).unwrap())
+            }
+            "tx" => format::encode_open(&format::decode_open(bytes).unwrap()),
             other => panic!("{other}"),
         };
         assert_eq!(&again, bytes, "{name}");
@@ -153,8 +222,10 @@ fn damaged_bytes_are_typed_errors() {
             Err(FormatError::Json { .. })
         ));
     }
-    // A vote is not an entry.
-    assert!(format::decode_entry(&values()[4].1).is_err());
+    // A vote is not an entry, nor a decision a prepared transaction.
+    let vote = values().into_iter().find(|(n, _)| *n == "vote").unwrap().1;
+    assert!(format::decode_entry(&vote).is_err());
+    assert!(format::decode_prepared(&format::encode_decision(format::Decision::Commit)).is_err());
 }
 
 fn hex(bytes: &[u8]) -> String {

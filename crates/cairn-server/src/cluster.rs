@@ -178,8 +178,9 @@ impl Cluster {
                 ),
             )),
             Response::Refused { reason } => Err(ApiError::bad_request(reason)),
-            Response::Empty => {
-                tracing::error!("a write was answered as an entry that is not a command");
+            Response::Locked { tx } => Err(locked(&tx)),
+            Response::Empty | Response::Prepared { .. } | Response::Decided { .. } => {
+                tracing::error!(?response, "a write was answered as no write is");
                 Err(ApiError::internal())
             }
         }
@@ -241,6 +242,7 @@ pub fn node_error(e: cairn_raft::Error) -> ApiError {
             ),
         ),
         cairn_raft::Error::Ledger(e) => ApiError::from(e),
+        cairn_raft::Error::Locked { tx } => locked(&tx),
         other => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
@@ -265,4 +267,16 @@ fn read_secret(path: &Path) -> Result<ClusterSecret, String> {
         return Err(format!("cluster secret {shown}: at most 256 characters"));
     }
     ClusterSecret::new(text).map_err(|e| format!("cluster secret {shown}: {e}"))
+}
+
+/// 409 `locked`: a key is held by transaction `tx`, prepared across shards and not decided.
+fn locked(tx: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "locked",
+        format!(
+            "a key is held by transaction {tx:?}, prepared across shards and not decided yet; \
+             nothing was done: retry"
+        ),
+    )
 }
