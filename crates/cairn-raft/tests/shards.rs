@@ -402,7 +402,10 @@ async fn a_coordinator_lost_between_phases_is_resolved() {
     }
     let leader = shards.groups[sa as usize].leader().await.unwrap();
     let refused = leader
-        .read(&[(TABLE, std::slice::from_ref(&ka))], Consistency::Linearizable)
+        .read(
+            &[(TABLE, std::slice::from_ref(&ka))],
+            Consistency::Linearizable,
+        )
         .await;
     assert!(
         matches!(refused, Err(Error::Locked { ref tx }) if tx == "t1"),

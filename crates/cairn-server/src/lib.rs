@@ -29,6 +29,7 @@ pub mod disk;
 pub mod error;
 pub mod net;
 pub mod service;
+mod shard_node;
 pub use cairn_wire as wire;
 
 use std::collections::HashMap;

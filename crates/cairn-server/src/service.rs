@@ -55,7 +55,7 @@ pub struct AppState {
     pub cluster: Option<Arc<Cluster>>,
 }
 
-type Shared = Arc<AppState>;
+pub(crate) type Shared = Arc<AppState>;
 
 /// The service a connection serves: the [`router`] inside the server-wide limits, the
 /// concurrency limit (429 at once when full: one semaphore for every connection) and the
@@ -101,6 +101,9 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/cluster/learners", post(add_learner))
         .route("/v1/cluster/voters", post(change_voters))
         .route("/v1/cluster/faults", post(set_faults))
+        .route("/v1/cluster/command", post(crate::shard_node::command))
+        .route("/v1/cluster/prepared", get(crate::shard_node::prepared))
+        .route("/v1/cluster/witness", get(crate::shard_node::witness))
         .nest("/v1/ledgers/{ledger}", ledger_routes)
         .fallback(|headers: HeaderMap| async move {
             ApiError::not_found("no such endpoint (see docs/server.md)")
@@ -412,6 +415,14 @@ async fn get_values(
         .in_format(answer));
     }
     barrier(&state, &uri, answer).await?;
+    if let Some(cluster) = &state.cluster {
+        // A key held by a transaction across shards is not read until it is decided.
+        let reads: Vec<(&str, &[Vec<u8>])> = (req.tables.iter())
+            .map(|t| (t.table.as_str(), &t.keys[..]))
+            .collect();
+        (cluster.node.check_unlocked(&reads))
+            .map_err(|e| cluster::node_error(e).in_format(answer))?;
+    }
     let response = blocking(answer, move || {
         let names: Vec<String> = req.tables.iter().map(|t| t.table.clone()).collect();
         let reads: Vec<(&str, &[Vec<u8>])> = req
@@ -1008,7 +1019,10 @@ fn replicated(
 }
 
 /// The cluster this server is a node of, for a caller with the admin right on some ledger.
-fn cluster_for_admin<'a>(state: &'a AppState, caller: &Caller) -> Result<&'a Cluster, ApiError> {
+pub(crate) fn cluster_for_admin<'a>(
+    state: &'a AppState,
+    caller: &Caller,
+) -> Result<&'a Cluster, ApiError> {
     let cluster = (state.cluster.as_deref())
         .ok_or_else(|| ApiError::not_found("this server is not a cluster node (--raft)"))?;
     if !any_admin(state, &caller.0) {
@@ -1017,7 +1031,7 @@ fn cluster_for_admin<'a>(state: &'a AppState, caller: &Caller) -> Result<&'a Clu
     Ok(cluster)
 }
 
-fn json_response(value: serde_json::Value) -> Response {
+pub(crate) fn json_response(value: serde_json::Value) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
         value.to_string(),
@@ -1025,7 +1039,7 @@ fn json_response(value: serde_json::Value) -> Response {
         .into_response()
 }
 
-fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("the body does not decode: {e}")))
 }

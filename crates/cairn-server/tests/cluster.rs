@@ -133,3 +133,63 @@ async fn three_processes_replicate_survive_a_leader_kill_and_take_a_learner() {
     let a = call(&http, "POST", &url, Some(json!({}))).await;
     assert_eq!(a.status, 401);
 }
+
+/// What a router asks of a shard's node, on a one-node cluster: a prepared transaction holds
+/// its key (reads and writes of it answer 409 `locked`) and is listed; its commit makes the
+/// write and releases the key; a later abort answers the commit; the table witness names the
+/// newest version and root; a command that does not decode is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_node_serves_the_steps_of_a_transaction() {
+    let root = tempfile::tempdir().unwrap();
+    common::write_secret(root.path());
+    let m = Member::new(1);
+    let mut proc = Proc::new(root.path(), &m, &[&m], false);
+    proc.spawn();
+    let http = common::client(std::time::Duration::from_secs(10));
+    wait_up(&http, &proc).await;
+    let api = leader_api(&http, std::slice::from_ref(&proc.api)).await;
+    let command = |body: serde_json::Value| {
+        let (http, url) = (http.clone(), format!("{api}/v1/cluster/command"));
+        async move { call(&http, "POST", &url, Some(body)).await }
+    };
+
+    let prepare = json!({"Prepare": {"tx": "t1", "primary": 0, "shards": [0, 1], "expects": [],
+        "writes": [{"table": "checking", "key": b"k".to_vec(), "value": b"1".to_vec()}],
+        "meta": []}});
+    let a = command(prepare.clone()).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(a.body["Prepared"]["version"].is_u64(), "{}", a.body);
+    let (status, _) = get(&http, &api, "k", "linearizable").await;
+    assert_eq!(status, 409);
+    let url = format!("{api}/v1/ledgers/bank/put");
+    let a = call(&http, "POST", &url, Some(common::put_body(b"k", b"2"))).await;
+    assert_eq!(
+        (a.status, a.body["code"].clone()),
+        (409, json!("locked")),
+        "{}",
+        a.body
+    );
+    let listed = call(&http, "GET", &format!("{api}/v1/cluster/prepared"), None).await;
+    assert_eq!(listed.status, 200);
+    assert_eq!(listed.body[0]["tx"], "t1", "{}", listed.body);
+    assert_eq!(listed.body[0]["record"]["shards"], json!([0, 1]));
+
+    let a = command(json!({"Commit": {"tx": "t1"}})).await;
+    assert!(a.body["Committed"]["version"].is_u64(), "{}", a.body);
+    let (status, value) = get(&http, &api, "k", "linearizable").await;
+    assert_eq!((status, value), (200, json!(h(b"1"))));
+    let a = command(json!({"Abort": {"tx": "t1"}})).await;
+    assert_eq!(a.body, json!({"Decided": {"commit": true}}));
+    let a = command(prepare).await;
+    assert_eq!(a.body, json!({"Decided": {"commit": true}}));
+    let listed = call(&http, "GET", &format!("{api}/v1/cluster/prepared"), None).await;
+    assert_eq!(listed.body, json!([]));
+
+    let url = format!("{api}/v1/cluster/witness?table=checking&levels=2");
+    let w = call(&http, "GET", &url, None).await;
+    assert_eq!(w.status, 200, "{}", w.body);
+    assert_eq!(w.body["root"].as_str().unwrap().len(), 64);
+    let url = format!("{api}/v1/cluster/witness?table=checking");
+    assert_eq!(call(&http, "GET", &url, None).await.status, 400);
+    assert_eq!(command(json!({"Launch": {}})).await.status, 400);
+}
