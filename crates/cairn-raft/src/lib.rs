@@ -10,13 +10,16 @@
 //! Cairn's write-ahead log, openraft told of them by its durability notice) or in memory
 //! ([`MemLog`]), transports in process ([`LocalNetwork`]) and over HTTP ([`HttpNetwork`],
 //! [`peer_router`]) whose links a test can cut ([`Faults`]), and a linearizability checker
-//! ([`lincheck`]). `cairn-server --raft` runs a node as a process. Formats:
-//! `docs/format/raft.md`. What is not built yet (issue 48; `docs/cluster-plan.md` gives the
-//! order): snapshots between nodes and the log's purge, peer TLS, shards as Raft groups (their
-//! global root and proofs are in [`cairn_proof::shard`]), cross-shard transactions.
+//! ([`lincheck`]). `cairn-server --raft` runs a node as a process. Shards are Raft groups of
+//! their own: a [`Coordinator`] routes writes by key path and commits those across shards by
+//! two-phase commit in the shards' logs ([`twopc`]); their global root and lifted proofs are in
+//! [`cairn_proof::shard`]. Formats: `docs/format/raft.md`. What is not built yet (issue 48;
+//! `docs/cluster-plan.md` gives the order): snapshots between nodes and the log's purge, peer
+//! TLS, the router over HTTP.
 //!
 //! Modules, each owning one concept: `command` (what the log carries), `machine` (applying
-//! it), `format` (the bytes stored), `durable_log` and `mem_log` (log storage), `local` (the in-process transport), `node`
+//! it), `twopc` (applying the steps of transactions across shards), `coordinator` (driving
+//! them), `format` (the bytes stored), `durable_log` and `mem_log` (log storage), `local` (the in-process transport), `node`
 //! (a node's API), `faults` (links a test cuts), `http` (the transport between processes), `lincheck` (a linearizability
 //! checker for the tests of all of it). None calls a module below it in this list except through the types
 //! declared here.

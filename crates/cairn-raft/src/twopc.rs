@@ -3,8 +3,8 @@
 //! the shard before anyone acts on it (`docs/design.md`, "Transactions across shards").
 //!
 //! Owns: [`Locks`] (the keys held by prepared transactions, in memory, rebuilt from the
-//! ledger on open), and applying [`Command::Prepare`], [`Command::Commit`] and
-//! [`Command::Abort`] to a ledger. May call: `command`, `format`, `cairn_ledger`. Must never
+//! ledger on open), and applying [`crate::Command::Prepare`], [`crate::Command::Commit`] and
+//! [`crate::Command::Abort`] to a ledger. May call: `command`, `format`, `cairn_ledger`. Must never
 //! touch: Raft, the network (the coordinator, `crate::coordinator`, drives the phases).
 //!
 //! The records, in the ledger's raft table ([`crate::RAFT_TABLE`]; `docs/format/raft.md`),

@@ -471,3 +471,59 @@ async fn a_coordinator_lost_between_phases_is_resolved() {
     let (global, whole) = roots(&shards, &map, &balances).await;
     assert_eq!(global, whole);
 }
+
+/// A node reopened holds again the keys of the transactions prepared in its ledger, and
+/// releases them when the decision comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_keys_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || Arc::new(Ledger::open(dir.path(), cairn_raft::ledger_config([TABLE])).unwrap());
+    let ledger = open();
+    let network = LocalNetwork::new();
+    let node = Node::start(1, Arc::clone(&ledger), MemLog::new(), network.factory(1))
+        .await
+        .unwrap();
+    network.add(1, node.raft.clone());
+    node.raft
+        .initialize(BTreeMap::from([(1, Member::default())]))
+        .await
+        .unwrap();
+    let group = Group {
+        network,
+        nodes: std::sync::Mutex::new(BTreeMap::from([(1, node.clone())])),
+    };
+    let leader = group.leader().await.unwrap();
+    let prepare = Command::Prepare {
+        tx: "t9".into(),
+        primary: 0,
+        shards: vec![0, 1],
+        expects: vec![Expectation {
+            table: TABLE.into(),
+            key: account(1),
+            value: None,
+        }],
+        writes: vec![write(&account(2), encode(7))],
+        meta: b"m".to_vec(),
+    };
+    assert!(matches!(
+        leader.write(prepare).await.unwrap(),
+        Response::Prepared { .. }
+    ));
+    assert_eq!(leader.locks().len(), 2);
+    node.raft.shutdown().await.unwrap();
+    drop((leader, node, group));
+    ledger.close();
+    drop(ledger);
+
+    let ledger = open();
+    let machine = cairn_raft::LedgerMachine::open(Arc::clone(&ledger)).unwrap();
+    let locks = machine.locks();
+    assert_eq!(locks.len(), 2);
+    assert_eq!(
+        locks.holder([(TABLE, account(1).as_slice())]),
+        Some("t9".to_string())
+    );
+    let record = twopc::prepared_record(&ledger, "t9").unwrap().unwrap();
+    assert_eq!(record.writes, vec![write(&account(2), encode(7))]);
+    assert_eq!(twopc::prepared(&ledger).unwrap(), vec!["t9".to_string()]);
+}
