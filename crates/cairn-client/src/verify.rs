@@ -536,6 +536,7 @@ mod tests {
                 proven: vec![],
             }],
             receipt: vec![],
+            shards: vec![],
         };
         assert!(matches!(
             check_promise(&asked, &answer),

@@ -165,6 +165,7 @@ impl Cluster {
                     }),
                     reads: None,
                     writes: None,
+                    shards: Vec::new(),
                 };
                 Ok((response, receipts))
             }
@@ -253,20 +254,28 @@ pub fn node_error(e: cairn_raft::Error) -> ApiError {
 
 /// The cluster secret in `path`: refused when the file can be read by others than its owner.
 fn read_secret(path: &Path) -> Result<ClusterSecret, String> {
+    let text = read_private(path, "cluster secret")?;
+    let shown = path.display();
+    ClusterSecret::new(&text).map_err(|e| format!("cluster secret {shown}: {e}"))
+}
+
+/// The text of `path` (`what` names it in errors), trimmed: refused when the file can be read
+/// by others than its owner, or holds more than 256 characters.
+pub(crate) fn read_private(path: &Path, what: &str) -> Result<String, String> {
     use std::os::unix::fs::PermissionsExt as _;
     let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("cluster secret {shown}: {e}"))?;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{what} {shown}: {e}"))?;
     if meta.permissions().mode() & 0o077 != 0 {
         return Err(format!(
-            "cluster secret {shown} can be read by others than its owner (chmod 600 it)"
+            "{what} {shown} can be read by others than its owner (chmod 600 it)"
         ));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cluster secret {shown}: {e}"))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{what} {shown}: {e}"))?;
     let text = text.trim();
     if text.len() > 256 {
-        return Err(format!("cluster secret {shown}: at most 256 characters"));
+        return Err(format!("{what} {shown}: at most 256 characters"));
     }
-    ClusterSecret::new(text).map_err(|e| format!("cluster secret {shown}: {e}"))
+    Ok(text.to_string())
 }
 
 /// 409 `locked`: a key is held by transaction `tx`, prepared across shards and not decided.

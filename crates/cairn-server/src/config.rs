@@ -50,6 +50,44 @@ pub struct Config {
     /// Serve the ledger as one node of a replicated cluster (`cairn-server --raft`).
     #[serde(default)]
     pub cluster: Option<ClusterConfig>,
+    /// Serve a ledger split over shards, each a cluster of its own, by routing each key to its
+    /// shard (`docs/server.md`, "Router").
+    #[serde(default)]
+    pub router: Option<RouterConfig>,
+}
+
+/// A router over the shards of a ledger: each shard a cluster of `cairn-server --raft` nodes
+/// serving the same ledger name and tables; a key belongs to the shard named by the first
+/// log₂(shards) bits of its key path.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterConfig {
+    /// The ledger's name, as clients name it and as every shard serves it.
+    pub ledger: String,
+    /// Its tables (the shards' ledgers have them all).
+    pub tables: Vec<String>,
+    /// For each shard in order, the client-API base URLs of its nodes (`http://127.0.0.1:port`:
+    /// loopback only until the router speaks TLS to shards). A power of two of shards, 1 to
+    /// 65,536.
+    pub shards: Vec<Vec<String>>,
+    /// A file holding the bearer token the router presents to the shards' nodes (one with the
+    /// admin right on the ledger), readable by its owner only; none for nodes that need no
+    /// token (insecure loopback).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// The prefix of the transaction ids this router makes, unique among the routers of the
+    /// ledger ever (default: random at each start).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// How long a transaction may stay prepared before the router's resolver decides it, ms
+    /// (default 2,000): longer than any coordinator's round trips, so that only transactions
+    /// whose coordinator was lost are resolved.
+    #[serde(default = "default_resolve_after_ms")]
+    pub resolve_after_ms: u64,
+}
+
+fn default_resolve_after_ms() -> u64 {
+    2_000
 }
 
 /// One node of a replicated cluster (`docs/server.md`, "Cluster"): the ledger's writes go
@@ -230,6 +268,7 @@ impl Default for Config {
             shutdown_timeout_ms: default_shutdown_ms(),
             log_json: false,
             cluster: None,
+            router: None,
         }
     }
 }
@@ -254,10 +293,15 @@ impl Config {
     /// least one token are required; with it, the address must be a loopback one; limits
     /// above zero.
     pub fn check(&self) -> Result<(), String> {
-        if self.ledgers.is_empty() {
+        if let Some(r) = &self.router {
+            self.check_router(r)?;
+        } else if self.ledgers.is_empty() {
             return Err("no ledger configured ([[ledgers]])".into());
         }
         let mut names = std::collections::BTreeSet::new();
+        if let Some(r) = &self.router {
+            names.insert(r.ledger.as_str());
+        }
         for l in &self.ledgers {
             let valid = !l.name.is_empty()
                 && l.name.len() <= 64
@@ -342,6 +386,50 @@ impl Config {
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    fn check_router(&self, r: &RouterConfig) -> Result<(), String> {
+        if !self.ledgers.is_empty() || self.cluster.is_some() {
+            return Err(
+                "a router ([router]) serves no ledger of its own: no [[ledgers]], no [cluster]"
+                    .into(),
+            );
+        }
+        if r.tables.is_empty() {
+            return Err("[router] tables: the ledger's tables".into());
+        }
+        let count = r.shards.len();
+        if !count.is_power_of_two() || count > 1 << cairn_proof::shard::SHARD_BITS_MAX {
+            return Err(format!(
+                "[router] shards: a power of two of shards, 1 to 65,536, not {count}"
+            ));
+        }
+        for (i, nodes) in r.shards.iter().enumerate() {
+            if nodes.is_empty() {
+                return Err(format!("[router] shards: shard {i} names no node"));
+            }
+            for url in nodes {
+                let loopback = ["http://127.0.0.1:", "http://[::1]:", "http://localhost:"]
+                    .iter()
+                    .any(|p| url.starts_with(p));
+                if !loopback {
+                    return Err(format!(
+                        "[router] shards: {url:?}: http:// on a loopback address only, until \
+                         the router speaks TLS to shards"
+                    ));
+                }
+            }
+        }
+        if r.name
+            .as_ref()
+            .is_some_and(|n| n.is_empty() || n.len() > 40)
+        {
+            return Err("[router] name: 1 to 40 characters".into());
+        }
+        if r.resolve_after_ms == 0 {
+            return Err("[router] resolve_after_ms must be above zero".into());
         }
         Ok(())
     }
@@ -433,6 +521,37 @@ grants = [{ ledger = "bank", rights = ["read", "write"] }]
         );
         assert_eq!(c.ledgers[0].group, 64);
         c.check().unwrap();
+    }
+
+    #[test]
+    fn a_router_is_checked() {
+        let router = r#"
+listen = "127.0.0.1:7443"
+insecure_loopback = true
+[router]
+ledger = "bank"
+tables = ["checking"]
+shards = [["http://127.0.0.1:7001", "http://127.0.0.1:7002"], ["http://127.0.0.1:7011"]]
+"#;
+        let c = Config::parse(router).unwrap();
+        c.check().unwrap();
+        assert_eq!(c.router.as_ref().unwrap().resolve_after_ms, 2_000);
+        let three = router.replace(
+            r#"["http://127.0.0.1:7011"]]"#,
+            r#"["http://127.0.0.1:7011"], ["http://127.0.0.1:7021"]]"#,
+        );
+        let e = Config::parse(&three).unwrap().check().unwrap_err();
+        assert!(e.contains("power of two"), "{e}");
+        let remote = router.replace("http://127.0.0.1:7011", "http://10.0.0.1:7011");
+        let e = Config::parse(&remote).unwrap().check().unwrap_err();
+        assert!(e.contains("loopback"), "{e}");
+        let empty = router.replace(r#"["http://127.0.0.1:7011"]"#, "[]");
+        let e = Config::parse(&empty).unwrap().check().unwrap_err();
+        assert!(e.contains("names no node"), "{e}");
+        let with_ledger =
+            format!("{router}[[ledgers]]\nname = \"x\"\ndir = \"/tmp/x\"\ntables = [\"t\"]\n");
+        let e = Config::parse(&with_ledger).unwrap().check().unwrap_err();
+        assert!(e.contains("no ledger of its own"), "{e}");
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub mod config;
 pub mod disk;
 pub mod error;
 pub mod net;
+pub mod router;
+mod router_api;
 pub mod service;
 mod shard_node;
 pub use cairn_wire as wire;
@@ -168,6 +170,10 @@ pub async fn start(
         }
         None => None,
     };
+    let router = match &config.router {
+        Some(r) => Some(Arc::new(router::ShardRouter::start(r)?)),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("listening on {}: {e}", config.listen))?;
@@ -182,6 +188,7 @@ pub async fn start(
         metrics: metrics_handle(),
         ready: AtomicBool::new(true),
         cluster,
+        router,
     });
     let service = service::limited(service::router(state.clone()), &config.limits);
     let fingerprint = tls.as_ref().map(|t| t.fingerprint.clone());
@@ -203,6 +210,9 @@ pub async fn start(
         // The node stops before its ledger closes: nothing applies to a closed ledger.
         if let Some(cluster) = &state.cluster {
             cluster.stop().await;
+        }
+        if let Some(router) = &state.router {
+            router.stop();
         }
         let ledgers: Vec<(String, Arc<Ledger>)> = state
             .ledgers

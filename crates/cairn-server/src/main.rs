@@ -173,6 +173,9 @@ fn run(cli: Cli) -> Result<(), String> {
     for l in &cli.ledger {
         config.ledgers.push(parse_ledger(l)?);
     }
+    if cli.raft && config.router.is_some() {
+        return Err("a router ([router]) is not a Raft node: start it without --raft".into());
+    }
     match (cli.raft, config.cluster.is_some()) {
         (true, false) => {
             return Err("--raft needs a [cluster] section in the configuration".into());
@@ -193,6 +196,14 @@ fn run(cli: Cli) -> Result<(), String> {
                 c.listen,
                 config.cluster_api(),
                 c.dir.display()
+            );
+        }
+        if let Some(r) = &config.router {
+            println!(
+                "router of ledger {:?} over {} shard(s), {} node(s) in all",
+                r.ledger,
+                r.shards.len(),
+                r.shards.iter().map(Vec::len).sum::<usize>()
             );
         }
         println!(

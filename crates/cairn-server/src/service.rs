@@ -53,6 +53,8 @@ pub struct AppState {
     pub ready: AtomicBool,
     /// The cluster this server is a node of (`--raft`), if any.
     pub cluster: Option<Arc<Cluster>>,
+    /// The shards this server routes to (`[router]`), if it is a router.
+    pub router: Option<Arc<crate::router::ShardRouter>>,
 }
 
 pub(crate) type Shared = Arc<AppState>;
@@ -83,6 +85,20 @@ pub type Limited = tower::util::BoxCloneService<
 /// rest).
 pub fn router(state: Shared) -> Router {
     let limits = state.limits.clone();
+    if state.router.is_some() {
+        return Router::new()
+            .route("/health", get(|| async { "ok\n" }))
+            .route("/ready", get(ready))
+            .route("/metrics", get(metrics_text))
+            .merge(crate::router_api::routes())
+            .fallback(|headers: HeaderMap| async move {
+                ApiError::not_found("no such endpoint on a router (see docs/server.md)")
+                    .in_format(Format::of_answer(&headers))
+            })
+            .layer(axum::middleware::from_fn(track))
+            .layer(DefaultBodyLimit::max(limits.body_bytes))
+            .with_state(state);
+    }
     let ledger_routes = Router::new()
         .route("/get", post(get_values))
         .route("/put", post(put))
@@ -298,13 +314,13 @@ fn ledger_for<'a>(
     Ok(ledger)
 }
 
-fn any_grant(p: &Principal, ledger: &str) -> bool {
+pub(crate) fn any_grant(p: &Principal, ledger: &str) -> bool {
     [Right::Read, Right::Write, Right::Admin]
         .iter()
         .any(|&r| p.allows(ledger, None, r))
 }
 
-fn forbidden(right: Right, ledger: &str, table: Option<&str>) -> ApiError {
+pub(crate) fn forbidden(right: Right, ledger: &str, table: Option<&str>) -> ApiError {
     let what = match table {
         Some(t) => format!("table {t:?} of ledger {ledger:?}"),
         None => format!("ledger {ledger:?}"),
@@ -313,7 +329,7 @@ fn forbidden(right: Right, ledger: &str, table: Option<&str>) -> ApiError {
 }
 
 /// Refuses a request with more than the limit's keys (413).
-fn check_keys(limits: &Limits, keys: usize, format: Format) -> Result<(), ApiError> {
+pub(crate) fn check_keys(limits: &Limits, keys: usize, format: Format) -> Result<(), ApiError> {
     if keys > limits.keys_per_request {
         return Err(ApiError::too_large(format!(
             "{keys} keys in one request; the server takes at most {}",
@@ -361,6 +377,7 @@ fn read_response(read: VerifiedRead, tables: &[String]) -> wire::ReadResponse {
             })
             .collect(),
         receipt: read.receipt.encode(),
+        shards: Vec::new(),
     }
 }
 
@@ -383,6 +400,7 @@ fn committed(c: &cairn_ledger::Committed) -> wire::CommitResponse {
         digest: Some(c.digest.into()),
         reads: None,
         writes: None,
+        shards: Vec::new(),
     }
 }
 
@@ -445,6 +463,7 @@ async fn get_values(
                     })
                     .collect(),
                 receipt: Vec::new(),
+                shards: Vec::new(),
             });
         }
         let read = if req.version == 0 {
@@ -988,7 +1007,7 @@ async fn cluster_write(
 }
 
 /// A write request as the command a cluster replicates.
-fn replicated(
+pub(crate) fn replicated(
     expects: &[wire::TableExpects],
     tables: &[wire::TableWrites],
     meta: &[u8],

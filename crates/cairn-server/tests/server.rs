@@ -99,6 +99,7 @@ async fn start(limits: Limits, tls: bool) -> Fixture {
         shutdown_timeout_ms: 5_000,
         log_json: false,
         cluster: None,
+        router: None,
     };
     let running = cairn_server::start(config, std::future::pending())
         .await

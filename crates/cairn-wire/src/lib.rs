@@ -190,6 +190,34 @@ pub struct ReadResponse {
     #[prost(bytes = "vec", tag = "4")]
     #[serde(with = "hexes::one", default, skip_serializing_if = "Vec::is_empty")]
     pub receipt: Vec<u8>,
+    /// From a router over shards: each shard's own answer for its keys, with its version,
+    /// digest and receipt (then `version` is 0 and `digest` and `receipt` are empty: each
+    /// shard's receipt verifies against that shard's digest).
+    #[prost(message, repeated, tag = "5")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardRead>,
+}
+
+/// One shard's answer within a router's `get`.
+#[derive(Clone, PartialEq, Eq, prost::Message, Serialize, Deserialize)]
+pub struct ShardRead {
+    /// The shard's number.
+    #[prost(uint32, tag = "1")]
+    pub shard: u32,
+    /// The shard's answer for the keys it holds.
+    #[prost(message, optional, tag = "2")]
+    pub read: Option<ReadResponse>,
+}
+
+/// One shard's version within a router's answer to a write.
+#[derive(Clone, PartialEq, Eq, prost::Message, Serialize, Deserialize)]
+pub struct ShardVersion {
+    /// The shard's number.
+    #[prost(uint32, tag = "1")]
+    pub shard: u32,
+    /// The version the write made there.
+    #[prost(uint64, tag = "2")]
+    pub version: u64,
 }
 
 /// One write: a value for a key, or its deletion.
@@ -313,6 +341,11 @@ pub struct CommitResponse {
     #[prost(message, optional, tag = "5")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writes: Option<ProvedKeys>,
+    /// From a router over shards: the version each shard touched made (then `version` is 0
+    /// and `ledger_root` and `digest` are empty).
+    #[prost(message, repeated, tag = "6")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardVersion>,
 }
 
 /// A promise to verify: keys of a table read or written at a version.

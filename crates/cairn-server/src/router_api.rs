@@ -1,0 +1,327 @@
+//! The client API of a router (`docs/server.md`, "Router"): `put`, `transact` and `get` of a
+//! ledger split over shards, in the same request formats as a server's, and the table's
+//! global root.
+//!
+//! Owns: the router's routes and handlers. May call: `router` (the coordinator and the
+//! shards), `service` (the caller's rights, limits, the JSON helpers), `codec`, `error`,
+//! `wire`, `cairn_raft`. Must never touch: a ledger (a router has none).
+//!
+//! - **Writes** (`put`, `transact`) go through the coordinator: one Raft write on the one
+//!   shard a write touches, two-phase commit across shards otherwise. The answer names each
+//!   shard's version in `shards` (`version` is 0). Receipts (`prove`) are not given through a
+//!   router yet: a write asking for them is a 400.
+//! - **Reads** (`get`) split the keys by shard and read each shard's part linearizably from its
+//!   leader, at once; the answer merges the values in the order asked and carries each shard's
+//!   own answer (its version, digest and receipt) in `shards`. A key held by a transaction
+//!   across shards is read once it is decided (the router waits, within its retry bound).
+//!   Linearizable per key; not a snapshot across shards.
+//! - **`GET /v1/ledgers/{ledger}/root?table=T`**: the table's global root over the shards'
+//!   roots, bit for bit the root one unsharded table holding the same data would have, with
+//!   the shard versions it was built from.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::auth::Right;
+use crate::codec::{Format, Reply, Wire};
+use crate::error::ApiError;
+use crate::router::ShardRouter;
+use crate::service::{self, json_response, AppState, Caller, Shared};
+use crate::wire;
+use cairn_raft::{Command, Outcome};
+
+/// The router's routes (the health, readiness and metrics endpoints are the server's).
+pub(crate) fn routes() -> Router<Shared> {
+    let ledger_routes = Router::new()
+        .route("/get", post(get_values))
+        .route("/put", post(put))
+        .route("/transact", post(transact))
+        .route("/root", get(root));
+    Router::new().nest("/v1/ledgers/{ledger}", ledger_routes)
+}
+
+/// The router, once the caller may use `right` on every table of `tables` of ledger `name`
+/// and the request's keys are within the limit.
+fn admit<'a, 't>(
+    state: &'a AppState,
+    caller: &Caller,
+    name: &str,
+    keys: usize,
+    tables: impl IntoIterator<Item = &'t str>,
+    right: Right,
+    format: Format,
+) -> Result<&'a ShardRouter, ApiError> {
+    service::check_keys(&state.limits, keys, format)?;
+    let router = (state.router.as_deref())
+        .filter(|r| r.ledger == name && service::any_grant(&caller.0, name))
+        .ok_or_else(|| ApiError::not_found(format!("no ledger {name:?}")).in_format(format))?;
+    for t in tables {
+        if !caller.0.allows(name, Some(t), right) {
+            return Err(service::forbidden(right, name, Some(t)).in_format(format));
+        }
+    }
+    Ok(router)
+}
+
+fn no_receipts(format: Format) -> ApiError {
+    ApiError::bad_request(
+        "receipts are not given through a router yet: write without prove, and read the keys \
+         back with get (each shard's receipt comes with it)",
+    )
+    .in_format(format)
+}
+
+async fn put(
+    State(state): State<Shared>,
+    Path(name): Path<String>,
+    caller: Caller,
+    Wire {
+        message: req,
+        answer,
+    }: Wire<wire::PutRequest>,
+) -> Result<Reply<wire::CommitResponse>, ApiError> {
+    let keys = req.tables.iter().map(|t| t.writes.len()).sum();
+    let tables = req.tables.iter().map(|t| t.table.as_str());
+    let router = admit(&state, &caller, &name, keys, tables, Right::Write, answer)?;
+    if req.prove {
+        return Err(no_receipts(answer));
+    }
+    let command = service::replicated(&[], &req.tables, &req.meta, false);
+    write(router, command, answer).await
+}
+
+async fn transact(
+    State(state): State<Shared>,
+    Path(name): Path<String>,
+    caller: Caller,
+    Wire {
+        message: req,
+        answer,
+    }: Wire<wire::TransactRequest>,
+) -> Result<Reply<wire::CommitResponse>, ApiError> {
+    let keys = req.tables.iter().map(|t| t.writes.len()).sum::<usize>()
+        + req.expects.iter().map(|t| t.expects.len()).sum::<usize>();
+    let read = req.expects.iter().map(|t| t.table.as_str());
+    admit(&state, &caller, &name, keys, read, Right::Read, answer)?;
+    let tables = req.tables.iter().map(|t| t.table.as_str());
+    let router = admit(&state, &caller, &name, keys, tables, Right::Write, answer)?;
+    if req.prove {
+        return Err(no_receipts(answer));
+    }
+    let command = service::replicated(&req.expects, &req.tables, &req.meta, false);
+    write(router, command, answer).await
+}
+
+/// Writes `command`'s expectations and writes through the coordinator and answers as a write.
+async fn write(
+    router: &ShardRouter,
+    command: Command,
+    format: Format,
+) -> Result<Reply<wire::CommitResponse>, ApiError> {
+    let Command::Write {
+        expects,
+        writes,
+        meta,
+        ..
+    } = command
+    else {
+        return Err(ApiError::internal().in_format(format));
+    };
+    let named: Vec<(String, Vec<u8>)> = (expects.iter())
+        .map(|e| (e.table.clone(), e.key.clone()))
+        .collect();
+    let started = std::time::Instant::now();
+    let outcome = router.coordinator.transact(expects, writes, meta).await;
+    metrics::histogram!("cairn_router_write_seconds").record(started.elapsed().as_secs_f64());
+    let error =
+        |status, code, message: String| Err(ApiError::new(status, code, message).in_format(format));
+    match outcome {
+        Ok(Outcome::Committed { versions, tx }) => {
+            if tx.is_some() {
+                metrics::counter!("cairn_router_cross_shard_commits").increment(1);
+            }
+            let shards = (versions.into_iter())
+                .map(|(shard, version)| wire::ShardVersion { shard, version })
+                .collect();
+            Ok(Reply(
+                wire::CommitResponse {
+                    shards,
+                    ..Default::default()
+                },
+                format,
+            ))
+        }
+        Ok(Outcome::Unchanged) => Ok(Reply(wire::CommitResponse::default(), format)),
+        Ok(Outcome::Conflict { index }) => {
+            let (table, key) = named.get(index).cloned().unwrap_or_default();
+            error(
+                StatusCode::CONFLICT,
+                "expectation_failed",
+                format!(
+                    "key {} of table {table:?} no longer holds the value read; nothing was written",
+                    hex::encode(key)
+                ),
+            )
+        }
+        Ok(Outcome::Locked { tx }) => error(
+            StatusCode::CONFLICT,
+            "locked",
+            format!(
+                "a key is held by transaction {tx:?}, prepared across shards and not decided \
+                 yet; nothing was written: retry"
+            ),
+        ),
+        Ok(Outcome::Refused { reason }) => Err(ApiError::bad_request(reason).in_format(format)),
+        Ok(Outcome::Aborted { reason }) => {
+            metrics::counter!("cairn_router_aborts").increment(1);
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "aborted",
+                format!("the transaction across shards was aborted, nothing was written ({reason}): retry"),
+            )
+        }
+        Err(cairn_raft::Error::Unknown(detail)) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "outcome_unknown",
+            format!("the write's outcome is unknown: read before retrying ({detail})"),
+        ),
+        Err(e) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("the shards cannot serve this now: {e}"),
+        ),
+    }
+}
+
+async fn get_values(
+    State(state): State<Shared>,
+    Path(name): Path<String>,
+    caller: Caller,
+    Wire {
+        message: req,
+        answer,
+    }: Wire<wire::GetRequest>,
+) -> Result<Reply<wire::ReadResponse>, ApiError> {
+    let keys = req.tables.iter().map(|t| t.keys.len()).sum();
+    let tables = req.tables.iter().map(|t| t.table.as_str());
+    let router = admit(&state, &caller, &name, keys, tables, Right::Read, answer)?;
+    if req.promise || req.version != 0 {
+        return Err(ApiError::bad_request(
+            "a router reads the newest version with receipts: leave promise and version out",
+        )
+        .in_format(answer));
+    }
+    // Each shard's part: per table of the request, its keys on that shard.
+    let map = *router.map();
+    let mut parts: BTreeMap<u32, wire::GetRequest> = BTreeMap::new();
+    for t in &req.tables {
+        for key in &t.keys {
+            let part = parts.entry(map.shard_of(key)).or_default();
+            match part.tables.iter_mut().find(|p| p.table == t.table) {
+                Some(p) => p.keys.push(key.clone()),
+                None => part.tables.push(wire::TableKeys {
+                    table: t.table.clone(),
+                    keys: vec![key.clone()],
+                }),
+            }
+        }
+    }
+    let reads = parts
+        .iter()
+        .map(|(shard, part)| router.shards().read(*shard, part));
+    let answers = futures_util::future::join_all(reads).await;
+    let mut shards = Vec::with_capacity(answers.len());
+    for ((shard, _), read) in parts.iter().zip(answers) {
+        let read = read.map_err(|e| read_error(e).in_format(answer))?;
+        shards.push(wire::ShardRead {
+            shard: *shard,
+            read: Some(read),
+        });
+    }
+    // The values in the order asked: each key's from its shard's answer, in the order the
+    // part asked them.
+    let mut next: BTreeMap<(u32, &str), usize> = BTreeMap::new();
+    let mut tables = Vec::with_capacity(req.tables.len());
+    for t in &req.tables {
+        let mut values = Vec::with_capacity(t.keys.len());
+        for key in &t.keys {
+            let shard = map.shard_of(key);
+            let i = next.entry((shard, t.table.as_str())).or_default();
+            let value = (shards.iter().find(|s| s.shard == shard))
+                .and_then(|s| s.read.as_ref())
+                .and_then(|r| r.tables.iter().find(|v| v.table == t.table))
+                .and_then(|v| v.values.get(*i))
+                .cloned()
+                .ok_or_else(|| ApiError::internal().in_format(answer))?;
+            *i += 1;
+            values.push(value);
+        }
+        tables.push(wire::TableValues {
+            table: t.table.clone(),
+            values,
+            proven: Vec::new(),
+        });
+    }
+    Ok(Reply(
+        wire::ReadResponse {
+            tables,
+            shards,
+            ..Default::default()
+        },
+        answer,
+    ))
+}
+
+fn read_error(e: cairn_raft::Error) -> ApiError {
+    match e {
+        cairn_raft::Error::Locked { tx } => ApiError::new(
+            StatusCode::CONFLICT,
+            "locked",
+            format!("a key is held by {tx}, not decided yet: retry"),
+        ),
+        other => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("the shards cannot serve this now: {other}"),
+        ),
+    }
+}
+
+/// `GET /v1/ledgers/{ledger}/root?table=T`: `{"table", "root": hex, "versions": [...]}`.
+async fn root(
+    State(state): State<Shared>,
+    Path(name): Path<String>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let format = Format::of_answer(&headers);
+    let table = (uri.query().unwrap_or("").split('&'))
+        .find_map(|p| p.strip_prefix("table="))
+        .map(str::to_string)
+        .ok_or_else(|| ApiError::bad_request("the query names table=T").in_format(format))?;
+    let router = admit(
+        &state,
+        &caller,
+        &name,
+        0,
+        [table.as_str()],
+        Right::Read,
+        format,
+    )?;
+    if !router.tables.contains(&table) {
+        return Err(ApiError::not_found(format!("no table {table:?}")).in_format(format));
+    }
+    let (root, versions) =
+        (router.global_root(&table).await).map_err(|e| read_error(e).in_format(format))?;
+    Ok(json_response(serde_json::json!({
+        "table": table,
+        "root": hex::encode(root.hash),
+        "versions": versions,
+    })))
+}
