@@ -600,9 +600,10 @@ pub struct ServeArgs {
     /// Concurrent client counts, comma-separated.
     #[arg(long, default_value = "1,16,64,256")]
     pub clients: String,
-    /// Servers, comma-separated: cairn, immudb, and Cairn clusters cairn-raft1 (one
-    /// `cairn-server --raft` node) and cairn-raft3 (three, served by the leader), in each cell
-    /// in this order.
+    /// Servers, comma-separated: cairn, immudb, Cairn clusters cairn-raft1 (one
+    /// `cairn-server --raft` node) and cairn-raft3 (three, served by the leader), and sharded
+    /// ledgers cairn-shard2x3 and cairn-shard4x3 (2 or 4 shards of three nodes behind a
+    /// router), in each cell in this order.
     #[arg(long, default_value = "cairn,immudb")]
     pub engines: String,
     /// Seconds each Cairn cell's clients run.

@@ -50,6 +50,7 @@ pub struct ClientBuilder {
     timeout: Duration,
     connect_timeout: Duration,
     max_response_bytes: usize,
+    shard: Option<u32>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -80,7 +81,16 @@ impl ClientBuilder {
             timeout: TIMEOUT_DEFAULT,
             connect_timeout: CONNECT_TIMEOUT_DEFAULT,
             max_response_bytes: RESPONSE_BYTES_MAX_DEFAULT,
+            shard: None,
         }
+    }
+
+    /// Through a router over shards (`docs/server.md`, "Router"): a client of shard `shard`'s
+    /// ledger alone (the router's `<ledger>/shards/<shard>/` endpoints), with that shard's
+    /// digest as its trusted state. Every key it reads or writes must belong to the shard.
+    pub fn shard(mut self, shard: u32) -> ClientBuilder {
+        self.shard = Some(shard);
+        self
     }
 
     /// The bearer token to present (`Authorization: Bearer <token>`).
@@ -156,6 +166,7 @@ impl ClientBuilder {
             timeout: self.timeout,
             connect_timeout: self.connect_timeout,
             max_response_bytes: self.max_response_bytes,
+            shard: self.shard,
         })?;
         let trust = Trust::open(self.digest_file, self.trusted)?;
         Ok(Client {
@@ -396,6 +407,28 @@ impl Client {
         let answer: wire::CommitResponse = self.inner.http.post("transact", &request).await?;
         self.check_commit(&answer, &batch.expected_writes(), &reads, floor)
             .await
+    }
+
+    /// Through a router over shards (`docs/server.md`, "Router"), with this client's ledger
+    /// the router's: commits `batch` across the shards its keys belong to, atomically (two-phase
+    /// commit), if every key it expects still holds the value seen. Answers the version each
+    /// shard touched made, as `(shard, version)`. No receipt comes back: a router gives none
+    /// for a write across shards yet, so what it wrote is proved by reading it back (through
+    /// each shard's own client, `<ledger>/shards/<s>`). Errors: the server's 409 (an
+    /// expectation failed, or a key is held by another transaction: retry), 503 `aborted`
+    /// (nothing written: retry) or `outcome_unknown`; transport errors.
+    pub async fn transact_across(&self, batch: &Batch) -> Result<Vec<(u32, u64)>, Error> {
+        if batch.is_empty() {
+            return Err(Error::Invalid("a batch writes at least one key".into()));
+        }
+        let request = wire::TransactRequest {
+            expects: batch.wire_expects(),
+            tables: batch.wire_writes(),
+            meta: batch.meta_bytes().to_vec(),
+            prove: false,
+        };
+        let answer: wire::CommitResponse = self.inner.http.post("transact", &request).await?;
+        Ok(answer.shards.iter().map(|s| (s.shard, s.version)).collect())
     }
 
     async fn check_commit(

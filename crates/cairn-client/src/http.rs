@@ -52,6 +52,8 @@ pub(crate) struct HttpOptions<'a> {
     pub(crate) timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) max_response_bytes: usize,
+    /// A shard behind a router: the ledger's `shards/<shard>/` endpoints.
+    pub(crate) shard: Option<u32>,
 }
 
 impl Http {
@@ -61,8 +63,12 @@ impl Http {
     pub(crate) fn new(options: HttpOptions<'_>) -> Result<Http, Error> {
         let base = parse_base(options.url)?;
         check_ledger_name(options.ledger)?;
+        let path = match options.shard {
+            Some(s) => format!("v1/ledgers/{}/shards/{s}/", options.ledger),
+            None => format!("v1/ledgers/{}/", options.ledger),
+        };
         let ledger_url = base
-            .join(&format!("v1/ledgers/{}/", options.ledger))
+            .join(&path)
             .map_err(|e| Error::Config(format!("the URL {:?}: {e}", options.url)))?;
         let tls = tls_config(options.ca_pem, base.scheme() == "https")?;
         let client = reqwest::Client::builder()

@@ -121,6 +121,22 @@ impl HttpShards {
         )))
     }
 
+    /// Sends `body` (JSON) to `path` on shard `shard`'s leader: its status and body. For the
+    /// router's per-shard endpoints, which pass a client's request through.
+    ///
+    /// Errors: [`Error::Unknown`] when a request was sent and its answer lost; [`Error::Raft`]
+    /// when no node answered in time.
+    pub async fn forward(
+        &self,
+        shard: u32,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(StatusCode, bytes::Bytes), Error> {
+        let a = self.send(shard, method, path, body).await?;
+        Ok((a.status, a.body))
+    }
+
     /// Reads `request`'s keys (all of shard `shard`) linearizably from the shard's leader,
     /// again while a transaction holds one of them, until [`RETRY_FOR`] has passed.
     ///

@@ -15,6 +15,12 @@
 //!   own answer (its version, digest and receipt) in `shards`. A key held by a transaction
 //!   across shards is read once it is decided (the router waits, within its retry bound).
 //!   Linearizable per key; not a snapshot across shards.
+//! - **One shard's ledger**, `/v1/ledgers/{ledger}/shards/{s}/` + `digest`, `consistency`,
+//!   `get`, `put`, `transact`: passed through to shard `s`'s leader as they are (a write with
+//!   `prove` answered with that shard's receipts), once every key named is checked to belong to
+//!   shard `s`: what a verifying client uses to follow each shard's digest and to make
+//!   single-shard transactions with receipts (`cairn-client` with the ledger named
+//!   `bank/shards/0`).
 //! - **`GET /v1/ledgers/{ledger}/root?table=T`**: the table's global root over the shards'
 //!   roots, bit for bit the root one unsharded table holding the same data would have, with
 //!   the shard versions it was built from.
@@ -41,7 +47,12 @@ pub(crate) fn routes() -> Router<Shared> {
         .route("/get", post(get_values))
         .route("/put", post(put))
         .route("/transact", post(transact))
-        .route("/root", get(root));
+        .route("/root", get(root))
+        .route("/shards/{shard}/digest", get(shard_digest))
+        .route("/shards/{shard}/consistency", get(shard_consistency))
+        .route("/shards/{shard}/get", post(shard_get))
+        .route("/shards/{shard}/put", post(shard_put))
+        .route("/shards/{shard}/transact", post(shard_transact));
     Router::new().nest("/v1/ledgers/{ledger}", ledger_routes)
 }
 
@@ -324,4 +335,227 @@ async fn root(
         "root": hex::encode(root.hash),
         "versions": versions,
     })))
+}
+
+// ---------------------------------------------------------------------------------------------
+// One shard's ledger, passed through
+
+/// The router for a per-shard request, once the caller may use `right` on every table of
+/// the ledger (the body is passed through, so every table it could name is checked) and
+/// `shard` exists.
+fn admit_shard<'a>(
+    state: &'a AppState,
+    caller: &Caller,
+    name: &str,
+    shard: u32,
+    keys: usize,
+    right: Right,
+    format: Format,
+) -> Result<&'a ShardRouter, ApiError> {
+    let tables = (state.router.as_deref()).map_or_else(Vec::new, |r| r.tables.clone());
+    let router = admit(
+        state,
+        caller,
+        name,
+        keys,
+        tables.iter().map(String::as_str),
+        right,
+        format,
+    )?;
+    if shard >= router.map().shards() {
+        return Err(ApiError::not_found(format!("no shard {shard}")).in_format(format));
+    }
+    Ok(router)
+}
+
+/// 400 unless every key of `keys` belongs to shard `shard`.
+fn on_shard<'k>(
+    router: &ShardRouter,
+    shard: u32,
+    keys: impl IntoIterator<Item = &'k Vec<u8>>,
+    format: Format,
+) -> Result<(), ApiError> {
+    for key in keys {
+        let owner = router.map().shard_of(key);
+        if owner != shard {
+            return Err(ApiError::bad_request(format!(
+                "key {} belongs to shard {owner}, not {shard}",
+                hex::encode(key)
+            ))
+            .in_format(format));
+        }
+    }
+    Ok(())
+}
+
+/// The stable codes a shard's error may carry, as the router passes them on.
+const CODES: &[&str] = &[
+    "bad_request",
+    "not_found",
+    "forbidden",
+    "unauthorized",
+    "expectation_failed",
+    "conflict",
+    "locked",
+    "too_many_keys",
+    "payload_too_large",
+    "outcome_unknown",
+    "unavailable",
+    "no_such_version",
+    "version_pruned",
+    "receipts_failed",
+    "not_leader",
+];
+
+/// Sends `body` to `path` on shard `shard` and answers its 200 as a `T` in `format`, or its
+/// error as the same error.
+async fn forward<T: serde::de::DeserializeOwned + prost::Message + serde::Serialize>(
+    router: &ShardRouter,
+    shard: u32,
+    method: axum::http::Method,
+    path: &str,
+    body: Option<Vec<u8>>,
+    format: Format,
+) -> Result<Reply<T>, ApiError> {
+    let (status, bytes) = (router.shards().forward(shard, method, path, body).await)
+        .map_err(|e| read_error(e).in_format(format))?;
+    if status == StatusCode::OK {
+        let message = serde_json::from_slice(&bytes).map_err(|e| {
+            tracing::error!(shard, error = %e, "a shard's answer does not decode");
+            ApiError::internal().in_format(format)
+        })?;
+        return Ok(Reply(message, format));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let code = (v["code"].as_str())
+        .and_then(|c| CODES.iter().find(|k| **k == c).copied())
+        .unwrap_or("shard_error");
+    let message = v["message"].as_str().unwrap_or("").to_string();
+    Err(ApiError::new(status, code, format!("shard {shard}: {message}")).in_format(format))
+}
+
+fn json_of<T: serde::Serialize>(message: &T, format: Format) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(message).map_err(|_| ApiError::internal().in_format(format))
+}
+
+async fn shard_digest(
+    State(state): State<Shared>,
+    Path((name, shard)): Path<(String, u32)>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Reply<wire::Digest>, ApiError> {
+    let format = Format::of_answer(&headers);
+    let router = admit_shard(&state, &caller, &name, shard, 0, Right::Read, format)?;
+    let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+    let path = format!("/v1/ledgers/{name}/digest{query}");
+    forward(router, shard, axum::http::Method::GET, &path, None, format).await
+}
+
+async fn shard_consistency(
+    State(state): State<Shared>,
+    Path((name, shard)): Path<(String, u32)>,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Reply<wire::ConsistencyResponse>, ApiError> {
+    let format = Format::of_answer(&headers);
+    let router = admit_shard(&state, &caller, &name, shard, 0, Right::Read, format)?;
+    let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+    let path = format!("/v1/ledgers/{name}/consistency{query}");
+    forward(router, shard, axum::http::Method::GET, &path, None, format).await
+}
+
+async fn shard_get(
+    State(state): State<Shared>,
+    Path((name, shard)): Path<(String, u32)>,
+    caller: Caller,
+    Wire {
+        message: req,
+        answer,
+    }: Wire<wire::GetRequest>,
+) -> Result<Reply<wire::ReadResponse>, ApiError> {
+    let keys = req.tables.iter().map(|t| t.keys.len()).sum();
+    let router = admit_shard(&state, &caller, &name, shard, keys, Right::Read, answer)?;
+    on_shard(
+        router,
+        shard,
+        req.tables.iter().flat_map(|t| &t.keys),
+        answer,
+    )?;
+    let path = format!("/v1/ledgers/{name}/get");
+    let body = json_of(&req, answer)?;
+    forward(
+        router,
+        shard,
+        axum::http::Method::POST,
+        &path,
+        Some(body),
+        answer,
+    )
+    .await
+}
+
+async fn shard_put(
+    State(state): State<Shared>,
+    Path((name, shard)): Path<(String, u32)>,
+    caller: Caller,
+    Wire {
+        message: req,
+        answer,
+    }: Wire<wire::PutRequest>,
+) -> Result<Reply<wire::CommitResponse>, ApiError> {
+    let keys = req.tables.iter().map(|t| t.writes.len()).sum();
+    let router = admit_shard(&state, &caller, &name, shard, keys, Right::Write, answer)?;
+    let written = req
+        .tables
+        .iter()
+        .flat_map(|t| t.writes.iter().map(|w| &w.key));
+    on_shard(router, shard, written, answer)?;
+    let path = format!("/v1/ledgers/{name}/put");
+    let body = json_of(&req, answer)?;
+    forward(
+        router,
+        shard,
+        axum::http::Method::POST,
+        &path,
+        Some(body),
+        answer,
+    )
+    .await
+}
+
+async fn shard_transact(
+    State(state): State<Shared>,
+    Path((name, shard)): Path<(String, u32)>,
+    caller: Caller,
+    Wire {
+        message: req,
+        answer,
+    }: Wire<wire::TransactRequest>,
+) -> Result<Reply<wire::CommitResponse>, ApiError> {
+    let keys = req.tables.iter().map(|t| t.writes.len()).sum::<usize>()
+        + req.expects.iter().map(|t| t.expects.len()).sum::<usize>();
+    let router = admit_shard(&state, &caller, &name, shard, keys, Right::Read, answer)?;
+    admit_shard(&state, &caller, &name, shard, keys, Right::Write, answer)?;
+    let written = req
+        .tables
+        .iter()
+        .flat_map(|t| t.writes.iter().map(|w| &w.key));
+    let read = req
+        .expects
+        .iter()
+        .flat_map(|t| t.expects.iter().map(|e| &e.key));
+    on_shard(router, shard, written.chain(read), answer)?;
+    let path = format!("/v1/ledgers/{name}/transact");
+    let body = json_of(&req, answer)?;
+    forward(
+        router,
+        shard,
+        axum::http::Method::POST,
+        &path,
+        Some(body),
+        answer,
+    )
+    .await
 }

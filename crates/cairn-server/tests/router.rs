@@ -210,6 +210,31 @@ async fn a_router_over_two_shards_of_three_processes() {
         assert!(!s["read"]["receipt"].as_str().unwrap().is_empty(), "{s}");
     }
 
+    // Each shard's own ledger through the router: its digest, and a read of its keys only.
+    let d = call(
+        &http,
+        "GET",
+        &format!("{router}/v1/ledgers/bank/shards/1/digest"),
+        None,
+    )
+    .await;
+    assert_eq!(d.status, 200, "{}", d.body);
+    assert!(d.body["size"].as_u64().unwrap() > 0, "{}", d.body);
+    let get = |s: u32, key: &[u8]| {
+        let body = json!({"tables": [{"table": "checking", "keys": [h(key)]}]});
+        let (http, url) = (
+            http.clone(),
+            format!("{router}/v1/ledgers/bank/shards/{s}/get"),
+        );
+        async move { call(&http, "POST", &url, Some(body)).await }
+    };
+    let own = get(0, &account(on[0][0])).await;
+    assert_eq!(own.status, 200, "{}", own.body);
+    assert!(!own.body["receipt"].as_str().unwrap().is_empty());
+    let foreign = get(0, &account(on[1][0])).await;
+    assert_eq!(foreign.status, 400, "{}", foreign.body);
+    assert_eq!(get(7, &account(0)).await.status, 404);
+
     // The global root is one unsharded ledger's root over the same balances.
     let a = call(
         &http,

@@ -181,6 +181,9 @@ pub struct Figures {
     /// Versions (Cairn) or transactions (immudb) the engine committed during the run: with
     /// group commit, fewer than the writing transactions.
     pub versions: u64,
+    /// Writing transactions committed across shards through a router (`serve` with shards):
+    /// their reads verified, their writes proved only by later reads.
+    pub across_shards: u64,
     /// The deferred verifier's figures (deferred runs only).
     pub deferred: Option<DeferredFigures>,
     /// The block auditor's figures (the audit workload only).
@@ -203,6 +206,7 @@ impl Figures {
             read_proof_bytes: 0,
             disk_bytes: None,
             versions: 0,
+            across_shards: 0,
             deferred: None,
             audit: None,
             hist: BTreeMap::new(),
@@ -298,6 +302,7 @@ impl Figures {
             "proof_bytes_per_verified_read": self.bytes_per_read(),
             "disk_bytes": self.disk_bytes,
             "versions": self.versions,
+            "across_shards": self.across_shards,
             "deferred": self.deferred.as_ref().map(DeferredFigures::json),
             "audit": self.audit.as_ref().map(audit::AuditFigures::json),
             "per_type": per_kind,

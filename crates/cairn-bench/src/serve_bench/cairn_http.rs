@@ -129,8 +129,13 @@ pub struct Server {
     pub token: String,
     /// The server's log (stderr).
     pub log: PathBuf,
-    /// The ledger's directory.
+    /// The ledger's directory (the leader's, for a cluster; the first shard's leader's, for
+    /// shards).
     pub ledger_dir: PathBuf,
+    /// Every node's client API, for a cluster.
+    apis: Vec<String>,
+    /// Shards behind a router (`url` is the router's), or 0 for one ledger.
+    pub shards: u32,
 }
 
 impl Server {
@@ -155,6 +160,8 @@ impl Server {
             token,
             log,
             ledger_dir,
+            apis: Vec::new(),
+            shards: 0,
         };
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         if let Err(e) = wait_http_ok(addr, "/ready", Duration::from_secs(60)) {
@@ -169,8 +176,101 @@ impl Server {
     /// [`Server::start`] of a cluster of `nodes` processes: node 1 initializes it; the
     /// server's URL, log and ledger are the leader's once one is elected.
     fn start_cluster(setup: &ServerSetup, dir: &Path, nodes: usize) -> Result<Server, Failure> {
+        let token = format!("bench-{}", hex::encode(random_bytes()?));
+        Server::start_cluster_with(setup, dir, nodes, token)
+    }
+
+    /// `shards` clusters of `nodes` processes each (in `dir/shardS`), every one serving ledger
+    /// `bank`, behind a router (`cairn-server` with `[router]`, in `dir/router`) that the
+    /// clients talk to: its per-shard endpoints for reads and single-shard transactions, its
+    /// own `transact` for those across shards.
+    pub fn start_sharded(
+        setup: &ServerSetup,
+        dir: &Path,
+        shards: u32,
+        nodes: usize,
+    ) -> Result<Server, Failure> {
         use std::os::unix::fs::PermissionsExt as _;
         let token = format!("bench-{}", hex::encode(random_bytes()?));
+        let hash = hex::encode(Sha256::digest(token.as_bytes()));
+        let mut groups = Vec::new();
+        let mut children = Vec::new();
+        let mut first_ledger = PathBuf::new();
+        for s in 0..shards {
+            let shard_dir = dir.join(format!("shard{s}"));
+            std::fs::create_dir_all(&shard_dir)
+                .context(|| format!("creating {}", shard_dir.display()))?;
+            let mut cluster = Server::start_cluster_with(setup, &shard_dir, nodes, token.clone())?;
+            groups.push(std::mem::take(&mut cluster.apis));
+            children.append(&mut cluster.children);
+            if s == 0 {
+                first_ledger = cluster.ledger_dir.clone();
+            }
+        }
+        let router_dir = dir.join("router");
+        std::fs::create_dir_all(&router_dir)
+            .context(|| format!("creating {}", router_dir.display()))?;
+        let token_file = router_dir.join("shards.token");
+        std::fs::write(&token_file, &token)
+            .and_then(|()| {
+                std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600))
+            })
+            .context(|| format!("writing {}", token_file.display()))?;
+        let port = free_port()?;
+        let shards_toml: Vec<String> = (groups.iter())
+            .map(|apis| {
+                let quoted: Vec<String> = apis.iter().map(|a| format!("{a:?}")).collect();
+                format!("[{}]", quoted.join(", "))
+            })
+            .collect();
+        let config = format!(
+            "listen = \"127.0.0.1:{port}\"\n\
+             insecure_loopback = true\n\
+             \n\
+             [limits]\n\
+             concurrent_requests = 8192\n\
+             connections = 8192\n\
+             \n\
+             [[tokens]]\n\
+             name = \"bench\"\n\
+             sha256 = \"{hash}\"\n\
+             grants = [{{ ledger = \"{LEDGER}\", rights = [\"read\", \"write\"] }}]\n\
+             \n\
+             [router]\n\
+             ledger = \"{LEDGER}\"\n\
+             tables = [\"{CHECKING}\", \"{SAVINGS}\"]\n\
+             shards = [{}]\n\
+             token_file = {token_file:?}\n",
+            shards_toml.join(", ")
+        );
+        let (child, log) = spawn(setup, &router_dir, &config, false)?;
+        children.push(child);
+        let server = Server {
+            children,
+            url: format!("http://127.0.0.1:{port}"),
+            token,
+            log,
+            ledger_dir: first_ledger,
+            apis: Vec::new(),
+            shards,
+        };
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        if let Err(e) = wait_http_ok(addr, "/ready", Duration::from_secs(60)) {
+            return Err(Failure(format!(
+                "{e}: the router did not start (its log: {})",
+                server.log.display()
+            )));
+        }
+        Ok(server)
+    }
+
+    fn start_cluster_with(
+        setup: &ServerSetup,
+        dir: &Path,
+        nodes: usize,
+        token: String,
+    ) -> Result<Server, Failure> {
+        use std::os::unix::fs::PermissionsExt as _;
         let hash = hex::encode(Sha256::digest(token.as_bytes()));
         let secret = dir.join("cluster.secret");
         std::fs::write(&secret, hex::encode(random_bytes()?))
@@ -195,6 +295,10 @@ impl Server {
             token,
             log: PathBuf::new(),
             ledger_dir: PathBuf::new(),
+            apis: (ports.iter())
+                .map(|(api, _)| format!("http://127.0.0.1:{api}"))
+                .collect(),
+            shards: 0,
         };
         for (i, (api, peer)) in ports.iter().enumerate() {
             let node_dir = dir.join(format!("node{}", i + 1));
@@ -247,11 +351,40 @@ impl Server {
 
     /// A new verifying client of the ledger (its own pool, its own trusted digest).
     pub fn client(&self) -> Result<Client, Failure> {
-        Client::builder(&self.url, LEDGER)
+        self.client_of(None)
+    }
+
+    fn client_of(&self, shard: Option<u32>) -> Result<Client, Failure> {
+        let mut builder = Client::builder(&self.url, LEDGER)
             .token(&self.token)
-            .timeout(Duration::from_secs(120))
+            .timeout(Duration::from_secs(120));
+        if let Some(s) = shard {
+            builder = builder.shard(s);
+        }
+        builder
             .build()
             .map_err(|e| Failure(format!("building a client: {e}")))
+    }
+
+    /// A user's connection: one verifying client, or (behind a router) one per shard plus the
+    /// router's own for writes across shards.
+    pub fn conn(&self) -> Result<Conn, Failure> {
+        if self.shards == 0 {
+            return Ok(Conn::One(self.client()?));
+        }
+        let map = cairn_proof::ShardMap::new(
+            cairn_ledger::LedgerConfig::default().hash,
+            self.shards.trailing_zeros() as u8,
+        )
+        .map_err(|e| Failure(format!("the shard map: {e}")))?;
+        let shards = (0..self.shards)
+            .map(|s| self.client_of(Some(s)))
+            .collect::<Result<_, _>>()?;
+        Ok(Conn::Sharded(Box::new(Sharded {
+            router: self.client()?,
+            shards,
+            map,
+        })))
     }
 
     /// Stops the server gracefully (SIGTERM: in-flight requests finished, the log synced, a
@@ -368,6 +501,37 @@ fn random_bytes() -> Result<[u8; 16], Failure> {
     Ok(bytes)
 }
 
+/// A user's connection to the ledger.
+pub enum Conn {
+    /// One server or cluster: one verifying client.
+    One(Client),
+    /// Shards behind a router.
+    Sharded(Box<Sharded>),
+}
+
+/// A user's clients of a ledger behind a router: the router's own (writes across shards) and
+/// one per shard (`bank/shards/S`: reads and single-shard transactions, each verified against
+/// that shard's digest).
+pub struct Sharded {
+    router: Client,
+    shards: Vec<Client>,
+    map: cairn_proof::ShardMap,
+}
+
+impl Sharded {
+    fn shard_of(&self, key: Key) -> u32 {
+        self.map.shard_of(&table_key(key).1)
+    }
+}
+
+/// Whether `e` is a retry: a key changed since it was read, a key held by a transaction
+/// across shards, or such a transaction aborted.
+fn is_retry(e: &cairn_client::Error) -> bool {
+    e.is_expectation_failed()
+        || matches!(e, cairn_client::Error::Server { status: 409 | 503, code, .. }
+            if code == "locked" || code == "aborted")
+}
+
 /// A multi-threaded runtime of `threads` workers for the clients.
 pub fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
@@ -379,8 +543,39 @@ pub fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, Failure> {
 
 /// Loads `accounts` accounts through `client` (verified puts of 5,000 accounts): returns the
 /// seconds it took.
-pub async fn load(client: &Client, accounts: u64) -> Result<f64, Failure> {
+pub async fn load(conn: &Conn, accounts: u64) -> Result<f64, Failure> {
     let started = Instant::now();
+    if let Conn::Sharded(sharded) = conn {
+        // Each shard's accounts through that shard's client (verified puts).
+        for (s, client) in sharded.shards.iter().enumerate() {
+            let mine: Vec<u64> = (0..accounts)
+                .filter(|a| sharded.shard_of(Key::Checking(*a)) == s as u32)
+                .collect();
+            for chunk in mine.chunks(LOAD_ACCOUNTS as usize) {
+                let mut batch = Batch::new();
+                for a in chunk {
+                    batch.insert(
+                        SAVINGS,
+                        a.to_be_bytes(),
+                        crate::ledger_bench::smallbank::SAVINGS_START.to_be_bytes(),
+                    );
+                    batch.insert(
+                        CHECKING,
+                        a.to_be_bytes(),
+                        crate::ledger_bench::smallbank::CHECKING_START.to_be_bytes(),
+                    );
+                }
+                client
+                    .put(&batch)
+                    .await
+                    .map_err(|e| Failure(format!("loading shard {s}'s accounts: {e}")))?;
+            }
+        }
+        return Ok(started.elapsed().as_secs_f64());
+    }
+    let Conn::One(client) = conn else {
+        unreachable!("a connection is one client or sharded")
+    };
     let mut first = 0;
     while first < accounts {
         let last = (first + LOAD_ACCOUNTS).min(accounts);
@@ -437,6 +632,8 @@ struct Counts {
     conflicts: u64,
     verified_reads: u64,
     verified_writes: u64,
+    /// Committed transactions across shards (their writes proved by later reads only).
+    across: u64,
     /// Committed writing transactions: (version, op).
     log: Vec<(u64, Op)>,
 }
@@ -478,10 +675,16 @@ async fn transaction(client: &Client, op: &Op, counts: &mut Counts) -> Result<()
     }
     let context = || format!("transaction {} of client {}", op.seq, op.client);
     loop {
-        let read = client
-            .get(&tables)
-            .await
-            .map_err(|e| Failure(format!("{}: read: {e}", context())))?;
+        let read = match client.get(&tables).await {
+            Ok(read) => read,
+            // A key held by a transaction across shards: read again once it is decided.
+            Err(e) if is_retry(&e) => {
+                counts.conflicts += 1;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                continue;
+            }
+            Err(e) => return Err(Failure(format!("{}: read: {e}", context()))),
+        };
         counts.verified_reads += keys.len() as u64;
         // The values, in `keys`' order (savings first: `Key`'s order).
         let mut seen: Vec<(Key, i64)> = Vec::with_capacity(keys.len());
@@ -521,25 +724,116 @@ async fn transaction(client: &Client, op: &Op, counts: &mut Counts) -> Result<()
                 counts.log.push((commit.version, *op));
                 return Ok(());
             }
-            Err(e) if e.is_expectation_failed() => counts.conflicts += 1,
+            Err(e) if is_retry(&e) => counts.conflicts += 1,
             Err(e) => return Err(Failure(format!("{}: commit: {e}", context()))),
         }
     }
 }
 
+/// One transaction over shards behind a router: on one shard, [`transaction`] through that
+/// shard's client (receipts checked); across shards, a verified read from each shard's client,
+/// then the router's two-phase commit, rerun on a conflict, a held key or an abort.
+async fn transaction_sharded(s: &Sharded, op: &Op, counts: &mut Counts) -> Result<(), Failure> {
+    let keys = keys_of(op);
+    let mut on: Vec<u32> = keys.iter().map(|k| s.shard_of(*k)).collect();
+    on.sort_unstable();
+    on.dedup();
+    if let [only] = on[..] {
+        return transaction(&s.shards[only as usize], op, counts).await;
+    }
+    let context = || format!("transaction {} of client {}", op.seq, op.client);
+    loop {
+        let mut seen: Vec<(Key, i64)> = Vec::with_capacity(keys.len());
+        let mut held = false;
+        for &shard in &on {
+            let mine: Vec<Key> = keys
+                .iter()
+                .filter(|k| s.shard_of(**k) == shard)
+                .copied()
+                .collect();
+            let savings: Vec<[u8; 8]> = (mine.iter())
+                .filter(|k| matches!(k, Key::Savings(_)))
+                .map(|k| table_key(*k).1)
+                .collect();
+            let checking: Vec<[u8; 8]> = (mine.iter())
+                .filter(|k| matches!(k, Key::Checking(_)))
+                .map(|k| table_key(*k).1)
+                .collect();
+            let mut tables: Vec<(&str, &[[u8; 8]])> = Vec::with_capacity(2);
+            if !savings.is_empty() {
+                tables.push((SAVINGS, &savings));
+            }
+            if !checking.is_empty() {
+                tables.push((CHECKING, &checking));
+            }
+            let read = match s.shards[shard as usize].get(&tables).await {
+                Ok(read) => read,
+                Err(e) if is_retry(&e) => {
+                    held = true;
+                    break;
+                }
+                Err(e) => return Err(Failure(format!("{}: read: {e}", context()))),
+            };
+            counts.verified_reads += mine.len() as u64;
+            let mut values = read.values.iter().flatten();
+            for k in mine.iter().filter(|k| matches!(k, Key::Savings(_))) {
+                seen.push((*k, money(values.next().and_then(Option::as_ref))?));
+            }
+            for k in mine.iter().filter(|k| matches!(k, Key::Checking(_))) {
+                seen.push((*k, money(values.next().and_then(Option::as_ref))?));
+            }
+        }
+        if held {
+            counts.conflicts += 1;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            continue;
+        }
+        let writes = execute(op, |k| {
+            seen.iter()
+                .find(|(s, _)| *s == k)
+                .map(|(_, v)| *v)
+                .ok_or_else(|| format!("{k:?} was not read"))
+        })
+        .map_err(|e| Failure(format!("{}: {e}", context())))?;
+        let Some(writes) = writes else {
+            counts.aborted += 1;
+            return Ok(());
+        };
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let mut batch = Batch::new();
+        for (k, v) in &seen {
+            let (table, key) = table_key(*k);
+            batch.expect(table, key, v.to_be_bytes());
+        }
+        for (k, v) in &writes {
+            let (table, key) = table_key(*k);
+            batch.insert(table, key, v.to_be_bytes());
+        }
+        match s.router.transact_across(&batch).await {
+            Ok(_) => {
+                counts.across += 1;
+                return Ok(());
+            }
+            Err(e) if is_retry(&e) => counts.conflicts += 1,
+            Err(e) => return Err(Failure(format!("{}: commit across shards: {e}", context()))),
+        }
+    }
+}
+
 /// One client: its stream's transactions until `deadline`.
-async fn run_client(
-    client: Client,
-    mut stream: Stream,
-    deadline: Instant,
-) -> Result<Counts, Failure> {
+async fn run_client(conn: Conn, mut stream: Stream, deadline: Instant) -> Result<Counts, Failure> {
     let mut counts = Counts::default();
     while Instant::now() < deadline {
         let op = stream
             .next()
             .ok_or_else(|| Failure("a stream ended".into()))?;
         let started = Instant::now();
-        transaction(&client, &op, &mut counts).await?;
+        match &conn {
+            Conn::One(client) => transaction(client, &op, &mut counts).await?,
+            Conn::Sharded(s) => transaction_sharded(s, &op, &mut counts).await?,
+        }
         let us = started.elapsed().as_micros().max(1) as u64;
         let h = match counts.per_kind.entry(op.kind) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
@@ -573,14 +867,20 @@ pub struct Setup {
 pub async fn run(server: &Server, setup: &Setup) -> Result<(Figures, Vec<Op>), Failure> {
     let mut clients = Vec::with_capacity(setup.clients as usize);
     for c in 0..setup.clients {
-        let client = server.client()?;
+        let conn = server.conn()?;
         // Each client starts from the digest it is shown (trusted on first use, as immudb's
-        // client does with no state), before its clock starts.
-        client
-            .digest()
-            .await
-            .map_err(|e| Failure(format!("client {c}: the first digest: {e}")))?;
-        clients.push(client);
+        // client does with no state), before its clock starts: behind a router, each shard's.
+        let first: Vec<&Client> = match &conn {
+            Conn::One(client) => vec![client],
+            Conn::Sharded(s) => s.shards.iter().collect(),
+        };
+        for client in first {
+            client
+                .digest()
+                .await
+                .map_err(|e| Failure(format!("client {c}: the first digest: {e}")))?;
+        }
+        clients.push(conn);
     }
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(setup.seconds);
@@ -610,6 +910,7 @@ pub async fn run(server: &Server, setup: &Setup) -> Result<(Figures, Vec<Op>), F
         figures.conflicts += c.conflicts;
         figures.verified_reads += c.verified_reads;
         figures.verified_writes += c.verified_writes;
+        figures.across_shards += c.across;
         log.extend(c.log);
     }
     // Transactions sharing a version commute (the ledger never groups two of which one writes
