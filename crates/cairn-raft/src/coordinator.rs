@@ -236,9 +236,14 @@ impl<W: ShardWriter> Coordinator<W> {
             };
             refusal.get_or_insert(verdict);
         }
-        // Phase two: decide at the primary, then tell the others.
+        // Phase two: decide at the primary, then tell the others. A decision whose answer
+        // never came may have been made (a commit applied, its answer lost): unknown.
         let commit = refusal.is_none() && lost.is_none();
-        let decided = self.decide(primary, &tx, commit).await?;
+        let decided = (self.decide(primary, &tx, commit).await).map_err(|e| {
+            Error::Unknown(format!(
+                "transaction {tx:?}: the primary shard {primary}'s decision was not learned: {e}"
+            ))
+        })?;
         let mut versions = Vec::new();
         if let Some(v) = decided.1 {
             versions.push((primary, v));

@@ -366,6 +366,18 @@ impl Server {
             .map_err(|e| Failure(format!("building a client: {e}")))
     }
 
+    /// CPU seconds every process of the server (nodes and router) has used so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        (self.children.iter())
+            .filter_map(|c| crate::sys::proc::cpu_seconds_of_pid(c.id()))
+            .sum()
+    }
+
+    /// How many processes the server runs (nodes and router).
+    pub fn processes(&self) -> usize {
+        self.children.len()
+    }
+
     /// A user's connection: one verifying client, or (behind a router) one per shard plus the
     /// router's own for writes across shards.
     pub fn conn(&self) -> Result<Conn, Failure> {

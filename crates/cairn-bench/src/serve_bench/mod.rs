@@ -86,6 +86,8 @@ struct Row {
     load_seconds: f64,
     figures: Figures,
     money: Option<i64>,
+    /// CPU seconds the server's processes used during the timed run, and how many there were.
+    server_cpu: Option<(f64, usize)>,
 }
 
 impl Row {
@@ -95,6 +97,12 @@ impl Row {
             "clients": self.clients,
             "load_seconds": self.load_seconds,
             "money": self.money,
+            "server_cpu_seconds": self.server_cpu.map(|c| c.0),
+            "server_processes": self.server_cpu.map(|c| c.1),
+            "server_cpu_ms_per_transaction": self.server_cpu.and_then(|(cpu, _)| {
+                (self.figures.transactions > 0)
+                    .then(|| 1e3 * cpu / self.figures.transactions as f64)
+            }),
             "figures": self.figures.json(),
         })
     }
@@ -258,6 +266,7 @@ fn run_cairn(
     let loader = server.client()?;
     let load_seconds = rt.block_on(cairn_http::load(&server.conn()?, args.accounts))?;
     crate::sys::proc::settle_disk(Duration::from_millis(500));
+    let cpu_before = server.cpu_seconds();
     let (mut figures, log) = rt.block_on(cairn_http::run(
         &server,
         &cairn_http::Setup {
@@ -268,6 +277,7 @@ fn run_cairn(
             zipf: args.zipf,
         },
     ))?;
+    let server_cpu = Some((server.cpu_seconds() - cpu_before, server.processes()));
     let money = if args.check {
         let balances = rt.block_on(cairn_http::balances(&loader, args.accounts))?;
         Some(check_balances("cairn", args.accounts, &log, &balances)?)
@@ -287,6 +297,7 @@ fn run_cairn(
         load_seconds,
         figures,
         money,
+        server_cpu,
     })
 }
 
@@ -304,6 +315,7 @@ fn run_sharded(
     let server = cairn_http::Server::start_sharded(setup, dir, shards, 3)?;
     let load_seconds = rt.block_on(cairn_http::load(&server.conn()?, args.accounts))?;
     crate::sys::proc::settle_disk(Duration::from_millis(500));
+    let cpu_before = server.cpu_seconds();
     let (mut figures, _) = rt.block_on(cairn_http::run(
         &server,
         &cairn_http::Setup {
@@ -314,6 +326,7 @@ fn run_sharded(
             zipf: args.zipf,
         },
     ))?;
+    let server_cpu = Some((server.cpu_seconds() - cpu_before, server.processes()));
     let ledger_dir = server.ledger_dir.clone();
     server.stop()?;
     figures.disk_bytes = Some(crate::ledger_receipts::usage(&ledger_dir)?.values().sum());
@@ -327,6 +340,7 @@ fn run_sharded(
         load_seconds,
         figures,
         money: None,
+        server_cpu,
     })
 }
 
@@ -374,6 +388,7 @@ fn run_immudb(
         load_seconds: r.load_seconds,
         figures,
         money,
+        server_cpu: None,
     })
 }
 
@@ -538,12 +553,13 @@ fn cluster_md(doc: &Value) -> String {
         "tx/s",
         "/ one server",
         "across shards",
+        "server CPU ms/tx",
         "SendPayment p50 ms",
         "SendPayment p99 ms",
     ]);
     for c in client_counts(doc) {
         let one = row_of(doc, "cairn", c).and_then(|r| f(r, &["figures", "transactions_per_s"]));
-        for e in CELLS {
+        for e in std::iter::once("cairn").chain(CELLS) {
             let Some(r) = row_of(doc, e, c) else { continue };
             let rate = f(r, &["figures", "transactions_per_s"]);
             let q = |k: &str| {
@@ -559,6 +575,7 @@ fn cluster_md(doc: &Value) -> String {
                     _ => "-".into(),
                 },
                 f(r, &["figures", "across_shards"]).map_or("-".into(), |v| format!("{v:.0}")),
+                f(r, &["server_cpu_ms_per_transaction"]).map_or("-".into(), |v| format!("{v:.2}")),
                 q("p50_us"),
                 q("p99_us"),
             ]);

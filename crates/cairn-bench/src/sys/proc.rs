@@ -98,6 +98,13 @@ pub fn cpu_seconds() -> Option<f64> {
     Some(cpu_seconds_of(&stat, procfs::ticks_per_second() as f64))
 }
 
+/// CPU seconds process `pid` has used so far, user and system (`/proc/<pid>/stat`); `None`
+/// when it is gone or unreadable.
+pub fn cpu_seconds_of_pid(pid: u32) -> Option<f64> {
+    let stat = Process::new(pid as i32).ok()?.stat().ok()?;
+    Some(cpu_seconds_of(&stat, procfs::ticks_per_second() as f64))
+}
+
 /// `utime + stime` of a process's `stat`, in seconds.
 fn cpu_seconds_of(stat: &Stat, ticks_per_second: f64) -> f64 {
     (stat.utime + stat.stime) as f64 / ticks_per_second.max(1.0)

@@ -70,6 +70,8 @@ pub struct Proc {
     pub config: PathBuf,
     pub stderr: PathBuf,
     pub child: Option<Child>,
+    /// Started with `--raft` (a cluster node), or not (a router).
+    pub raft: bool,
 }
 
 impl Proc {
@@ -84,6 +86,31 @@ impl Proc {
             stderr: config.with_file_name("stderr.log"),
             config,
             child: None,
+            raft: true,
+        }
+    }
+
+    /// A router (not started) in `dir`, listening on loopback `port`, over `shards` (each
+    /// shard's nodes' API URLs), its resolver deciding transactions left prepared for
+    /// `resolve_ms`: insecure loopback, ledger `bank` with table `checking`.
+    pub fn router(dir: &Path, port: u16, shards: &[Vec<String>], resolve_ms: u64) -> Proc {
+        std::fs::create_dir_all(dir).unwrap();
+        let groups: Vec<String> = shards.iter().map(|apis| format!("{apis:?}")).collect();
+        let text = format!(
+            "listen = \"127.0.0.1:{port}\"\ninsecure_loopback = true\nshutdown_timeout_ms = 2000\n\n\
+             [router]\nledger = \"bank\"\ntables = [\"checking\"]\nshards = [{}]\n\
+             resolve_after_ms = {resolve_ms}\n",
+            groups.join(", ")
+        );
+        let config = dir.join("router.toml");
+        std::fs::write(&config, text).unwrap();
+        Proc {
+            id: 0,
+            api: format!("http://127.0.0.1:{port}"),
+            stderr: dir.join("stderr.log"),
+            config,
+            child: None,
+            raft: false,
         }
     }
 
@@ -95,8 +122,11 @@ impl Proc {
             .open(&self.stderr)
             .unwrap();
         writeln!(log, "---- started").unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_cairn-server"))
-            .arg("--raft")
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cairn-server"));
+        if self.raft {
+            command.arg("--raft");
+        }
+        let child = command
             .arg("--config")
             .arg(&self.config)
             .env("CAIRN_LOG", "info")
