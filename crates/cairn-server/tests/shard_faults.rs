@@ -247,16 +247,9 @@ async fn client(shared: Arc<Shared>, client: u64, stop: Arc<AtomicBool>) -> Coun
                     }
                 }
             }
-            // Refused or unknown: read the key before the next try.
+            // Refused or unknown: what the key holds is not known.
             _ => {
                 seen.remove(&a);
-            }
-        }
-        if seen.get(&a).is_none() && rng.below(2) == 0 {
-            if let Some(Ret::Get(v)) =
-                run(&shared, client, Op::Get { key: key(a) }, &mut counts).await
-            {
-                seen.insert(a, v);
             }
         }
     }

@@ -123,6 +123,8 @@ pub struct ServerSetup {
 /// the clients talk to the leader).
 pub struct Server {
     children: Vec<Child>,
+    /// Each child's log (stderr), in the order of `children`.
+    logs: Vec<PathBuf>,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
     /// The bearer token the clients present.
@@ -156,6 +158,7 @@ impl Server {
         let (child, log) = spawn(setup, dir, &config, false)?;
         let server = Server {
             children: vec![child],
+            logs: vec![log.clone()],
             url: format!("http://127.0.0.1:{port}"),
             token,
             log,
@@ -195,6 +198,7 @@ impl Server {
         let hash = hex::encode(Sha256::digest(token.as_bytes()));
         let mut groups = Vec::new();
         let mut children = Vec::new();
+        let mut logs = Vec::new();
         let mut first_ledger = PathBuf::new();
         for s in 0..shards {
             let shard_dir = dir.join(format!("shard{s}"));
@@ -203,6 +207,7 @@ impl Server {
             let mut cluster = Server::start_cluster_with(setup, &shard_dir, nodes, token.clone())?;
             groups.push(std::mem::take(&mut cluster.apis));
             children.append(&mut cluster.children);
+            logs.append(&mut cluster.logs);
             if s == 0 {
                 first_ledger = cluster.ledger_dir.clone();
             }
@@ -245,8 +250,10 @@ impl Server {
         );
         let (child, log) = spawn(setup, &router_dir, &config, false)?;
         children.push(child);
+        logs.push(log.clone());
         let server = Server {
             children,
+            logs,
             url: format!("http://127.0.0.1:{port}"),
             token,
             log,
@@ -291,6 +298,7 @@ impl Server {
             .collect();
         let mut server = Server {
             children: Vec::new(),
+            logs: Vec::new(),
             url: String::new(),
             token,
             log: PathBuf::new(),
@@ -315,6 +323,7 @@ impl Server {
             let config = config_text(*api, &node_dir.join("ledger"), setup.group, &hash, &cluster);
             let (child, log) = spawn(setup, &node_dir, &config, true)?;
             server.children.push(child);
+            server.logs.push(log.clone());
             server.log = log;
         }
         for (api, _) in &ports {
@@ -366,16 +375,12 @@ impl Server {
             .map_err(|e| Failure(format!("building a client: {e}")))
     }
 
-    /// CPU seconds every process of the server (nodes and router) has used so far.
-    pub fn cpu_seconds(&self) -> f64 {
+    /// CPU seconds each process of the server (nodes, then the router) has used so far (0 for
+    /// one whose counters cannot be read).
+    pub fn cpu_seconds(&self) -> Vec<f64> {
         (self.children.iter())
-            .filter_map(|c| crate::sys::proc::cpu_seconds_of_pid(c.id()))
-            .sum()
-    }
-
-    /// How many processes the server runs (nodes and router).
-    pub fn processes(&self) -> usize {
-        self.children.len()
+            .map(|c| crate::sys::proc::cpu_seconds_of_pid(c.id()).unwrap_or(0.0))
+            .collect()
     }
 
     /// A user's connection: one verifying client, or (behind a router) one per shard plus the
@@ -402,12 +407,16 @@ impl Server {
     /// Stops the server gracefully (SIGTERM: in-flight requests finished, the log synced, a
     /// checkpoint taken) and checks it exited with 0.
     pub fn stop(mut self) -> Result<(), Failure> {
-        for child in &mut self.children {
+        for (i, child) in self.children.iter_mut().enumerate() {
             let status = terminate(child, Duration::from_secs(60))?;
             if !status.success() {
+                let log = self.logs.get(i).unwrap_or(&self.log);
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(8).collect();
                 return Err(Failure(format!(
-                    "cairn-server exited with {status} (its log: {})",
-                    self.log.display()
+                    "cairn-server exited with {status} (its log: {}, ending:\n{})",
+                    log.display(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
                 )));
             }
         }
