@@ -5,7 +5,7 @@
 //!
 //! Owns: [`ShardRouter`], [`HttpShards`] (how the router reaches a shard: its nodes' client
 //! APIs, following 421s to the leader). May call: `config`, `cairn_raft` (the coordinator,
-//! commands, records), `cairn_proof` (the shard map, the global root), `wire`. Must never
+//! commands, records), `cairn_proof` (the shard map, the global root). Must never
 //! touch: the client API's routes (`router_api` serves them).
 //!
 //! Bounds: every call to a shard ends within `retry_for` (5 s) of attempts, each within the
@@ -22,7 +22,6 @@ use cairn_raft::format::PreparedTx;
 use cairn_raft::{Command, Coordinator, Error, Response, ShardWriter};
 
 use crate::config::RouterConfig;
-use crate::wire;
 
 /// How long one call to a shard keeps trying (following the leader, waiting out an election).
 pub const RETRY_FOR: Duration = Duration::from_secs(5);
@@ -37,7 +36,6 @@ struct Group {
 pub struct HttpShards {
     http: reqwest::Client,
     token: Option<String>,
-    ledger: String,
     groups: Vec<Group>,
 }
 
@@ -135,43 +133,6 @@ impl HttpShards {
     ) -> Result<(StatusCode, bytes::Bytes), Error> {
         let a = self.send(shard, method, path, body).await?;
         Ok((a.status, a.body))
-    }
-
-    /// Reads `request`'s keys (all of shard `shard`) linearizably from the shard's leader,
-    /// again while a transaction holds one of them, until [`RETRY_FOR`] has passed.
-    ///
-    /// Errors: [`Error::Locked`] when a key stayed held; the shard's refusal as
-    /// [`Error::Raft`]; [`Error::Unknown`] or [`Error::Raft`] when no node answered.
-    pub async fn read(
-        &self,
-        shard: u32,
-        request: &wire::GetRequest,
-    ) -> Result<wire::ReadResponse, Error> {
-        let body = serde_json::to_vec(request).map_err(|e| Error::Raft(e.to_string()))?;
-        let path = format!("/v1/ledgers/{}/get", self.ledger);
-        let deadline = Instant::now() + RETRY_FOR;
-        let mut pause = Duration::from_millis(5);
-        loop {
-            let a = self
-                .send(shard, Method::POST, &path, Some(body.clone()))
-                .await?;
-            match (a.status, error_code(&a.body).as_deref()) {
-                (StatusCode::OK, _) => {
-                    return serde_json::from_slice(&a.body)
-                        .map_err(|e| Error::Raft(format!("shard {shard}'s answer: {e}")))
-                }
-                (StatusCode::CONFLICT, Some("locked")) if Instant::now() < deadline => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(200));
-                }
-                (StatusCode::CONFLICT, Some("locked")) => {
-                    return Err(Error::Locked {
-                        tx: format!("(a transaction on shard {shard})"),
-                    })
-                }
-                (status, _) => return Err(refused(shard, status, &a.body)),
-            }
-        }
     }
 
     /// Table `table`'s version, root and top `levels` levels on shard `shard`, read
@@ -293,7 +254,6 @@ impl ShardRouter {
         let shards = HttpShards {
             http,
             token,
-            ledger: config.ledger.clone(),
             groups: (config.shards.iter())
                 .map(|apis| Group {
                     apis: apis

@@ -244,14 +244,13 @@ async fn get_values(
     }
     let reads = parts
         .iter()
-        .map(|(shard, part)| router.shards().read(*shard, part));
+        .map(|(shard, part)| read_part(router, &name, *shard, part, answer));
     let answers = futures_util::future::join_all(reads).await;
     let mut shards = Vec::with_capacity(answers.len());
     for ((shard, _), read) in parts.iter().zip(answers) {
-        let read = read.map_err(|e| read_error(e).in_format(answer))?;
         shards.push(wire::ShardRead {
             shard: *shard,
-            read: Some(read),
+            read: Some(read?),
         });
     }
     // The values in the order asked: each key's from its shard's answer, in the order the
@@ -286,6 +285,45 @@ async fn get_values(
         },
         answer,
     ))
+}
+
+/// Shard `shard`'s answer to `part` (keys of its own), read linearizably from its leader,
+/// again while a key is held by a transaction (until [`crate::router::RETRY_FOR`]); its
+/// error, passed on as it answered it (say 404 `no_such_version` for a shard that has no
+/// version yet), otherwise.
+async fn read_part(
+    router: &ShardRouter,
+    ledger: &str,
+    shard: u32,
+    part: &wire::GetRequest,
+    format: Format,
+) -> Result<wire::ReadResponse, ApiError> {
+    let path = format!("/v1/ledgers/{ledger}/get");
+    let body = json_of(part, format)?;
+    let deadline = std::time::Instant::now() + crate::router::RETRY_FOR;
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        let sent = router
+            .shards()
+            .forward(shard, axum::http::Method::POST, &path, Some(body.clone()))
+            .await;
+        let (status, bytes) = sent.map_err(|e| read_error(e).in_format(format))?;
+        let locked = status == StatusCode::CONFLICT
+            && serde_json::from_slice::<serde_json::Value>(&bytes)
+                .is_ok_and(|v| v["code"] == "locked");
+        if locked && std::time::Instant::now() < deadline {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(200));
+            continue;
+        }
+        if status != StatusCode::OK {
+            return Err(passed_error(shard, status, &bytes, format));
+        }
+        return serde_json::from_slice(&bytes).map_err(|e| {
+            tracing::error!(shard, error = %e, "a shard's answer does not decode");
+            ApiError::internal().in_format(format)
+        });
+    }
 }
 
 fn read_error(e: cairn_raft::Error) -> ApiError {
@@ -426,12 +464,17 @@ async fn forward<T: serde::de::DeserializeOwned + prost::Message + serde::Serial
         })?;
         return Ok(Reply(message, format));
     }
-    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    Err(passed_error(shard, status, &bytes, format))
+}
+
+/// Shard `shard`'s error answer (`status`, its body `bytes`) as the router passes it on.
+fn passed_error(shard: u32, status: StatusCode, bytes: &[u8], format: Format) -> ApiError {
+    let v: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
     let code = (v["code"].as_str())
         .and_then(|c| CODES.iter().find(|k| **k == c).copied())
         .unwrap_or("shard_error");
     let message = v["message"].as_str().unwrap_or("").to_string();
-    Err(ApiError::new(status, code, format!("shard {shard}: {message}")).in_format(format))
+    ApiError::new(status, code, format!("shard {shard}: {message}")).in_format(format)
 }
 
 fn json_of<T: serde::Serialize>(message: &T, format: Format) -> Result<Vec<u8>, ApiError> {

@@ -158,10 +158,18 @@ async fn run(shared: &Shared, client: u64, op: Op, counts: &mut Counts) -> Optio
             // Nothing was done: a key held, a transaction aborted, no leader, not sent.
             Delivery::Answer {
                 status: 409, body, ..
-            } if body["code"] == "locked" => {}
+            } if body["code"] == "locked" => {
+                if std::env::var_os("CAIRN_DEBUG_RETRIES").is_some() {
+                    eprintln!("retry {op:?}: {body}");
+                }
+            }
             Delivery::Answer {
                 status: 503, body, ..
-            } if body["code"] == "aborted" || body["code"] == "unavailable" => {}
+            } if body["code"] == "aborted" || body["code"] == "unavailable" => {
+                if std::env::var_os("CAIRN_DEBUG_RETRIES").is_some() {
+                    eprintln!("retry {op:?}: {body}");
+                }
+            }
             Delivery::Refused => {}
             // A write that may have been done: its outcome is unknown.
             Delivery::Answer { status: 503, .. } | Delivery::Lost if is_write => break,
@@ -379,6 +387,16 @@ async fn run_schedule(shards: u32, schedule: &[Step]) -> Report {
         .unwrap(),
         markers: Mutex::new(Vec::new()),
     });
+    // One key on each shard first, so that every shard has a version to read at (a shard
+    // with none answers reads 404 `no_such_version`).
+    let seeds: Vec<Vec<u8>> = (0..shards)
+        .map(|s| marker(&shared.map, "seed", s))
+        .collect();
+    for seed in &seeds {
+        let url = format!("{}/v1/ledgers/bank/put", router.api);
+        let a = call(&http, "POST", &url, Some(common::put_body(seed, b"0"))).await;
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let tasks: Vec<_> = (0..CLIENTS)
         .map(|c| tokio::spawn(client(Arc::clone(&shared), c, Arc::clone(&stop))))
@@ -532,6 +550,9 @@ async fn run_schedule(shards: u32, schedule: &[Step]) -> Report {
     }
     for m in &present {
         batch.insert("checking", m, b"1");
+    }
+    for seed in &seeds {
+        batch.insert("checking", seed, b"0");
     }
     if !batch.is_empty() {
         one.write(&batch).unwrap();
