@@ -52,14 +52,15 @@ fn key_decision(tx: &str) -> Vec<u8> {
     [b"tx/d/".as_slice(), tx.as_bytes()].concat()
 }
 
-/// The keys held by prepared transactions on one node's ledger: `(table, key)` → the
-/// transaction's id. Shared by the state machine (which changes it as it applies) and the
-/// node's reads (which are refused on a held key).
+/// The keys held by prepared transactions on one node's ledger: table → key → the
+/// transaction's id (by table then key, so that a lookup borrows its key: no allocation per
+/// key checked). Shared by the state machine (which changes it as it applies) and the node's
+/// reads (which are refused on a held key).
 #[derive(Clone, Default)]
-pub struct Locks(Arc<Mutex<HashMap<TableKey, String>>>);
+pub struct Locks(Arc<Mutex<HashMap<String, HeldKeys>>>);
 
-/// A key of a table, as `(table, key)`.
-type TableKey = (String, Vec<u8>);
+/// One table's held keys: key → the transaction's id.
+type HeldKeys = HashMap<Vec<u8>, String>;
 
 impl Locks {
     /// The locks of the transactions `ledger` holds prepared.
@@ -92,12 +93,13 @@ impl Locks {
             return None;
         }
         keys.into_iter()
-            .find_map(|(t, k)| map.get(&(t.to_string(), k.to_vec())).cloned())
+            .find_map(|(t, k)| map.get(t)?.get(k).cloned())
     }
 
     /// How many keys are held.
     pub fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.values().map(HashMap::len).sum()
     }
 
     /// Whether no key is held.
@@ -107,15 +109,21 @@ impl Locks {
 
     fn hold(&self, tx: &str, keys: &[(String, Vec<u8>)]) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        for k in keys {
-            map.insert(k.clone(), tx.to_string());
+        for (table, key) in keys {
+            let held = map.entry(table.clone()).or_default();
+            held.insert(key.clone(), tx.to_string());
         }
     }
 
     fn release(&self, keys: &[(String, Vec<u8>)]) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        for k in keys {
-            map.remove(k);
+        for (table, key) in keys {
+            if let Some(held) = map.get_mut(table) {
+                held.remove(key);
+                if held.is_empty() {
+                    map.remove(table);
+                }
+            }
         }
     }
 }

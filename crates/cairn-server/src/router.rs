@@ -58,6 +58,8 @@ impl HttpShards {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Answer, Error> {
+        // Sent again on a retry: shared, not copied.
+        let body = body.map(bytes::Bytes::from);
         let group = &self.groups[shard as usize];
         let deadline = Instant::now() + RETRY_FOR;
         let mut last = String::new();
@@ -87,7 +89,10 @@ impl HttpShards {
                         .bytes()
                         .await
                         .map_err(|e| Error::Unknown(format!("shard {shard}: {e}")))?;
-                    let code = error_code(&body);
+                    // Only a 503's body is read here (a 200's may be a large answer).
+                    let code = (status == StatusCode::SERVICE_UNAVAILABLE)
+                        .then(|| error_code(&body))
+                        .flatten();
                     match (status, code.as_deref()) {
                         (StatusCode::MISDIRECTED_REQUEST, _) => {
                             last = format!("{url}: not the leader");

@@ -674,19 +674,19 @@ fn keys_of(op: &Op) -> Vec<Key> {
     keys
 }
 
-/// One transaction, rerun on a conflict, every answer verified by the client.
-async fn transaction(client: &Client, op: &Op, counts: &mut Counts) -> Result<(), Failure> {
-    let keys = keys_of(op);
-    let savings: Vec<[u8; 8]> = keys
-        .iter()
-        .filter(|k| matches!(k, Key::Savings(_)))
-        .map(|k| table_key(*k).1)
-        .collect();
-    let checking: Vec<[u8; 8]> = keys
-        .iter()
-        .filter(|k| matches!(k, Key::Checking(_)))
-        .map(|k| table_key(*k).1)
-        .collect();
+/// A verified read of `keys` (each once, in `Key`'s order: savings first) through `client`:
+/// each key with its balance, or the client's error (a retry when [`is_retry`]).
+async fn read_keys(
+    client: &Client,
+    keys: &[Key],
+) -> Result<Result<Vec<(Key, i64)>, cairn_client::Error>, Failure> {
+    let of = |savings: bool| -> Vec<[u8; 8]> {
+        (keys.iter())
+            .filter(|k| matches!(k, Key::Savings(_)) == savings)
+            .map(|k| table_key(*k).1)
+            .collect()
+    };
+    let (savings, checking) = (of(true), of(false));
     let mut tables: Vec<(&str, &[[u8; 8]])> = Vec::with_capacity(2);
     if !savings.is_empty() {
         tables.push((SAVINGS, &savings));
@@ -694,10 +694,58 @@ async fn transaction(client: &Client, op: &Op, counts: &mut Counts) -> Result<()
     if !checking.is_empty() {
         tables.push((CHECKING, &checking));
     }
+    let read = match client.get(&tables).await {
+        Ok(read) => read,
+        Err(e) => return Ok(Err(e)),
+    };
+    // The values come per table in the order asked: savings, then checking.
+    let mut values = read.values.iter().flatten();
+    let ordered = (keys.iter().filter(|k| matches!(k, Key::Savings(_))))
+        .chain(keys.iter().filter(|k| matches!(k, Key::Checking(_))));
+    let mut seen = Vec::with_capacity(keys.len());
+    for k in ordered {
+        seen.push((*k, money(values.next().and_then(Option::as_ref))?));
+    }
+    Ok(Ok(seen))
+}
+
+/// Runs `op`'s rules on the balances `seen`: its writes, `None` for a business abort.
+fn decide(op: &Op, seen: &[(Key, i64)]) -> Result<Option<Vec<(Key, i64)>>, Failure> {
+    execute(op, |k| {
+        seen.iter()
+            .find(|(s, _)| *s == k)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| format!("{k:?} was not read"))
+    })
+    .map_err(|e| {
+        Failure(format!(
+            "transaction {} of client {}: {e}",
+            op.seq, op.client
+        ))
+    })
+}
+
+/// The batch that writes `writes` if every key of `seen` still holds its balance.
+fn batch_of(seen: &[(Key, i64)], writes: &[(Key, i64)]) -> Batch {
+    let mut batch = Batch::new();
+    for (k, v) in seen {
+        let (table, key) = table_key(*k);
+        batch.expect(table, key, v.to_be_bytes());
+    }
+    for (k, v) in writes {
+        let (table, key) = table_key(*k);
+        batch.insert(table, key, v.to_be_bytes());
+    }
+    batch
+}
+
+/// One transaction, rerun on a conflict, every answer verified by the client.
+async fn transaction(client: &Client, op: &Op, counts: &mut Counts) -> Result<(), Failure> {
+    let keys = keys_of(op);
     let context = || format!("transaction {} of client {}", op.seq, op.client);
     loop {
-        let read = match client.get(&tables).await {
-            Ok(read) => read,
+        let seen = match read_keys(client, &keys).await? {
+            Ok(seen) => seen,
             // A key held by a transaction across shards: read again once it is decided.
             Err(e) if is_retry(&e) => {
                 counts.conflicts += 1;
@@ -707,39 +755,14 @@ async fn transaction(client: &Client, op: &Op, counts: &mut Counts) -> Result<()
             Err(e) => return Err(Failure(format!("{}: read: {e}", context()))),
         };
         counts.verified_reads += keys.len() as u64;
-        // The values, in `keys`' order (savings first: `Key`'s order).
-        let mut seen: Vec<(Key, i64)> = Vec::with_capacity(keys.len());
-        let mut values = read.values.iter().flatten();
-        for k in keys.iter().filter(|k| matches!(k, Key::Savings(_))) {
-            seen.push((*k, money(values.next().and_then(Option::as_ref))?));
-        }
-        for k in keys.iter().filter(|k| matches!(k, Key::Checking(_))) {
-            seen.push((*k, money(values.next().and_then(Option::as_ref))?));
-        }
-        let writes = execute(op, |k| {
-            seen.iter()
-                .find(|(s, _)| *s == k)
-                .map(|(_, v)| *v)
-                .ok_or_else(|| format!("{k:?} was not read"))
-        })
-        .map_err(|e| Failure(format!("{}: {e}", context())))?;
-        let Some(writes) = writes else {
+        let Some(writes) = decide(op, &seen)? else {
             counts.aborted += 1;
             return Ok(());
         };
         if writes.is_empty() {
             return Ok(());
         }
-        let mut batch = Batch::new();
-        for (k, v) in &seen {
-            let (table, key) = table_key(*k);
-            batch.expect(table, key, v.to_be_bytes());
-        }
-        for (k, v) in &writes {
-            let (table, key) = table_key(*k);
-            batch.insert(table, key, v.to_be_bytes());
-        }
-        match client.transact(&batch).await {
+        match client.transact(&batch_of(&seen, &writes)).await {
             Ok(commit) => {
                 counts.verified_writes += writes.len() as u64;
                 counts.log.push((commit.version, *op));
@@ -763,76 +786,32 @@ async fn transaction_sharded(s: &Sharded, op: &Op, counts: &mut Counts) -> Resul
         return transaction(&s.shards[only as usize], op, counts).await;
     }
     let context = || format!("transaction {} of client {}", op.seq, op.client);
-    loop {
+    'attempt: loop {
         let mut seen: Vec<(Key, i64)> = Vec::with_capacity(keys.len());
-        let mut held = false;
         for &shard in &on {
-            let mine: Vec<Key> = keys
-                .iter()
+            let mine: Vec<Key> = (keys.iter())
                 .filter(|k| s.shard_of(**k) == shard)
                 .copied()
                 .collect();
-            let savings: Vec<[u8; 8]> = (mine.iter())
-                .filter(|k| matches!(k, Key::Savings(_)))
-                .map(|k| table_key(*k).1)
-                .collect();
-            let checking: Vec<[u8; 8]> = (mine.iter())
-                .filter(|k| matches!(k, Key::Checking(_)))
-                .map(|k| table_key(*k).1)
-                .collect();
-            let mut tables: Vec<(&str, &[[u8; 8]])> = Vec::with_capacity(2);
-            if !savings.is_empty() {
-                tables.push((SAVINGS, &savings));
-            }
-            if !checking.is_empty() {
-                tables.push((CHECKING, &checking));
-            }
-            let read = match s.shards[shard as usize].get(&tables).await {
-                Ok(read) => read,
+            match read_keys(&s.shards[shard as usize], &mine).await? {
+                Ok(part) => seen.extend(part),
                 Err(e) if is_retry(&e) => {
-                    held = true;
-                    break;
+                    counts.conflicts += 1;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    continue 'attempt;
                 }
                 Err(e) => return Err(Failure(format!("{}: read: {e}", context()))),
-            };
+            }
             counts.verified_reads += mine.len() as u64;
-            let mut values = read.values.iter().flatten();
-            for k in mine.iter().filter(|k| matches!(k, Key::Savings(_))) {
-                seen.push((*k, money(values.next().and_then(Option::as_ref))?));
-            }
-            for k in mine.iter().filter(|k| matches!(k, Key::Checking(_))) {
-                seen.push((*k, money(values.next().and_then(Option::as_ref))?));
-            }
         }
-        if held {
-            counts.conflicts += 1;
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            continue;
-        }
-        let writes = execute(op, |k| {
-            seen.iter()
-                .find(|(s, _)| *s == k)
-                .map(|(_, v)| *v)
-                .ok_or_else(|| format!("{k:?} was not read"))
-        })
-        .map_err(|e| Failure(format!("{}: {e}", context())))?;
-        let Some(writes) = writes else {
+        let Some(writes) = decide(op, &seen)? else {
             counts.aborted += 1;
             return Ok(());
         };
         if writes.is_empty() {
             return Ok(());
         }
-        let mut batch = Batch::new();
-        for (k, v) in &seen {
-            let (table, key) = table_key(*k);
-            batch.expect(table, key, v.to_be_bytes());
-        }
-        for (k, v) in &writes {
-            let (table, key) = table_key(*k);
-            batch.insert(table, key, v.to_be_bytes());
-        }
-        match s.router.transact_across(&batch).await {
+        match s.router.transact_across(&batch_of(&seen, &writes)).await {
             Ok(_) => {
                 counts.across += 1;
                 return Ok(());
