@@ -58,6 +58,15 @@ pub enum Error {
     /// commits until it is reopened (which finishes that commit). The first failure, as text.
     #[error("the ledger is broken by an earlier failed commit (reopen it): {0}")]
     Broken(String),
+    /// An export stream ([`crate::Ledger::import_with`], [`crate::check_export`]) that does not
+    /// decode, whose checksum fails, or whose ledger does not prove what the stream claims.
+    #[error("bad ledger export at byte {offset}: {detail}")]
+    BadExport {
+        /// How many bytes of the stream were read when the fault was found.
+        offset: u64,
+        /// What is wrong.
+        detail: String,
+    },
 }
 
 impl Error {

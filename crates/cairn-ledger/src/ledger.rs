@@ -47,9 +47,14 @@ use crate::records::{
 mod block;
 mod group;
 mod shard;
+mod transfer;
 mod window;
 
 pub use shard::TableWitness;
+pub use transfer::{
+    check_export, ExportSummary, ImportChecks, LedgerExport, EXPORT_MAGIC, FRAME_BYTES_MAX,
+    FRAME_BYTES_TARGET,
+};
 use window::Retained;
 pub use window::WindowInfo;
 

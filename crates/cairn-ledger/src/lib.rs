@@ -49,7 +49,8 @@ mod records;
 pub use audit::{AuditOptions, AuditProblem, AuditProgress, AuditReport};
 pub use error::{Error, Result};
 pub use ledger::{
-    meta_hash, Committed, Ledger, LedgerBatch, LedgerConfig, LedgerTx, Promise, ProvedCommit,
-    ProvedKeys, RangeRead, TableWitness, Values, VerifiedRead, VersionInfo, WindowInfo,
-    HISTORY_TABLE, META_BYTES_MAX, TRANSACT_ATTEMPTS_MAX,
+    check_export, meta_hash, Committed, ExportSummary, ImportChecks, Ledger, LedgerBatch,
+    LedgerConfig, LedgerExport, LedgerTx, Promise, ProvedCommit, ProvedKeys, RangeRead,
+    TableWitness, Values, VerifiedRead, VersionInfo, WindowInfo, EXPORT_MAGIC, FRAME_BYTES_MAX,
+    FRAME_BYTES_TARGET, HISTORY_TABLE, META_BYTES_MAX, TRANSACT_ATTEMPTS_MAX,
 };
