@@ -25,6 +25,7 @@ declare -A seeds=(
   [receipt_verify]="$proof_golden/ledger-v1-receipt.bin"
   [range_verify]="$proof_golden/ledger-v1-range.bin $proof_golden/ledger-v1-link-head.bin $proof_golden/ledger-v1-link-entry.bin"
   [ledger_records]="$proof_golden/ledger-v1-link-head.bin $proof_golden/ledger-v1-link-entry.bin"
+  [ledger_export]="cairn-ledger/testdata/golden/export-v1.bin"
 )
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
 RUSTC_BOOTSTRAP=1 cargo fuzz build -s none || exit 1

@@ -1,6 +1,6 @@
 //! What `cairn-raft` stores and receives (`docs/format/raft.md`): the input goes whole to the
-//! entry, vote, log-id and applied-state decoders and those of the records of transactions
-//! across shards (`cairn_raft::format`), and, after its first
+//! entry, vote, log-id, applied-state and snapshot-metadata decoders and those of the records of
+//! transactions across shards (`cairn_raft::format`), and, after its first
 //! byte, to the JSON decoders of the two peer RPCs (append and vote requests) as a peer listener
 //! receives them. Typed errors only; whatever a stored-format decoder accepts re-encodes to
 //! bytes that decode to a value that encodes to the same bytes again. Seeds: the golden values
@@ -62,6 +62,10 @@ fuzz_target!(
     }
     if let Ok(ids) = format::decode_open(data) {
         assert_eq!(format::decode_open(&format::encode_open(&ids)), Ok(ids));
+    }
+    if let Ok(m) = format::decode_snapshot_meta(data) {
+        let bytes = format::encode_snapshot_meta(&m);
+        assert_eq!(format::decode_snapshot_meta(&bytes), Ok(m));
     }
     if let Some((_, body)) = data.split_first() {
         let _ = serde_json::from_slice::<AppendEntriesRequest<TypeConfig>>(body);

@@ -98,6 +98,9 @@ async fn every_call_verifies_on_a_clusters_leader() {
                 api: String::new(),
                 init: if id == 1 { members.clone() } else { Vec::new() },
                 fault_injection: false,
+                snapshots_dir: None,
+                snapshot_every: 10_000,
+                log_kept: 1_000,
             }),
             ..Config::default()
         };

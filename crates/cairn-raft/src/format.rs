@@ -3,11 +3,11 @@
 //! panic; the fuzz target `raft_records` runs them.
 //!
 //! Owns: [`FORMAT_VERSION`], [`FormatError`], the encoders and decoders of entries, votes, log
-//! ids, the applied state and the records of transactions across shards ([`PreparedTx`],
+//! ids, the applied state, snapshots' metadata and the records of transactions across shards ([`PreparedTx`],
 //! [`Decision`], the list of prepared ones). May call: openraft's types, `serde_json`. Must never touch:
 //! storage (callers read and write the bytes).
 
-use openraft::alias::{EntryOf, LogIdOf, StoredMembershipOf, VoteOf};
+use openraft::alias::{EntryOf, LogIdOf, SnapshotMetaOf, StoredMembershipOf, VoteOf};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -111,6 +111,16 @@ pub fn encode_applied(applied: &Applied) -> Vec<u8> {
 /// The applied state from its stored form.
 pub fn decode_applied(bytes: &[u8]) -> Result<Applied, FormatError> {
     decode(bytes, "the raft applied state")
+}
+
+/// The stored form of a snapshot's metadata (in a snapshot file, `crate::SnapshotData`).
+pub fn encode_snapshot_meta(meta: &SnapshotMetaOf<TypeConfig>) -> Vec<u8> {
+    encode(meta)
+}
+
+/// A snapshot's metadata from its stored form.
+pub fn decode_snapshot_meta(bytes: &[u8]) -> Result<SnapshotMetaOf<TypeConfig>, FormatError> {
+    decode(bytes, "a snapshot's metadata")
 }
 
 /// A transaction prepared on a shard and not yet decided there (`tx/p/<id>` in the raft table):

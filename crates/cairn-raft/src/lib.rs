@@ -37,6 +37,7 @@ mod local;
 mod machine;
 mod mem_log;
 mod node;
+mod snapshot;
 pub mod twopc;
 
 pub use command::{Command, Expectation, Response, Write, WriteReceipts, TX_ID_BYTES_MAX};
@@ -44,13 +45,14 @@ pub use coordinator::{Coordinator, Outcome, ShardWriter};
 pub use durable_log::DurableLog;
 pub use faults::Faults;
 pub use http::{
-    peer_router, peer_router_with_faults, ClusterSecret, HttpConnection, HttpNetwork,
-    PEER_BODY_BYTES_MAX,
+    peer_router, peer_router_with, peer_router_with_faults, ClusterSecret, HttpConnection,
+    HttpNetwork, PEER_BODY_BYTES_MAX, SNAPSHOT_BYTES_MAX, SNAPSHOT_SEND_TIME_MAX,
 };
 pub use local::{LocalConnection, LocalFactory, LocalNetwork};
-pub use machine::{ledger_config, LedgerMachine, NoSnapshots, SnapshotData, RAFT_TABLE};
+pub use machine::{ledger_config, LedgerMachine, SnapshotBuilder, RAFT_TABLE};
 pub use mem_log::MemLog;
-pub use node::{cluster_config, Consistency, Error, Node};
+pub use node::{cluster_config, Consistency, Error, Node, NodeOptions};
+pub use snapshot::{LedgerHome, LedgerSlot, SnapshotData, SNAPSHOT_MAGIC, SNAPSHOT_META_BYTES_MAX};
 
 #[doc(no_inline)]
 pub use openraft;

@@ -1,10 +1,10 @@
 //! An in-process transport: each Raft RPC is a direct call on the target node's handle, through
 //! a switchboard that can cut links (a partition) and drop nodes (a crash). For tests of the
-//! replication layer in one process; the HTTP transport between processes is issue 48's next
-//! step.
+//! replication layer in one process (the HTTP transport is `http`). A snapshot travels as its
+//! open file, checked as a receiver over the network checks it.
 //!
 //! Owns: [`LocalNetwork`] (the switchboard), [`LocalFactory`] and [`LocalConnection`]
-//! (openraft's network traits over it). May call: openraft. Must never touch: the ledger.
+//! (openraft's network traits over it). May call: openraft, `snapshot` (a snapshot's check). Must never touch: the ledger.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -18,7 +18,7 @@ use openraft::raft::{
 };
 use openraft::OptionalSend;
 
-use crate::machine::SnapshotData;
+use crate::snapshot::SnapshotData;
 use crate::{LedgerRaft, NodeId, TypeConfig};
 
 /// The switchboard: the nodes reachable in this process and the links cut between them.
@@ -163,13 +163,23 @@ impl RaftNetworkV2<TypeConfig> for LocalConnection {
 
     async fn full_snapshot(
         &mut self,
-        _vote: VoteOf<TypeConfig>,
-        _snapshot: SnapshotOf<TypeConfig, SnapshotData>,
+        vote: VoteOf<TypeConfig>,
+        snapshot: SnapshotOf<TypeConfig, SnapshotData>,
         _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
-        Err(StreamingError::Unreachable(Unreachable::from_string(
-            "snapshots are not sent yet (issue 48)",
-        )))
+        let raft = self.target()?;
+        // What a receiver over the network checks before Raft sees the snapshot.
+        let data = snapshot.snapshot.clone();
+        tokio::task::spawn_blocking(move || data.check())
+            .await
+            .map_err(|e| Unreachable::new(&e))?
+            .map_err(|e| Unreachable::new(&e))?;
+        let reply = raft
+            .install_full_snapshot(vote, snapshot)
+            .await
+            .map_err(|e| Unreachable::new(&e))?;
+        self.target()?;
+        Ok(reply)
     }
 }

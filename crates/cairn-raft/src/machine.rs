@@ -2,8 +2,9 @@
 //! [`Ledger`], in log order, on one task, so that every node makes the same versions with the
 //! same roots.
 //!
-//! Owns: [`LedgerMachine`] (the applied log id, the membership, applying entries). May call:
-//! `command`, `twopc` (the phases of transactions across shards), `cairn_ledger`. Must never touch: the network, the log storage.
+//! Owns: [`LedgerMachine`] (the applied log id, the membership, applying entries, when to build
+//! and install snapshots), [`SnapshotBuilder`]. May call: `command`, `twopc` (the phases of
+//! transactions across shards), `snapshot` (the files and the swap), `cairn_ledger`. Must never touch: the network, the log storage.
 //!
 //! Determinism: an entry's effect depends only on the ledger's state and the command (the
 //! expectations are checked against the replicated state; a refusal depends only on the
@@ -16,8 +17,10 @@
 //! entries after it again. Entries that write nothing (conflicts, refusals, blanks, membership
 //! changes) store nothing: applied again, they do nothing again.
 //!
-//! Not yet (issue 48's later steps): snapshots are refused (the cluster's configuration never
-//! builds one and the log is never purged, so a lagging node catches up from the log).
+//! Snapshots (`snapshot`): a machine opened with a [`LedgerHome`] builds them from a view of
+//! its ledger (their log id the applied state the ledger stores, so a policy-driven build is
+//! skipped until a newer entry wrote) and installs them by a proved import and a swap of
+//! directories; one opened without refuses both (its cluster must never purge its log).
 
 use std::io;
 use std::sync::Arc;
@@ -25,12 +28,14 @@ use std::sync::Arc;
 use futures_util::{Stream, TryStreamExt};
 use openraft::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
 use openraft::entry::RaftEntry;
+use openraft::storage::SnapshotMeta;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend};
 
 use cairn_ledger::{Error as LedgerError, Ledger, LedgerBatch};
 
 use crate::command::{Command, Response};
+use crate::snapshot::{self, LedgerHome, LedgerSlot, SnapshotData, Store};
 use crate::twopc::{apply_decision, apply_prepare, Locks, Prepare};
 use crate::TypeConfig;
 
@@ -50,12 +55,11 @@ pub fn ledger_config<S: Into<String>>(
     cairn_ledger::LedgerConfig::new(names)
 }
 
-/// What a snapshot would carry: nothing yet (snapshots are refused; see the module's header).
-pub type SnapshotData = ();
-
 /// A [`Ledger`] driven by a Raft log.
 pub struct LedgerMachine {
-    ledger: Arc<Ledger>,
+    slot: LedgerSlot,
+    /// Where snapshots are kept and installed (`None`: refused).
+    home: Option<(Arc<LedgerHome>, Arc<Store>)>,
     locks: Locks,
     applied: Option<LogIdOf<TypeConfig>>,
     membership: StoredMembershipOf<TypeConfig>,
@@ -68,29 +72,43 @@ impl LedgerMachine {
     /// Errors: the ledger lacks [`RAFT_TABLE`] (make it with [`ledger_config`]), its stored
     /// applied state does not decode, or reading it fails.
     pub fn open(ledger: Arc<Ledger>) -> io::Result<LedgerMachine> {
+        LedgerMachine::over(LedgerSlot::new(ledger), None)
+    }
+
+    /// A machine over the ledger `home` holds (opened into `slot` by the caller, with
+    /// [`LedgerHome::open`]), building and installing snapshots in `home.snapshots`.
+    ///
+    /// Errors: as [`LedgerMachine::open`], and the snapshot directory's.
+    pub fn with_home(slot: LedgerSlot, home: LedgerHome) -> io::Result<LedgerMachine> {
+        let store = Store::open(&home.snapshots)?;
+        LedgerMachine::over(slot, Some((Arc::new(home), Arc::new(store))))
+    }
+
+    fn over(
+        slot: LedgerSlot,
+        home: Option<(Arc<LedgerHome>, Arc<Store>)>,
+    ) -> io::Result<LedgerMachine> {
+        let ledger = slot.get();
         if !ledger.tables().iter().any(|t| t == RAFT_TABLE) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("a replicated ledger needs the table {RAFT_TABLE:?} (see ledger_config)"),
             ));
         }
-        let (applied, membership) = match ledger
-            .get(RAFT_TABLE, KEY_APPLIED)
-            .map_err(io::Error::other)?
-        {
-            Some(bytes) => {
-                let (id, m) = crate::format::decode_applied(&bytes)?;
-                (Some(id), m)
-            }
-            None => (None, StoredMembershipOf::<TypeConfig>::default()),
-        };
+        let (applied, membership) = snapshot::stored_applied(&ledger)?;
         let locks = Locks::load(&ledger)?;
         Ok(LedgerMachine {
-            ledger,
+            slot,
+            home,
             locks,
             applied,
             membership,
         })
+    }
+
+    /// The machine's ledger, which an installed snapshot replaces.
+    pub fn slot(&self) -> LedgerSlot {
+        self.slot.clone()
     }
 
     /// The keys held by transactions prepared on this machine's ledger (shared: it changes as
@@ -292,13 +310,13 @@ fn refusal_of(e: &LedgerError) -> Option<String> {
 fn unsupported() -> io::Error {
     io::Error::new(
         io::ErrorKind::Unsupported,
-        "Raft snapshots of a ledger are not built yet (issue 48)",
+        "this node keeps no snapshots (started without a LedgerHome)",
     )
 }
 
 impl RaftStateMachine<TypeConfig> for LedgerMachine {
     type SnapshotData = SnapshotData;
-    type SnapshotBuilder = NoSnapshots;
+    type SnapshotBuilder = SnapshotBuilder;
 
     async fn applied_state(
         &mut self,
@@ -319,7 +337,7 @@ impl RaftStateMachine<TypeConfig> for LedgerMachine {
                     Response::Empty
                 }
                 EntryPayload::Normal(command) => {
-                    let ledger = Arc::clone(&self.ledger);
+                    let ledger = self.slot.get();
                     let locks = self.locks.clone();
                     let applied = crate::format::encode_applied(&(log_id, self.membership.clone()));
                     // Receipts only where a client waits for them.
@@ -341,32 +359,117 @@ impl RaftStateMachine<TypeConfig> for LedgerMachine {
         Ok(())
     }
 
-    async fn get_snapshot_builder(&mut self) -> NoSnapshots {
-        NoSnapshots
+    async fn try_create_snapshot_builder(&mut self, force: bool) -> Option<SnapshotBuilder> {
+        let Some((_, store)) = &self.home else {
+            return force.then_some(SnapshotBuilder { view: None });
+        };
+        let ledger = self.slot.get();
+        // The applied state and the view, together: nothing applies meanwhile (this runs on
+        // the machine's task).
+        let view = snapshot::stored_applied(&ledger).and_then(|(last, membership)| {
+            if !force && store.current().is_some_and(|c| c >= last) {
+                return Ok(None);
+            }
+            let view = ledger.export_view().map_err(io::Error::other)?;
+            Ok(Some((view, last, membership)))
+        });
+        match view {
+            Ok(None) => None,
+            Ok(Some((view, last, membership))) => {
+                let meta = SnapshotMeta {
+                    last_log_id: last,
+                    last_membership: membership,
+                };
+                Some(SnapshotBuilder {
+                    view: Some(Ok((Arc::clone(store), meta, view))),
+                })
+            }
+            Err(e) => Some(SnapshotBuilder {
+                view: Some(Err(e.to_string())),
+            }),
+        }
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        match self.try_create_snapshot_builder(true).await {
+            Some(b) => b,
+            None => SnapshotBuilder { view: None },
+        }
     }
 
     async fn install_snapshot(
         &mut self,
-        _meta: &SnapshotMetaOf<TypeConfig>,
-        _snapshot: SnapshotData,
+        meta: &SnapshotMetaOf<TypeConfig>,
+        snapshot: SnapshotData,
     ) -> Result<(), io::Error> {
-        Err(unsupported())
+        let Some((home, store)) = self.home.clone() else {
+            return Err(unsupported());
+        };
+        let slot = self.slot.clone();
+        let m = meta.clone();
+        let ledger = tokio::task::spawn_blocking(move || {
+            let ledger = snapshot::install(&home, &slot, &m, &snapshot)?;
+            snapshot::keep(&store, &snapshot, m.last_log_id)?;
+            Ok::<_, io::Error>(ledger)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        self.locks.replace_with(Locks::load(&ledger)?);
+        self.applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        Ok(())
     }
 
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<SnapshotOf<TypeConfig, SnapshotData>>, io::Error> {
-        Ok(None)
+        let Some((_, store)) = self.home.clone() else {
+            return Ok(None);
+        };
+        let found = tokio::task::spawn_blocking(move || store.load())
+            .await
+            .map_err(io::Error::other)??;
+        Ok(found.map(|(meta, snapshot)| openraft::storage::Snapshot { meta, snapshot }))
     }
 }
 
-/// The snapshot builder of a [`LedgerMachine`]: refuses (see the module's header).
-pub struct NoSnapshots;
+/// The snapshot builder of a [`LedgerMachine`]: a view of its ledger, written as a snapshot file
+/// on a blocking thread and made the current one. Without a [`LedgerHome`] it refuses.
+pub struct SnapshotBuilder {
+    /// The store, the metadata and the view; or why the view could not be taken.
+    #[allow(clippy::type_complexity)]
+    view: Option<
+        Result<
+            (
+                Arc<Store>,
+                SnapshotMetaOf<TypeConfig>,
+                cairn_ledger::LedgerExport,
+            ),
+            String,
+        >,
+    >,
+}
 
-impl RaftSnapshotBuilder<TypeConfig> for NoSnapshots {
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     type SnapshotData = SnapshotData;
 
     async fn build_snapshot(&mut self) -> Result<SnapshotOf<TypeConfig, SnapshotData>, io::Error> {
-        Err(unsupported())
+        let (store, meta, view) = match self.view.take() {
+            None => return Err(unsupported()),
+            Some(Err(e)) => return Err(io::Error::other(e)),
+            Some(Ok(parts)) => parts,
+        };
+        tokio::task::spawn_blocking(move || {
+            let path = store.fresh("building");
+            snapshot::write_file(&path, &meta, view)?;
+            store.promote(&path, meta.last_log_id)?;
+            // The current one: this build, or a newer one installed meanwhile.
+            let (meta, snapshot) = store
+                .load()?
+                .ok_or_else(|| io::Error::other("the snapshot built is gone"))?;
+            Ok(openraft::storage::Snapshot { meta, snapshot })
+        })
+        .await
+        .map_err(io::Error::other)?
     }
 }

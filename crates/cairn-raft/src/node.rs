@@ -1,8 +1,9 @@
 //! One node of a replicated ledger: its Raft handle and its copy of the ledger, with writes
 //! proposed through the leader and reads made linearizable by a read index.
 //!
-//! Owns: [`Node`], [`Consistency`], [`Error`], [`cluster_config`]. May call: `machine`,
-//! `command`, openraft, `cairn_ledger`. Must never touch: a transport's internals.
+//! Owns: [`Node`], [`NodeOptions`], [`Consistency`], [`Error`], [`cluster_config`]. May call:
+//! `machine`, `snapshot` (a node's home and ledger slot), `command`, openraft, `cairn_ledger`.
+//! Must never touch: a transport's internals.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use cairn_ledger::{Ledger, VerifiedRead};
 
 use crate::command::{Command, Response};
 use crate::machine::LedgerMachine;
+use crate::snapshot::{LedgerHome, LedgerSlot};
 use crate::twopc::Locks;
 use crate::{LedgerRaft, Member, NodeId, TypeConfig};
 
@@ -67,15 +69,66 @@ pub enum Consistency {
     Stale,
 }
 
-/// The timing a cluster runs with: heartbeats every 50 ms, elections after 150 to 300 ms of
-/// silence, no snapshots (the log is never purged until snapshots are built; issue 48).
-pub fn cluster_config() -> Arc<Config> {
+/// What a node's Raft runs with besides its timing: when it snapshots and how much log it
+/// keeps behind a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeOptions {
+    /// Build a snapshot once this many entries were applied since the last one (0: never,
+    /// and the log is never purged). Needs a [`LedgerHome`] ([`Node::start_with`]). Default
+    /// 10,000: a snapshot costs one pass over the ledger's stored entries.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind the newest snapshot, so that a follower slightly behind
+    /// catches up from the log rather than by a snapshot. Default 1,000.
+    pub log_kept: u64,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        NodeOptions {
+            snapshot_every: 10_000,
+            log_kept: 1_000,
+        }
+    }
+}
+
+impl NodeOptions {
+    /// Options that never snapshot (and never purge the log).
+    pub fn no_snapshots() -> NodeOptions {
+        NodeOptions {
+            snapshot_every: 0,
+            log_kept: 0,
+        }
+    }
+
+    /// Snapshot every `entries` applied (0: never).
+    pub fn snapshot_every(mut self, entries: u64) -> NodeOptions {
+        self.snapshot_every = entries;
+        self
+    }
+
+    /// Keep `entries` of log behind the newest snapshot.
+    pub fn log_kept(mut self, entries: u64) -> NodeOptions {
+        self.log_kept = entries;
+        self
+    }
+}
+
+/// The configuration a cluster runs with: heartbeats every 50 ms, elections after 150 to 300 ms
+/// of silence, snapshots and the log kept behind them as `options` say, and up to 10 minutes
+/// to send a snapshot.
+pub fn cluster_config(options: NodeOptions) -> Arc<Config> {
     let config = Config {
         cluster_name: "cairn".into(),
         heartbeat_interval: 50,
         election_timeout_min: 150,
         election_timeout_max: 300,
-        snapshot_policy: SnapshotPolicy::Never,
+        snapshot_policy: match options.snapshot_every {
+            0 => SnapshotPolicy::Never,
+            n => SnapshotPolicy::LogsSinceLast(n),
+        },
+        max_in_snapshot_log_to_keep: options.log_kept,
+        install_snapshot_timeout: 600_000,
         ..Config::default()
     };
     Arc::new(config.validate().expect("the cluster's timing is valid"))
@@ -88,15 +141,16 @@ pub struct Node {
     pub id: NodeId,
     /// Its Raft handle (membership, metrics, shutdown).
     pub raft: LedgerRaft,
-    /// Its copy of the ledger (written only by applying the log).
-    pub ledger: Arc<Ledger>,
+    /// Its copy of the ledger (written only by applying the log; replaced by a snapshot).
+    slot: LedgerSlot,
     locks: Locks,
 }
 
 impl Node {
     /// Starts node `id` over `ledger` (made with [`crate::ledger_config`]; fresh, or this
     /// node's from an earlier run, with `log` its Raft log from that run) with `log` as its
-    /// Raft log and `network` to reach the others, with [`cluster_config`].
+    /// Raft log and `network` to reach the others, without snapshots
+    /// ([`NodeOptions::no_snapshots`]: the log is never purged).
     ///
     /// Errors: [`Error::Raft`] when the ledger is not a replicated one or openraft refuses to
     /// start (its storage failed).
@@ -109,21 +163,83 @@ impl Node {
     where
         L: RaftLogStorage<TypeConfig>,
         N: RaftNetworkFactory<TypeConfig>,
-        N::Network:
-            openraft::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::SnapshotData>,
+        N::Network: openraft::network::NetSnapshot<
+            TypeConfig,
+            SnapshotData = crate::snapshot::SnapshotData,
+        >,
     {
-        let machine =
-            LedgerMachine::open(Arc::clone(&ledger)).map_err(|e| Error::Raft(e.to_string()))?;
+        let machine = LedgerMachine::open(ledger).map_err(|e| Error::Raft(e.to_string()))?;
+        Node::run(id, machine, log, network, NodeOptions::no_snapshots()).await
+    }
+
+    /// Starts node `id` over the ledger in `home` (opened here, after recovering a snapshot's
+    /// swap a crash cut), with snapshots as `options` say: built in `home.snapshots`, sent to
+    /// followers the log no longer reaches, installed by a proved import.
+    ///
+    /// Errors: [`Error::Raft`] when the ledger does not open, is not a replicated one, or
+    /// openraft refuses to start.
+    pub async fn start_with<L, N>(
+        id: NodeId,
+        home: LedgerHome,
+        log: L,
+        network: N,
+        options: NodeOptions,
+    ) -> Result<Node, Error>
+    where
+        L: RaftLogStorage<TypeConfig>,
+        N: RaftNetworkFactory<TypeConfig>,
+        N::Network: openraft::network::NetSnapshot<
+            TypeConfig,
+            SnapshotData = crate::snapshot::SnapshotData,
+        >,
+    {
+        let machine = tokio::task::spawn_blocking(move || {
+            let ledger = Arc::new(home.open()?);
+            LedgerMachine::with_home(LedgerSlot::new(ledger), home)
+        })
+        .await
+        .map_err(|e| Error::Raft(e.to_string()))?
+        .map_err(|e| Error::Raft(e.to_string()))?;
+        Node::run(id, machine, log, network, options).await
+    }
+
+    async fn run<L, N>(
+        id: NodeId,
+        machine: LedgerMachine,
+        log: L,
+        network: N,
+        options: NodeOptions,
+    ) -> Result<Node, Error>
+    where
+        L: RaftLogStorage<TypeConfig>,
+        N: RaftNetworkFactory<TypeConfig>,
+        N::Network: openraft::network::NetSnapshot<
+            TypeConfig,
+            SnapshotData = crate::snapshot::SnapshotData,
+        >,
+    {
         let locks = machine.locks();
-        let raft = LedgerRaft::new(id, cluster_config(), network, log, machine)
+        let slot = machine.slot();
+        let raft = LedgerRaft::new(id, cluster_config(options), network, log, machine)
             .await
             .map_err(|e| Error::Raft(e.to_string()))?;
         Ok(Node {
             id,
             raft,
-            ledger,
+            slot,
             locks,
         })
+    }
+
+    /// The node's current ledger (written only by applying the log). An installed snapshot
+    /// replaces it: hold it for one call, not across them.
+    pub fn ledger(&self) -> Arc<Ledger> {
+        self.slot.get()
+    }
+
+    /// The slot holding the node's ledger, for a server that reads it on every request.
+    pub fn slot(&self) -> LedgerSlot {
+        self.slot.clone()
     }
 
     /// Proposes `command` and waits until it is committed by a quorum and applied here: its
@@ -132,7 +248,7 @@ impl Node {
     /// Errors: [`Error::NotLeader`] (nothing was proposed); [`Error::Unknown`] when leadership
     /// was lost with the write in flight; [`Error::Raft`] otherwise.
     pub async fn write(&self, command: Command) -> Result<Response, Error> {
-        if let Some(reason) = command.refusal(&self.ledger) {
+        if let Some(reason) = command.refusal(&self.ledger()) {
             return Ok(Response::Refused { reason });
         }
         match self.raft.client_write(command).await {
@@ -160,7 +276,7 @@ impl Node {
     ) -> Result<VerifiedRead, Error> {
         self.read_barrier(consistency).await?;
         self.check_unlocked(reads)?;
-        let ledger = Arc::clone(&self.ledger);
+        let ledger = self.ledger();
         let owned: Vec<(String, Vec<Vec<u8>>)> = reads
             .iter()
             .map(|(t, keys)| (t.to_string(), keys.to_vec()))
@@ -283,6 +399,14 @@ impl Node {
             .borrow_watched()
             .last_applied
             .map_or(0, |l| l.index)
+    }
+
+    /// The index of the last entry this node's newest snapshot covers, and of the last entry
+    /// purged from its log (`None`: none yet).
+    pub fn snapshot_and_purged(&self) -> (Option<u64>, Option<u64>) {
+        use openraft::async_runtime::WatchReceiver;
+        let m = self.raft.metrics().borrow_watched().clone();
+        (m.snapshot.map(|s| s.index), m.purged.map(|p| p.index))
     }
 
     /// The leader this node knows of.

@@ -83,6 +83,13 @@ impl Locks {
         Ok(locks)
     }
 
+    /// Takes `other`'s held keys in place of these (after a snapshot replaced the ledger);
+    /// every clone sees them.
+    pub(crate) fn replace_with(&self, other: Locks) {
+        let held = std::mem::take(&mut *other.0.lock().unwrap_or_else(|p| p.into_inner()));
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = held;
+    }
+
     /// The transaction holding one of `keys`, if one does.
     pub fn holder<'a>(
         &self,

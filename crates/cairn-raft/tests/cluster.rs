@@ -181,7 +181,7 @@ async fn three_nodes_make_the_same_versions() {
 
     let leader = c.leader(&[]).await;
     c.settle(leader, &[]).await;
-    let digests: Vec<_> = c.nodes.values().map(|n| n.ledger.digest()).collect();
+    let digests: Vec<_> = c.nodes.values().map(|n| n.ledger().digest()).collect();
     assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
     assert_eq!(digests[0].size, 41);
     // Every node reads the same values with the same receipt, stale or not.
@@ -276,7 +276,7 @@ async fn no_acknowledged_write_is_lost_through_a_partition_and_a_crash() {
         for (k, v) in acknowledged.iter().zip(&read.values[0]) {
             assert_eq!(v.as_deref(), Some(&k.as_bytes()[1..]), "node {id} lost {k}");
         }
-        digests.push(node.ledger.digest());
+        digests.push(node.ledger().digest());
     }
     assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
     assert!(acknowledged.len() + unknown == 120);

@@ -162,6 +162,16 @@ fn values() -> Vec<(&'static str, Vec<u8>)> {
             "tx-open",
             format::encode_open(&["router-1-7".into(), "router-2-1".into()]),
         ),
+        (
+            "snapshot-meta",
+            format::encode_snapshot_meta(&cairn_raft::openraft::storage::SnapshotMeta {
+                last_log_id: Some(log_id(3, 2, 7)),
+                last_membership: StoredMembership::new(
+                    Some(log_id(1, 1, 3)),
+                    membership_with_api(),
+                ),
+            }),
+        ),
     ]
 }
 
@@ -199,6 +209,9 @@ fn stored_bytes_match_the_golden_file() {
                 format::encode_decision(format::decode_decision(bytes).unwrap())
             }
             "tx" => format::encode_open(&format::decode_open(bytes).unwrap()),
+            "snapshot" => {
+                format::encode_snapshot_meta(&format::decode_snapshot_meta(bytes).unwrap())
+            }
             other => panic!("{other}"),
         };
         assert_eq!(&again, bytes, "{name}");

@@ -272,7 +272,7 @@ async fn a_history_through_a_partition_and_a_leader_crash_is_linearizable() {
             node.wait_applied(applied, Duration::from_secs(20))
                 .await
                 .unwrap();
-            digests.push(node.ledger.digest());
+            digests.push(node.ledger().digest());
         }
     }
     assert_eq!(digests[0], digests[1]);

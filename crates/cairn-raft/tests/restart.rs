@@ -35,7 +35,7 @@ async fn start_node(network: &LocalNetwork, root: &Path, id: NodeId) -> Running 
 async fn stop_node(network: &LocalNetwork, r: Running) {
     network.remove(r.node.id);
     r.node.raft.shutdown().await.unwrap();
-    r.node.ledger.close();
+    r.node.ledger().close();
     r.log.close();
 }
 
@@ -86,7 +86,7 @@ async fn a_stopped_follower_and_a_stopped_cluster_come_back_whole() {
     // It comes back from its own directories and catches up: the same 60 versions, no more.
     nodes.insert(follower, start_node(&network, root.path(), follower).await);
     settle(&nodes).await;
-    let digests: Vec<_> = nodes.values().map(|r| r.node.ledger.digest()).collect();
+    let digests: Vec<_> = nodes.values().map(|r| r.node.ledger().digest()).collect();
     assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
     assert_eq!(digests[0].size, 60);
 

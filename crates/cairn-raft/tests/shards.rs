@@ -124,7 +124,7 @@ impl ShardWriter for Writer {
             .leader()
             .await
             .ok_or(Error::Raft("no leader".into()))?;
-        let ledger = &leader.ledger;
+        let ledger = &leader.ledger();
         let mut out = Vec::new();
         for tx in twopc::prepared(ledger).map_err(|e| Error::Raft(e.to_string()))? {
             if let Some(r) =
@@ -203,7 +203,7 @@ async fn settle(shards: &Shards, map: &ShardMap) -> BTreeMap<Vec<u8>, u64> {
                 node.id
             );
             roots.push(
-                node.ledger
+                node.ledger()
                     .table_witness(TABLE, map.bits().max(1))
                     .unwrap()
                     .root,
@@ -213,11 +213,11 @@ async fn settle(shards: &Shards, map: &ShardMap) -> BTreeMap<Vec<u8>, u64> {
             roots.windows(2).all(|w| w[0] == w[1]),
             "shard {s}'s copies differ"
         );
-        assert!(twopc::prepared(&leader.ledger).unwrap().is_empty());
+        assert!(twopc::prepared(&leader.ledger()).unwrap().is_empty());
         for i in 0..ACCOUNTS {
             let key = account(i);
             if map.shard_of(&key) as usize == s {
-                if let Some(v) = leader.ledger.get(TABLE, &key).unwrap() {
+                if let Some(v) = leader.ledger().get(TABLE, &key).unwrap() {
                     balances.insert(key, decode(&v));
                 }
             }
@@ -237,7 +237,7 @@ async fn roots(
     let mut subtrees = Vec::new();
     for (s, group) in shards.groups.iter().enumerate() {
         let leader = group.leader().await.unwrap();
-        let w = leader.ledger.table_witness(TABLE, levels).unwrap();
+        let w = leader.ledger().table_witness(TABLE, levels).unwrap();
         subtrees.push(map.subtree(s as u32, &w.root, &w.top).unwrap());
     }
     let global = ShardedRoot::new(*map, subtrees).unwrap().root();
@@ -255,7 +255,7 @@ async fn roots(
 async fn transfers(shard_count: u32) {
     let shards = start(shard_count).await;
     let map = ShardMap::new(
-        shards.groups[0].nodes()[0].ledger.hash_kind(),
+        shards.groups[0].nodes()[0].ledger().hash_kind(),
         shard_count.trailing_zeros() as u8,
     )
     .unwrap();
@@ -377,7 +377,7 @@ async fn transfers_across_four_shards_are_atomic() {
 async fn a_coordinator_lost_between_phases_is_resolved() {
     let shards = start(2).await;
     let writer = Writer(Arc::clone(&shards));
-    let map = ShardMap::new(shards.groups[0].nodes()[0].ledger.hash_kind(), 1).unwrap();
+    let map = ShardMap::new(shards.groups[0].nodes()[0].ledger().hash_kind(), 1).unwrap();
     let coordinator = Coordinator::new(map, writer.clone(), "resolver");
     let (a, b) = pair(&map, 3);
     let (ka, kb) = (account(a), account(b));

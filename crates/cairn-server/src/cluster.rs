@@ -29,11 +29,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::http::{StatusCode, Uri};
-use cairn_ledger::Ledger;
 use cairn_raft::openraft::error::{InitializeError, RaftError};
 use cairn_raft::{
-    peer_router_with_faults, ClusterSecret, Command, Consistency, DurableLog, Faults, HttpNetwork,
-    Member, Node, NodeId, Response, WriteReceipts,
+    peer_router_with, ClusterSecret, Command, Consistency, DurableLog, Faults, HttpNetwork,
+    LedgerHome, Member, Node, NodeId, NodeOptions, Response, WriteReceipts,
 };
 
 use crate::config::ClusterConfig;
@@ -56,10 +55,11 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts node `config.id` over `ledger` (opened with [`cairn_raft::ledger_config`]): opens
-    /// its Raft log, binds its peer listener, and, with `config.init`, initializes a cluster
-    /// that has no membership yet (this node's API named `api` there unless the entry names
-    /// one).
+    /// Starts node `config.id` over the ledger in `home` (configured with
+    /// [`cairn_raft::ledger_config`]; the node opens it): opens its Raft log, binds its peer
+    /// listener (which receives snapshots into `home.snapshots`), and, with `config.init`,
+    /// initializes a cluster that has no membership yet (this node's API named `api` there
+    /// unless the entry names one).
     ///
     /// Errors: the secret file unreadable, readable by others or not a valid secret; the log
     /// directory that does not open; the peer address taken; openraft refusing to start or
@@ -67,7 +67,7 @@ impl Cluster {
     pub async fn start(
         config: &ClusterConfig,
         api: &str,
-        ledger: Arc<Ledger>,
+        home: LedgerHome,
         disk: Option<DiskFaults>,
     ) -> Result<Cluster, String> {
         let secret = read_secret(&config.secret_file)?;
@@ -82,7 +82,11 @@ impl Cluster {
             .map_err(|e| format!("opening the Raft log in {}: {e}", config.dir.display()))?;
         let faults = Faults::new();
         let network = HttpNetwork::new(secret.clone())?.with_faults(faults.clone());
-        let node = Node::start(config.id, ledger, log.clone(), network)
+        let inbox = home.snapshots.clone();
+        let options = NodeOptions::default()
+            .snapshot_every(config.snapshot_every)
+            .log_kept(config.log_kept);
+        let node = Node::start_with(config.id, home, log.clone(), network, options)
             .await
             .map_err(|e| format!("starting Raft node {}: {e}", config.id))?;
         let listener = tokio::net::TcpListener::bind(config.listen)
@@ -91,7 +95,7 @@ impl Cluster {
         let peer_addr = listener
             .local_addr()
             .map_err(|e| format!("the peer listener's address: {e}"))?;
-        let router = peer_router_with_faults(node.raft.clone(), secret, faults.clone());
+        let router = peer_router_with(node.raft.clone(), secret, faults.clone(), Some(inbox));
         let peer = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
                 tracing::error!(error = %e, "the peer listener failed");

@@ -118,6 +118,39 @@ pub struct ClusterConfig {
     /// fault tests; refused unless `insecure_loopback`.
     #[serde(default)]
     pub fault_injection: bool,
+    /// Where this node keeps its Raft snapshots (default: `dir` with `-snapshots` appended; not
+    /// inside `dir`, which is a Cairn session's).
+    #[serde(default)]
+    pub snapshots_dir: Option<PathBuf>,
+    /// Build a snapshot once this many log entries were applied since the last one, then
+    /// purge the log behind it (default 10,000; 0: never, and the log is never purged).
+    #[serde(default = "default_snapshot_every")]
+    pub snapshot_every: u64,
+    /// Log entries kept behind the newest snapshot (default 1,000).
+    #[serde(default = "default_log_kept")]
+    pub log_kept: u64,
+}
+
+fn default_snapshot_every() -> u64 {
+    cairn_raft::NodeOptions::default().snapshot_every
+}
+
+fn default_log_kept() -> u64 {
+    cairn_raft::NodeOptions::default().log_kept
+}
+
+impl ClusterConfig {
+    /// Where this node keeps its snapshots: `snapshots_dir`, or `dir` with `-snapshots`.
+    pub fn snapshots(&self) -> PathBuf {
+        match &self.snapshots_dir {
+            Some(d) => d.clone(),
+            None => {
+                let mut name = self.dir.as_os_str().to_os_string();
+                name.push("-snapshots");
+                PathBuf::from(name)
+            }
+        }
+    }
 }
 
 /// A member of a cluster's first membership.

@@ -41,6 +41,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use cairn_ledger::Ledger;
+use cairn_raft::LedgerSlot;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 pub use config::Config;
@@ -127,8 +128,10 @@ pub async fn start(
         .filter(|c| c.fault_injection)
         .map(|_| disk::DiskFaults::new());
     let ledger_disk = disk.clone();
-    let ledgers = tokio::task::spawn_blocking(move || {
+    // Each ledger opened, or for a cluster node its home (the node opens it).
+    let (mut ledgers, home) = tokio::task::spawn_blocking(move || {
         let mut ledgers = HashMap::new();
+        let mut home = None;
         for l in entries {
             let c = if replicated {
                 // Its tables and the one where each version records its Raft entry.
@@ -142,33 +145,38 @@ pub async fn start(
                 .history(if replicated { l.history.max(1) } else { l.history })
                 .group(l.group.max(1))
                 .range_max(limits_keys);
-            let ledger = match &ledger_disk {
-                Some(d) => Ledger::open_with(
-                    Arc::new(disk::FaultyFs::new(d.clone())),
-                    &l.dir,
-                    c,
-                    cairn::SessionOptions::default(),
-                ),
-                None => Ledger::open(&l.dir, c),
+            let fs: Arc<dyn cairn::fs::FileSystem> = match &ledger_disk {
+                Some(d) => Arc::new(disk::FaultyFs::new(d.clone())),
+                None => Arc::new(cairn::fs::RealFs),
+            };
+            if replicated {
+                home = Some((l.name, l.dir, fs, c));
+                continue;
             }
+            let ledger = Ledger::open_with(fs, &l.dir, c, cairn::SessionOptions::default())
                 .map_err(|e| format!("opening ledger {:?} in {}: {e}", l.name, l.dir.display()))?;
             tracing::info!(ledger = %l.name, dir = %l.dir.display(), version = ledger.version(), "ledger open");
-            ledgers.insert(l.name, Arc::new(ledger));
+            ledgers.insert(l.name, LedgerSlot::new(Arc::new(ledger)));
         }
-        Ok::<_, String>(ledgers)
+        Ok::<_, String>((ledgers, home))
     })
     .await
     .map_err(|e| format!("opening the ledgers: {e}"))??;
-    let cluster = match &config.cluster {
-        Some(c) => {
+    let cluster = match (&config.cluster, home) {
+        (Some(c), Some((name, dir, fs, ledger_config))) => {
             // `check` made sure there is exactly one ledger.
-            let ledger = ledgers.values().next().cloned().ok_or("no ledger")?;
+            let mut home = cairn_raft::LedgerHome::new(&dir, c.snapshots(), ledger_config);
+            home.fs = fs;
             let api = config.cluster_api();
-            Some(Arc::new(
-                cluster::Cluster::start(c, &api, ledger, disk).await?,
-            ))
+            let cluster = cluster::Cluster::start(c, &api, home, disk)
+                .await
+                .map_err(|e| format!("ledger {name:?} in {}: {e}", dir.display()))?;
+            let ledger = cluster.node.ledger();
+            tracing::info!(ledger = %name, dir = %dir.display(), version = ledger.version(), "ledger open");
+            ledgers.insert(name, cluster.node.slot());
+            Some(Arc::new(cluster))
         }
-        None => None,
+        _ => None,
     };
     let router = match &config.router {
         Some(r) => Some(Arc::new(router::ShardRouter::start(r)?)),
@@ -217,7 +225,7 @@ pub async fn start(
         let ledgers: Vec<(String, Arc<Ledger>)> = state
             .ledgers
             .iter()
-            .map(|(n, l)| (n.clone(), l.clone()))
+            .map(|(n, l)| (n.clone(), l.get()))
             .collect();
         tokio::task::spawn_blocking(move || {
             let mut failed = Vec::new();

@@ -28,6 +28,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{BoxError, Router};
 use cairn_ledger::{Ledger, LedgerBatch, VerifiedRead};
+use cairn_raft::LedgerSlot;
 use tower::ServiceBuilder;
 
 use crate::auth::{Grants, Principal, Right};
@@ -39,8 +40,9 @@ use crate::wire;
 
 /// What every handler shares.
 pub struct AppState {
-    /// The ledgers, by name.
-    pub ledgers: HashMap<String, Arc<Ledger>>,
+    /// The ledgers, by name (a cluster node's is replaced whole when it installs a snapshot:
+    /// each request takes the current one).
+    pub ledgers: HashMap<String, LedgerSlot>,
     /// The tokens and their grants.
     pub grants: Grants,
     /// No token needed (insecure loopback without tokens): every caller has every right.
@@ -220,7 +222,8 @@ async fn metrics_text(State(state): State<Shared>, caller: Caller) -> Result<Res
     if !any_admin(&state, &caller.0) {
         return Err(ApiError::forbidden("/metrics needs the admin right"));
     }
-    for (name, ledger) in &state.ledgers {
+    for (name, slot) in &state.ledgers {
+        let ledger = slot.get();
         let ledger_label = name.clone();
         metrics::gauge!("cairn_ledger_version", "ledger" => ledger_label.clone())
             .set(ledger.version() as f64);
@@ -284,17 +287,18 @@ impl FromRequestParts<Shared> for Caller {
 /// The ledger named in the path, once the caller may use it with `right` on `tables`
 /// (`None`: on the ledger as a whole). An unknown ledger and one the caller has no grant on
 /// answer alike (404), so that names do not leak.
-fn ledger_for<'a>(
-    state: &'a AppState,
+fn ledger_for(
+    state: &AppState,
     caller: &Caller,
     name: &str,
     tables: Option<&mut dyn Iterator<Item = &str>>,
     right: Right,
     format: Format,
-) -> Result<&'a Arc<Ledger>, ApiError> {
+) -> Result<Arc<Ledger>, ApiError> {
     let ledger = state
         .ledgers
         .get(name)
+        .map(LedgerSlot::get)
         .filter(|_| any_grant(&caller.0, name))
         .ok_or_else(|| ApiError::not_found(format!("no ledger {name:?}")).in_format(format))?;
     match tables {
@@ -497,7 +501,7 @@ fn admit<'t>(
 ) -> Result<Arc<Ledger>, ApiError> {
     check_keys(&state.limits, keys, format)?;
     let mut tables = tables.into_iter();
-    Ok(ledger_for(state, caller, name, Some(&mut tables), right, format)?.clone())
+    ledger_for(state, caller, name, Some(&mut tables), right, format)
 }
 
 async fn put(
@@ -1063,7 +1067,8 @@ pub(crate) fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T
         .map_err(|e| ApiError::bad_request(format!("the body does not decode: {e}")))
 }
 
-/// `GET /v1/cluster`: this node, the leader it knows, how far it has applied, the members.
+/// `GET /v1/cluster`: this node, the leader it knows, how far it has applied, its newest
+/// snapshot and purged log, the members.
 async fn cluster_status(State(state): State<Shared>, caller: Caller) -> Result<Response, ApiError> {
     let cluster = cluster_for_admin(&state, &caller)?;
     let node = &cluster.node;
@@ -1072,11 +1077,14 @@ async fn cluster_status(State(state): State<Shared>, caller: Caller) -> Result<R
             serde_json::json!({ "id": id, "addr": member.addr, "api": member.api, "voter": voter })
         })
         .collect();
+    let (snapshot, purged) = node.snapshot_and_purged();
     Ok(json_response(serde_json::json!({
         "id": node.id,
         "leader": node.leader().await,
         "applied_index": node.applied_index(),
-        "version": node.ledger.version(),
+        "snapshot_index": snapshot,
+        "purged_index": purged,
+        "version": node.ledger().version(),
         "members": members,
     })))
 }

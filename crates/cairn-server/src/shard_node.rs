@@ -45,7 +45,7 @@ pub(crate) async fn prepared(
 ) -> Result<Response, ApiError> {
     let cluster = cluster_for_admin(&state, &caller)?;
     cluster.read_barrier(Consistency::Linearizable).await?;
-    let ledger = std::sync::Arc::clone(&cluster.node.ledger);
+    let ledger = cluster.node.ledger();
     let found = tokio::task::spawn_blocking(move || {
         let mut found = Vec::new();
         for tx in twopc::prepared(&ledger)? {
@@ -95,7 +95,7 @@ pub(crate) async fn witness(
     let cluster = cluster_for_admin(&state, &caller)?;
     let (table, levels) = witness_query(&uri)?;
     cluster.read_barrier(cluster::consistency_of(&uri)?).await?;
-    let ledger = std::sync::Arc::clone(&cluster.node.ledger);
+    let ledger = cluster.node.ledger();
     let w = tokio::task::spawn_blocking(move || ledger.table_witness(&table, levels))
         .await
         .map_err(|_| ApiError::internal())??;

@@ -2,7 +2,8 @@
 //! acknowledged and read back linearizably; a node that does not lead answers 421 naming the
 //! leader; a stale read is served anywhere; the leader's SIGKILL elects another and no
 //! acknowledged write is lost; the killed node, restarted from its directories, catches up to
-//! the same digest; a learner joins through the admin endpoints and is promoted. Every
+//! the same digest; the nodes snapshot and purge their logs; a learner joins through the admin
+//! endpoints, catches up by a snapshot sent between the processes, and is promoted. Every
 //! listener is on 127.0.0.1; every wait is bounded.
 
 use std::collections::BTreeMap;
@@ -92,8 +93,21 @@ async fn three_processes_replicate_survive_a_leader_kill_and_take_a_learner() {
     let d = converge(&http, &apis, 20).await;
     assert_eq!(d["size"], 20, "{d}");
 
-    // A fourth node joins as a learner, catches up, and is promoted; the cluster then has
-    // four voters and still writes.
+    // Enough writes for every node to snapshot (every 50 entries) and purge its log.
+    for i in 0..70 {
+        put(&http, &apis, &format!("s{i}"), "s").await;
+    }
+    converge(&http, &apis, 90).await;
+    let leader = leader_api(&http, &apis).await;
+    let status = call(&http, "GET", &format!("{leader}/v1/cluster"), None).await;
+    assert!(
+        status.body["purged_index"].as_u64() > Some(10),
+        "{}",
+        status.body
+    );
+
+    // A fourth node joins as a learner, catches up (by a snapshot: the log's start is gone),
+    // and is promoted; the cluster then has four voters and still writes.
     procs.get_mut(&4).unwrap().spawn();
     wait_up(&http, &procs[&4]).await;
     let leader = leader_api(&http, &apis).await;
@@ -126,7 +140,13 @@ async fn three_processes_replicate_survive_a_leader_kill_and_take_a_learner() {
         .count();
     assert_eq!(voters, 4, "{}", status.body);
     put(&http, &apis, "c0", "0").await;
-    converge(&http, &apis, 21).await;
+    converge(&http, &apis, 91).await;
+    let status = call(&http, "GET", &format!("{}/v1/cluster", procs[&4].api), None).await;
+    assert!(
+        status.body["snapshot_index"].as_u64() > Some(10),
+        "{}",
+        status.body
+    );
 
     // A stranger without the secret is refused by a peer listener.
     let url = format!("http://127.0.0.1:{}/raft/v1/vote", members[0].peer_port);

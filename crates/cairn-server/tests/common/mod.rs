@@ -191,7 +191,8 @@ fn write_config(root: &Path, m: &Member, init: &[&Member], faults: bool) -> Path
         "listen = \"127.0.0.1:{api}\"\ninsecure_loopback = true\nshutdown_timeout_ms = 2000\n\n\
          [[ledgers]]\nname = \"bank\"\ndir = {ledger:?}\ntables = [\"checking\"]\nhistory = 16\n\n\
          [cluster]\nid = {id}\nlisten = \"127.0.0.1:{peer}\"\nsecret_file = {secret:?}\n\
-         dir = {raft:?}\napi = \"{api_url}\"\ninit = [{init}]\nfault_injection = {faults}\n",
+         dir = {raft:?}\napi = \"{api_url}\"\ninit = [{init}]\nfault_injection = {faults}\n\
+         snapshot_every = 50\nlog_kept = 10\n",
         api = m.api_port,
         ledger = dir.join("ledger"),
         id = m.id,
