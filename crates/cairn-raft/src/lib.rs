@@ -13,16 +13,18 @@
 //! ([`lincheck`]). `cairn-server --raft` runs a node as a process. Shards are Raft groups of
 //! their own: a [`Coordinator`] routes writes by key path and commits those across shards by
 //! two-phase commit in the shards' logs ([`twopc`]); their global root and lifted proofs are in
-//! [`cairn_proof::shard`]. Formats: `docs/format/raft.md`. What is not built yet (issue 48;
-//! `docs/cluster-plan.md` gives the order): snapshots between nodes and the log's purge, peer
-//! TLS, the router over HTTP.
+//! [`cairn_proof::shard`]. Snapshots ([`Node::start_with`], [`LedgerHome`]) are the ledger's
+//! export stream, sent to a node the log no longer reaches and installed once proved; the log is
+//! purged behind them. Formats: `docs/format/raft.md`. What is not built yet (issue 48;
+//! `docs/cluster-plan.md` gives the order): the log as engine log streams, peer TLS.
 //!
 //! Modules, each owning one concept: `command` (what the log carries), `machine` (applying
-//! it), `twopc` (applying the steps of transactions across shards), `coordinator` (driving
-//! them), `format` (the bytes stored), `durable_log` and `mem_log` (log storage), `local` (the in-process transport), `node`
-//! (a node's API), `faults` (links a test cuts), `http` (the transport between processes), `lincheck` (a linearizability
-//! checker for the tests of all of it). None calls a module below it in this list except through the types
-//! declared here.
+//! it, building and installing snapshots), `snapshot` (snapshot files, a node's ledger slot and
+//! home, the proved swap of a ledger), `twopc` (applying the steps of transactions across
+//! shards), `coordinator` (driving them), `format` (the bytes stored), `durable_log` and
+//! `mem_log` (log storage), `local` (the in-process transport), `node` (a node's API), `faults`
+//! (links a test cuts), `http` (the transport between processes), `lincheck` (a linearizability
+//! checker for the tests of all of it). Each module's header says what it may call.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 

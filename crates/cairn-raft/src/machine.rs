@@ -95,7 +95,7 @@ impl LedgerMachine {
                 format!("a replicated ledger needs the table {RAFT_TABLE:?} (see ledger_config)"),
             ));
         }
-        let (applied, membership) = snapshot::stored_applied(&ledger)?;
+        let (applied, membership) = stored_applied(&ledger)?;
         let locks = Locks::load(&ledger)?;
         Ok(LedgerMachine {
             slot,
@@ -307,6 +307,22 @@ fn refusal_of(e: &LedgerError) -> Option<String> {
     }
 }
 
+/// What `ledger` stores as applied: the log id and membership of the last entry that wrote.
+fn stored_applied(
+    ledger: &Ledger,
+) -> io::Result<(Option<LogIdOf<TypeConfig>>, StoredMembershipOf<TypeConfig>)> {
+    match ledger
+        .get(RAFT_TABLE, KEY_APPLIED)
+        .map_err(io::Error::other)?
+    {
+        Some(bytes) => {
+            let (id, membership) = crate::format::decode_applied(&bytes)?;
+            Ok((Some(id), membership))
+        }
+        None => Ok((None, StoredMembershipOf::<TypeConfig>::default())),
+    }
+}
+
 fn unsupported() -> io::Error {
     io::Error::new(
         io::ErrorKind::Unsupported,
@@ -366,7 +382,7 @@ impl RaftStateMachine<TypeConfig> for LedgerMachine {
         let ledger = self.slot.get();
         // The applied state and the view, together: nothing applies meanwhile (this runs on
         // the machine's task).
-        let view = snapshot::stored_applied(&ledger).and_then(|(last, membership)| {
+        let view = stored_applied(&ledger).and_then(|(last, membership)| {
             if !force && store.current().is_some_and(|c| c >= last) {
                 return Ok(None);
             }
@@ -408,7 +424,17 @@ impl RaftStateMachine<TypeConfig> for LedgerMachine {
         let slot = self.slot.clone();
         let m = meta.clone();
         let ledger = tokio::task::spawn_blocking(move || {
-            let ledger = snapshot::install(&home, &slot, &m, &snapshot)?;
+            let check = |imported: &Ledger| {
+                let (last, membership) = stored_applied(imported).map_err(|e| e.to_string())?;
+                match last == m.last_log_id && membership == m.last_membership {
+                    true => Ok(()),
+                    false => Err(format!(
+                        "its ledger stores applied {last:?}, its metadata names {:?}",
+                        m.last_log_id
+                    )),
+                }
+            };
+            let ledger = snapshot::install(&home, &slot, &snapshot, check)?;
             snapshot::keep(&store, &snapshot, m.last_log_id)?;
             Ok::<_, io::Error>(ledger)
         })

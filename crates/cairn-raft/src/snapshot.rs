@@ -44,10 +44,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use cairn::fs::{FileSystem, RealFs};
 use cairn::SessionOptions;
 use cairn_ledger::{ImportChecks, Ledger, LedgerConfig, LedgerExport};
-use openraft::alias::{LogIdOf, SnapshotMetaOf, StoredMembershipOf};
+use openraft::alias::{LogIdOf, SnapshotMetaOf};
 
 use crate::format;
-use crate::machine::{KEY_APPLIED, RAFT_TABLE};
 use crate::TypeConfig;
 
 /// The first bytes of a snapshot file: `CRNRSNP` and the layout's version.
@@ -371,22 +370,6 @@ impl Store {
     }
 }
 
-/// What `ledger` stores as applied: the log id and membership of the last entry that wrote.
-pub(crate) fn stored_applied(
-    ledger: &Ledger,
-) -> io::Result<(Option<LogIdOf<TypeConfig>>, StoredMembershipOf<TypeConfig>)> {
-    match ledger
-        .get(RAFT_TABLE, KEY_APPLIED)
-        .map_err(io::Error::other)?
-    {
-        Some(bytes) => {
-            let (id, membership) = format::decode_applied(&bytes)?;
-            Ok((Some(id), membership))
-        }
-        None => Ok((None, StoredMembershipOf::<TypeConfig>::default())),
-    }
-}
-
 /// Writes the snapshot file of `view` with `meta` at `path`, durably. Runs on a blocking
 /// thread.
 pub(crate) fn write_file(
@@ -407,17 +390,18 @@ pub(crate) fn write_file(
 }
 
 /// Replaces `slot`'s ledger by the one in `data`: imports it beside `home.dir`, proves it
-/// (against the digest the current ledger has, and `meta` against what the imported ledger
-/// stores as applied), swaps the directories and opens it (the module's header). Answers the
-/// new ledger. Runs on a blocking thread.
+/// (against the digest the current ledger has, and by `check`, which the state machine gives:
+/// the applied state the imported ledger stores against the snapshot's metadata), swaps the
+/// directories and opens it (the module's header). Answers the new ledger. Runs on a blocking
+/// thread.
 ///
 /// Errors: [`io::ErrorKind::InvalidData`] for a snapshot that does not prove itself or does not
 /// extend this node's history (nothing is changed); the file systems' and the ledger's.
 pub(crate) fn install(
     home: &LedgerHome,
     slot: &LedgerSlot,
-    meta: &SnapshotMetaOf<TypeConfig>,
     data: &SnapshotData,
+    check: impl FnOnce(&Ledger) -> Result<(), String>,
 ) -> io::Result<Arc<Ledger>> {
     let fs = &*home.fs;
     let staging = home.staging();
@@ -439,16 +423,10 @@ pub(crate) fn install(
         invalid(&data.path, &what)
     };
     let (ledger, _) = imported.map_err(|e| refuse(format!("not installed: {e}")))?;
-    let applied = stored_applied(&ledger);
+    let checked = check(&ledger);
     ledger.close();
     drop(ledger);
-    let (last, membership) = applied.map_err(|e| refuse(e.to_string()))?;
-    if last != meta.last_log_id || membership != meta.last_membership {
-        return Err(refuse(format!(
-            "its ledger stores applied {last:?}, its metadata names {:?}",
-            meta.last_log_id
-        )));
-    }
+    checked.map_err(refuse)?;
     // Proved: swap it in.
     slot.get().close();
     let old = home.old();
