@@ -436,6 +436,183 @@ async fn every_endpoint_answers_in_json_and_protobuf() {
     f.running.unwrap().shutdown().await.unwrap();
 }
 
+impl Fixture {
+    /// Sends `message` to `path` (POST, or GET with a query when `message` is `None`) with the
+    /// admin token, as JSON or as protobuf (body and `Accept`); asserts a 200 in that encoding
+    /// and decodes the answer from it.
+    async fn answer<Q, A>(&self, path: &str, protobuf: bool, message: Option<&Q>) -> A
+    where
+        Q: prost::Message + serde::Serialize,
+        A: prost::Message + Default + serde::de::DeserializeOwned,
+    {
+        let media = if protobuf {
+            PROTOBUF
+        } else {
+            "application/json"
+        };
+        let mut req = match message {
+            Some(m) => {
+                let body = if protobuf {
+                    m.encode_to_vec()
+                } else {
+                    serde_json::to_vec(m).unwrap()
+                };
+                (self.http.post(self.url(path)))
+                    .header("content-type", media)
+                    .body(body)
+            }
+            None => self.http.get(self.url(path)),
+        };
+        req = req.bearer_auth(&self.admin).header("accept", media);
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let answered = resp.headers()["content-type"].to_str().unwrap().to_string();
+        let bytes = resp.bytes().await.unwrap();
+        assert_eq!(
+            status,
+            200,
+            "{path} {media}: {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        assert!(
+            answered.starts_with(media),
+            "{path}: {answered} for {media}"
+        );
+        if protobuf {
+            A::decode(&bytes[..]).unwrap()
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        }
+    }
+}
+
+/// Every ledger endpoint in both encodings: the writes (`put`, `transact`) each once as JSON
+/// and once as protobuf, and each read the same question in both, which must get the same
+/// answer (`export`, in both, is in the test above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_endpoint_answers_alike_in_json_and_protobuf() {
+    let f = start(Limits::default(), false).await;
+    let none: Option<&wire::GetRequest> = None;
+    let write = |table: &str, key: &[u8], value: &[u8]| wire::TableWrites {
+        table: table.into(),
+        writes: vec![wire::Write {
+            key: key.to_vec(),
+            value: Some(value.to_vec()),
+        }],
+    };
+    let put = |key: &[u8]| wire::PutRequest {
+        tables: vec![write("checking", b"alice", b"50"), write("log", key, b"a")],
+        meta: Vec::new(),
+        prove: true,
+    };
+    let mut commits = Vec::new();
+    for (protobuf, key) in [(false, b"k1"), (true, b"k2")] {
+        let c: wire::CommitResponse = f.answer("put", protobuf, Some(&put(key))).await;
+        assert!(c.writes.is_some());
+        commits.push(c.version);
+    }
+    let tx = |seen: &[u8], new: &[u8]| wire::TransactRequest {
+        expects: vec![wire::TableExpects {
+            table: "checking".into(),
+            expects: vec![wire::Expect {
+                key: b"alice".to_vec(),
+                value: Some(seen.to_vec()),
+            }],
+        }],
+        tables: vec![write("checking", b"alice", new)],
+        meta: Vec::new(),
+        prove: true,
+    };
+    for (protobuf, seen, new) in [(false, b"50", b"60"), (true, b"60", b"70")] {
+        let c: wire::CommitResponse = f.answer("transact", protobuf, Some(&tx(seen, new))).await;
+        assert!(c.reads.is_some() && c.writes.is_some());
+        commits.push(c.version);
+    }
+    assert_eq!(commits, [1, 2, 3, 4]);
+
+    // The reads: the same question, the same answer in both encodings.
+    macro_rules! alike {
+        ($answer:ty, $path:expr, $message:expr) => {{
+            let json: $answer = f.answer($path, false, $message).await;
+            let proto: $answer = f.answer($path, true, $message).await;
+            assert_eq!(json, proto, "{}", $path);
+            json
+        }};
+    }
+    let keys = wire::TableKeys {
+        table: "checking".into(),
+        keys: vec![b"alice".to_vec(), b"bob".to_vec()],
+    };
+    let get = |version: u64, promise: bool| wire::GetRequest {
+        tables: vec![keys.clone()],
+        version,
+        promise,
+    };
+    let read = alike!(wire::ReadResponse, "get", Some(&get(0, false)));
+    assert_eq!(read.tables[0].values[0].value.as_deref(), Some(&b"70"[..]));
+    alike!(wire::ReadResponse, "get", Some(&get(2, false)));
+    let promised = alike!(wire::ReadResponse, "get", Some(&get(0, true)));
+    assert!(promised.receipt.is_empty() && promised.version == 4);
+    let verify = wire::VerifyRequest {
+        promises: vec![wire::Promise {
+            version: promised.version,
+            table: "checking".into(),
+            keys: keys.keys.clone(),
+        }],
+    };
+    let proved = alike!(wire::VerifyResponse, "verify", Some(&verify));
+    assert_eq!(proved.reads.len(), 1);
+    let claims = |value: &[u8]| wire::VerifyReceiptRequest {
+        receipt: read.receipt.clone(),
+        tables: vec![wire::TableClaims {
+            table: "checking".into(),
+            claims: vec![
+                wire::Claim {
+                    key: b"alice".to_vec(),
+                    value: Some(value.to_vec()),
+                },
+                wire::Claim {
+                    key: b"bob".to_vec(),
+                    value: None,
+                },
+            ],
+        }],
+        digest: read.digest.clone(),
+        at: false,
+    };
+    let verdict = alike!(
+        wire::VerifyReceiptResponse,
+        "verify-receipt",
+        Some(&claims(b"70"))
+    );
+    assert!(verdict.valid, "{}", verdict.error);
+    let verdict = alike!(
+        wire::VerifyReceiptResponse,
+        "verify-receipt",
+        Some(&claims(b"71"))
+    );
+    assert!(!verdict.valid);
+    let range = wire::RangeRequest {
+        table: "log".into(),
+        lo: b"k0".to_vec(),
+        hi: b"k9".to_vec(),
+        version: 0,
+        promise: false,
+    };
+    let r = alike!(wire::RangeResponse, "range", Some(&range));
+    assert_eq!(r.entries.len(), 2);
+    let d = alike!(wire::Digest, "digest", none);
+    assert_eq!(d.size, 4);
+    let old = alike!(wire::Digest, "digest?size=2", none);
+    assert_eq!(old.size, 2);
+    let c = alike!(wire::ConsistencyResponse, "consistency?from=2&to=4", none);
+    assert_eq!((c.from, c.to), (Some(old.clone()), Some(d.clone())));
+    let proof = cairn_proof::ConsistencyProof::decode(&c.proof).unwrap();
+    cairn_proof::verify_consistency(&old.to_proof().unwrap(), &d.to_proof().unwrap(), &proof)
+        .unwrap();
+    f.running.unwrap().shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_with_a_self_signed_certificate_serves_http2() {
     let f = start(Limits::default(), true).await;
@@ -781,4 +958,42 @@ async fn graceful_shutdown_under_load_loses_no_acknowledged_write() {
             String::from_utf8_lossy(key)
         );
     }
+    drop(ledger);
+
+    // And through a server restarted on the same directory.
+    let config = Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        insecure_loopback: true,
+        ledgers: vec![ledger_config(f.dir.path())],
+        ..Config::default()
+    };
+    let again = cairn_server::start(config, std::future::pending())
+        .await
+        .unwrap();
+    let url = format!("http://{}/v1/ledgers/bank/get", again.addr);
+    for chunk in acked.chunks(1_000) {
+        let keys: Vec<String> = chunk.iter().map(|k| h(k)).collect();
+        let body = serde_json::json!({"tables": [{"table": "checking", "keys": keys}]});
+        let resp = f
+            .http
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        let read: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+        let values = read["tables"][0]["values"].as_array().unwrap();
+        assert_eq!(values.len(), chunk.len());
+        for (key, value) in chunk.iter().zip(values) {
+            assert_eq!(
+                value.as_str(),
+                Some(h(b"v").as_str()),
+                "acknowledged write {} lost after the restart",
+                String::from_utf8_lossy(key)
+            );
+        }
+    }
+    again.shutdown().await.unwrap();
 }
