@@ -20,7 +20,7 @@ use cairn_raft::lincheck::{check_with, Op, Options, Outcome, Recorder, Ret};
 use serde_json::{json, Value};
 
 mod common;
-use common::{call, converge, h, leader_api, send, wait_up, Delivery, Member, Proc};
+use common::{call, converge, h, leader_api, quantile_ms, send, wait_up, Delivery, Member, Proc};
 
 /// Keys the clients share (few, so that they contend).
 const KEYS: u64 = 6;
@@ -304,63 +304,13 @@ struct Report {
     catch_ups: Vec<Duration>,
 }
 
-/// Waits until a node not in `out` names a leader not in `out`: how long that took.
-async fn await_new_leader(
-    http: &reqwest::Client,
-    procs: &BTreeMap<u64, Proc>,
-    out: &[u64],
-    since: Instant,
-) -> Duration {
-    loop {
-        for (id, p) in procs.iter().filter(|(id, _)| !out.contains(id)) {
-            let a = call(http, "GET", &format!("{}/v1/cluster", p.api), None).await;
-            if let Some(leader) = a.body["leader"].as_u64() {
-                if !out.contains(&leader) && a.status == 200 {
-                    let _ = id;
-                    return since.elapsed();
-                }
-            }
-        }
-        assert!(
-            since.elapsed() < common::WAIT,
-            "no new leader outside {out:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// The index node `api` has applied through, if it answers.
-async fn applied(http: &reqwest::Client, api: &str) -> Option<u64> {
-    let a = call(http, "GET", &format!("{api}/v1/cluster"), None).await;
-    a.body["applied_index"].as_u64()
-}
-
-/// Restarts node `id` (already killed) and waits until it has applied what the leader had
-/// applied when it restarted: how long from the restart that took.
-async fn restart_and_catch_up(
-    http: &reqwest::Client,
-    procs: &mut BTreeMap<u64, Proc>,
-    id: u64,
-    apis: &[String],
-) -> Duration {
+/// [`common::restart_and_catch_up`] of node `id`, the leader found among the others alive.
+async fn restart(http: &reqwest::Client, procs: &mut BTreeMap<u64, Proc>, id: u64) -> Duration {
     let live: Vec<String> = (procs.iter())
         .filter(|(other, p)| **other != id && p.child.is_some())
         .map(|(_, p)| p.api.clone())
         .collect();
-    let leader = leader_api(http, &live).await;
-    let target = applied(http, &leader).await.unwrap_or(0);
-    let since = Instant::now();
-    procs.get_mut(&id).unwrap().spawn();
-    wait_up(http, &procs[&id]).await;
-    let api = procs[&id].api.clone();
-    while applied(http, &api).await.unwrap_or(0) < target {
-        assert!(
-            since.elapsed() < common::WAIT,
-            "node {id} never caught up to {target} ({apis:?})"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    since.elapsed()
+    common::restart_and_catch_up(http, procs.get_mut(&id).unwrap(), &live).await
 }
 
 /// Cuts `group` from the rest of `procs` both ways (an empty group heals every link).
@@ -436,7 +386,13 @@ async fn run_schedule(nodes: u64, schedule: &[Step]) -> Report {
                 let since = Instant::now();
                 partition(&http, &procs, &group).await;
                 faults.push(format!("partition {group:?}"));
-                let took = await_new_leader(&http, &procs, &group, since).await;
+                let took = common::await_new_leader(
+                    &http,
+                    &procs.values().collect::<Vec<_>>(),
+                    &group,
+                    since,
+                )
+                .await;
                 elections.push(took);
                 pause(step.lasts_ms.saturating_sub(took.as_millis() as u64)).await;
                 partition(&http, &procs, &[]).await;
@@ -462,12 +418,18 @@ async fn run_schedule(nodes: u64, schedule: &[Step]) -> Report {
                 faults.push(format!("kill {victims:?}"));
                 let mut took = Duration::ZERO;
                 if victims.contains(&lid) {
-                    took = await_new_leader(&http, &procs, &victims, since).await;
+                    took = common::await_new_leader(
+                        &http,
+                        &procs.values().collect::<Vec<_>>(),
+                        &victims,
+                        since,
+                    )
+                    .await;
                     elections.push(took);
                 }
                 pause(step.lasts_ms.saturating_sub(took.as_millis() as u64)).await;
                 for id in &victims {
-                    catch_ups.push(restart_and_catch_up(&http, &mut procs, *id, &apis).await);
+                    catch_ups.push(restart(&http, &mut procs, *id).await);
                 }
             }
             Fault::DiskFull { leader } => {
@@ -477,7 +439,7 @@ async fn run_schedule(nodes: u64, schedule: &[Step]) -> Report {
                 pause(step.lasts_ms).await;
                 disk(&http, &procs[&id], json!({"disk_full": false})).await;
                 procs.get_mut(&id).unwrap().kill();
-                catch_ups.push(restart_and_catch_up(&http, &mut procs, id, &apis).await);
+                catch_ups.push(restart(&http, &mut procs, id).await);
             }
             Fault::DiskSlow { leader, delay_ms } => {
                 let id = if leader { lid } else { followers[0] };
@@ -496,7 +458,13 @@ async fn run_schedule(nodes: u64, schedule: &[Step]) -> Report {
                 faults.push(format!("pause [{id}]"));
                 let mut took = Duration::ZERO;
                 if id == lid {
-                    took = await_new_leader(&http, &procs, &[id], since).await;
+                    took = common::await_new_leader(
+                        &http,
+                        &procs.values().collect::<Vec<_>>(),
+                        &[id],
+                        since,
+                    )
+                    .await;
                     elections.push(took);
                 }
                 pause(step.lasts_ms.saturating_sub(took.as_millis() as u64)).await;
@@ -552,17 +520,6 @@ async fn run_schedule(nodes: u64, schedule: &[Step]) -> Report {
         elections,
         catch_ups,
     }
-}
-
-/// The `q` quantile of `durations` (nearest rank), in ms; 0 for none.
-fn quantile_ms(durations: &[Duration], q: f64) -> f64 {
-    if durations.is_empty() {
-        return 0.0;
-    }
-    let mut sorted = durations.to_vec();
-    sorted.sort();
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1].as_secs_f64() * 1e3
 }
 
 impl Report {

@@ -13,6 +13,10 @@
 //! - nothing stays prepared on any shard;
 //! - the table's global root equals the root of one unsharded ledger holding the final data.
 //!
+//! Each run also times, per shard, the election of a new leader after its leader was killed,
+//! paused or cut off, and the catch-up of a restarted node (to what its leader had applied at
+//! the restart); the nodes snapshot every 50 entries, so a catch-up may be by snapshot.
+//!
 //! CI runs one fixed schedule on two shards; the campaign (ignored, by hand) runs random ones
 //! over 2 to 4 shards: `CAIRN_CAMPAIGN_SCHEDULES=200 cargo test --release -p cairn-server
 //! --test shard_faults -- --ignored --nocapture` (seed `CAIRN_CAMPAIGN_SEED`, shard counts
@@ -28,7 +32,7 @@ use cairn_raft::lincheck::{check_with, KeyValue, Op, Options, Outcome, Recorder,
 use serde_json::{json, Value};
 
 mod common;
-use common::{call, h, leader_api, send, wait_up, Delivery, Member, Proc, WAIT};
+use common::{call, h, leader_api, quantile_ms, send, wait_up, Delivery, Member, Proc, WAIT};
 
 /// Keys the clients share.
 const KEYS: u64 = 6;
@@ -318,6 +322,11 @@ struct Report {
     transactions: usize,
     half_applied: usize,
     faults: Vec<String>,
+    /// From a fault that took a shard's leader out (killed, paused, cut off) until another
+    /// node of that shard was known to lead.
+    elections: Vec<Duration>,
+    /// From a node's restart until it had applied what its shard's leader had applied then.
+    catch_ups: Vec<Duration>,
 }
 
 async fn cut(http: &reqwest::Client, api: &str, blocked: &[u64]) {
@@ -404,6 +413,7 @@ async fn run_schedule(shards: u32, schedule: &[Step]) -> Report {
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let mut faults = Vec::new();
+    let (mut elections, mut catch_ups) = (Vec::new(), Vec::new());
     for step in schedule {
         faults.push(format!("{:?} for {} ms", step.fault, step.lasts_ms));
         let lasts = Duration::from_millis(step.lasts_ms);
@@ -415,22 +425,40 @@ async fn run_schedule(shards: u32, schedule: &[Step]) -> Report {
                     Fault::KillLeader { .. } => leader,
                     _ => (leader + 1) % 3,
                 };
+                let since = Instant::now();
                 groups[s][victim].kill();
-                tokio::time::sleep(lasts).await;
-                groups[s][victim].spawn();
-                wait_up(&http, &groups[s][victim]).await;
+                let mut took = Duration::ZERO;
+                if victim == leader {
+                    let out = [groups[s][victim].id];
+                    let procs: Vec<&Proc> = groups[s].iter().collect();
+                    took = common::await_new_leader(&http, &procs, &out, since).await;
+                    elections.push(took);
+                }
+                tokio::time::sleep(lasts.saturating_sub(took)).await;
+                let live: Vec<String> = (groups[s].iter().enumerate())
+                    .filter(|(i, p)| *i != victim && p.child.is_some())
+                    .map(|(_, p)| p.api.clone())
+                    .collect();
+                let p = &mut groups[s][victim];
+                catch_ups.push(common::restart_and_catch_up(&http, p, &live).await);
             }
             Fault::PauseLeader { shard } => {
                 let s = shard as usize;
                 let leader = index_of(&groups[s], &leader_api(&http, &apis[s]).await);
+                let since = Instant::now();
                 groups[s][leader].pause(true);
-                tokio::time::sleep(lasts).await;
+                let out = [groups[s][leader].id];
+                let procs: Vec<&Proc> = groups[s].iter().collect();
+                let took = common::await_new_leader(&http, &procs, &out, since).await;
+                elections.push(took);
+                tokio::time::sleep(lasts.saturating_sub(took)).await;
                 groups[s][leader].pause(false);
             }
             Fault::PartitionLeader { shard } => {
                 let s = shard as usize;
                 let leader = index_of(&groups[s], &leader_api(&http, &apis[s]).await);
                 let leader_id = groups[s][leader].id;
+                let since = Instant::now();
                 for (i, p) in groups[s].iter().enumerate() {
                     let blocked: Vec<u64> = if i == leader {
                         groups[s]
@@ -443,7 +471,10 @@ async fn run_schedule(shards: u32, schedule: &[Step]) -> Report {
                     };
                     cut(&http, &p.api, &blocked).await;
                 }
-                tokio::time::sleep(lasts).await;
+                let procs: Vec<&Proc> = groups[s].iter().collect();
+                let took = common::await_new_leader(&http, &procs, &[leader_id], since).await;
+                elections.push(took);
+                tokio::time::sleep(lasts.saturating_sub(took)).await;
                 for p in &groups[s] {
                     cut(&http, &p.api, &[]).await;
                 }
@@ -579,6 +610,8 @@ async fn run_schedule(shards: u32, schedule: &[Step]) -> Report {
         transactions: markers.len(),
         half_applied,
         faults,
+        elections,
+        catch_ups,
     }
 }
 
@@ -586,7 +619,7 @@ fn describe(shards: u32, r: &Report) -> String {
     format!(
         "{shards} shards: {} operations ({} writes acknowledged, {} across shards, {} \
          transactions refused, {} reads, {} unknown, {} retries), {} transactions sent, {} half \
-         applied, {:?}; faults: {}",
+         applied, {:?}; elections {:?} ms; catch-ups {:?} ms; faults: {}",
         r.operations,
         r.counts.acknowledged_writes,
         r.counts.across,
@@ -597,6 +630,12 @@ fn describe(shards: u32, r: &Report) -> String {
         r.transactions,
         r.half_applied,
         matches!(r.outcome, Outcome::Linearizable),
+        (r.elections.iter())
+            .map(|d| d.as_millis())
+            .collect::<Vec<_>>(),
+        (r.catch_ups.iter())
+            .map(|d| d.as_millis())
+            .collect::<Vec<_>>(),
         r.faults.join("; ")
     )
 }
@@ -643,6 +682,7 @@ async fn shards_stay_linearizable_and_whole_through_kills_pauses_partitions_and_
     assert_eq!(r.half_applied, 0);
     assert!(r.counts.acknowledged_writes > 20, "{:?}", r.counts);
     assert!(r.counts.across > 5, "{:?}", r.counts);
+    assert_eq!((r.elections.len(), r.catch_ups.len()), (3, 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -664,6 +704,7 @@ async fn campaign_of_random_fault_schedules_over_shards() {
     let mut totals = Counts::default();
     let (mut operations, mut transactions, mut half, mut violations, mut undecided) =
         (0, 0, 0, 0, 0);
+    let (mut elections, mut catch_ups) = (Vec::new(), Vec::new());
     for i in 0..schedules {
         let shards = counts[i as usize % counts.len()];
         let schedule = random_schedule(seed.wrapping_add(i), shards);
@@ -673,6 +714,8 @@ async fn campaign_of_random_fault_schedules_over_shards() {
         operations += r.operations;
         transactions += r.transactions;
         half += r.half_applied;
+        elections.extend(r.elections.iter().copied());
+        catch_ups.extend(r.catch_ups.iter().copied());
         match r.outcome {
             Outcome::Linearizable => {}
             Outcome::NotLinearizable(_) => violations += 1,
@@ -682,8 +725,20 @@ async fn campaign_of_random_fault_schedules_over_shards() {
     eprintln!(
         "campaign: {schedules} schedules over {counts:?} shards, {operations} operations, {} \
          writes acknowledged ({} across shards), {} unknown, {transactions} transactions sent, \
-         {half} half applied, {violations} not linearizable, {undecided} undecided by the checker",
-        totals.acknowledged_writes, totals.across, totals.unknown
+         {half} half applied, {violations} not linearizable, {undecided} undecided by the checker; \
+         {} elections: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; {} catch-ups: p50 {:.0} ms, p99 \
+         {:.0} ms, max {:.0} ms",
+        totals.acknowledged_writes,
+        totals.across,
+        totals.unknown,
+        elections.len(),
+        quantile_ms(&elections, 0.5),
+        quantile_ms(&elections, 0.99),
+        quantile_ms(&elections, 1.0),
+        catch_ups.len(),
+        quantile_ms(&catch_ups, 0.5),
+        quantile_ms(&catch_ups, 0.99),
+        quantile_ms(&catch_ups, 1.0),
     );
     assert_eq!((half, violations), (0, 0));
 }

@@ -412,3 +412,68 @@ pub async fn wait_up(http: &reqwest::Client, proc: &Proc) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Waits until a node of `procs` not in `out` names a leader not in `out`: how long since
+/// `since` that took (a fault that took the leader out, to a new leader known).
+pub async fn await_new_leader(
+    http: &reqwest::Client,
+    procs: &[&Proc],
+    out: &[u64],
+    since: Instant,
+) -> Duration {
+    loop {
+        for p in procs
+            .iter()
+            .filter(|p| !out.contains(&p.id) && p.child.is_some())
+        {
+            let a = call(http, "GET", &format!("{}/v1/cluster", p.api), None).await;
+            if let Some(leader) = a.body["leader"].as_u64() {
+                if !out.contains(&leader) && a.status == 200 {
+                    return since.elapsed();
+                }
+            }
+        }
+        assert!(since.elapsed() < WAIT, "no new leader outside {out:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The index node `api` has applied through, if it answers.
+pub async fn applied(http: &reqwest::Client, api: &str) -> Option<u64> {
+    let a = call(http, "GET", &format!("{api}/v1/cluster"), None).await;
+    a.body["applied_index"].as_u64()
+}
+
+/// Restarts `proc` (killed) and waits until it has applied what the leader among `live` had
+/// applied when it restarted: how long from the restart that took.
+pub async fn restart_and_catch_up(
+    http: &reqwest::Client,
+    proc: &mut Proc,
+    live: &[String],
+) -> Duration {
+    let leader = leader_api(http, live).await;
+    let target = applied(http, &leader).await.unwrap_or(0);
+    let since = Instant::now();
+    proc.spawn();
+    wait_up(http, proc).await;
+    while applied(http, &proc.api).await.unwrap_or(0) < target {
+        assert!(
+            since.elapsed() < WAIT,
+            "node {} never caught up to {target}",
+            proc.id
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    since.elapsed()
+}
+
+/// The `q` quantile of `durations` (nearest rank), in ms; 0 for none.
+pub fn quantile_ms(durations: &[Duration], q: f64) -> f64 {
+    if durations.is_empty() {
+        return 0.0;
+    }
+    let mut sorted = durations.to_vec();
+    sorted.sort();
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1].as_secs_f64() * 1e3
+}
