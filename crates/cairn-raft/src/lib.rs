@@ -53,7 +53,7 @@ pub use http::{
 pub use local::{LocalConnection, LocalFactory, LocalNetwork};
 pub use machine::{ledger_config, LedgerMachine, SnapshotBuilder, RAFT_TABLE};
 pub use mem_log::MemLog;
-pub use node::{cluster_config, Consistency, Error, Node, NodeOptions};
+pub use node::{cluster_config, Consistency, Error, Node, NodeOptions, Transport};
 pub use snapshot::{LedgerHome, LedgerSlot, SnapshotData, SNAPSHOT_MAGIC, SNAPSHOT_META_BYTES_MAX};
 
 #[doc(no_inline)]

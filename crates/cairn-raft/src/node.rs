@@ -134,6 +134,27 @@ pub fn cluster_config(options: NodeOptions) -> Arc<Config> {
     Arc::new(config.validate().expect("the cluster's timing is valid"))
 }
 
+/// What a node needs of its transport: an openraft network whose connections send this
+/// crate's snapshots ([`crate::HttpNetwork`], [`crate::LocalFactory`]; any such network is one).
+pub trait Transport:
+    RaftNetworkFactory<
+    TypeConfig,
+    Network: openraft::network::NetSnapshot<
+        TypeConfig,
+        SnapshotData = crate::snapshot::SnapshotData,
+    >,
+>
+{
+}
+
+impl<N> Transport for N
+where
+    N: RaftNetworkFactory<TypeConfig>,
+    N::Network:
+        openraft::network::NetSnapshot<TypeConfig, SnapshotData = crate::snapshot::SnapshotData>,
+{
+}
+
 /// One node: its Raft handle and its ledger.
 #[derive(Clone)]
 pub struct Node {
@@ -162,11 +183,7 @@ impl Node {
     ) -> Result<Node, Error>
     where
         L: RaftLogStorage<TypeConfig>,
-        N: RaftNetworkFactory<TypeConfig>,
-        N::Network: openraft::network::NetSnapshot<
-            TypeConfig,
-            SnapshotData = crate::snapshot::SnapshotData,
-        >,
+        N: Transport,
     {
         let machine = LedgerMachine::open(ledger).map_err(|e| Error::Raft(e.to_string()))?;
         Node::run(id, machine, log, network, NodeOptions::no_snapshots()).await
@@ -187,11 +204,7 @@ impl Node {
     ) -> Result<Node, Error>
     where
         L: RaftLogStorage<TypeConfig>,
-        N: RaftNetworkFactory<TypeConfig>,
-        N::Network: openraft::network::NetSnapshot<
-            TypeConfig,
-            SnapshotData = crate::snapshot::SnapshotData,
-        >,
+        N: Transport,
     {
         let machine = tokio::task::spawn_blocking(move || {
             let ledger = Arc::new(home.open()?);
@@ -212,11 +225,7 @@ impl Node {
     ) -> Result<Node, Error>
     where
         L: RaftLogStorage<TypeConfig>,
-        N: RaftNetworkFactory<TypeConfig>,
-        N::Network: openraft::network::NetSnapshot<
-            TypeConfig,
-            SnapshotData = crate::snapshot::SnapshotData,
-        >,
+        N: Transport,
     {
         let locks = machine.locks();
         let slot = machine.slot();

@@ -183,20 +183,7 @@ async fn three_nodes_over_http_replicate_elect_and_catch_up() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    nodes[&l]
-        .node
-        .raft
-        .trigger()
-        .transfer_leader(other)
-        .await
-        .unwrap();
-    while leader(&nodes).await != other {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the leadership did not move"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    common::move_leadership(&view(&nodes), &nodes[&l].node, other).await;
     nodes.insert(behind, start(root.path(), behind, addrs[&behind]).await);
     let applied = nodes[&other].node.applied_index();
     for r in nodes.values() {

@@ -13,13 +13,9 @@ use cairn_raft::Member;
 use cairn_raft::{ledger_config, Consistency, DurableLog, LocalNetwork, Node, NodeId, Response};
 
 mod common;
+use common::{stop_node, view, Running};
 
 const TABLE: &str = "accounts";
-
-struct Running {
-    node: Node,
-    log: DurableLog,
-}
 
 async fn start_node(network: &LocalNetwork, root: &Path, id: NodeId) -> Running {
     let dir: PathBuf = root.join(id.to_string());
@@ -30,17 +26,6 @@ async fn start_node(network: &LocalNetwork, root: &Path, id: NodeId) -> Running 
         .unwrap();
     network.add(id, node.raft.clone());
     Running { node, log }
-}
-
-async fn stop_node(network: &LocalNetwork, r: Running) {
-    network.remove(r.node.id);
-    r.node.raft.shutdown().await.unwrap();
-    r.node.ledger().close();
-    r.log.close();
-}
-
-fn view(nodes: &BTreeMap<NodeId, Running>) -> Vec<&Node> {
-    nodes.values().map(|r| &r.node).collect()
 }
 
 async fn leader(nodes: &BTreeMap<NodeId, Running>) -> NodeId {

@@ -13,13 +13,9 @@ use cairn_raft::{
 };
 
 mod common;
+use common::{stop_node, view, Running};
 
 const TABLE: &str = "accounts";
-
-struct Running {
-    node: Node,
-    log: DurableLog,
-}
 
 fn home(root: &Path, id: NodeId) -> LedgerHome {
     let dir: PathBuf = root.join(id.to_string());
@@ -44,17 +40,6 @@ async fn start_node(network: &LocalNetwork, root: &Path, id: NodeId) -> Running 
     .unwrap();
     network.add(id, node.raft.clone());
     Running { node, log }
-}
-
-async fn stop_node(network: &LocalNetwork, r: Running) {
-    network.remove(r.node.id);
-    r.node.raft.shutdown().await.unwrap();
-    r.node.ledger().close();
-    r.log.close();
-}
-
-fn view(nodes: &BTreeMap<NodeId, Running>) -> Vec<&Node> {
-    nodes.values().map(|r| &r.node).collect()
 }
 
 async fn write(nodes: &BTreeMap<NodeId, Running>, k: &str, v: &str) {
@@ -92,21 +77,7 @@ async fn a_follower_behind_the_purged_log_catches_up_by_a_snapshot() {
     let purged = m.purged.map_or(0, |p| p.index);
     assert!(purged > 40, "node {other} purged its log to {purged} only");
     assert!(m.snapshot.is_some(), "node {other} has no snapshot");
-    nodes[&l]
-        .node
-        .raft
-        .trigger()
-        .transfer_leader(other)
-        .await
-        .unwrap();
-    let deadline = std::time::Instant::now() + common::WAIT;
-    while common::leader(&view(&nodes)).await != other {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the leadership did not move"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    common::move_leadership(&view(&nodes), &nodes[&l].node, other).await;
 
     // It comes back: the log that it needs is gone, so it gets a snapshot.
     nodes.insert(follower, start_node(&network, root.path(), follower).await);

@@ -20,7 +20,7 @@ use cairn_raft::lincheck::{check_with, Op, Options, Outcome, Recorder, Ret};
 use serde_json::{json, Value};
 
 mod common;
-use common::{call, converge, h, leader_api, quantile_ms, send, wait_up, Delivery, Member, Proc};
+use common::{call, converge, h, leader_api, send, wait_up, Delivery, Member, Proc};
 
 /// Keys the clients share (few, so that they contend).
 const KEYS: u64 = 6;
@@ -630,21 +630,13 @@ async fn campaign_of_random_fault_schedules() {
     println!(
         "campaign: {schedules} schedules ({by_size:?} by cluster size) in {:?}; {operations} \
          operations: {} writes acknowledged, {} compare-and-sets refused, {} reads, {} unknown; \
-         not linearizable: {failed:?}; {} elections: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; \
-         {} catch-ups: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+         not linearizable: {failed:?}; {}",
         started.elapsed(),
         total.acknowledged_writes,
         total.failed_cas,
         total.reads,
         total.unknown,
-        elections.len(),
-        quantile_ms(&elections, 0.5),
-        quantile_ms(&elections, 0.99),
-        quantile_ms(&elections, 1.0),
-        catch_ups.len(),
-        quantile_ms(&catch_ups, 0.5),
-        quantile_ms(&catch_ups, 0.99),
-        quantile_ms(&catch_ups, 1.0),
+        common::timings(&elections, &catch_ups),
     );
     assert!(
         failed.is_empty(),

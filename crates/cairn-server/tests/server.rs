@@ -235,24 +235,7 @@ async fn every_endpoint_answers_in_json_and_protobuf() {
     assert_eq!(verdict["valid"], false, "{verdict}");
 
     // transact, protobuf: the expectation holds, then the same expectation fails (409).
-    let tx = |seen: &[u8], new: &[u8]| wire::TransactRequest {
-        expects: vec![wire::TableExpects {
-            table: "checking".into(),
-            expects: vec![wire::Expect {
-                key: b"alice".to_vec(),
-                value: Some(seen.to_vec()),
-            }],
-        }],
-        tables: vec![wire::TableWrites {
-            table: "savings".into(),
-            writes: vec![wire::Write {
-                key: b"alice".to_vec(),
-                value: Some(new.to_vec()),
-            }],
-        }],
-        meta: b"block 2".to_vec(),
-        prove: true,
-    };
+    let tx = |seen: &[u8], new: &[u8]| transact_alice(seen, "savings", new, b"block 2");
     let (status, body) = f.proto("transact", &tx(b"50", b"1000")).await;
     assert_eq!(status, 200);
     let made = wire::CommitResponse::decode(&body[..]).unwrap();
@@ -493,15 +476,11 @@ impl Fixture {
 async fn every_endpoint_answers_alike_in_json_and_protobuf() {
     let f = start(Limits::default(), false).await;
     let none: Option<&wire::GetRequest> = None;
-    let write = |table: &str, key: &[u8], value: &[u8]| wire::TableWrites {
-        table: table.into(),
-        writes: vec![wire::Write {
-            key: key.to_vec(),
-            value: Some(value.to_vec()),
-        }],
-    };
     let put = |key: &[u8]| wire::PutRequest {
-        tables: vec![write("checking", b"alice", b"50"), write("log", key, b"a")],
+        tables: vec![
+            table_writes("checking", b"alice", b"50"),
+            table_writes("log", key, b"a"),
+        ],
         meta: Vec::new(),
         prove: true,
     };
@@ -511,18 +490,7 @@ async fn every_endpoint_answers_alike_in_json_and_protobuf() {
         assert!(c.writes.is_some());
         commits.push(c.version);
     }
-    let tx = |seen: &[u8], new: &[u8]| wire::TransactRequest {
-        expects: vec![wire::TableExpects {
-            table: "checking".into(),
-            expects: vec![wire::Expect {
-                key: b"alice".to_vec(),
-                value: Some(seen.to_vec()),
-            }],
-        }],
-        tables: vec![write("checking", b"alice", new)],
-        meta: Vec::new(),
-        prove: true,
-    };
+    let tx = |seen: &[u8], new: &[u8]| transact_alice(seen, "checking", new, b"");
     for (protobuf, seen, new) in [(false, b"50", b"60"), (true, b"60", b"70")] {
         let c: wire::CommitResponse = f.answer("transact", protobuf, Some(&tx(seen, new))).await;
         assert!(c.reads.is_some() && c.writes.is_some());
@@ -996,4 +964,32 @@ async fn graceful_shutdown_under_load_loses_no_acknowledged_write() {
         }
     }
     again.shutdown().await.unwrap();
+}
+
+/// One write of `value` to `key` of `table`.
+fn table_writes(table: &str, key: &[u8], value: &[u8]) -> wire::TableWrites {
+    wire::TableWrites {
+        table: table.into(),
+        writes: vec![wire::Write {
+            key: key.to_vec(),
+            value: Some(value.to_vec()),
+        }],
+    }
+}
+
+/// A transaction expecting `checking`'s `alice` to hold `seen` and writing `new` to `table`'s
+/// `alice`, with receipts.
+fn transact_alice(seen: &[u8], table: &str, new: &[u8], meta: &[u8]) -> wire::TransactRequest {
+    wire::TransactRequest {
+        expects: vec![wire::TableExpects {
+            table: "checking".into(),
+            expects: vec![wire::Expect {
+                key: b"alice".to_vec(),
+                value: Some(seen.to_vec()),
+            }],
+        }],
+        tables: vec![table_writes(table, b"alice", new)],
+        meta: meta.to_vec(),
+        prove: true,
+    }
 }

@@ -32,7 +32,7 @@ use cairn_raft::lincheck::{check_with, KeyValue, Op, Options, Outcome, Recorder,
 use serde_json::{json, Value};
 
 mod common;
-use common::{call, h, leader_api, quantile_ms, send, wait_up, Delivery, Member, Proc, WAIT};
+use common::{call, h, leader_api, send, wait_up, Delivery, Member, Proc, WAIT};
 
 /// Keys the clients share.
 const KEYS: u64 = 6;
@@ -726,19 +726,11 @@ async fn campaign_of_random_fault_schedules_over_shards() {
         "campaign: {schedules} schedules over {counts:?} shards, {operations} operations, {} \
          writes acknowledged ({} across shards), {} unknown, {transactions} transactions sent, \
          {half} half applied, {violations} not linearizable, {undecided} undecided by the checker; \
-         {} elections: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; {} catch-ups: p50 {:.0} ms, p99 \
-         {:.0} ms, max {:.0} ms",
+         {}",
         totals.acknowledged_writes,
         totals.across,
         totals.unknown,
-        elections.len(),
-        quantile_ms(&elections, 0.5),
-        quantile_ms(&elections, 0.99),
-        quantile_ms(&elections, 1.0),
-        catch_ups.len(),
-        quantile_ms(&catch_ups, 0.5),
-        quantile_ms(&catch_ups, 0.99),
-        quantile_ms(&catch_ups, 1.0),
+        common::timings(&elections, &catch_ups),
     );
     assert_eq!((half, violations), (0, 0));
 }

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use cairn_raft::{Command, Error, Node, NodeId, Response, Write};
+use cairn_raft::{Command, DurableLog, Error, LocalNetwork, Node, NodeId, Response, Write};
 
 /// How long a helper waits for a leader or a write before failing the test.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -73,4 +73,38 @@ pub async fn settle(nodes: &[&Node]) {
     for node in nodes {
         node.wait_applied(applied, WAIT).await.unwrap();
     }
+}
+
+/// Moves the leadership from `from` (which leads) to node `to` of `nodes`, and waits until the
+/// nodes agree that `to` leads; panics after [`WAIT`].
+pub async fn move_leadership(nodes: &[&Node], from: &Node, to: NodeId) {
+    from.raft.trigger().transfer_leader(to).await.unwrap();
+    let deadline = Instant::now() + WAIT;
+    while leader(nodes).await != to {
+        assert!(
+            Instant::now() < deadline,
+            "the leadership did not move to {to}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A node in process with its Raft log in Cairn.
+pub struct Running {
+    pub node: Node,
+    pub log: DurableLog,
+}
+
+/// Stops a node as a crash would leave it for its next start: unreachable, Raft shut down,
+/// its ledger and log closed.
+pub async fn stop_node(network: &LocalNetwork, r: Running) {
+    network.remove(r.node.id);
+    r.node.raft.shutdown().await.unwrap();
+    r.node.ledger().close();
+    r.log.close();
+}
+
+/// The nodes of `running`.
+pub fn view(running: &std::collections::BTreeMap<NodeId, Running>) -> Vec<&Node> {
+    running.values().map(|r| &r.node).collect()
 }

@@ -18,11 +18,15 @@ pub fn h(bytes: &[u8]) -> String {
 
 /// A free loopback port below the kernel's ephemeral range (so that no outgoing connection or
 /// port-0 listener of any process is given it between now and the node's start), found by
-/// binding it; another process choosing the same port the same way could still take it,
-/// which fails the test loudly, not wrongly.
+/// binding it, and never handed out twice by this process; another process choosing the same
+/// port the same way could still take it, which fails the test loudly, not wrongly.
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    // Ports handed out before: one picked for a node that has not bound it yet is free, and
+    // must not be picked again (a campaign draws thousands: a repeat inside one schedule was
+    // a test's failure, "address already in use").
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|t| t.split_whitespace().next()?.parse::<u64>().ok())
@@ -35,7 +39,9 @@ pub fn free_port() -> u16 {
         let mut z = seed.wrapping_add(n.wrapping_mul(0xbf58_476d_1ce4_e5b9));
         z ^= z >> 31;
         let port = (low + z % span) as u16;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
             return port;
         }
     }
@@ -476,4 +482,22 @@ pub fn quantile_ms(durations: &[Duration], q: f64) -> f64 {
     sorted.sort();
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1].as_secs_f64() * 1e3
+}
+
+/// `"N elections: p50 .. ms, p99 .. ms, max .. ms; M catch-ups: ..."`: a campaign's timings.
+pub fn timings(elections: &[Duration], catch_ups: &[Duration]) -> String {
+    let line = |what: &str, d: &[Duration]| {
+        format!(
+            "{} {what}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+            d.len(),
+            quantile_ms(d, 0.5),
+            quantile_ms(d, 0.99),
+            quantile_ms(d, 1.0)
+        )
+    };
+    format!(
+        "{}; {}",
+        line("elections", elections),
+        line("catch-ups", catch_ups)
+    )
 }
