@@ -99,8 +99,8 @@ async fn every_call_verifies_on_a_clusters_leader() {
                 init: if id == 1 { members.clone() } else { Vec::new() },
                 fault_injection: false,
                 snapshots_dir: None,
-                snapshot_every: 10_000,
-                log_kept: 1_000,
+                snapshot_every: 100_000,
+                log_kept: 5_000,
             }),
             ..Config::default()
         };

@@ -76,18 +76,20 @@ pub enum Consistency {
 pub struct NodeOptions {
     /// Build a snapshot once this many entries were applied since the last one (0: never,
     /// and the log is never purged). Needs a [`LedgerHome`] ([`Node::start_with`]). Default
-    /// 10,000: a snapshot costs one pass over the ledger's stored entries.
+    /// 100,000 (etcd's default too): a snapshot costs one pass over the ledger's stored
+    /// entries, and the log entries it lets go of are a few hundred bytes each.
     pub snapshot_every: u64,
     /// Entries kept in the log behind the newest snapshot, so that a follower slightly behind
-    /// catches up from the log rather than by a snapshot. Default 1,000.
+    /// catches up from the log rather than by a snapshot. Default 5,000 (etcd's catch-up
+    /// entries).
     pub log_kept: u64,
 }
 
 impl Default for NodeOptions {
     fn default() -> Self {
         NodeOptions {
-            snapshot_every: 10_000,
-            log_kept: 1_000,
+            snapshot_every: 100_000,
+            log_kept: 5_000,
         }
     }
 }

@@ -123,10 +123,10 @@ pub struct ClusterConfig {
     #[serde(default)]
     pub snapshots_dir: Option<PathBuf>,
     /// Build a snapshot once this many log entries were applied since the last one, then
-    /// purge the log behind it (default 10,000; 0: never, and the log is never purged).
+    /// purge the log behind it (default 100,000; 0: never, and the log is never purged).
     #[serde(default = "default_snapshot_every")]
     pub snapshot_every: u64,
-    /// Log entries kept behind the newest snapshot (default 1,000).
+    /// Log entries kept behind the newest snapshot (default 5,000).
     #[serde(default = "default_log_kept")]
     pub log_kept: u64,
 }
