@@ -457,16 +457,7 @@ pub(crate) fn keep(
         false => {
             let copy = store.fresh("building");
             let mut out = File::create(&copy)?;
-            let mut buf = vec![0u8; 1 << 20];
-            let mut at = 0;
-            loop {
-                let n = data.read_chunk(at, &mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                out.write_all(&buf[..n])?;
-                at += n as u64;
-            }
+            io::copy(&mut FileReader { data, at: 0 }, &mut out)?;
             out.sync_all()?;
             copy
         }

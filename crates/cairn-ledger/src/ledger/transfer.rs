@@ -285,16 +285,13 @@ fn load(session: &Session, config: &LedgerConfig, input: &mut dyn Read) -> Resul
                 let table = open
                     .as_ref()
                     .ok_or_else(|| r.bad("entries before any table"))?;
-                let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+                // The frame's entries written as they lie in its body, without copies.
+                let mut updates: Vec<(&[u8], Update<'_>)> = Vec::new();
                 tables.entries(&r, &body, |k, v| {
-                    batch.push((k.to_vec(), v.to_vec()));
+                    updates.push((k, Update::Insert(v)));
                     Ok(())
                 })?;
-                entries += batch.len() as u64;
-                let updates: Vec<(&[u8], Update<'_>)> = batch
-                    .iter()
-                    .map(|(k, v)| (&k[..], Update::Insert(&v[..])))
-                    .collect();
+                entries += updates.len() as u64;
                 table.write(&updates)?.release();
             }
             Frame::End => break,
@@ -593,25 +590,32 @@ impl Tables {
     }
 
     /// Walks the entries of `body`, each in key order after the last, calling `each`.
-    fn entries(
+    /// The key kept across frames is copied once per frame, not per entry.
+    fn entries<'b>(
         &mut self,
         r: &FrameReader<'_>,
-        body: &[u8],
-        mut each: impl FnMut(&[u8], &[u8]) -> Result<()>,
+        body: &'b [u8],
+        mut each: impl FnMut(&'b [u8], &'b [u8]) -> Result<()>,
     ) -> Result<()> {
         if self.current.is_none() {
             return Err(r.bad("entries before any table"));
         }
+        let mut last: Option<&[u8]> = self.last_key.as_deref();
         let mut rest = body;
+        let mut frame_last: Option<&'b [u8]> = None;
         while !rest.is_empty() {
             let (key, after) = take_bytes(r, rest)?;
             let (value, after) = take_bytes(r, after)?;
-            if self.last_key.as_deref().is_some_and(|last| last >= key) {
+            if last.is_some_and(|last| last >= key) {
                 return Err(r.bad("entries out of key order"));
             }
             each(key, value)?;
-            self.last_key = Some(key.to_vec());
+            last = Some(key);
+            frame_last = Some(key);
             rest = after;
+        }
+        if let Some(key) = frame_last {
+            self.last_key = Some(key.to_vec());
         }
         Ok(())
     }
