@@ -77,6 +77,7 @@ fn seeds() -> Vec<Vec<u8>> {
                 tables: vec![keys.clone()],
                 version: 2,
                 promise: true,
+                lift: true,
             };
             (0, m.encode_to_vec(), serde_json::to_vec(&m).unwrap())
         },

@@ -1,9 +1,11 @@
 //! Sharded roots (`cairn_proof::shard`): a proof decoded from the input, offered as a shard's
-//! top witness (`ShardMap::subtree`) and as a shard's proof to lift onto the global root
-//! (`ShardedRoot::lift`), over 40 known keys split into 1 to 16 shards (SHA-256 and BLAKE3).
-//! Typed errors only. A subtree accepted from a witness must be the shard's true one; a lifted
-//! proof must verify against the global root, never for a false claim about a key of the shard
-//! (a wrong value, or absent when present).
+//! top witness (`ShardMap::subtree`), as a shard's proof to lift onto the global root
+//! (`ShardedRoot::lift`) and as a proof against the global root (`ShardMap::table_root_in`),
+//! over 40 known keys split into 1 to 16 shards (SHA-256 and BLAKE3). Typed errors only. A
+//! subtree accepted from a witness must be the shard's true one; a lifted proof must verify
+//! against the global root, never for a false claim about a key of the shard (a wrong value, or
+//! absent when present), and show the shard's true root; a proof that hashes to the global
+//! root shows no false shard root.
 //!
 //! | Bytes | Meaning |
 //! |---|---|
@@ -106,10 +108,21 @@ fuzz_target!(
     if let Ok(subtree) = setup.map.subtree(shard, &trie.root(), &proof) {
         assert_eq!(Some(&subtree), setup.global.shard(shard), "a witness gave a false subtree");
     }
+    let root = setup.global.root();
+    // Offered as a proof against the global root: whatever shard subtree it shows is the true one.
+    if proof.verify(&root, &[]).is_ok() {
+        if let Ok(shown) = setup.map.table_root_in(shard, &proof) {
+            assert_eq!(shown, trie.root().hash, "a global proof showed a false shard root");
+        }
+    }
     let Ok(lifted) = setup.global.lift(&[(shard, &proof)]) else {
         return;
     };
-    let root = setup.global.root();
+    assert_eq!(
+        setup.map.table_root_in(shard, &lifted),
+        Ok(trie.root().hash),
+        "a lifted proof does not show its shard's root"
+    );
     for (key, value) in &setup.shards[shard as usize] {
         let wrong = [value.as_slice(), b"!"].concat();
         for claim in [Claim::present(key, &wrong), Claim::absent(key)] {

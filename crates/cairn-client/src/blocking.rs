@@ -13,7 +13,7 @@ use std::future::Future;
 use cairn_proof::Digest;
 
 use crate::error::Error;
-use crate::types::{Batch, Commit, Promised, Range, Read};
+use crate::types::{Batch, Commit, Promised, Range, Read, ReadAcross};
 use crate::ClientBuilder;
 
 /// The blocking client: the same calls as [`crate::Client`], each waiting for its answer.
@@ -65,6 +65,11 @@ impl Client {
     /// [`crate::Client::get`].
     pub fn get<K: AsRef<[u8]>>(&self, reads: &[(&str, &[K])]) -> Result<Read, Error> {
         self.block(self.inner.get(reads))
+    }
+
+    /// [`crate::Client::get_across`].
+    pub fn get_across<K: AsRef<[u8]>>(&self, reads: &[(&str, &[K])]) -> Result<ReadAcross, Error> {
+        self.block(self.inner.get_across(reads))
     }
 
     /// [`crate::Client::get_at`].

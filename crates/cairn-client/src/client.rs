@@ -26,7 +26,7 @@ use cairn_wire as wire;
 use crate::error::{Error, Lie};
 use crate::http::{Http, HttpOptions};
 use crate::trust::Trust;
-use crate::types::{Batch, Commit, Expected, Promised, Range, Read};
+use crate::types::{Batch, Commit, Expected, Promised, Range, Read, ReadAcross};
 use crate::verify::{self, Freshness, Kinds};
 
 /// How long a request may take by default, its answer included.
@@ -268,6 +268,7 @@ impl Client {
                 Freshness::At(v) => v,
             },
             promise: false,
+            lift: false,
         };
         let answer: wire::ReadResponse = self.inner.http.post("get", &request).await?;
         let offered = verify::digest_of(answer.digest.as_ref(), "the read")?;
@@ -297,6 +298,7 @@ impl Client {
             tables: wire_keys(&asked),
             version: 0,
             promise: true,
+            lift: false,
         };
         let answer: wire::ReadResponse = self.inner.http.post("get", &request).await?;
         if answer.version < floor {
@@ -413,8 +415,8 @@ impl Client {
     /// the router's: commits `batch` across the shards its keys belong to, atomically (two-phase
     /// commit), if every key it expects still holds the value seen. Answers the version each
     /// shard touched made, as `(shard, version)`. No receipt comes back: a router gives none
-    /// for a write across shards yet, so what it wrote is proved by reading it back (through
-    /// each shard's own client, `<ledger>/shards/<s>`). Errors: the server's 409 (an
+    /// for a write across shards, so what it wrote is proved by reading it back
+    /// ([`Client::get_across`]). Errors: the server's 409 (an
     /// expectation failed, or a key is held by another transaction: retry), 503 `aborted`
     /// (nothing written: retry) or `outcome_unknown`; transport errors.
     pub async fn transact_across(&self, batch: &Batch) -> Result<Vec<(u32, u64)>, Error> {
@@ -429,6 +431,45 @@ impl Client {
         };
         let answer: wire::CommitResponse = self.inner.http.post("transact", &request).await?;
         Ok(answer.shards.iter().map(|s| (s.shard, s.version)).collect())
+    }
+
+    /// Through a router over shards (`docs/server.md`, "Lifted proofs"), with this client's
+    /// ledger the router's: reads `reads` from the shards they belong to, each shard's answer
+    /// proved against that shard's digest, and each table's values proved once more by one
+    /// proof against the table's global root (the root one unsharded table holding the same
+    /// data has), bound to the shards' receipts. Plain tables only: an ordered table's shards
+    /// each keep their own chain of links, so it has no global root. Not a snapshot across shards: each shard is
+    /// read at its newest version. The shards' digests are not compared with trusted ones
+    /// here: compare [`ReadAcross::shards`] with digests followed through each shard's own
+    /// client (`<ledger>/shards/<s>`). Errors: [`Lie::BadProof`] for an answer that does not
+    /// prove what it says, and every lie [`Client::get`] finds in a shard's answer; the
+    /// router's errors.
+    pub async fn get_across<K: AsRef<[u8]>>(
+        &self,
+        reads: &[(&str, &[K])],
+    ) -> Result<ReadAcross, Error> {
+        let asked = asked_of(reads)?;
+        if let Some((table, _)) = asked
+            .iter()
+            .find(|(t, _)| self.inner.kinds.get(t) == Some(&true))
+        {
+            return Err(Error::Invalid(format!(
+                "table {table:?} is ordered: its shards keep their own chains, with no global root"
+            )));
+        }
+        let request = wire::GetRequest {
+            tables: wire_keys(&asked),
+            version: 0,
+            promise: false,
+            lift: true,
+        };
+        let answer: wire::ReadResponse = self.inner.http.post("get", &request).await?;
+        let checked = crate::across::check_across(&asked, &answer, &self.inner.kinds)?;
+        Ok(ReadAcross {
+            values: checked.values,
+            shards: checked.shards,
+            global: checked.global,
+        })
     }
 
     async fn check_commit(

@@ -59,6 +59,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod across;
 pub mod blocking;
 mod client;
 mod error;
@@ -67,9 +68,10 @@ mod trust;
 mod types;
 mod verify;
 
+pub use across::{GlobalRoot, ShardPart};
 pub use cairn_proof::Digest;
 pub use client::{
     Client, ClientBuilder, CONNECT_TIMEOUT_DEFAULT, RESPONSE_BYTES_MAX_DEFAULT, TIMEOUT_DEFAULT,
 };
 pub use error::{Error, Lie};
-pub use types::{Batch, Commit, Promised, Range, Read, Values};
+pub use types::{Batch, Commit, Promised, Range, Read, ReadAcross, Values};

@@ -205,6 +205,19 @@ pub struct Read {
     pub values: Values,
 }
 
+/// A verified read through a router over shards ([`crate::Client::get_across`]): the values,
+/// each shard's part with the digest its receipt was checked against, and each table's global
+/// root the values were proved against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadAcross {
+    /// The values, per table then key, in the order asked.
+    pub values: Values,
+    /// Each shard the read touched, in shard order.
+    pub shards: Vec<crate::ShardPart>,
+    /// Each table's global root, in the order asked.
+    pub global: Vec<crate::GlobalRoot>,
+}
+
 /// Values the server promised as of `version`, not yet proved: use them now, prove them later
 /// (in a batch) with [`crate::Client::verify_promises`]. Keep every field as it is: the proof
 /// is checked against exactly these values.

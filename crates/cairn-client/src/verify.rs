@@ -537,6 +537,7 @@ mod tests {
             }],
             receipt: vec![],
             shards: vec![],
+            global: vec![],
         };
         assert!(matches!(
             check_promise(&asked, &answer),

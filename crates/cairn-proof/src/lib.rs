@@ -67,6 +67,6 @@ pub use proof::{
     COMPACT_LEVELS_MAX, MAGIC, PROOF_VERSION,
 };
 pub use range::{verify_range, verify_range_at, Link, RangeAnswer};
-pub use shard::{ShardMap, ShardedRoot, Subtree};
+pub use shard::{ShardMap, ShardedRoot, Subtree, SHARD_BITS_MAX};
 pub use trie::{root_of, root_of_sorted, subtree_of_sorted, Root, RootBuilder};
 pub use update::{root_after, Change, Update};

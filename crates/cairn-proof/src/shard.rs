@@ -206,6 +206,56 @@ impl ShardMap {
         })
     }
 
+    /// The root shard `shard`'s own table has, as `proof`, a proof against the global root (a
+    /// lifted one, [`ShardedRoot::lift`], or the one table's), shows it: the subtree at the
+    /// shard's position, wrapped as [`Self::table_root`] wraps it. What ties a lifted proof to
+    /// the shard's receipt, whose table root this must equal. Checks nothing against a root:
+    /// verify `proof` against the global root first. Cost: one node hash per node of the
+    /// shard's subtree in `proof`, plus `bits`.
+    ///
+    /// Errors: [`ShardError::Shard`], [`ShardError::HashKindMismatch`];
+    /// [`ShardError::WitnessShape`] when the proof gives the shard's subtree only as a hash,
+    /// or inside one (a proof of none of the shard's keys; a proof of some opens it).
+    pub fn table_root_in(&self, shard: u32, proof: &Proof) -> Result<Hash, ShardError> {
+        self.check_shard(shard)?;
+        self.check_kind(proof.kind())?;
+        let nodes: Vec<ProofNode> = proof.nodes().collect();
+        let path = self.shard_path(shard);
+        let bits = usize::from(self.bits);
+        let (mut at, mut depth) = (0, 0);
+        let subtree = loop {
+            match nodes.get(at) {
+                None => return Err(ShardError::WitnessShape { shard }),
+                Some(ProofNode::Empty) => break Subtree::Empty,
+                // A leaf above the shard's depth stands for the one key below it: the shard's
+                // own when its path leads there, and then the shard's subtree is that leaf.
+                Some(ProofNode::Leaf(leaf)) if depth < bits => {
+                    if self.shard_of_path(&leaf.key_path) == shard {
+                        break Subtree::Leaf(*leaf);
+                    }
+                    break Subtree::Empty;
+                }
+                Some(ProofNode::Leaf(leaf)) => break Subtree::Leaf(*leaf),
+                // Above the shard, a hash hides it; at its depth, a hash may stand for a leaf
+                // (one beside a non-empty sibling sits at that depth) as well as for a node.
+                Some(ProofNode::Hash(_)) => return Err(ShardError::WitnessShape { shard }),
+                Some(ProofNode::Internal) if depth == bits => {
+                    break Subtree::Internal(hash_of(self.kind, &nodes, &mut at));
+                }
+                Some(ProofNode::Internal) => {
+                    let left = at + 1;
+                    at = if bit(&path, depth) {
+                        subtree_end(&nodes, left)
+                    } else {
+                        left
+                    };
+                    depth += 1;
+                }
+            }
+        };
+        Ok(self.table_root(shard, &subtree))
+    }
+
     /// Follows shard `shard`'s path down a proof of its table (pre-order `nodes`) to depth
     /// `bits`, checking that every node it passes has an empty other child (the table holds
     /// nothing outside the shard).

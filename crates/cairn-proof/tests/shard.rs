@@ -105,6 +105,33 @@ proptest! {
             .map(|k| Claim::answer(k, m.get(k).map(|v| &v[..])))
             .collect();
         prop_assert_eq!(verify(&global.root(), &lifted.encode(), &claims), Ok(()));
+        // The lifted proof shows each proved shard's table root: what binds it to that shard's
+        // receipt.
+        for (s, _) in &proofs {
+            prop_assert_eq!(map.table_root_in(*s, &lifted), Ok(tries[*s as usize].root().hash));
+        }
+        // And a proof of another trie (a shard's contents changed) shows another root.
+        for (s, _) in &proofs {
+            let mut other = split(&map, &m)[*s as usize].clone();
+            let key = by_shard[s][0].clone();
+            let changed = match other.get(&key) {
+                Some(v) if v.is_empty() => None,
+                Some(_) => Some(Vec::new()),
+                None => Some(b"forged".to_vec()),
+            };
+            match changed {
+                Some(v) => other.insert(key, v),
+                None => other.remove(&key),
+            };
+            let mut forged_model = m.clone();
+            forged_model.retain(|k, _| map.shard_of(k) != *s);
+            forged_model.extend(other.clone());
+            let forged = trie(kind, &forged_model).prove(&keys);
+            prop_assert_ne!(
+                map.table_root_in(*s, &forged),
+                Ok(tries[*s as usize].root().hash)
+            );
+        }
 
         // A shard's own compact proof checks against the global top witness.
         if bits > 0 {

@@ -316,13 +316,61 @@ impl ShardRouter {
             .enumerate()
         {
             let (version, root, top) = w?;
-            let subtree = (map.subtree(s as u32, &root, &top))
-                .map_err(|e| Error::Raft(format!("shard {s}'s witness: {e}")))?;
+            let subtree = (map.subtree(s as u32, &root, &top)).map_err(|e| match e {
+                cairn_proof::ShardError::ForeignKey { .. } => Error::Raft(format!(
+                    "shard {s}'s table {table:?} holds keys of other shards: an ordered table \
+                     (whose head every shard keeps) has no global root"
+                )),
+                e => Error::Raft(format!("shard {s}'s witness: {e}")),
+            })?;
             subtrees.push(subtree);
             versions.push(version);
         }
         let global = ShardedRoot::new(map, subtrees).map_err(|e| Error::Raft(e.to_string()))?;
         Ok((global.root(), versions))
+    }
+
+    /// The proof of `table`'s keys read against its global root: `proved` holds, per shard the
+    /// read touched (at most once each), its version, its table's root there and its proof of
+    /// the keys it holds (from its receipt); every other shard's subtree comes from its
+    /// witness at its newest version, read at once. Returns the global root, each shard's
+    /// version it was built from, and the lifted proof (the one a single table holding every
+    /// shard's contents would give).
+    ///
+    /// Errors: a shard that does not answer; a witness or proof that does not fit its shard.
+    pub async fn lift(
+        &self,
+        table: &str,
+        proved: &[(u32, u64, cairn_proof::Root, cairn_proof::Proof)],
+    ) -> Result<(cairn_proof::Root, Vec<u64>, cairn_proof::Proof), Error> {
+        let map = *self.map();
+        let levels = map.bits().max(1);
+        let others: Vec<u32> = (0..map.shards())
+            .filter(|s| proved.iter().all(|p| p.0 != *s))
+            .collect();
+        let reads = others
+            .iter()
+            .map(|s| self.shards().witness(*s, table, levels));
+        let witnesses = futures_util::future::join_all(reads).await;
+        let mut subtrees = vec![cairn_proof::Subtree::Empty; map.shards() as usize];
+        let mut versions = vec![0; map.shards() as usize];
+        let bad = |s: u32, e: cairn_proof::ShardError| Error::Raft(format!("shard {s}: {e}"));
+        for (s, w) in others.iter().zip(witnesses) {
+            let (version, root, top) = w?;
+            subtrees[*s as usize] = map.subtree(*s, &root, &top).map_err(|e| bad(*s, e))?;
+            versions[*s as usize] = version;
+        }
+        for (s, version, root, proof) in proved {
+            subtrees[*s as usize] = map.subtree(*s, root, proof).map_err(|e| bad(*s, e))?;
+            versions[*s as usize] = *version;
+        }
+        let global = ShardedRoot::new(map, subtrees).map_err(|e| Error::Raft(e.to_string()))?;
+        let parts: Vec<(u32, &cairn_proof::Proof)> =
+            proved.iter().map(|(s, _, _, p)| (*s, p)).collect();
+        let lifted = global
+            .lift(&parts)
+            .map_err(|e| Error::Raft(e.to_string()))?;
+        Ok((global.root(), versions, lifted))
     }
 
     /// Stops the resolver.

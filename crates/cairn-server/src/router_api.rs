@@ -9,12 +9,14 @@
 //! - **Writes** (`put`, `transact`) go through the coordinator: one Raft write on the one
 //!   shard a write touches, two-phase commit across shards otherwise. The answer names each
 //!   shard's version in `shards` (`version` is 0). Receipts (`prove`) are not given through a
-//!   router yet: a write asking for them is a 400.
+//!   router: a write asking for them is a 400 (read it back with `lift`).
 //! - **Reads** (`get`) split the keys by shard and read each shard's part linearizably from its
 //!   leader, at once; the answer merges the values in the order asked and carries each shard's
 //!   own answer (its version, digest and receipt) in `shards`. A key held by a transaction
 //!   across shards is read once it is decided (the router waits, within its retry bound).
-//!   Linearizable per key; not a snapshot across shards.
+//!   Linearizable per key; not a snapshot across shards. With `lift`, each table's keys are
+//!   also proved by one proof against the table's global root, lifted from the shards'
+//!   receipts (`ShardRouter::lift`); an ordered table, which has no global root, is a 400.
 //! - **One shard's ledger**, `/v1/ledgers/{ledger}/shards/{s}/` + `digest`, `consistency`,
 //!   `get`, `put`, `transact`: passed through to shard `s`'s leader as they are (a write with
 //!   `prove` answered with that shard's receipts), once every key named is checked to belong to
@@ -81,8 +83,8 @@ fn admit<'a, 't>(
 
 fn no_receipts(format: Format) -> ApiError {
     ApiError::bad_request(
-        "receipts are not given through a router yet: write without prove, and read the keys \
-         back with get (each shard's receipt comes with it)",
+        "a router gives no receipts for writes: write without prove, and read the keys back \
+         with get and lift (each shard's receipt, and one proof against the global root)",
     )
     .in_format(format)
 }
@@ -277,14 +279,80 @@ async fn get_values(
             proven: Vec::new(),
         });
     }
+    let global = if req.lift {
+        lift_all(router, &req, &shards, answer).await?
+    } else {
+        Vec::new()
+    };
     Ok(Reply(
         wire::ReadResponse {
             tables,
             shards,
+            global,
             ..Default::default()
         },
         answer,
     ))
+}
+
+/// Per table of `req`, in its order: the keys' proof against the table's global root, lifted
+/// from the proofs in the receipts of the shards' answers `shards` (`docs/server.md`, "Lifted
+/// proofs").
+async fn lift_all(
+    router: &ShardRouter,
+    req: &wire::GetRequest,
+    shards: &[wire::ShardRead],
+    format: Format,
+) -> Result<Vec<wire::GlobalProof>, ApiError> {
+    let internal = |shard: u32, what: String| {
+        tracing::error!(shard, what, "a shard's receipt cannot be lifted");
+        ApiError::internal().in_format(format)
+    };
+    // An ordered table's shards each keep their own chain of links, its head included (under
+    // the empty key, on every shard): no one trie holds them all.
+    let ordered = (shards.iter().filter_map(|s| s.read.as_ref()))
+        .flat_map(|r| &r.tables)
+        .find(|t| !t.proven.is_empty());
+    if let Some(t) = ordered {
+        return Err(ApiError::bad_request(format!(
+            "table {:?} is ordered: each shard keeps its own chain of links, so it has no \
+             global root to lift proofs to; read it without lift",
+            t.table
+        ))
+        .in_format(format));
+    }
+    let mut receipts = Vec::with_capacity(shards.len());
+    for s in shards {
+        let bytes = s.read.as_ref().map_or(&[][..], |r| &r.receipt[..]);
+        let receipt =
+            cairn_proof::Receipt::decode(bytes).map_err(|e| internal(s.shard, e.to_string()))?;
+        let version = s.read.as_ref().map_or(0, |r| r.version);
+        receipts.push((s.shard, version, receipt));
+    }
+    let lifts = req.tables.iter().map(|t| {
+        let proved: Vec<_> = (receipts.iter())
+            .filter_map(|(shard, version, receipt)| {
+                let section = receipt.tables.iter().find(|s| s.name == t.table)?;
+                Some((*shard, *version, section.root, section.proof.clone()))
+            })
+            .collect();
+        async move { router.lift(&t.table, &proved).await }
+    });
+    let mut global = Vec::with_capacity(req.tables.len());
+    for (t, lifted) in req
+        .tables
+        .iter()
+        .zip(futures_util::future::join_all(lifts).await)
+    {
+        let (root, versions, proof) = lifted.map_err(|e| read_error(e).in_format(format))?;
+        global.push(wire::GlobalProof {
+            table: t.table.clone(),
+            root: root.hash.to_vec(),
+            versions,
+            proof: proof.encode(),
+        });
+    }
+    Ok(global)
 }
 
 /// Shard `shard`'s answer to `part` (keys of its own), read linearizably from its leader,

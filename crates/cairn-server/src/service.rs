@@ -382,6 +382,7 @@ fn read_response(read: VerifiedRead, tables: &[String]) -> wire::ReadResponse {
             .collect(),
         receipt: read.receipt.encode(),
         shards: Vec::new(),
+        global: Vec::new(),
     }
 }
 
@@ -468,6 +469,7 @@ async fn get_values(
                     .collect(),
                 receipt: Vec::new(),
                 shards: Vec::new(),
+                global: Vec::new(),
             });
         }
         let read = if req.version == 0 {

@@ -254,6 +254,27 @@ async fn a_router_over_two_shards_of_three_processes() {
     one.write(&batch).unwrap();
     let whole = one.table_witness("checking", 1).unwrap().root;
     assert_eq!(a.body["root"], json!(hex::encode(whole.hash)), "{}", a.body);
+    // A read with lift: one proof of every key against that same root.
+    let hexes: Vec<String> = keys.iter().map(|k| h(k)).collect();
+    let body = json!({"tables": [{"table": "checking", "keys": hexes}], "lift": true});
+    let a = call(
+        &http,
+        "POST",
+        &format!("{router}/v1/ledgers/bank/get"),
+        Some(body),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let global = &a.body["global"][0];
+    assert_eq!(global["root"], json!(hex::encode(whole.hash)), "{}", a.body);
+    let proof = hex::decode(global["proof"].as_str().unwrap()).unwrap();
+    let stored: Vec<Vec<u8>> = (values.iter())
+        .map(|v| hex::decode(v.as_str().unwrap()).unwrap())
+        .collect();
+    let claims: Vec<cairn_proof::Claim<'_>> = (keys.iter().zip(&stored))
+        .map(|(k, v)| cairn_proof::Claim::answer(k, Some(v)))
+        .collect();
+    assert_eq!(cairn_proof::verify(&whole, &proof, &claims), Ok(()));
 
     // A coordinator lost after preparing on both shards: the resolver aborts its transaction
     // and the keys it held read again, unchanged.

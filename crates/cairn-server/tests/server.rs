@@ -264,6 +264,7 @@ async fn every_endpoint_answers_in_json_and_protobuf() {
                 }],
                 version: 0,
                 promise: true,
+                lift: false,
             },
         )
         .await;
@@ -515,6 +516,7 @@ async fn every_endpoint_answers_alike_in_json_and_protobuf() {
         tables: vec![keys.clone()],
         version,
         promise,
+        lift: false,
     };
     let read = alike!(wire::ReadResponse, "get", Some(&get(0, false)));
     assert_eq!(read.tables[0].values[0].value.as_deref(), Some(&b"70"[..]));

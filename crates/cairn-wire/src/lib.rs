@@ -170,6 +170,11 @@ pub struct GetRequest {
     #[prost(bool, tag = "3")]
     #[serde(default)]
     pub promise: bool,
+    /// To a router over shards: also answer, per table, one proof of the keys read against the
+    /// table's global root (`global` in the answer). Ignored by a server.
+    #[prost(bool, tag = "4")]
+    #[serde(default)]
+    pub lift: bool,
 }
 
 /// The answer to a `get`: values at one version, with the receipt proving them (unless a
@@ -196,6 +201,33 @@ pub struct ReadResponse {
     #[prost(message, repeated, tag = "5")]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<ShardRead>,
+    /// From a router asked to `lift`: per table read, in the order asked, the keys' proof
+    /// against the table's global root (each shard's proof with the top levels above it).
+    #[prost(message, repeated, tag = "6")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub global: Vec<GlobalProof>,
+}
+
+/// One table's lifted proof within a router's `get`: what one unsharded table holding every
+/// shard's contents would prove for the keys read.
+#[derive(Clone, PartialEq, Eq, prost::Message, Serialize, Deserialize)]
+pub struct GlobalProof {
+    /// The table's name.
+    #[prost(string, tag = "1")]
+    pub table: String,
+    /// The global root (32 bytes) the proof verifies against: the root of the trie whose
+    /// subtrees at depth log2(S) are the shards' own, shard `s` at `versions[s]`.
+    #[prost(bytes = "vec", tag = "2")]
+    #[serde(with = "hexes::one")]
+    pub root: Vec<u8>,
+    /// Each shard's version the root was built from, shard 0 first: a shard the read touched
+    /// at the version of its answer in `shards`, any other at its newest.
+    #[prost(uint64, repeated, tag = "3")]
+    pub versions: Vec<u64>,
+    /// A full-form trie proof (`docs/format/proof.md`) of the table's keys read, against `root`.
+    #[prost(bytes = "vec", tag = "4")]
+    #[serde(with = "hexes::one")]
+    pub proof: Vec<u8>,
 }
 
 /// One shard's answer within a router's `get`.
