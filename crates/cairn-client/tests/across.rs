@@ -172,6 +172,7 @@ async fn shard_node(dir: &std::path::Path) -> (Running, String) {
                 api: url.clone(),
             }],
             fault_injection: false,
+            peer_ca: None,
             snapshots_dir: None,
             snapshot_every: 100_000,
             log_kept: 5_000,
@@ -225,6 +226,7 @@ async fn reads_across_shards_prove_values_against_the_global_root() {
             token_file: None,
             name: Some("across".into()),
             resolve_after_ms: 300,
+            ca: None,
         }),
         ..Config::default()
     };

@@ -98,6 +98,7 @@ async fn every_call_verifies_on_a_clusters_leader() {
                 api: String::new(),
                 init: if id == 1 { members.clone() } else { Vec::new() },
                 fault_injection: false,
+                peer_ca: None,
                 snapshots_dir: None,
                 snapshot_every: 100_000,
                 log_kept: 5_000,

@@ -18,9 +18,10 @@
 //! reaches Raft), then hands it to Raft, which installs it by a proved import (`snapshot`);
 //! `503` from a node that keeps no snapshots.
 //!
-//! Security: peers authenticate with the secret (compared in constant time); the links are
-//! plain HTTP, so a cluster runs on loopback or a private network until peer TLS is built (a
-//! documented gap). A peer RPC lasts at most openraft's time limit for it (`RPCOption`).
+//! Security: peers authenticate with the secret (compared in constant time). The links are
+//! plain HTTP ([`HttpNetwork::new`], loopback only) or TLS ([`HttpNetwork::with_tls`], each
+//! peer's certificate checked against the roots given and its address; the receiving side is
+//! served over TLS by its caller, as `cairn-server` does). A peer RPC lasts at most openraft's time limit for it (`RPCOption`).
 
 use std::io;
 use std::path::PathBuf;
@@ -321,6 +322,8 @@ pub struct HttpNetwork {
     client: reqwest::Client,
     secret: ClusterSecret,
     faults: Faults,
+    /// `http` or `https`.
+    scheme: &'static str,
 }
 
 impl HttpNetwork {
@@ -337,6 +340,46 @@ impl HttpNetwork {
             client,
             secret,
             faults: Faults::new(),
+            scheme: "http",
+        })
+    }
+
+    /// Connections over TLS that present `secret` and trust only the certificates in
+    /// `roots_pem` (PEM, one or more: the CA that signed every node's certificate, or every
+    /// node's own), each peer's certificate checked against its address in its
+    /// [`crate::Member`] (an IP address or a DNS name in the certificate's names).
+    ///
+    /// Errors: `roots_pem` holds no certificate or one that does not parse; the HTTP client
+    /// cannot be built.
+    pub fn with_tls(secret: ClusterSecret, roots_pem: &[u8]) -> Result<HttpNetwork, String> {
+        use rustls::pki_types::pem::PemObject as _;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(roots_pem) {
+            let cert = cert.map_err(|e| format!("the peers' CA certificates: {e}"))?;
+            roots
+                .add(cert)
+                .map_err(|e| format!("the peers' CA certificates: {e}"))?;
+        }
+        if roots.is_empty() {
+            return Err("the peers' CA file holds no certificate".into());
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(4)
+            .tls_backend_preconfigured(tls)
+            .https_only(true)
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(HttpNetwork {
+            client,
+            secret,
+            faults: Faults::new(),
+            scheme: "https",
         })
     }
 
@@ -366,7 +409,7 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
     async fn new_client(&mut self, target: NodeId, node: &crate::Member) -> HttpConnection {
         HttpConnection {
             target,
-            base: format!("http://{}/raft/v1", node.addr),
+            base: format!("{}://{}/raft/v1", self.scheme, node.addr),
             network: self.clone(),
         }
     }

@@ -16,7 +16,7 @@
 //! [`cairn_proof::shard`]. Snapshots ([`Node::start_with`], [`LedgerHome`]) are the ledger's
 //! export stream, sent to a node the log no longer reaches and installed once proved; the log is
 //! purged behind them. Formats: `docs/format/raft.md`. What is not built yet (issue 48;
-//! `docs/cluster-plan.md` gives the order): the log as engine log streams, peer TLS.
+//! `docs/cluster-plan.md` gives the order): the log as engine log streams.
 //!
 //! Modules, each owning one concept: `command` (what the log carries), `machine` (applying
 //! it, building and installing snapshots), `snapshot` (snapshot files, a node's ledger slot and

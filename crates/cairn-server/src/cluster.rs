@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::{StatusCode, Uri};
 use cairn_raft::openraft::error::{InitializeError, RaftError};
@@ -50,6 +51,8 @@ pub struct Cluster {
     pub faults: Option<Faults>,
     /// The disk a test may fill or slow (`[cluster] fault_injection`), if allowed.
     pub disk: Option<DiskFaults>,
+    /// Whether peers talk TLS (`[cluster] peer_ca`); without, peer addresses are loopback only.
+    pub peer_tls: bool,
     log: DurableLog,
     peer: tokio::task::JoinHandle<()>,
 }
@@ -57,11 +60,13 @@ pub struct Cluster {
 impl Cluster {
     /// Starts node `config.id` over the ledger in `home` (configured with
     /// [`cairn_raft::ledger_config`]; the node opens it): opens its Raft log, binds its peer
-    /// listener (which receives snapshots into `home.snapshots`), and, with `config.init`,
+    /// listener (which receives snapshots into `home.snapshots`; over TLS with `tls`'s identity
+    /// and handshake time limit when `config.peer_ca` is set), and, with `config.init`,
     /// initializes a cluster that has no membership yet (this node's API named `api` there
     /// unless the entry names one).
     ///
-    /// Errors: the secret file unreadable, readable by others or not a valid secret; the log
+    /// Errors: the secret file unreadable, readable by others or not a valid secret; the peers'
+    /// CA file unreadable or without a certificate; the log
     /// directory that does not open; the peer address taken; openraft refusing to start or
     /// to initialize (other than because the cluster already has a membership).
     pub async fn start(
@@ -69,8 +74,18 @@ impl Cluster {
         api: &str,
         home: LedgerHome,
         disk: Option<DiskFaults>,
+        tls: Option<(crate::net::Tls, Duration)>,
     ) -> Result<Cluster, String> {
         let secret = read_secret(&config.secret_file)?;
+        // Peer TLS: this node's identity (with the handshake's time limit) and the peers' CA.
+        let peer_tls = match (&config.peer_ca, tls) {
+            (Some(ca), Some(tls)) => {
+                let pem = std::fs::read(ca).map_err(|e| format!("{}: {e}", ca.display()))?;
+                Some((tls, pem))
+            }
+            (Some(_), None) => return Err("[cluster] peer_ca needs [tls]".into()),
+            (None, _) => None,
+        };
         let dir = config.dir.clone();
         let fs: Arc<dyn cairn::fs::FileSystem> = match &disk {
             Some(disk) => Arc::new(FaultyFs::new(disk.clone())),
@@ -81,7 +96,16 @@ impl Cluster {
             .map_err(|e| format!("opening the Raft log: {e}"))?
             .map_err(|e| format!("opening the Raft log in {}: {e}", config.dir.display()))?;
         let faults = Faults::new();
-        let network = HttpNetwork::new(secret.clone())?.with_faults(faults.clone());
+        let network = match &peer_tls {
+            Some((_, ca)) => HttpNetwork::with_tls(secret.clone(), ca).map_err(|e| {
+                format!(
+                    "{e} ({})",
+                    config.peer_ca.as_deref().unwrap_or(Path::new("")).display()
+                )
+            })?,
+            None => HttpNetwork::new(secret.clone())?,
+        }
+        .with_faults(faults.clone());
         let inbox = home.snapshots.clone();
         let options = NodeOptions::default()
             .snapshot_every(config.snapshot_every)
@@ -96,11 +120,23 @@ impl Cluster {
             .local_addr()
             .map_err(|e| format!("the peer listener's address: {e}"))?;
         let router = peer_router_with(node.raft.clone(), secret, faults.clone(), Some(inbox));
-        let peer = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
-                tracing::error!(error = %e, "the peer listener failed");
+        let tls_on = peer_tls.is_some();
+        let peer = match peer_tls {
+            Some(((tls, idle), _)) => {
+                let listener = crate::net::TlsListener::new(listener, tls, idle)
+                    .map_err(|e| format!("the peer listener: {e}"))?;
+                tokio::spawn(async move {
+                    if let Err(e) = axum::serve(listener, router).await {
+                        tracing::error!(error = %e, "the peer listener failed");
+                    }
+                })
             }
-        });
+            None => tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, router).await {
+                    tracing::error!(error = %e, "the peer listener failed");
+                }
+            }),
+        };
         if !config.init.is_empty() {
             let members: BTreeMap<NodeId, Member> = config
                 .init
@@ -127,6 +163,7 @@ impl Cluster {
             peer_addr,
             faults: config.fault_injection.then_some(faults),
             disk,
+            peer_tls: tls_on,
             log,
             peer,
         })

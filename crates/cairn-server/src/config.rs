@@ -66,10 +66,14 @@ pub struct RouterConfig {
     pub ledger: String,
     /// Its tables (the shards' ledgers have them all).
     pub tables: Vec<String>,
-    /// For each shard in order, the client-API base URLs of its nodes (`http://127.0.0.1:port`:
-    /// loopback only until the router speaks TLS to shards). A power of two of shards, 1 to
-    /// 65,536.
+    /// For each shard in order, the client-API base URLs of its nodes: `https://host:port`
+    /// (checked against `ca`), or `http://` to a loopback address. A power of two of shards,
+    /// 1 to 65,536.
     pub shards: Vec<Vec<String>>,
+    /// A PEM file of the certificates the router trusts for `https://` shard URLs (the CA that
+    /// signed the nodes' certificates, or each node's own). Required for `https://` shards.
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
     /// A file holding the bearer token the router presents to the shards' nodes (one with the
     /// admin right on the ledger), readable by its owner only; none for nodes that need no
     /// token (insecure loopback).
@@ -98,8 +102,15 @@ pub struct ClusterConfig {
     /// This node's number in the cluster (above zero).
     pub id: u64,
     /// Where this node's peer listener listens for the other nodes' Raft messages. Loopback
-    /// only until the peer listener speaks TLS: the cluster secret travels in its headers.
+    /// only without `peer_ca` (plain HTTP: the cluster secret travels in its headers).
     pub listen: SocketAddr,
+    /// Peer TLS: a PEM file of the certificates that sign the nodes' (a CA's, or every node's
+    /// own). With it, the peer listener serves TLS with the `[tls]` certificate and key (which
+    /// must name this node's peer address, as an IP address or DNS name), and this node
+    /// reaches its peers over TLS, trusting only these certificates; peer addresses may then
+    /// be any. Without it, peers talk plain HTTP on loopback only.
+    #[serde(default)]
+    pub peer_ca: Option<PathBuf>,
     /// A file holding the secret every node of the cluster shares (16 to 256 visible ASCII
     /// characters; surrounding white space is ignored). Readable by its owner only.
     pub secret_file: PathBuf,
@@ -447,10 +458,16 @@ impl Config {
                 let loopback = ["http://127.0.0.1:", "http://[::1]:", "http://localhost:"]
                     .iter()
                     .any(|p| url.starts_with(p));
-                if !loopback {
+                let tls = url.starts_with("https://");
+                if !loopback && !tls {
                     return Err(format!(
-                        "[router] shards: {url:?}: http:// on a loopback address only, until \
-                         the router speaks TLS to shards"
+                        "[router] shards: {url:?}: https://, or http:// on a loopback address"
+                    ));
+                }
+                if tls && r.ca.is_none() {
+                    return Err(format!(
+                        "[router] shards: {url:?}: an https:// shard needs [router] ca, the \
+                         certificates to trust"
                     ));
                 }
             }
@@ -477,9 +494,21 @@ impl Config {
         if c.id == 0 {
             return Err("[cluster] id must be above zero".into());
         }
-        let plain_peers = "loopback addresses only: the peer listener does not speak TLS yet, \
-                           and the cluster secret travels in its requests";
-        if !c.listen.ip().is_loopback() {
+        let plain_peers = "loopback addresses only without [cluster] peer_ca (peer TLS): \
+                           the cluster secret travels in the peers' requests";
+        if c.peer_ca.is_some() {
+            let files = self.tls.as_ref().is_some_and(|t| t.cert.is_some());
+            if !files {
+                return Err(
+                    "[cluster] peer_ca: peer TLS serves the [tls] cert and key, \
+                            which must be set (a self-signed certificate made at start could \
+                            not be in the peers' CA file)"
+                        .into(),
+                );
+            }
+        }
+        let plain = c.peer_ca.is_none();
+        if plain && !c.listen.ip().is_loopback() {
             return Err(format!("[cluster] listen {}: {plain_peers}", c.listen));
         }
         let mut ids = std::collections::BTreeSet::new();
@@ -490,7 +519,7 @@ impl Config {
                     m.id
                 ));
             }
-            if !m.addr.ip().is_loopback() {
+            if plain && !m.addr.ip().is_loopback() {
                 return Err(format!(
                     "[cluster] init: member {} at {}: {plain_peers}",
                     m.id, m.addr
@@ -578,6 +607,11 @@ shards = [["http://127.0.0.1:7001", "http://127.0.0.1:7002"], ["http://127.0.0.1
         let remote = router.replace("http://127.0.0.1:7011", "http://10.0.0.1:7011");
         let e = Config::parse(&remote).unwrap().check().unwrap_err();
         assert!(e.contains("loopback"), "{e}");
+        let tls = router.replace("http://127.0.0.1:7011", "https://10.0.0.1:7011");
+        let e = Config::parse(&tls).unwrap().check().unwrap_err();
+        assert!(e.contains("[router] ca"), "{e}");
+        let with_ca = tls.replace("[router]\n", "[router]\nca = \"/tmp/ca.pem\"\n");
+        Config::parse(&with_ca).unwrap().check().unwrap();
         let empty = router.replace(r#"["http://127.0.0.1:7011"]"#, "[]");
         let e = Config::parse(&empty).unwrap().check().unwrap_err();
         assert!(e.contains("names no node"), "{e}");
@@ -618,6 +652,22 @@ shards = [["http://127.0.0.1:7001", "http://127.0.0.1:7002"], ["http://127.0.0.1
             .check()
             .unwrap_err();
         assert!(e.contains("loopback addresses only"), "{e}");
+        // With peer TLS, any address; but only with a certificate from files.
+        let peer_tls = wide.replace("id = 1\n", "id = 1\npeer_ca = \"/tmp/ca.pem\"\n");
+        let e = Config::parse(&format!("{GOOD}{peer_tls}"))
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert!(e.contains("[tls] cert and key"), "{e}");
+        let files = GOOD.replace(
+            "self_signed = [\"localhost\"]",
+            "cert = \"/tmp/c.pem\"\nkey = \"/tmp/k.pem\"",
+        );
+        let remote = peer_tls.replace("127.0.0.1:7002", "10.0.0.2:7002");
+        Config::parse(&format!("{files}{remote}"))
+            .unwrap()
+            .check()
+            .unwrap();
         let stranger = cluster.replace("id = 1\n", "id = 3\n");
         let e = Config::parse(&format!("{GOOD}{stranger}"))
             .unwrap()

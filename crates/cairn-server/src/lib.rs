@@ -168,7 +168,8 @@ pub async fn start(
             let mut home = cairn_raft::LedgerHome::new(&dir, c.snapshots(), ledger_config);
             home.fs = fs;
             let api = config.cluster_api();
-            let cluster = cluster::Cluster::start(c, &api, home, disk)
+            let peer_tls = tls.clone().map(|t| (t, config.limits.idle_timeout()));
+            let cluster = cluster::Cluster::start(c, &api, home, disk, peer_tls)
                 .await
                 .map_err(|e| format!("ledger {name:?} in {}: {e}", dir.display()))?;
             let ledger = cluster.node.ledger();

@@ -2,7 +2,7 @@
 //! limits, and the graceful shutdown.
 //!
 //! Owns: [`Tls`] (a rustls acceptor from PEM files or a self-signed certificate), [`serve`]
-//! (the accept loop). May call: `config` (limits), `hyper`, `hyper-util`, `tokio-rustls`,
+//! (the accept loop), [`TlsListener`] (TLS connections for `axum::serve`: the peer listener). May call: `config` (limits), `hyper`, `hyper-util`, `tokio-rustls`,
 //! `rcgen`. Must never touch: the ledger or the API (it serves whatever router it is given).
 //!
 //! Slow clients cannot hold the server: a TLS handshake, a request's headers and the wait
@@ -93,6 +93,89 @@ impl Tls {
             acceptor: TlsAcceptor::from(Arc::new(config)),
             fingerprint,
         })
+    }
+}
+
+/// A listener whose connections are TLS, for `axum::serve` (the peer listener of a cluster
+/// node): TCP connections are accepted by a task of its own, each handshake runs on its own
+/// task within `idle` (at most [`HANDSHAKES_MAX`] at once; more wait in the kernel's listen
+/// queue), and only completed handshakes come out of [`axum::serve::Listener::accept`]. A
+/// failed or slow handshake costs the others nothing. Dropping it stops the accepting task.
+pub struct TlsListener {
+    local: std::net::SocketAddr,
+    ready: tokio::sync::mpsc::Receiver<(TlsStream, std::net::SocketAddr)>,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+
+/// Handshakes a [`TlsListener`] runs at once.
+pub const HANDSHAKES_MAX: usize = 64;
+
+impl TlsListener {
+    /// Accepts TLS connections on `listener` with `tls`'s identity, each handshake within
+    /// `idle`. Errors: the listener's address cannot be read.
+    pub fn new(listener: TcpListener, tls: Tls, idle: Duration) -> std::io::Result<TlsListener> {
+        let local = listener.local_addr()?;
+        let (tx, ready) = tokio::sync::mpsc::channel(HANDSHAKES_MAX);
+        let handshakes = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES_MAX));
+        let accepting = tokio::spawn(async move {
+            loop {
+                let Ok(permit) = handshakes.clone().acquire_owned().await else {
+                    return;
+                };
+                let (stream, peer) = match listener.accept().await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "peer accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let (acceptor, tx) = (tls.acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    match tokio::time::timeout(idle, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => {
+                            let _ = tx.send((stream, peer)).await;
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "peer TLS handshake failed")
+                        }
+                        Err(_) => tracing::debug!(%peer, "peer TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        Ok(TlsListener {
+            local,
+            ready,
+            accepting,
+        })
+    }
+}
+
+impl Drop for TlsListener {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(accepted) => accepted,
+            // The accepting task ended (only when aborted): nothing more will come.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
     }
 }
 

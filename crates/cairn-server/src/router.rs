@@ -238,17 +238,33 @@ pub struct ShardRouter {
 impl ShardRouter {
     /// A router as `config` describes it; its resolver starts at once.
     ///
-    /// Errors: the token file unreadable or readable by others; the HTTP client.
+    /// Errors: the token file unreadable or readable by others; the CA file unreadable or
+    /// without a certificate; the HTTP client.
     pub fn start(config: &RouterConfig) -> Result<ShardRouter, String> {
         let token = match &config.token_file {
             Some(path) => Some(crate::cluster::read_private(path, "router token")?),
             None => None,
         };
+        // The shards' certificates are checked against `ca` only (no platform roots).
+        let mut roots = rustls::RootCertStore::empty();
+        if let Some(ca) = &config.ca {
+            use rustls_pki_types::pem::PemObject as _;
+            let pem = std::fs::read(ca).map_err(|e| format!("{}: {e}", ca.display()))?;
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+                let cert = cert.map_err(|e| format!("{}: {e}", ca.display()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("{}: {e}", ca.display()))?;
+            }
+            if roots.is_empty() {
+                return Err(format!("{}: no certificate", ca.display()));
+            }
+        }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?
-            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_root_certificates(roots)
             .with_no_client_auth();
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)

@@ -1110,9 +1110,9 @@ async fn add_learner(
 ) -> Result<Response, ApiError> {
     let cluster = cluster_for_admin(&state, &caller)?;
     let req: LearnerRequest = json_body(&body)?;
-    if !req.addr.ip().is_loopback() {
+    if !cluster.peer_tls && !req.addr.ip().is_loopback() {
         return Err(ApiError::bad_request(
-            "peer addresses are loopback only until the peer listener speaks TLS",
+            "peer addresses are loopback only without peer TLS ([cluster] peer_ca)",
         ));
     }
     let member = cairn_raft::Member::new(req.addr.to_string(), req.api);

@@ -93,6 +93,7 @@ async fn a_router_over_two_shards_of_three_processes() {
         token_file: None,
         name: Some("test".into()),
         resolve_after_ms: 300,
+        ca: None,
     });
     let running = cairn_server::start(config, std::future::pending())
         .await
