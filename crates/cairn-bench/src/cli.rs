@@ -69,6 +69,10 @@ pub enum Command {
     /// per kept version (undo records, trie files), commit time, and the open that rebuilds
     /// it, against the same work with no window.
     LedgerWindow(LedgerWindowArgs),
+    /// What moving a verifiable ledger costs (issue 48: a Raft snapshot is this stream): the
+    /// export of a loaded ledger to a file and its proved import into an empty directory
+    /// (checksum, roots, the whole audit), timed, with the stream's and the directories' bytes.
+    LedgerTransfer(LedgerTransferArgs),
     /// LedgerBench's workloads on Cairn's verifiable ledger and on immudb v1.11.1 side by side
     /// (issue 46): SmallBank with immediate, deferred or no verification at concurrent clients
     /// (every transaction durable before it is acknowledged, every balance checked), the
@@ -693,6 +697,30 @@ pub struct LedgerWindowArgs {
     /// verify the receipts and compare the values with a model.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub check: bool,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Options of `ledger-transfer`.
+#[derive(Debug, Args)]
+pub struct LedgerTransferArgs {
+    /// Parent of the benchmark directory (a fresh temporary directory inside it; default
+    /// `target/` of the current directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Keep the benchmark directory instead of removing it at exit.
+    #[arg(long)]
+    pub keep: bool,
+    /// Keys of the ledger's table `accounts`.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keys: u64,
+    /// Keys per version while loading.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub load_batch: u64,
+    /// Seed of the keys.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
     /// Write the results as one JSON object to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -24,6 +24,8 @@
 //! - `ledger-receipts`: the verifiable ledger on a real directory: receipt sizes, receipts
 //!   verified per second, the ledger's cost on a commit, the space of a version
 //!   ([`ledger_receipts`]).
+//! - `ledger-transfer`: a verifiable ledger's export and proved import, what a Raft snapshot
+//!   between nodes costs ([`ledger_transfer`]).
 //! - `ledger`: LedgerBench's SmallBank with verification on Cairn's ledger and on immudb
 //!   v1.11.1 (a Go peer, `peers/immudb/`), side by side ([`ledger_bench`]).
 //! - `serve`: the same SmallBank over loopback against `cairn-server` and immudb's own server
@@ -69,6 +71,7 @@ mod history;
 mod keys;
 mod ledger_bench;
 mod ledger_receipts;
+mod ledger_transfer;
 mod ledger_window;
 mod options;
 mod record;
@@ -119,6 +122,7 @@ fn main() -> ExitCode {
         Command::History(args) => history::run(&args),
         Command::LedgerReceipts(args) => ledger_receipts::run(&args),
         Command::LedgerWindow(args) => ledger_window::run(&args),
+        Command::LedgerTransfer(args) => ledger_transfer::run(&args),
         Command::Ledger(args) => ledger_bench::run(&args),
         Command::LedgerReport(args) => ledger_bench::report_dir(&args.dir).map(|path| {
             println!("{}", path.display());

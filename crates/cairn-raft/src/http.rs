@@ -331,13 +331,8 @@ impl HttpNetwork {
     ///
     /// Errors: the HTTP client cannot be built (no usable system resources).
     pub fn new(secret: ClusterSecret) -> Result<HttpNetwork, String> {
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(4)
-            .tls_backend_preconfigured(unused_tls()?)
-            .build()
-            .map_err(|e| e.to_string())?;
         Ok(HttpNetwork {
-            client,
+            client: peer_client(unused_tls()?, false)?,
             secret,
             faults: Faults::new(),
             scheme: "http",
@@ -352,31 +347,15 @@ impl HttpNetwork {
     /// Errors: `roots_pem` holds no certificate or one that does not parse; the HTTP client
     /// cannot be built.
     pub fn with_tls(secret: ClusterSecret, roots_pem: &[u8]) -> Result<HttpNetwork, String> {
-        use rustls::pki_types::pem::PemObject as _;
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(roots_pem) {
-            let cert = cert.map_err(|e| format!("the peers' CA certificates: {e}"))?;
-            roots
-                .add(cert)
-                .map_err(|e| format!("the peers' CA certificates: {e}"))?;
-        }
-        if roots.is_empty() {
-            return Err("the peers' CA file holds no certificate".into());
-        }
+        let roots = roots_from_pem(roots_pem)?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(4)
-            .tls_backend_preconfigured(tls)
-            .https_only(true)
-            .build()
-            .map_err(|e| e.to_string())?;
         Ok(HttpNetwork {
-            client,
+            client: peer_client(tls, true)?,
             secret,
             faults: Faults::new(),
             scheme: "https",
@@ -389,6 +368,31 @@ impl HttpNetwork {
         self.faults = faults;
         self
     }
+}
+
+/// The certificates in `pem` (one or more) as trust roots. Errors: none there, or one that
+/// does not parse.
+pub fn roots_from_pem(pem: &[u8]) -> Result<rustls::RootCertStore, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| format!("a certificate: {e}"))?;
+        roots.add(cert).map_err(|e| format!("a certificate: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err("no certificate".into());
+    }
+    Ok(roots)
+}
+
+/// The HTTP client of peer links, with `tls` (`https_only` for TLS links).
+fn peer_client(tls: rustls::ClientConfig, https_only: bool) -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(4)
+        .tls_backend_preconfigured(tls)
+        .https_only(https_only)
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 /// A TLS configuration (rustls with the `ring` provider, no roots) that plain-HTTP peer links

@@ -246,20 +246,13 @@ impl ShardRouter {
             None => None,
         };
         // The shards' certificates are checked against `ca` only (no platform roots).
-        let mut roots = rustls::RootCertStore::empty();
-        if let Some(ca) = &config.ca {
-            use rustls_pki_types::pem::PemObject as _;
-            let pem = std::fs::read(ca).map_err(|e| format!("{}: {e}", ca.display()))?;
-            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-                let cert = cert.map_err(|e| format!("{}: {e}", ca.display()))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("{}: {e}", ca.display()))?;
-            }
-            if roots.is_empty() {
-                return Err(format!("{}: no certificate", ca.display()));
-            }
-        }
+        let roots = match &config.ca {
+            Some(ca) => std::fs::read(ca)
+                .map_err(|e| e.to_string())
+                .and_then(|pem| cairn_raft::roots_from_pem(&pem))
+                .map_err(|e| format!("[router] ca {}: {e}", ca.display()))?,
+            None => rustls::RootCertStore::empty(),
+        };
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

@@ -159,6 +159,29 @@ async fn start(
         .unwrap()
 }
 
+/// Starts node `id` with a certificate of `ca`, trusting `peer_ca`, and asks `leader` to add
+/// it as a learner: the node, its server, and the answer.
+async fn learner(
+    http: &reqwest::Client,
+    leader: &str,
+    dir: &Path,
+    id: u64,
+    ca: &Ca,
+    peer_ca: &Path,
+    token: &str,
+) -> (Node, Running, common::Answer) {
+    let node = Node {
+        id,
+        api: free_port(),
+        peer: free_port(),
+    };
+    let running = start(dir, &node, ca, peer_ca, token, Vec::new()).await;
+    let add = json!({"id": id, "addr": format!("127.0.0.1:{}", node.peer), "api": node.api_url()});
+    let url = format!("{leader}/v1/cluster/learners");
+    let answer = call(http, "POST", &url, Some(add)).await;
+    (node, running, answer)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peers_and_the_router_speak_tls() {
     let dir = tempfile::tempdir().unwrap();
@@ -288,23 +311,11 @@ async fn peers_and_the_router_speak_tls() {
 
     // A fourth node whose certificate another CA signed joins as a learner but never
     // receives the log: the leader does not trust it, nor it the leader.
-    let rogue = Node {
-        id: 4,
-        api: free_port(),
-        peer: free_port(),
-    };
     let rogue_ca = dir.path().join("rogue-ca.pem");
     std::fs::write(&rogue_ca, format!("{}{}", other.pem(), ca.pem())).unwrap();
-    let rogue_running = start(dir.path(), &rogue, &other, &rogue_ca, &token, Vec::new()).await;
     let leader = leader_api(&http, &apis).await;
-    let add = json!({"id": 4, "addr": format!("127.0.0.1:{}", rogue.peer), "api": rogue.api_url()});
-    let a = call(
-        &http,
-        "POST",
-        &format!("{leader}/v1/cluster/learners"),
-        Some(add),
-    )
-    .await;
+    let (rogue, rogue_running, a) =
+        learner(&http, &leader, dir.path(), 4, &other, &rogue_ca, &token).await;
     // Added, then waiting for a catch-up that never comes: the call's own time limit ends it.
     assert!(matches!(a.status, 0 | 200 | 503), "{} {}", a.status, a.body);
     let rogue_http = https(&other.pem(), &token);
@@ -317,20 +328,8 @@ async fn peers_and_the_router_speak_tls() {
     assert!(digest["size"].as_u64().unwrap() >= 5);
 
     // The control: a fifth node with a certificate of the cluster's CA catches up at once.
-    let good = Node {
-        id: 5,
-        api: free_port(),
-        peer: free_port(),
-    };
-    let good_running = start(dir.path(), &good, &ca, &ca_file, &token, Vec::new()).await;
-    let add = json!({"id": 5, "addr": format!("127.0.0.1:{}", good.peer), "api": good.api_url()});
-    let a = call(
-        &http,
-        "POST",
-        &format!("{leader}/v1/cluster/learners"),
-        Some(add),
-    )
-    .await;
+    let (good, good_running, a) =
+        learner(&http, &leader, dir.path(), 5, &ca, &ca_file, &token).await;
     assert_eq!(a.status, 200, "{}", a.body);
     let until = Instant::now() + WAIT;
     loop {
