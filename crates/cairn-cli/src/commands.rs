@@ -65,6 +65,18 @@ fn write_failed(e: std::io::Error) -> Failure {
     }
 }
 
+/// `println!` that ends the command quietly when stdout is a closed pipe (`cairn info ... |
+/// head`), through [`write_failed`], instead of panicking; for functions returning
+/// `Result<_, Failure>`.
+macro_rules! out {
+    () => {
+        writeln!(std::io::stdout()).map_err(write_failed)?
+    };
+    ($($arg:tt)*) => {
+        writeln!(std::io::stdout(), $($arg)*).map_err(write_failed)?
+    };
+}
+
 /// Runs the command; returns the exit code.
 pub fn run(cli: Cli) -> Result<u8, Failure> {
     let json = cli.json;
@@ -122,12 +134,12 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
 
 fn done(json: bool, what: &str, snapshot: &str, path: &Path) -> Result<u8, Failure> {
     if json {
-        println!(
+        out!(
             "{}",
             json!({ what: snapshot, "path": path.display().to_string() })
         );
     } else {
-        println!("{what} snapshot {snapshot:?} ({})", path.display());
+        out!("{what} snapshot {snapshot:?} ({})", path.display());
     }
     Ok(0)
 }
@@ -217,15 +229,15 @@ fn info_json(info: &SnapshotInfo) -> Value {
     })
 }
 
-fn info_text(info: &SnapshotInfo) {
-    println!(
+fn info_text(info: &SnapshotInfo) -> Result<(), Failure> {
+    out!(
         "snapshot {:?}: label {:?}, {} files, {}",
         info.name,
         info.label,
         info.files,
         size(info.bytes)
     );
-    println!(
+    out!(
         "  {} stored in {} on {}{}",
         output::plural(info.stored_entries(), "entry"),
         output::plural(info.runs.len() as u64, "run"),
@@ -239,21 +251,21 @@ fn info_text(info: &SnapshotInfo) {
             String::new()
         }
     );
-    println!(
+    out!(
         "  resolve {}, {} index, write buffer of {} entries",
         info.resolve,
         format!("{:?}", info.index).to_lowercase(),
         count(info.write_buffer_entries as u64)
     );
     if let Some(auth) = &info.auth {
-        println!(
+        out!(
             "  state root {} (version {})",
             output::root(&auth.root),
             auth.version
         );
     }
     for run in &info.runs {
-        println!(
+        out!(
             "  run {:>3}  {:<20} {:>12} entries {:>10} pages {:>11}",
             run.number,
             place(run.place),
@@ -262,6 +274,7 @@ fn info_text(info: &SnapshotInfo) {
             size(run.bytes)
         );
     }
+    Ok(())
 }
 
 fn info(dir: &Path, salt: bool, json: bool) -> Result<u8, Failure> {
@@ -270,18 +283,18 @@ fn info(dir: &Path, salt: bool, json: bool) -> Result<u8, Failure> {
     let mut code = 0;
     let mut entries = Vec::new();
     if !json {
-        println!("session {}", dir.display());
+        out!("session {}", dir.display());
         if salt {
-            println!("  salt {:#018x}", session.salt());
+            out!("  salt {:#018x}", session.salt());
         }
-        println!("  {}", output::plural(names.len() as u64, "snapshot"));
+        out!("  {}", output::plural(names.len() as u64, "snapshot"));
     }
     for name in &names {
         match session.snapshot_info(name) {
             Ok(info) if json => entries.push(info_json(&info)),
             Ok(info) => {
-                println!();
-                info_text(&info);
+                out!();
+                info_text(&info)?;
             }
             Err(e) => {
                 code = DAMAGED;
@@ -289,8 +302,8 @@ fn info(dir: &Path, salt: bool, json: bool) -> Result<u8, Failure> {
                 if json {
                     entries.push(json!({ "name": name, "error": message }));
                 } else {
-                    println!();
-                    println!("snapshot {name:?}: cannot be read: {message}");
+                    out!();
+                    out!("snapshot {name:?}: cannot be read: {message}");
                 }
             }
         }
@@ -303,7 +316,7 @@ fn info(dir: &Path, salt: bool, json: bool) -> Result<u8, Failure> {
         if salt {
             doc["salt"] = json!(session.salt());
         }
-        println!("{doc}");
+        out!("{doc}");
     }
     Ok(code)
 }
@@ -355,28 +368,28 @@ fn verify(dir: &Path, name: Option<&str>, root_memory: usize, json: bool) -> Res
             if let Some(root) = &report.root {
                 line.push_str(&format!(", state root {} recomputed", output::root(root)));
             }
-            println!("{line}");
+            out!("{line}");
         } else {
-            println!(
+            out!(
                 "snapshot {name:?}: DAMAGED, {} problem{}:",
                 report.problems.len(),
                 if report.problems.len() == 1 { "" } else { "s" }
             );
             for problem in &report.problems {
-                println!("  {problem}");
+                out!("  {problem}");
             }
         }
         for skipped in &report.skipped {
-            println!("  not checked: {skipped}");
+            out!("  not checked: {skipped}");
         }
     }
     if json {
-        println!(
+        out!(
             "{}",
             json!({ "dir": dir.display().to_string(), "damaged": damaged, "snapshots": reports })
         );
     } else if names.len() != 1 {
-        println!("{} of {} snapshots damaged", damaged, names.len());
+        out!("{} of {} snapshots damaged", damaged, names.len());
     }
     Ok(if damaged > 0 { DAMAGED } else { 0 })
 }
@@ -509,7 +522,7 @@ fn audit(
     let report = report.map_err(|e| Failure::new(FAILED, e.to_string()))?;
     ledger.close();
     if json {
-        println!(
+        out!(
             "{}",
             json!({
                 "dir": dir.display().to_string(),
@@ -523,7 +536,7 @@ fn audit(
             })
         );
     } else {
-        println!(
+        out!(
             "ledger {}: {} versions ({} kept versions rebuilt), digest {} {}, {} published \
              digests checked",
             dir.display(),
@@ -534,9 +547,9 @@ fn audit(
             report.digests_checked
         );
         if report.is_clean() {
-            println!("clean: every table, version record, history node and digest agrees");
+            out!("clean: every table, version record, history node and digest agrees");
         } else {
-            println!(
+            out!(
                 "DAMAGED: {} problem{}, first bad version {}:",
                 report.problems.len(),
                 if report.problems.len() == 1 { "" } else { "s" },
@@ -545,7 +558,7 @@ fn audit(
                     .map_or("?".into(), |v| v.to_string())
             );
             for p in &report.problems {
-                println!("  {}", problem_text(p));
+                out!("  {}", problem_text(p));
             }
         }
     }
@@ -688,20 +701,20 @@ fn stats(dir: &Path, name: &str, sample: u64, json: bool) -> Result<u8, Failure>
     };
     if json {
         let runs: Vec<Value> = runs.iter().map(stats_json).collect();
-        println!("{}", json!({ "snapshot": name, "runs": runs }));
+        out!("{}", json!({ "snapshot": name, "runs": runs }));
         return Ok(0);
     }
-    println!(
+    out!(
         "snapshot {name:?}: {}",
         output::plural(runs.len() as u64, "run")
     );
-    println!(
+    out!(
         "{:>4} {:<20} {:>11} {:>9} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>9} {:>6} {:>8} {:>9} {:>10}",
         "run", "place", "entries", "upserts", "deletes", "blobs", "pages", "overflow", "keyops",
         "blob file", "bits/key", "hashes", "fpr", "index", "index size"
     );
     for s in &runs {
-        println!(
+        out!(
             "{:>4} {:<20} {:>11} {:>9} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>9.2} {:>6} {:>7.3}% {:>9} {:>10}",
             s.run.number,
             place(s.run.place),
@@ -720,7 +733,7 @@ fn stats(dir: &Path, name: &str, sample: u64, json: bool) -> Result<u8, Failure>
             size(s.index_bytes),
         );
     }
-    println!(
+    out!(
         "false-positive rates measured on {} keys per run that are not in it",
         count(sample)
     );

@@ -12,7 +12,8 @@
 //! snapshot, an I/O error); 4 the session is locked by another process.
 //!
 //! Output is for people by default; `--json` prints one JSON document (for `dump`, one JSON
-//! object per line) for scripts. Errors are one line on stderr.
+//! object per line) for scripts. Errors are one line on stderr. Output to a pipe its reader
+//! closed (`cairn info DIR | head -1`) ends the command quietly, with exit code 0.
 
 mod commands;
 mod output;

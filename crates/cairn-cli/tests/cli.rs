@@ -452,3 +452,38 @@ fn audit_a_ledger_against_published_digests() {
     let o = cairn(&[&"audit", &plain]);
     assert_eq!(code(&o), 3, "{}", stderr(&o));
 }
+
+/// Every command that prints, its output going to a reader that closed before reading
+/// (`cairn info DIR | head -0`): it ends quietly, with its usual exit code or 0, never a
+/// panic (exit 101).
+#[test]
+fn a_closed_pipe_ends_every_command_quietly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    make(dir);
+    let d = dir.as_os_str();
+    let commands: Vec<Vec<&std::ffi::OsStr>> = vec![
+        vec!["info".as_ref(), d, "--salt".as_ref()],
+        vec!["info".as_ref(), d, "--json".as_ref()],
+        vec!["verify".as_ref(), d],
+        vec!["verify".as_ref(), d, "plain".as_ref(), "--json".as_ref()],
+        vec!["dump".as_ref(), d, "plain".as_ref()],
+        vec!["dump".as_ref(), d, "plain".as_ref(), "--json".as_ref()],
+        vec!["stats".as_ref(), d, "plain".as_ref()],
+        vec!["stats".as_ref(), d, "plain".as_ref(), "--json".as_ref()],
+    ];
+    for args in commands {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before the command has written anything.
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+    }
+}
