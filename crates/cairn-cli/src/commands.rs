@@ -146,6 +146,20 @@ fn done(json: bool, what: &str, snapshot: &str, path: &Path) -> Result<u8, Failu
 
 /// The session in `dir`, read-only: no lock, nothing written.
 fn open_read_only(dir: &Path) -> Result<Session, Failure> {
+    // What the engine's errors cannot tell apart, said plainly.
+    let shown = dir.display();
+    if dir.is_file() {
+        return Err(Failure::new(
+            FAILED,
+            format!("{shown} is a file, not a Cairn session directory"),
+        ));
+    }
+    if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none()) {
+        return Err(Failure::new(
+            FAILED,
+            format!("{shown} is an empty directory, not a Cairn session"),
+        ));
+    }
     let options = SessionOptions::default().read_only(true);
     Ok(Session::open_with_options(dir, options)?)
 }

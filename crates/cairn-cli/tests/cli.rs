@@ -372,7 +372,16 @@ fn damaged_and_foreign_directories() {
     std::fs::create_dir(&foreign).unwrap();
     std::fs::write(foreign.join("notes.txt"), "hello").unwrap();
     let missing = tmp.path().join("missing");
-    for dir in [&foreign, &missing] {
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let hollow = tmp.path().join("hollow");
+    std::fs::create_dir(&hollow).unwrap();
+    for (dir, says) in [
+        (&foreign, "not a Cairn session"),
+        (&missing, "does not exist"),
+        (&file, "is a file"),
+        (&hollow, "is an empty directory"),
+    ] {
         for args in [
             vec!["info"],
             vec!["verify"],
@@ -386,9 +395,11 @@ fn damaged_and_foreign_directories() {
             let o = cairn(&full);
             assert_eq!(code(&o), 3, "{args:?}: {}", stderr(&o));
             assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+            assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
         }
     }
     assert_eq!(tree(&foreign).len(), 1);
+    assert_eq!(std::fs::read_dir(&hollow).unwrap().count(), 0);
     // A missing snapshot.
     let o = cairn(&[&"verify", &pristine, &"nope"]);
     assert_eq!(code(&o), 3);
