@@ -106,7 +106,7 @@ async fn proxy(upstream: String) -> (String, Arc<Proxy>) {
         upstream,
         mode: Mutex::new(Mode::Honest),
         last: Mutex::new(None),
-        http: http(),
+        http: common::http(Duration::from_secs(10)),
     });
     let app = axum::Router::new()
         .fallback(relay)
@@ -115,22 +115,6 @@ async fn proxy(upstream: String) -> (String, Arc<Proxy>) {
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
     (url, state)
-}
-
-/// An HTTP client for plain HTTP on loopback.
-fn http() -> reqwest::Client {
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(rustls::RootCertStore::empty())
-    .with_no_client_auth();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
 }
 
 /// A free loopback port, found by binding it (distinct from every one handed out before).
@@ -182,7 +166,7 @@ async fn shard_node(dir: &std::path::Path) -> (Running, String) {
     let running = cairn_server::start(config, std::future::pending())
         .await
         .unwrap();
-    let http = http();
+    let http = common::http(Duration::from_secs(10));
     let started = Instant::now();
     loop {
         let status: Option<serde_json::Value> =
@@ -269,7 +253,7 @@ async fn reads_across_shards_prove_values_against_the_global_root() {
     assert_eq!(read.values[1][1], None);
     assert_eq!(read.shards.len(), 2);
     // The same root as the router's own, while nothing is written.
-    let http = http();
+    let http = common::http(Duration::from_secs(10));
     let root = (http.get(format!("{router_url}/v1/ledgers/bank/root?table=checking")))
         .send()
         .await

@@ -27,20 +27,6 @@ fn free_port(n: u64) -> u16 {
     panic!("no free port");
 }
 
-fn http() -> reqwest::Client {
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_no_client_auth();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap()
-}
-
 /// The leader's API URL, once the nodes agree there is one.
 async fn leader(http: &reqwest::Client, apis: &[String]) -> String {
     let started = Instant::now();
@@ -111,7 +97,7 @@ async fn every_call_verifies_on_a_clusters_leader() {
                 .unwrap(),
         );
     }
-    let http = http();
+    let http = common::http(Duration::from_secs(5));
     let leader = leader(&http, &apis).await;
     let client = Client::builder(&leader, "bank").build().unwrap();
     exercise(&client).await;

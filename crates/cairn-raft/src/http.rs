@@ -347,13 +347,7 @@ impl HttpNetwork {
     /// Errors: `roots_pem` holds no certificate or one that does not parse; the HTTP client
     /// cannot be built.
     pub fn with_tls(secret: ClusterSecret, roots_pem: &[u8]) -> Result<HttpNetwork, String> {
-        let roots = roots_from_pem(roots_pem)?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let tls = client_tls(roots_from_pem(roots_pem)?)?;
         Ok(HttpNetwork {
             client: peer_client(tls, true)?,
             secret,
@@ -399,11 +393,18 @@ fn peer_client(tls: rustls::ClientConfig, https_only: bool) -> Result<reqwest::C
 /// never use: reqwest built with rustls wants one, and without it would look for a process-wide
 /// provider.
 fn unused_tls() -> Result<rustls::ClientConfig, String> {
+    client_tls(rustls::RootCertStore::empty())
+}
+
+/// A client TLS configuration (rustls with the `ring` provider, its safe default protocol
+/// versions, no client certificate) trusting only `roots`. Errors: the provider refusing its
+/// defaults (never in practice).
+pub fn client_tls(roots: rustls::RootCertStore) -> Result<rustls::ClientConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_root_certificates(roots)
         .with_no_client_auth())
 }
 

@@ -47,8 +47,9 @@ pub use coordinator::{Coordinator, Outcome, ShardWriter};
 pub use durable_log::DurableLog;
 pub use faults::Faults;
 pub use http::{
-    peer_router, peer_router_with, peer_router_with_faults, roots_from_pem, ClusterSecret,
-    HttpConnection, HttpNetwork, PEER_BODY_BYTES_MAX, SNAPSHOT_BYTES_MAX, SNAPSHOT_SEND_TIME_MAX,
+    client_tls, peer_router, peer_router_with, peer_router_with_faults, roots_from_pem,
+    ClusterSecret, HttpConnection, HttpNetwork, PEER_BODY_BYTES_MAX, SNAPSHOT_BYTES_MAX,
+    SNAPSHOT_SEND_TIME_MAX,
 };
 pub use local::{LocalConnection, LocalFactory, LocalNetwork};
 pub use machine::{ledger_config, LedgerMachine, SnapshotBuilder, RAFT_TABLE};

@@ -253,12 +253,7 @@ impl ShardRouter {
                 .map_err(|e| format!("[router] ca {}: {e}", ca.display()))?,
             None => rustls::RootCertStore::empty(),
         };
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let tls = cairn_raft::client_tls(roots)?;
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .timeout(Duration::from_secs(10))
@@ -350,7 +345,7 @@ impl ShardRouter {
     pub async fn lift(
         &self,
         table: &str,
-        proved: &[(u32, u64, cairn_proof::Root, cairn_proof::Proof)],
+        proved: &[(u32, u64, cairn_proof::Root, &cairn_proof::Proof)],
     ) -> Result<(cairn_proof::Root, Vec<u64>, cairn_proof::Proof), Error> {
         let map = *self.map();
         let levels = map.bits().max(1);
@@ -375,7 +370,7 @@ impl ShardRouter {
         }
         let global = ShardedRoot::new(map, subtrees).map_err(|e| Error::Raft(e.to_string()))?;
         let parts: Vec<(u32, &cairn_proof::Proof)> =
-            proved.iter().map(|(s, _, _, p)| (*s, p)).collect();
+            proved.iter().map(|(s, _, _, p)| (*s, *p)).collect();
         let lifted = global
             .lift(&parts)
             .map_err(|e| Error::Raft(e.to_string()))?;

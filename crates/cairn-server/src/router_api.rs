@@ -333,7 +333,7 @@ async fn lift_all(
         let proved: Vec<_> = (receipts.iter())
             .filter_map(|(shard, version, receipt)| {
                 let section = receipt.tables.iter().find(|s| s.name == t.table)?;
-                Some((*shard, *version, section.root, section.proof.clone()))
+                Some((*shard, *version, section.root, &section.proof))
             })
             .collect();
         async move { router.lift(&t.table, &proved).await }

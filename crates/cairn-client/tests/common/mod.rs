@@ -79,3 +79,24 @@ pub fn v(text: &str) -> Option<Vec<u8>> {
 pub fn kv(key: &str, value: &str) -> (Vec<u8>, Vec<u8>) {
     (key.as_bytes().to_vec(), value.as_bytes().to_vec())
 }
+
+/// An HTTP client for plain HTTP on loopback (reqwest is built with rustls here, which wants a
+/// provider even for `http://`), each request ending within `timeout`.
+pub fn http(timeout: std::time::Duration) -> reqwest::Client {
+    let tls = unused_tls();
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .timeout(timeout)
+        .build()
+        .expect("an HTTP client")
+}
+
+fn unused_tls() -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS defaults")
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth()
+}
