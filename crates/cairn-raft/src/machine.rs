@@ -434,9 +434,11 @@ impl RaftStateMachine<TypeConfig> for LedgerMachine {
                     )),
                 }
             };
-            let ledger = snapshot::install(&home, &slot, &snapshot, check)?;
+            // In this order (the `snapshot` module's header): the ledger is never newer than
+            // the current snapshot, whatever step a crash cuts.
+            snapshot::stage(&home, &slot, &snapshot, check)?;
             snapshot::keep(&store, &snapshot, m.last_log_id)?;
-            Ok::<_, io::Error>(ledger)
+            snapshot::swap(&home, &slot)
         })
         .await
         .map_err(io::Error::other)??;

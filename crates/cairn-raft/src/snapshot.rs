@@ -15,13 +15,23 @@
 //! written; removed when a node starts). Beside the ledger's directory `D`: `D.incoming` (an
 //! import being built and proved) and `D.old` (the ledger replaced, while the swap runs).
 //!
-//! **The swap** ([`install`]): the import is proved in `D.incoming` first (its checksum, its
-//! audit, its digest extending the one this node's ledger has: see
-//! [`cairn_ledger::Ledger::import_with`]); then the current ledger is closed, `D` renamed to
-//! `D.old`, `D.incoming` to `D`, the parent directory synced, `D.old` removed, and the ledger in
-//! `D` opened. [`LedgerHome::open`] finishes or undoes a swap a crash cut: `D.old` without `D`
-//! means the proved import is renamed into place (or, without one, `D.old` back); a leftover
+//! **An install**, in three steps, each durable before the next: [`stage`] imports the snapshot
+//! into `D.incoming` and proves it there (its checksum, its audit, its digest extending the one
+//! this node's ledger has: see [`cairn_ledger::Ledger::import_with`]); [`keep`] makes the
+//! snapshot file `current.snap`; [`swap`] closes the current ledger, renames `D` to `D.old` and
+//! `D.incoming` to `D`, syncs the parent directory, removes `D.old` and opens the ledger in `D`.
+//! [`LedgerHome::open`] finishes or undoes a swap a crash cut: `D.old` without `D` means the
+//! proved import is renamed into place (or, without one, `D.old` back); a leftover
 //! `D.incoming` beside `D` is removed.
+//!
+//! **The order is the invariant a restart needs: a node's ledger is never newer than its
+//! current snapshot.** openraft, starting a node whose ledger has applied past the end of its
+//! log (a follower that installed a snapshot and was killed before its log caught up), purges
+//! the log up to what the ledger applied, and then requires the purge to be covered by the
+//! current snapshot. A swap before `keep`, cut by a kill between them, left a ledger newer than
+//! `current.snap` and a node that could never start again. Cut after `keep` and before the
+//! swap, the node starts with its older ledger, and openraft installs the current snapshot
+//! again (its `restore_from_snapshot`), which `keep` leaves where it is.
 //!
 //! **What a snapshot holds.** The ledger as of its newest version, and as metadata the log id and
 //! membership that version stored (the last entry that wrote, not later entries that wrote
@@ -389,20 +399,19 @@ pub(crate) fn write_file(
     file.sync_all()
 }
 
-/// Replaces `slot`'s ledger by the one in `data`: imports it beside `home.dir`, proves it
-/// (against the digest the current ledger has, and by `check`, which the state machine gives:
-/// the applied state the imported ledger stores against the snapshot's metadata), swaps the
-/// directories and opens it (the module's header). Answers the new ledger. Runs on a blocking
-/// thread.
+/// Imports the ledger in `data` beside `home.dir` and proves it (against the digest `slot`'s
+/// ledger has, and by `check`, which the state machine gives: the applied state the imported
+/// ledger stores against the snapshot's metadata), leaving it closed in `D.incoming` for
+/// [`swap`]. The first step of an install (the module's header). Runs on a blocking thread.
 ///
 /// Errors: [`io::ErrorKind::InvalidData`] for a snapshot that does not prove itself or does not
 /// extend this node's history (nothing is changed); the file systems' and the ledger's.
-pub(crate) fn install(
+pub(crate) fn stage(
     home: &LedgerHome,
     slot: &LedgerSlot,
     data: &SnapshotData,
     check: impl FnOnce(&Ledger) -> Result<(), String>,
-) -> io::Result<Arc<Ledger>> {
+) -> io::Result<()> {
     let fs = &*home.fs;
     let staging = home.staging();
     if exists(fs, &staging)? {
@@ -426,15 +435,26 @@ pub(crate) fn install(
     let checked = check(&ledger);
     ledger.close();
     drop(ledger);
-    checked.map_err(refuse)?;
-    // Proved: swap it in.
+    checked.map_err(refuse)
+}
+
+/// Replaces `slot`'s ledger by the one [`stage`] proved in `D.incoming`: closes the current
+/// ledger, swaps the directories and opens the new one (the module's header). Answers the new
+/// ledger. The last step of an install, after the snapshot was made current ([`keep`]), so that
+/// a node's ledger is never newer than its current snapshot. Runs on a blocking thread.
+///
+/// Errors: the file system's and the ledger's. A swap cut by an error or a crash is finished
+/// by [`LedgerHome::open`].
+pub(crate) fn swap(home: &LedgerHome, slot: &LedgerSlot) -> io::Result<Arc<Ledger>> {
+    let fs = &*home.fs;
     slot.get().close();
     let old = home.old();
     if exists(fs, &old)? {
         fs.remove_dir_all(&old).map_err(io::Error::other)?;
     }
     fs.rename(&home.dir, &old).map_err(io::Error::other)?;
-    fs.rename(&staging, &home.dir).map_err(io::Error::other)?;
+    fs.rename(&home.staging(), &home.dir)
+        .map_err(io::Error::other)?;
     home.sync_parent()?;
     fs.remove_dir_all(&old).map_err(io::Error::other)?;
     let ledger = Arc::new(home.open()?);
