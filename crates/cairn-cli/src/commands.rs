@@ -5,7 +5,6 @@
 //! directly (everything goes through `cairn`).
 
 use std::io::{BufWriter, Write};
-use std::ops::Bound;
 use std::path::Path;
 
 use cairn::inspect::{RunPlace, RunStats, SnapshotInfo, VerifyOptions, VerifyReport};
@@ -15,14 +14,14 @@ use serde_json::{json, Value};
 use cairn_ledger::{AuditOptions, AuditProblem, Error as LedgerError, Ledger, LedgerConfig};
 
 use crate::output::{self, count, hex, size, AuditBar, VerifyBar};
-use crate::{Cli, Command, DumpFormat};
+use crate::{maintain, read, Cli, Command, DumpFormat};
 
 /// Exit code: damage found.
-const DAMAGED: u8 = 1;
+pub(crate) const DAMAGED: u8 = 1;
 /// Exit code: a usage error (as clap's).
-const USAGE: u8 = 2;
+pub(crate) const USAGE: u8 = 2;
 /// Exit code: the command failed.
-const FAILED: u8 = 3;
+pub(crate) const FAILED: u8 = 3;
 /// Exit code: another process holds the session's lock.
 const LOCKED: u8 = 4;
 
@@ -34,7 +33,7 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn new(code: u8, message: impl Into<String>) -> Failure {
+    pub(crate) fn new(code: u8, message: impl Into<String>) -> Failure {
         Failure {
             code,
             message: message.into(),
@@ -57,7 +56,7 @@ impl From<Error> for Failure {
 }
 
 /// Output that went to a closed pipe (`cairn dump ... | head`) ends the command quietly.
-fn write_failed(e: std::io::Error) -> Failure {
+pub(crate) fn write_failed(e: std::io::Error) -> Failure {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         Failure::new(0, "")
     } else {
@@ -69,19 +68,22 @@ fn write_failed(e: std::io::Error) -> Failure {
 /// head`), through [`write_failed`], instead of panicking; for functions returning
 /// `Result<_, Failure>`.
 macro_rules! out {
-    () => {
-        writeln!(std::io::stdout()).map_err(write_failed)?
-    };
-    ($($arg:tt)*) => {
-        writeln!(std::io::stdout(), $($arg)*).map_err(write_failed)?
-    };
+    () => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout()).map_err($crate::commands::write_failed)?
+    }};
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*).map_err($crate::commands::write_failed)?
+    }};
 }
+pub(crate) use out;
 
 /// Runs the command; returns the exit code.
 pub fn run(cli: Cli) -> Result<u8, Failure> {
     let json = cli.json;
     match cli.command {
-        Command::Info { dir, salt } => info(&dir, salt, json),
+        Command::Info { dir, salt, live } => info(&dir, salt, live, json),
         Command::Verify {
             dir,
             snapshot,
@@ -94,11 +96,50 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             to,
             format,
             blobs,
+            prefix,
+            reverse,
             limit,
         } => {
             let format = if json { DumpFormat::Json } else { format };
-            dump(&dir, &snapshot, from, to, format, blobs, limit)
+            let range = Range {
+                from,
+                to,
+                prefix,
+                reverse,
+                limit,
+            };
+            dump(&dir, &snapshot, range, format, blobs)
         }
+        Command::Get {
+            dir,
+            snapshot,
+            keys,
+            format,
+        } => read::get(&dir, &snapshot, &keys, format, json),
+        Command::Root { dir, snapshot } => read::root(&dir, &snapshot, json),
+        Command::Prove {
+            dir,
+            snapshot,
+            keys,
+            encoded,
+        } => read::prove(&dir, &snapshot, &keys, encoded, json),
+        Command::Diff {
+            dir,
+            first,
+            second,
+            format,
+            limit,
+        } => read::diff(&dir, &first, &second, format, limit, json),
+        Command::Load {
+            dir,
+            snapshot,
+            file,
+            format,
+            label,
+            auth,
+        } => maintain::load(&dir, &snapshot, file.as_deref(), format, &label, auth, json),
+        Command::Checkpoint { dir } => maintain::checkpoint(&dir, json),
+        Command::Compact { dir, tables } => maintain::compact(&dir, &tables, json),
         Command::Stats {
             dir,
             snapshot,
@@ -145,7 +186,7 @@ fn done(json: bool, what: &str, snapshot: &str, path: &Path) -> Result<u8, Failu
 }
 
 /// The session in `dir`, read-only: no lock, nothing written.
-fn open_read_only(dir: &Path) -> Result<Session, Failure> {
+pub(crate) fn open_read_only(dir: &Path) -> Result<Session, Failure> {
     // What the engine's errors cannot tell apart, said plainly.
     let shown = dir.display();
     if dir.is_file() {
@@ -166,7 +207,7 @@ fn open_read_only(dir: &Path) -> Result<Session, Failure> {
 
 /// The session in `dir`, with its lock, for commands that write. `dir` must already be a
 /// session: opening an empty directory would make one.
-fn open_writable(dir: &Path) -> Result<Session, Failure> {
+pub(crate) fn open_writable(dir: &Path) -> Result<Session, Failure> {
     // The read-only open checks that `dir` is a session, without creating anything.
     drop(open_read_only(dir)?);
     // A session with a write-ahead log is opened with it (its durable tables recovered, as
@@ -252,7 +293,7 @@ fn info_text(info: &SnapshotInfo) -> Result<(), Failure> {
         size(info.bytes)
     );
     out!(
-        "  {} stored in {} on {}{}",
+        "  {} stored (deletes and older versions included) in {} on {}{}",
         output::plural(info.stored_entries(), "entry"),
         output::plural(info.runs.len() as u64, "run"),
         output::plural(info.levels as u64, "level"),
@@ -291,7 +332,7 @@ fn info_text(info: &SnapshotInfo) -> Result<(), Failure> {
     Ok(())
 }
 
-fn info(dir: &Path, salt: bool, json: bool) -> Result<u8, Failure> {
+fn info(dir: &Path, salt: bool, live: bool, json: bool) -> Result<u8, Failure> {
     let session = open_read_only(dir)?;
     let names = session.list_snapshots()?;
     let mut code = 0;
@@ -304,11 +345,27 @@ fn info(dir: &Path, salt: bool, json: bool) -> Result<u8, Failure> {
         out!("  {}", output::plural(names.len() as u64, "snapshot"));
     }
     for name in &names {
-        match session.snapshot_info(name) {
-            Ok(info) if json => entries.push(info_json(&info)),
-            Ok(info) => {
+        let found = session.snapshot_info(name).and_then(|info| {
+            let live = live.then(|| live_entries(&session, &info)).transpose()?;
+            Ok((info, live))
+        });
+        match found {
+            Ok((info, live)) if json => {
+                let mut doc = info_json(&info);
+                if let Some(n) = live {
+                    doc["live_entries"] = json!(n);
+                }
+                entries.push(doc);
+            }
+            Ok((info, live)) => {
                 out!();
                 info_text(&info)?;
+                if let Some(n) = live {
+                    out!(
+                        "  {} live (keys a lookup finds)",
+                        output::plural(n, "entry")
+                    );
+                }
             }
             Err(e) => {
                 code = DAMAGED;
@@ -333,6 +390,17 @@ fn info(dir: &Path, salt: bool, json: bool) -> Result<u8, Failure> {
         out!("{doc}");
     }
     Ok(code)
+}
+
+/// The live entries of the snapshot `info` describes: one pass over it.
+fn live_entries(session: &Session, info: &SnapshotInfo) -> cairn::Result<u64> {
+    let table = session.open_snapshot(&info.name, &info.label, SnapshotOverrides::default())?;
+    let mut n = 0;
+    for entry in table.cursor()? {
+        entry?;
+        n += 1;
+    }
+    Ok(n)
 }
 
 fn report_json(name: &str, r: &VerifyReport) -> Value {
@@ -580,7 +648,7 @@ fn audit(
 }
 
 /// A key given on the command line: `hex:<digits>` or UTF-8 text.
-fn parse_key(text: &str) -> Result<Vec<u8>, Failure> {
+pub(crate) fn parse_key(text: &str) -> Result<Vec<u8>, Failure> {
     match text.strip_prefix("hex:") {
         Some(digits) => output::from_hex(digits).ok_or_else(|| {
             Failure::new(
@@ -593,7 +661,7 @@ fn parse_key(text: &str) -> Result<Vec<u8>, Failure> {
 }
 
 /// Opens a snapshot as a table of a read-only session.
-fn open_table(session: &Session, name: &str) -> Result<Table, Failure> {
+pub(crate) fn open_table(session: &Session, name: &str) -> Result<Table, Failure> {
     if !session.snapshot_exists(name)? {
         return Err(Error::SnapshotMissing(name.to_string()).into());
     }
@@ -601,27 +669,41 @@ fn open_table(session: &Session, name: &str) -> Result<Table, Failure> {
     Ok(session.open_snapshot(name, &label, SnapshotOverrides::default())?)
 }
 
+/// The pairs `dump` prints: a key range, a prefix, an order and a count.
+struct Range {
+    from: Option<String>,
+    to: Option<String>,
+    prefix: Option<String>,
+    reverse: bool,
+    limit: Option<u64>,
+}
+
 fn dump(
     dir: &Path,
     name: &str,
-    from: Option<String>,
-    to: Option<String>,
+    range: Range,
     format: DumpFormat,
     blobs: bool,
-    limit: Option<u64>,
 ) -> Result<u8, Failure> {
-    let from = from.as_deref().map(parse_key).transpose()?;
-    let to = to.as_deref().map(parse_key).transpose()?;
+    let from = range.from.as_deref().map(parse_key).transpose()?;
+    let to = range.to.as_deref().map(parse_key).transpose()?;
+    let prefix = range.prefix.as_deref().map(parse_key).transpose()?;
     let session = open_read_only(dir)?;
     let table = open_table(&session, name)?;
-    let range = (
-        from.map_or(Bound::Unbounded, Bound::Included),
-        to.map_or(Bound::Unbounded, Bound::Excluded),
-    );
+    let bounds = read::key_range(from, to, prefix);
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
-    let entries = table.range(range)?;
-    for entry in entries.take(limit.map_or(usize::MAX, |l| l.try_into().unwrap_or(usize::MAX))) {
+    let limit = range.limit;
+    let take = limit.map_or(usize::MAX, |l| l.try_into().unwrap_or(usize::MAX));
+    let entries: Box<dyn Iterator<Item = cairn::Result<cairn::CursorEntry>>> = match range.reverse {
+        true => Box::new(
+            read::reversed(table.range(bounds)?, limit)?
+                .into_iter()
+                .map(Ok),
+        ),
+        false => Box::new(table.range(bounds)?.take(take)),
+    };
+    for entry in entries {
         let entry = entry?;
         let blob = match (&entry.blob, blobs) {
             (Some(b), true) => Some(table.retrieve_blob(b)?),

@@ -1,22 +1,25 @@
 //! `cairn`: look inside a Cairn database, verify it, dump it and manage its snapshots without
 //! writing code (as RocksDB's `ldb` and `sst_dump`, or LMDB's `mdb_stat` and `mdb_dump`).
 //!
-//! `info`, `verify`, `dump` and `stats` open the session read-only: they take no lock and
-//! write nothing, so they are safe while the process that owns the database runs (a snapshot
-//! it deletes meanwhile gives a missing-file error). `export`, `import`, `delete` and `audit`
-//! (of a verifiable ledger) take the session's lock, and refuse (exit code 4) while another
-//! process holds it.
+//! `info`, `verify`, `dump` (`scan`), `get`, `root`, `prove`, `diff` and `stats` open the session
+//! read-only: they take no lock and write nothing, so they are safe while the process that owns
+//! the database runs (a snapshot it deletes meanwhile gives a missing-file error). `export`,
+//! `import`, `delete`, `load`, `checkpoint`, `compact` and `audit` (of a verifiable ledger) take
+//! the session's lock, and refuse (exit code 4) while another process holds it.
 //!
-//! Exit codes: 0 success; 1 damage found (`verify` found a problem, or `info` or `stats` could
-//! not read a snapshot); 2 a usage error; 3 failure (not a session directory, no such
-//! snapshot, an I/O error); 4 the session is locked by another process.
+//! Exit codes: 0 success; 1 damage found (`verify` found a problem, `info` or `stats` could
+//! not read a snapshot, a proof did not verify); 2 a usage error; 3 failure (not a session
+//! directory, no such snapshot, an I/O error); 4 the session is locked by another process; 5
+//! a key `get` looked up is absent.
 //!
 //! Output is for people by default; `--json` prints one JSON document (for `dump`, one JSON
 //! object per line) for scripts. Errors are one line on stderr. Output to a pipe its reader
 //! closed (`cairn info DIR | head -1`) ends the command quietly, with exit code 0.
 
 mod commands;
+mod maintain;
 mod output;
+mod read;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,12 +28,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 /// Look inside a Cairn database, verify it, dump it, and manage its snapshots.
 ///
-/// DIR is a session directory (the one passed to `Session::open`). info, verify, dump and stats
-/// open it read-only: no lock, nothing written, safe beside a running owner. export, import and
-/// delete take its lock.
+/// DIR is a session directory (the one passed to `Session::open`). info, verify, dump (scan),
+/// get, root, prove, diff and stats open it read-only: no lock, nothing written, safe beside a
+/// running owner. export, import, delete, load, checkpoint, compact and audit take its lock.
 ///
 /// Exit codes: 0 success, 1 damage found, 2 usage error, 3 failure (not a session, no such
-/// snapshot, I/O error), 4 session locked by another process.
+/// snapshot, I/O error), 4 session locked by another process, 5 a key `get` looked up is
+/// absent.
 #[derive(Debug, Parser)]
 #[command(name = "cairn", version, max_term_width = 100)]
 struct Cli {
@@ -51,6 +55,11 @@ enum Command {
         /// Also show the session's Bloom-filter salt.
         #[arg(long)]
         salt: bool,
+        /// Also count each snapshot's live entries (the keys a lookup finds), by reading it
+        /// whole: the stored entries count deletes and the older versions merges have not
+        /// dropped yet.
+        #[arg(long)]
+        live: bool,
     },
     /// Check every file of one snapshot, or of every snapshot, and report each problem with
     /// its file and offset; exit code 1 if any.
@@ -69,9 +78,11 @@ enum Command {
         #[arg(long, default_value_t = 256, value_name = "MIB")]
         root_memory: usize,
     },
-    /// Print a snapshot's key/value pairs in key order, streamed (constant memory).
+    /// Print a snapshot's key/value pairs in key order (`scan` is the same command), streamed
+    /// (constant memory; with --reverse, memory for --limit pairs).
     ///
     /// KEY is a UTF-8 string, or hex bytes after `hex:` (e.g. `hex:00ff`).
+    #[command(visible_alias = "scan")]
     Dump {
         /// The session directory.
         dir: PathBuf,
@@ -93,9 +104,106 @@ enum Command {
         /// Include blobs (read from the blob files).
         #[arg(long)]
         blobs: bool,
+        /// Only keys starting with this prefix (with --from/--to: within both).
+        #[arg(long, value_name = "KEY")]
+        prefix: Option<String>,
+        /// Newest key first: the range is read forward and the last --limit pairs kept (all of
+        /// them without --limit), then printed in descending key order.
+        #[arg(long)]
+        reverse: bool,
         /// Stop after this many pairs.
         #[arg(long, value_name = "N")]
         limit: Option<u64>,
+    },
+    /// Look up keys in a snapshot: each key with its value, or absent. Exit code 5 when a key
+    /// is absent.
+    ///
+    /// KEY is a UTF-8 string, or hex bytes after `hex:` (e.g. `hex:00ff`).
+    Get {
+        /// The session directory.
+        dir: PathBuf,
+        /// The snapshot.
+        snapshot: String,
+        /// The keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+        /// Print keys and values as `hex` or as `text` (printable ASCII as itself).
+        #[arg(long, value_enum, default_value_t = KeyFormat::Text)]
+        format: KeyFormat,
+    },
+    /// An authenticated snapshot's version and state root.
+    Root {
+        /// The session directory.
+        dir: PathBuf,
+        /// The snapshot.
+        snapshot: String,
+    },
+    /// Prove keys of an authenticated snapshot: a multiproof of each key's presence (with its
+    /// value) or absence, verified against the snapshot's state root before it is printed.
+    /// Exit code 1 if the proof does not verify.
+    Prove {
+        /// The session directory.
+        dir: PathBuf,
+        /// The snapshot.
+        snapshot: String,
+        /// The keys (UTF-8, or hex after `hex:`).
+        #[arg(required = true)]
+        keys: Vec<String>,
+        /// Also print the proof's encoding, in hex (`docs/format/proof.md`).
+        #[arg(long)]
+        encoded: bool,
+    },
+    /// The differences between two snapshots of the session, in key order: `-` a pair only in
+    /// the first, `+` only in the second, `~` a key whose value differs; then a summary.
+    /// Streamed (constant memory).
+    Diff {
+        /// The session directory.
+        dir: PathBuf,
+        /// The first snapshot.
+        first: String,
+        /// The second snapshot.
+        second: String,
+        /// Print keys and values as `hex` or as `text` (printable ASCII as itself).
+        #[arg(long, value_enum, default_value_t = KeyFormat::Text)]
+        format: KeyFormat,
+        /// Stop after this many differences (the summary then counts only those).
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+    },
+    /// Load pairs in `dump`'s format (hex, json or raw, from FILE or standard input) into a new
+    /// snapshot: the inverse of `dump`. The table made keeps the newest value of a key (its
+    /// resolve function), with default settings. Takes the session's lock.
+    Load {
+        /// The session directory (an existing session).
+        dir: PathBuf,
+        /// The snapshot to create (refused if it exists).
+        snapshot: String,
+        /// The pairs (standard input when left out).
+        file: Option<PathBuf>,
+        /// The input's format: as `dump` prints it (`text` cannot be read back: use hex).
+        #[arg(long, value_enum, default_value_t = DumpFormat::Hex)]
+        format: DumpFormat,
+        /// The label to save the snapshot with.
+        #[arg(long, default_value = "loaded")]
+        label: String,
+        /// Make it an authenticated table (a state root over its contents) with this hash.
+        #[arg(long, value_enum, value_name = "HASH")]
+        auth: Option<AuthHash>,
+    },
+    /// Checkpoint every durable table of the session: their state written as new checkpoints
+    /// and the log before them removed (what a restart then replays is nothing). Takes the
+    /// session's lock; the session is recovered first, as its owner would.
+    Checkpoint {
+        /// The session directory.
+        dir: PathBuf,
+    },
+    /// Complete every merge in progress of the session's durable tables (or of TABLE...), then
+    /// checkpoint them: lookups then read one run per level. Takes the session's lock.
+    Compact {
+        /// The session directory.
+        dir: PathBuf,
+        /// The durable tables (all when left out).
+        tables: Vec<String>,
     },
     /// Per level and run: entries, pages, bytes, overflow pages, blob bytes, Bloom bits per
     /// key and the false-positive rate measured on a sample, index kind and size.
@@ -165,6 +273,20 @@ enum DumpFormat {
     Text,
     Json,
     Raw,
+}
+
+/// How `get` and `diff` print keys and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum KeyFormat {
+    Hex,
+    Text,
+}
+
+/// The hash of a table `load` makes authenticated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum AuthHash {
+    Blake3,
+    Sha256,
 }
 
 fn main() -> ExitCode {

@@ -123,7 +123,22 @@ fn every_subcommand_has_help() {
     assert_eq!(code(&o), 0);
     assert!(stdout(&o).contains("Exit codes"), "{}", stdout(&o));
     for sub in [
-        "info", "verify", "dump", "stats", "export", "import", "delete", "audit",
+        "info",
+        "verify",
+        "dump",
+        "scan",
+        "get",
+        "root",
+        "prove",
+        "diff",
+        "load",
+        "checkpoint",
+        "compact",
+        "stats",
+        "export",
+        "import",
+        "delete",
+        "audit",
     ] {
         let o = cairn(&[&sub, &"--help"]);
         assert_eq!(code(&o), 0, "{sub}");
@@ -159,6 +174,17 @@ fn read_only_commands_on_a_sound_session_held_by_its_owner() {
     assert_eq!(snaps[0]["name"], "auth");
     assert_eq!(snaps[0]["auth"]["root"], hex(&root.hash));
     assert!(snaps[1]["stored_entries"].as_u64().unwrap() >= model.len() as u64);
+    assert!(snaps[1].get("live_entries").is_none());
+    // Live entries apart from stored ones (the table has deletes and overwritten keys).
+    let o = cairn(&[&"info", &dir, &"--live", &"--json"]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let plain = &doc["snapshots"][1];
+    assert_eq!(plain["live_entries"], model.len() as u64);
+    assert!(plain["stored_entries"].as_u64().unwrap() > model.len() as u64);
+    let o = cairn(&[&"info", &dir, &"--live"]);
+    let n = model.len();
+    let shown = format!("{},{:03} entries live", n / 1000, n % 1000);
+    assert!(stdout(&o).contains(&shown), "{}", stdout(&o));
     assert!(!snaps[1]["runs"].as_array().unwrap().is_empty());
 
     let o = cairn(&[&"verify", &dir]);
@@ -482,6 +508,11 @@ fn a_closed_pipe_ends_every_command_quietly() {
         vec!["dump".as_ref(), d, "plain".as_ref(), "--json".as_ref()],
         vec!["stats".as_ref(), d, "plain".as_ref()],
         vec!["stats".as_ref(), d, "plain".as_ref(), "--json".as_ref()],
+        vec!["scan".as_ref(), d, "plain".as_ref(), "--reverse".as_ref()],
+        vec!["get".as_ref(), d, "plain".as_ref(), "key00007".as_ref()],
+        vec!["root".as_ref(), d, "auth".as_ref()],
+        vec!["prove".as_ref(), d, "auth".as_ref(), "account1".as_ref()],
+        vec!["diff".as_ref(), d, "plain".as_ref(), "auth".as_ref()],
     ];
     for args in commands {
         let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
@@ -497,4 +528,325 @@ fn a_closed_pipe_ends_every_command_quietly() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
     }
+}
+
+/// The lines `dump` prints in hex (with blobs) for `model`.
+fn hex_lines(model: &Model) -> String {
+    model
+        .iter()
+        .map(|(k, (v, b))| {
+            let blob = b.as_deref().map_or("-".to_string(), hex);
+            format!("{} {} {blob}\n", hex(k), hex(v))
+        })
+        .collect()
+}
+
+#[test]
+fn get_scan_and_diff_read_a_snapshot_as_its_model_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (model, _) = make(dir);
+
+    // get: present, absent (exit code 5), by hex, in JSON.
+    let (present, (value, _)) = model.iter().nth(10).unwrap();
+    let key = String::from_utf8(present.clone()).unwrap();
+    let o = cairn(&[&"get", &dir, &"plain", &key]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).starts_with(&format!("{key} ")), "{}", stdout(&o));
+    let o = cairn(&[&"get", &dir, &"plain", &key, &"nokey", &"--json"]);
+    assert_eq!(code(&o), 5, "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["keys"][0]["value"], hex(value));
+    assert_eq!(doc["keys"][1]["value"], Value::Null);
+    let o = cairn(&[
+        &"get",
+        &dir,
+        &"plain",
+        &format!("hex:{}", hex(present)),
+        &"--format",
+        &"hex",
+    ]);
+    assert_eq!(stdout(&o), format!("{} {}\n", hex(present), hex(value)));
+    let o = cairn(&[&"get", &dir, &"plain", &"nokey"]);
+    assert_eq!((code(&o), stdout(&o).as_str()), (5, "nokey absent\n"));
+
+    // scan is dump; a prefix, a reverse order, a limit.
+    let o = cairn(&[&"scan", &dir, &"plain", &"--blobs"]);
+    assert_eq!(stdout(&o), hex_lines(&model));
+    let prefixed: Model = (model.iter())
+        .filter(|(k, _)| k.starts_with(b"key010"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert!(prefixed.len() > 5);
+    let o = cairn(&[&"scan", &dir, &"plain", &"--prefix", &"key010", &"--blobs"]);
+    assert_eq!(stdout(&o), hex_lines(&prefixed));
+    let o = cairn(&[
+        &"scan",
+        &dir,
+        &"plain",
+        &"--prefix",
+        &"key010",
+        &"--reverse",
+        &"--limit",
+        &"3",
+    ]);
+    let want: Vec<String> = (prefixed.iter().rev().take(3))
+        .map(|(k, (v, _))| format!("{} {}", hex(k), hex(v)))
+        .collect();
+    assert_eq!(stdout(&o).lines().collect::<Vec<_>>(), want);
+    let o = cairn(&[&"scan", &dir, &"plain", &"--reverse", &"--json"]);
+    let keys: Vec<String> = (stdout(&o).lines())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["key"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let want: Vec<String> = model.keys().rev().map(|k| hex(k)).collect();
+    assert_eq!(keys, want);
+
+    // diff against a changed copy: exactly the changes, in key order.
+    let mut changed = model.clone();
+    {
+        let session = Session::open(dir).unwrap();
+        let table = session
+            .open_snapshot("plain", "ledger", Default::default())
+            .unwrap();
+        let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
+        table.delete(&keys[3]).unwrap();
+        changed.remove(&keys[3]);
+        table.insert(&keys[5], "changed").unwrap();
+        changed.insert(keys[5].clone(), (b"changed".to_vec(), None));
+        table.insert("zz-new", "added").unwrap();
+        changed.insert(b"zz-new".to_vec(), (b"added".to_vec(), None));
+        table.save_snapshot("plain2", "ledger").unwrap();
+        let o = cairn(&[&"diff", &dir, &"plain", &"plain2"]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let text = stdout(&o);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].starts_with(&format!("- {}", String::from_utf8_lossy(&keys[3]))));
+        assert!(lines[1].starts_with(&format!("~ {}", String::from_utf8_lossy(&keys[5]))));
+        assert!(lines[1].ends_with("-> changed"), "{}", lines[1]);
+        assert_eq!(lines[2], "+ zz-new added");
+        assert!(
+            lines[3].starts_with("1 removed, 1 added, 1 changed"),
+            "{}",
+            lines[3]
+        );
+        let o = cairn(&[&"diff", &dir, &"plain", &"plain2", &"--json"]);
+        let last: Value = serde_json::from_str(stdout(&o).lines().last().unwrap()).unwrap();
+        assert_eq!(last["same"], (model.len() - 2) as u64);
+        let o = cairn(&[&"diff", &dir, &"plain", &"plain"]);
+        assert!(stdout(&o).starts_with("0 removed, 0 added, 0 changed"));
+    }
+    let o = cairn(&[&"dump", &dir, &"plain2", &"--blobs"]);
+    assert_eq!(stdout(&o), hex_lines(&changed));
+}
+
+#[test]
+fn root_and_prove_an_authenticated_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_, root) = make(dir);
+    let o = cairn(&[&"root", &dir, &"auth"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("sha256:{}", hex(&root.hash))),
+        "{}",
+        stdout(&o)
+    );
+    let o = cairn(&[&"root", &dir, &"plain"]);
+    assert_eq!(code(&o), 3);
+    assert!(
+        stderr(&o).contains("not an authenticated table"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = cairn(&[&"prove", &dir, &"auth", &"account7", &"nobody"]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("account7 present") && text.contains("nobody absent"),
+        "{text}"
+    );
+    assert!(text.contains("verified against the root"), "{text}");
+    // The proof printed verifies, by itself, against the root the test knows.
+    let o = cairn(&[
+        &"prove",
+        &dir,
+        &"auth",
+        &"account7",
+        &"nobody",
+        &"--encoded",
+        &"--json",
+    ]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["verified"], true);
+    assert_eq!(doc["root"], hex(&root.hash));
+    let proof: Vec<u8> = (0..doc["proof"].as_str().unwrap().len() / 2)
+        .map(|i| u8::from_str_radix(&doc["proof"].as_str().unwrap()[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let seven = 7u32.to_le_bytes();
+    let claims = [
+        cairn_proof::Claim::present(b"account7", &seven),
+        cairn_proof::Claim::absent(b"nobody"),
+    ];
+    cairn_proof::verify(&root, &proof, &claims).unwrap();
+    // A forged claim against it fails: the proof binds the value.
+    let eight = 8u32.to_le_bytes();
+    let forged = [
+        cairn_proof::Claim::present(b"account7", &eight),
+        cairn_proof::Claim::absent(b"nobody"),
+    ];
+    assert!(cairn_proof::verify(&root, &proof, &forged).is_err());
+}
+
+#[test]
+fn load_reads_back_what_dump_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (model, root) = make(dir);
+    let files = tempfile::tempdir().unwrap();
+    for (format, blobs, name) in [
+        ("hex", true, "fromhex"),
+        ("json", true, "fromjson"),
+        ("raw", false, "fromraw"),
+    ] {
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+            vec![&"dump", &dir, &"plain", &"--format", &format];
+        if blobs {
+            args.push(&"--blobs");
+        }
+        let o = cairn(&args);
+        let file = files.path().join(name);
+        std::fs::write(&file, &o.stdout).unwrap();
+        let o = cairn(&[&"load", &dir, &name, &file, &"--format", &format]);
+        assert_eq!(code(&o), 0, "{format}: {}", stderr(&o));
+        let n = model.len();
+        let shown = format!("loaded {},{:03} pairs", n / 1000, n % 1000);
+        assert!(stdout(&o).contains(&shown), "{}", stdout(&o));
+        let o = cairn(&[&"dump", &dir, &name, &"--blobs"]);
+        let want: Model = match blobs {
+            true => model.clone(),
+            false => model
+                .iter()
+                .map(|(k, (v, _))| (k.clone(), (v.clone(), None)))
+                .collect(),
+        };
+        assert_eq!(stdout(&o), hex_lines(&want), "{format}");
+    }
+    // From standard input, as an authenticated table: the same root as the one dumped.
+    let o = cairn(&[&"dump", &dir, &"auth"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(
+            [
+                dir.as_os_str(),
+                "auth2".as_ref(),
+                "--auth".as_ref(),
+                "sha256".as_ref(),
+            ]
+            .iter()
+            .fold(vec![std::ffi::OsString::from("load")], |mut v, a| {
+                v.push(a.into());
+                v
+            }),
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(&o.stdout).unwrap();
+    let loaded = child.wait_with_output().unwrap();
+    assert_eq!(loaded.status.code(), Some(0));
+    let o = cairn(&[&"root", &dir, &"auth2", &"--json"]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["root"], hex(&root.hash));
+
+    // Refusals: a name in use, a line that is not hex (named), the text format.
+    let file = files.path().join("fromhex");
+    let o = cairn(&[&"load", &dir, &"plain", &file]);
+    assert_eq!(code(&o), 3);
+    assert!(stderr(&o).contains("exists"), "{}", stderr(&o));
+    let bad = files.path().join("bad");
+    std::fs::write(&bad, "6b6579 76616c\n6b6579 zz\n").unwrap();
+    let o = cairn(&[&"load", &dir, &"badload", &bad]);
+    assert_eq!(code(&o), 3);
+    assert!(stderr(&o).contains("input line 2"), "{}", stderr(&o));
+    let o = cairn(&[&"info", &dir, &"--json"]);
+    assert!(
+        !stdout(&o).contains("badload"),
+        "a failed load leaves no snapshot"
+    );
+    let o = cairn(&[&"load", &dir, &"t", &bad, &"--format", &"text"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+}
+
+#[test]
+fn checkpoint_and_compact_the_durable_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let config = TableConfig::default()
+        .write_buffer_entries(32)
+        .merge_batch_size(4);
+    let mut model = BTreeMap::new();
+    {
+        let session = Session::open(dir).unwrap();
+        let table = session.table("accounts", config.clone()).unwrap();
+        for i in 0..3000u32 {
+            let key = format!("acct{:05}", i * 13 % 2000);
+            table.insert(&key, i.to_le_bytes()).unwrap();
+            model.insert(key, i);
+        }
+        drop(table);
+        session.close();
+    }
+    let o = cairn(&[&"checkpoint", &dir]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("checkpointed 1 durable table"),
+        "{}",
+        stdout(&o)
+    );
+    let o = cairn(&[&"compact", &dir, &"--json"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["tables"][0]["table"], "accounts");
+    let o = cairn(&[&"compact", &dir, &"nosuch"]);
+    assert_eq!(code(&o), 3);
+    assert!(
+        stderr(&o).contains("no durable table \"nosuch\""),
+        "{}",
+        stderr(&o)
+    );
+    // Everything is still there, and a second compaction has nothing left to do.
+    let session = Session::open(dir).unwrap();
+    let table = session.table("accounts", config).unwrap();
+    for (key, i) in &model {
+        assert_eq!(
+            table.get(key).unwrap(),
+            Some(i.to_le_bytes().to_vec()),
+            "{key}"
+        );
+    }
+    drop(table);
+    session.close();
+    let o = cairn(&[&"compact", &dir]);
+    assert!(
+        stdout(&o).contains("accounts: merges completed in 0 steps"),
+        "{}",
+        stdout(&o)
+    );
+
+    // A session without a log has no durable tables.
+    let plain = tempfile::tempdir().unwrap();
+    Session::open_with_options(plain.path(), SessionOptions::default().log(None))
+        .unwrap()
+        .close();
+    let o = cairn(&[&"checkpoint", &plain.path()]);
+    assert_eq!(code(&o), 3);
+    assert!(stderr(&o).contains("no write-ahead log"), "{}", stderr(&o));
 }
