@@ -34,7 +34,7 @@ pub enum Command {
     Upsert(UpsertArgs),
     /// An authenticated table: proof sizes and commit time per key, with and without prefetch.
     Trie(TrieArgs),
-    /// Authenticated state side by side (issue 12): Cairn's authenticated table against the
+    /// Authenticated state side by side: Cairn's authenticated table against the
     /// authenticated-state peers built in (`--features nomt,jmt,alloy-trie`): commit time per
     /// key, proof sizes, proofs made and verified per second, UTxO batches with a root after
     /// each, on the same key and update streams.
@@ -61,20 +61,20 @@ pub enum Command {
     /// consistency proofs at a tree size, and how many of each one core decodes and verifies
     /// per second.
     History(HistoryArgs),
-    /// The verifiable ledger on a real directory (issue 45, acceptance item 5): receipt sizes
+    /// The verifiable ledger on a real directory: receipt sizes
     /// of reads, receipts verified per second on one core, the cost the ledger adds to a
     /// 1,000-key commit against a bare authenticated table, and the space a version takes.
     LedgerReceipts(LedgerReceiptsArgs),
-    /// What the verifiable ledger's window of versions kept provable costs (issue 45): space
+    /// What the verifiable ledger's window of versions kept provable costs: space
     /// per kept version (undo records, trie files), commit time, and the open that rebuilds
     /// it, against the same work with no window.
     LedgerWindow(LedgerWindowArgs),
-    /// What moving a verifiable ledger costs (issue 48: a Raft snapshot is this stream): the
+    /// What moving a verifiable ledger costs (a Raft snapshot is this stream): the
     /// export of a loaded ledger to a file and its proved import into an empty directory
     /// (checksum, roots, the whole audit), timed, with the stream's and the directories' bytes.
     LedgerTransfer(LedgerTransferArgs),
-    /// LedgerBench's workloads on Cairn's verifiable ledger and on immudb v1.11.1 side by side
-    /// (issue 46): SmallBank with immediate, deferred or no verification at concurrent clients
+    /// LedgerBench's workloads on Cairn's verifiable ledger and on immudb v1.11.1 side by side:
+    /// SmallBank with immediate, deferred or no verification at concurrent clients
     /// (every transaction durable before it is acknowledged, every balance checked), the
     /// deferred delay sweep, verified ranges, block audits beside SmallBank, and storage growth.
     Ledger(LedgerArgs),
@@ -89,7 +89,7 @@ pub enum Command {
     Report(ReportArgs),
     /// A synthetic Ethereum sync (Geth's key layout) written block by block into Cairn and
     /// RocksDB, with hashed and with block-ordered keys: blocks/s, write amplification,
-    /// merges or compactions, space, then read latencies (issue 15).
+    /// merges or compactions, space, then read latencies.
     Chain(ChainArgs),
     /// Turn a directory of `chain` records (`chain-*.json`) into `chain.md`.
     ChainReport(ReportArgs),

@@ -364,7 +364,10 @@ pub fn run(args: &WalArgs) -> Result<(), Failure> {
                     settle();
                     let m = measure(&*engine, t, batch, args.seconds, args.common.seed)?;
                     drop(engine);
-                    std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
+                    // With --keep, every engine's directory stays, as the option says.
+                    if !args.common.keep {
+                        std::fs::remove_dir_all(&sub).context(|| "removing a directory".into())?;
+                    }
                     let p = latency_ms(&m.latencies_us);
                     let rate = m.batches as f64 / m.seconds;
                     let updates = m.batches * batch;

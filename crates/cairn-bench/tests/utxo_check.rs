@@ -178,3 +178,46 @@ fn a_run_that_did_not_finish_makes_the_peer_table_unusable() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("did not finish"));
 }
+
+/// Every subcommand's `--help` is for a user: it names no internal issue number. And the
+/// results table of a run says what its ops/s counts.
+#[test]
+fn help_texts_name_no_issue_and_the_table_explains_ops() {
+    let top = bench(&["--help"]);
+    let subcommands: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(subcommands.len() > 10, "{top}");
+    let mut texts = vec![top];
+    for sub in &subcommands {
+        texts.push(bench(&[sub, "--help"]));
+    }
+    for sub in ["setup", "run", "quick", "suite"] {
+        texts.push(bench(&["utxo", sub, "--help"]));
+    }
+    for text in &texts {
+        let lower = text.to_lowercase();
+        assert!(
+            !lower.contains("issue 1")
+                && !lower.contains("issue 2")
+                && !lower.contains("issue 3")
+                && !lower.contains("issue 4")
+                && !lower.contains("issue 5"),
+            "{text}"
+        );
+    }
+    let out = bench(&["utxo", "quick", "--entries", "5000", "--batches", "20"]);
+    assert!(
+        out.contains("ops/s counts lookups, inserts and deletes"),
+        "{out}"
+    );
+    assert!(
+        out.contains("merge steps bound/update is the bound"),
+        "{out}"
+    );
+}

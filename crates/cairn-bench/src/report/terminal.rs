@@ -60,8 +60,24 @@ pub fn quick(r: &QuickRecord) -> String {
         }
     }
     rows.extend(r.snapshot.as_ref().map_or(Vec::new(), snapshot_rows));
-    metric_value(&rows)
+    let mut table = metric_value(&rows);
+    table.push_str(QUICK_NOTES);
+    table
 }
+
+/// What the rows of `utxo quick` that need it mean, printed under its table.
+const QUICK_NOTES: &str = "\
+ops/s counts lookups, inserts and deletes (768 per batch of 256 each) per second of the timed \
+run; lookup-only ops/s counts the lookups of the lookup-only pass. merge steps max/update is \
+the most merge steps (input entries a merge consumed) that one update paid for; merge steps \
+bound/update is the bound the incremental merge schedule guarantees for one update at this \
+number of levels (docs/design.md, \"Merges\"): max never exceeds it.\n";
+
+/// What the rows of `utxo run` that need it mean, printed under its table.
+const RUN_NOTES: &str = "\
+ops/s counts lookups, inserts and deletes (768 per batch of 256 each) per second of the timed \
+batches; ops / qd32 IOPS divides it by the disk's random-read IOPS at queue depth 32 measured \
+by fio in the same invocation.\n";
 
 /// The `--snapshot` rows of `utxo quick`.
 fn snapshot_rows(s: &SnapshotStats) -> Vec<(&'static str, String)> {
@@ -127,7 +143,7 @@ pub fn run(r: &RunRecord) -> String {
             "ops / qd32 IOPS",
             opt(r.ops_per_qd32_iops.map(|v| format!("{v:.3}"))),
         ),
-    ])
+    ]) + RUN_NOTES
 }
 
 /// The table of `union`.
