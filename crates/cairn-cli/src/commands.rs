@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use cairn_ledger::{AuditOptions, AuditProblem, Error as LedgerError, Ledger, LedgerConfig};
 
 use crate::output::{self, count, hex, size, AuditBar, VerifyBar};
-use crate::{maintain, read, Cli, Command, DumpFormat};
+use crate::{maintain, read, wal, Cli, Command, DumpFormat};
 
 /// Exit code: damage found.
 pub(crate) const DAMAGED: u8 = 1;
@@ -138,6 +138,11 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             label,
             auth,
         } => maintain::load(&dir, &snapshot, file.as_deref(), format, &label, auth, json),
+        Command::Wal {
+            dir,
+            records,
+            limit,
+        } => wal::wal(&dir, records, limit, json),
         Command::Checkpoint { dir } => maintain::checkpoint(&dir, json),
         Command::Compact { dir, tables } => maintain::compact(&dir, &tables, json),
         Command::Stats {

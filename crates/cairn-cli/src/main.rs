@@ -1,9 +1,10 @@
 //! `cairn`: look inside a Cairn database, verify it, dump it and manage its snapshots without
 //! writing code (as RocksDB's `ldb` and `sst_dump`, or LMDB's `mdb_stat` and `mdb_dump`).
 //!
-//! `info`, `verify`, `dump` (`scan`), `get`, `root`, `prove`, `diff` and `stats` open the session
-//! read-only: they take no lock and write nothing, so they are safe while the process that owns
-//! the database runs (a snapshot it deletes meanwhile gives a missing-file error). `export`,
+//! `info`, `verify`, `dump` (`scan`), `get`, `root`, `prove`, `diff`, `wal` and `stats` open the
+//! session read-only: they take no lock and write nothing, so they are safe while the process
+//! that owns the database runs (a snapshot it deletes meanwhile gives a missing-file error).
+//! `export`,
 //! `import`, `delete`, `load`, `checkpoint`, `compact` and `audit` (of a verifiable ledger) take
 //! the session's lock, and refuse (exit code 4) while another process holds it.
 //!
@@ -20,6 +21,7 @@ mod commands;
 mod maintain;
 mod output;
 mod read;
+mod wal;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,7 +31,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// Look inside a Cairn database, verify it, dump it, and manage its snapshots.
 ///
 /// DIR is a session directory (the one passed to `Session::open`). info, verify, dump (scan),
-/// get, root, prove, diff and stats open it read-only: no lock, nothing written, safe beside a
+/// get, root, prove, diff, wal and stats open it read-only: no lock, nothing written, safe beside a
 /// running owner. export, import, delete, load, checkpoint, compact and audit take its lock.
 ///
 /// Exit codes: 0 success, 1 damage found, 2 usage error, 3 failure (not a session, no such
@@ -189,6 +191,21 @@ enum Command {
         /// Make it an authenticated table (a state root over its contents) with this hash.
         #[arg(long, value_enum, value_name = "HASH")]
         auth: Option<AuthHash>,
+    },
+    /// The session's write-ahead log, read without replaying it: the durable tables its
+    /// catalog lists, its segments, and whether the chain of segments and records holds (exit
+    /// code 1 if not); with --records, every record (with --json, one object per line before
+    /// the summary). Takes no lock: a record the owner is writing reads as a torn tail.
+    Wal {
+        /// The session directory.
+        dir: PathBuf,
+        /// Print every record: its sequence number, segment, size, and the tables and updates
+        /// it holds.
+        #[arg(long)]
+        records: bool,
+        /// Stop after this many records.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
     },
     /// Checkpoint every durable table of the session: their state written as new checkpoints
     /// and the log before them removed (what a restart then replays is nothing). Takes the

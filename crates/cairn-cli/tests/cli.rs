@@ -134,6 +134,7 @@ fn every_subcommand_has_help() {
         "load",
         "checkpoint",
         "compact",
+        "wal",
         "stats",
         "export",
         "import",
@@ -513,6 +514,7 @@ fn a_closed_pipe_ends_every_command_quietly() {
         vec!["root".as_ref(), d, "auth".as_ref()],
         vec!["prove".as_ref(), d, "auth".as_ref(), "account1".as_ref()],
         vec!["diff".as_ref(), d, "plain".as_ref(), "auth".as_ref()],
+        vec!["wal".as_ref(), d, "--records".as_ref()],
     ];
     for args in commands {
         let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
@@ -847,6 +849,96 @@ fn checkpoint_and_compact_the_durable_tables() {
         .unwrap()
         .close();
     let o = cairn(&[&"checkpoint", &plain.path()]);
+    assert_eq!(code(&o), 3);
+    assert!(stderr(&o).contains("no write-ahead log"), "{}", stderr(&o));
+}
+
+/// A session with durable tables `accounts` and `fees` whose log holds `batches` records (the
+/// session is dropped without the checkpoint a close takes).
+fn logged(dir: &Path, batches: u32) {
+    let session = Session::open(dir).unwrap();
+    let config = TableConfig::default().write_buffer_entries(64);
+    let accounts = session.table("accounts", config.clone()).unwrap();
+    let fees = session.table("fees", config).unwrap();
+    for i in 0..batches {
+        let key = format!("acct{i:04}");
+        let fee = format!("fee{i:04}");
+        let a: &[(&str, Update<'_>)] = &[
+            (&key, Update::Insert(b"100")),
+            (&key, Update::Insert(b"90")),
+        ];
+        let f: &[(&str, Update<'_>)] = &[(&fee, Update::Insert(b"10"))];
+        session.write(&[(&accounts, a), (&fees, f)]).unwrap();
+    }
+    session.sync_log().unwrap();
+    drop((accounts, fees));
+    drop(session);
+}
+
+#[test]
+fn wal_lists_the_log_and_finds_damage_in_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    logged(dir, 50);
+    let o = cairn(&[&"wal", &dir]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("2 durable tables"), "{text}");
+    assert!(text.contains("table \"accounts\" (id 0)"), "{text}");
+    assert!(text.contains("chain: sound"), "{text}");
+    let o = cairn(&[&"wal", &dir, &"--json"]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let records = doc["records"].as_u64().unwrap();
+    assert!(records >= 50, "{doc}");
+    assert_eq!(doc["sound"], true);
+    // Every record, and the batches in them: two tables, two and one updates.
+    let o = cairn(&[&"wal", &dir, &"--records"]);
+    let text = stdout(&o);
+    let batches: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("accounts 2 updates, fees 1 update"))
+        .collect();
+    assert_eq!(batches.len(), 50, "{text}");
+    let o = cairn(&[&"wal", &dir, &"--records", &"--json", &"--limit", &"3"]);
+    let lines: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4, "three records and the summary");
+    assert_eq!(lines[0]["kind"], "batch");
+    assert_eq!(lines[3]["complete"], false);
+
+    // A damaged record with good ones after it: exit code 1, the segment and offset named.
+    let log = dir.join("log");
+    let segment = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    // Inside the tenth record or so: past the header, well before the last record.
+    bytes[64 + 600] ^= 0x40;
+    std::fs::write(&segment, &bytes).unwrap();
+    let o = cairn(&[&"wal", &dir]);
+    assert_eq!(code(&o), 1, "{}", stdout(&o));
+    let text = stdout(&o);
+    assert!(text.contains("chain: DAMAGED"), "{text}");
+    assert!(
+        text.contains(segment.file_name().unwrap().to_str().unwrap()),
+        "{text}"
+    );
+    let o = cairn(&[&"wal", &dir, &"--json"]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["sound"], false);
+    assert!(doc["records"].as_u64().unwrap() < records);
+
+    // A session without a log.
+    let plain = tempfile::tempdir().unwrap();
+    Session::open_with_options(plain.path(), SessionOptions::default().log(None))
+        .unwrap()
+        .close();
+    let o = cairn(&[&"wal", &plain.path()]);
     assert_eq!(code(&o), 3);
     assert!(stderr(&o).contains("no write-ahead log"), "{}", stderr(&o));
 }

@@ -72,6 +72,7 @@ mod index;
 pub mod inspect;
 mod io;
 mod kmerge;
+mod log_view;
 mod lookup;
 mod lsm;
 mod merge;

@@ -411,6 +411,25 @@ impl Session {
         self.durable()?.log.sync()
     }
 
+    /// Reads the session's write-ahead log without replaying it: the durable tables its
+    /// catalog lists, its segments, and every record in order, decoded and handed to
+    /// `on_record` (which may stop the reading with [`std::ops::ControlFlow::Break`]), with
+    /// the chain checked as recovery checks it (damage is reported in
+    /// [`crate::inspect::LogView::damage`], not as an error). Works on a read-only session,
+    /// beside the log's owner: a record it is writing reads as a torn tail.
+    ///
+    /// Cost: reads every segment once, one in memory at a time.
+    ///
+    /// Errors: [`Error::NotDurable`] for a session without a log, [`Error::CorruptFile`] and
+    /// the decoders' errors for a damaged catalog, [`Error::SessionClosed`], [`Error::Io`].
+    pub fn read_log(
+        &self,
+        on_record: &mut dyn FnMut(&crate::inspect::LogRecord) -> std::ops::ControlFlow<()>,
+    ) -> Result<crate::inspect::LogView> {
+        self.core.check_open()?;
+        crate::log_view::read_log(&**self.core.fs(), self.core.dir(), on_record)
+    }
+
     /// Counters of the session's log since it opened: records, groups, fsyncs, bytes.
     /// Errors: [`Error::NotDurable`] without a log.
     pub fn log_stats(&self) -> Result<crate::LogStats> {
