@@ -99,9 +99,11 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             prefix,
             reverse,
             limit,
+            table,
         } => {
             let format = if json { DumpFormat::Json } else { format };
             let range = Range {
+                table,
                 from,
                 to,
                 prefix,
@@ -115,7 +117,8 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             snapshot,
             keys,
             format,
-        } => read::get(&dir, &snapshot, &keys, format, json),
+            table,
+        } => read::get(&dir, &snapshot, &keys, format, table, json),
         Command::Root { dir, snapshot } => read::root(&dir, &snapshot, json),
         Command::Prove {
             dir,
@@ -676,6 +679,8 @@ pub(crate) fn open_table(session: &Session, name: &str) -> Result<Table, Failure
 
 /// The pairs `dump` prints: a key range, a prefix, an order and a count.
 struct Range {
+    /// NAME is a durable table (read through `Session::durable_view`), not a snapshot.
+    table: bool,
     from: Option<String>,
     to: Option<String>,
     prefix: Option<String>,
@@ -694,26 +699,38 @@ fn dump(
     let to = range.to.as_deref().map(parse_key).transpose()?;
     let prefix = range.prefix.as_deref().map(parse_key).transpose()?;
     let session = open_read_only(dir)?;
-    let table = open_table(&session, name)?;
     let bounds = read::key_range(from, to, prefix);
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let limit = range.limit;
     let take = limit.map_or(usize::MAX, |l| l.try_into().unwrap_or(usize::MAX));
-    let entries: Box<dyn Iterator<Item = cairn::Result<cairn::CursorEntry>>> = match range.reverse {
-        true => Box::new(
-            read::reversed(table.range(bounds)?, limit)?
-                .into_iter()
-                .map(Ok),
-        ),
-        false => Box::new(table.range(bounds)?.take(take)),
+    // The pairs, from a snapshot or from a durable table's live view.
+    let (table, view);
+    let pairs: Box<dyn Iterator<Item = Result<read::Pair, Failure>>> = match range.table {
+        false => {
+            table = open_table(&session, name)?;
+            let t = &table;
+            Box::new(
+                t.range(bounds)?
+                    .map(move |e| read::Pair::from_cursor(t, e?, blobs)),
+            )
+        }
+        true => {
+            view = session.durable_view()?;
+            let live = read::live_table(&view, name)?;
+            Box::new(
+                live.range(bounds, blobs)?
+                    .map(|e| Ok(read::Pair::from_live(e?))),
+            )
+        }
+    };
+    let entries: Box<dyn Iterator<Item = Result<read::Pair, Failure>>> = match range.reverse {
+        true => Box::new(read::reversed(pairs, limit)?.into_iter().map(Ok)),
+        false => Box::new(pairs.take(take)),
     };
     for entry in entries {
         let entry = entry?;
-        let blob = match (&entry.blob, blobs) {
-            (Some(b), true) => Some(table.retrieve_blob(b)?),
-            _ => None,
-        };
+        let blob = entry.blob;
         match format {
             DumpFormat::Hex | DumpFormat::Text => {
                 let show = if format == DumpFormat::Hex {
@@ -730,8 +747,8 @@ fn dump(
             }
             DumpFormat::Json => {
                 let mut object = json!({ "key": hex(&entry.key), "value": hex(&entry.value) });
-                if let Some(b) = &entry.blob {
-                    object["blob_bytes"] = json!(b.len_bytes());
+                if let Some(n) = entry.blob_bytes {
+                    object["blob_bytes"] = json!(n);
                 }
                 if let Some(blob) = &blob {
                     object["blob"] = json!(hex(blob));

@@ -116,8 +116,12 @@ enum Command {
         /// Stop after this many pairs.
         #[arg(long, value_name = "N")]
         limit: Option<u64>,
+        /// SNAPSHOT names a durable table of the session, read as its owner sees it (its
+        /// checkpoint and the log after it, replayed in memory: `Session::durable_view`).
+        #[arg(long)]
+        table: bool,
     },
-    /// Look up keys in a snapshot: each key with its value, or absent. Exit code 5 when a key
+    /// Look up keys in a snapshot (or, with --table, a durable table): each key with its value, or absent. Exit code 5 when a key
     /// is absent.
     ///
     /// KEY is a UTF-8 string, or hex bytes after `hex:` (e.g. `hex:00ff`).
@@ -132,6 +136,10 @@ enum Command {
         /// Print keys and values as `hex` or as `text` (printable ASCII as itself).
         #[arg(long, value_enum, default_value_t = KeyFormat::Text)]
         format: KeyFormat,
+        /// SNAPSHOT names a durable table of the session, read as its owner sees it (its
+        /// checkpoint and the log after it, replayed in memory: `Session::durable_view`).
+        #[arg(long)]
+        table: bool,
     },
     /// An authenticated snapshot's version and state root.
     Root {

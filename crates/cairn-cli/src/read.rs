@@ -9,6 +9,7 @@ use std::io::Write;
 use std::ops::Bound;
 use std::path::Path;
 
+use cairn::inspect::{DurableView, LiveEntry, LiveTable};
 use cairn::{CursorEntry, LookupResult, Table};
 use cairn_proof::{Claim, Expect};
 use serde_json::{json, Value};
@@ -57,12 +58,61 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// One pair `dump` prints, from a snapshot or a durable table's view.
+pub struct Pair {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    /// The blob's bytes, when they were asked for.
+    pub blob: Option<Vec<u8>>,
+    /// The blob's length, when the key has one and it is known.
+    pub blob_bytes: Option<u64>,
+}
+
+impl Pair {
+    /// A snapshot's entry, with its blob read when `blobs`.
+    pub fn from_cursor(table: &Table, e: CursorEntry, blobs: bool) -> Result<Pair, Failure> {
+        let blob = match (&e.blob, blobs) {
+            (Some(b), true) => Some(table.retrieve_blob(b)?),
+            _ => None,
+        };
+        Ok(Pair {
+            blob_bytes: e.blob.as_ref().map(|b| b.len_bytes()),
+            key: e.key,
+            value: e.value,
+            blob,
+        })
+    }
+
+    /// A durable table's entry (its blob read if it was asked for).
+    pub fn from_live(e: LiveEntry) -> Pair {
+        Pair {
+            blob_bytes: e.blob.as_ref().map(|b| b.len() as u64),
+            key: e.key,
+            value: e.value,
+            blob: e.blob,
+        }
+    }
+}
+
+/// The durable table `name` of `view`; a failure naming the tables there are otherwise.
+pub fn live_table<'a>(view: &'a DurableView, name: &str) -> Result<&'a LiveTable, Failure> {
+    view.table(name).ok_or_else(|| {
+        Failure::new(
+            FAILED,
+            format!(
+                "the session has no durable table {name:?} (it has: {})",
+                view.tables().join(", ")
+            ),
+        )
+    })
+}
+
 /// The last `limit` entries of `entries` (all of them for `None`), newest key first: what
 /// `dump --reverse` prints. Memory: `limit` entries.
-pub fn reversed(
-    entries: impl Iterator<Item = cairn::Result<CursorEntry>>,
+pub fn reversed<T>(
+    entries: impl Iterator<Item = Result<T, Failure>>,
     limit: Option<u64>,
-) -> Result<Vec<CursorEntry>, Failure> {
+) -> Result<Vec<T>, Failure> {
     let keep = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
     let mut last = std::collections::VecDeque::new();
     if keep == 0 {
@@ -89,6 +139,7 @@ pub fn get(
     name: &str,
     keys: &[String],
     format: KeyFormat,
+    durable: bool,
     json: bool,
 ) -> Result<u8, Failure> {
     let keys: Vec<Vec<u8>> = keys
@@ -96,15 +147,36 @@ pub fn get(
         .map(|k| parse_key(k))
         .collect::<Result<_, _>>()?;
     let session = open_read_only(dir)?;
-    let table = open_table(&session, name)?;
-    let found = table.lookups(&keys)?;
+    // Each key's value and blob length (when it has a blob).
+    let found: Vec<(Option<Vec<u8>>, Option<u64>)> = match durable {
+        false => {
+            let table = open_table(&session, name)?;
+            (table.lookups(&keys)?.into_iter())
+                .map(|r| match r {
+                    LookupResult::NotFound => (None, None),
+                    LookupResult::Found(v) => (Some(v), None),
+                    LookupResult::FoundWithBlob(v, b) => (Some(v), Some(b.len_bytes())),
+                })
+                .collect()
+        }
+        true => {
+            let view = session.durable_view()?;
+            let live = live_table(&view, name)?;
+            let mut found = Vec::with_capacity(keys.len());
+            for key in &keys {
+                found.push(match live.get(key, true)? {
+                    None => (None, None),
+                    Some(e) => (Some(e.value), e.blob.map(|b| b.len() as u64)),
+                });
+            }
+            found
+        }
+    };
     let mut code = 0;
     let mut answers = Vec::new();
-    for (key, result) in keys.iter().zip(&found) {
-        let blob = match result {
-            LookupResult::FoundWithBlob(_, blob) => Some(blob.len_bytes()),
-            _ => None,
-        };
+    for (key, (value, blob)) in keys.iter().zip(&found) {
+        let blob = *blob;
+        let result = Found(value.as_deref());
         match result.value() {
             None => code = ABSENT,
             Some(_) if json => {}
@@ -133,6 +205,15 @@ pub fn get(
         out!("{}", json!({ "snapshot": name, "keys": answers }));
     }
     Ok(code)
+}
+
+/// A looked-up value, for `get`'s output.
+struct Found<'a>(Option<&'a [u8]>);
+
+impl<'a> Found<'a> {
+    fn value(&self) -> Option<&'a [u8]> {
+        self.0
+    }
 }
 
 /// The snapshot's last commit; a failure naming the snapshot when it is not authenticated.

@@ -942,3 +942,72 @@ fn wal_lists_the_log_and_finds_damage_in_it() {
     assert_eq!(code(&o), 3);
     assert!(stderr(&o).contains("no write-ahead log"), "{}", stderr(&o));
 }
+
+#[test]
+fn get_and_scan_read_a_live_durable_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    logged(dir, 30);
+    // The owner is back and holds the lock, with one more write synced to its log.
+    let owner = Session::open(dir).unwrap();
+    let accounts = owner.table("accounts", TableConfig::default()).unwrap();
+    accounts.insert("acct0005", "55").unwrap();
+    accounts.delete("acct0006").unwrap();
+    owner.sync_log().unwrap();
+
+    let o = cairn(&[
+        &"get",
+        &dir,
+        &"accounts",
+        &"acct0001",
+        &"acct0005",
+        &"--table",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&o), "acct0001 90\nacct0005 55\n");
+    let o = cairn(&[
+        &"get",
+        &dir,
+        &"accounts",
+        &"acct0006",
+        &"--table",
+        &"--json",
+    ]);
+    assert_eq!(code(&o), 5);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["keys"][0]["value"], Value::Null);
+    let o = cairn(&[
+        &"scan",
+        &dir,
+        &"fees",
+        &"--table",
+        &"--format",
+        &"text",
+        &"--limit",
+        &"2",
+    ]);
+    assert_eq!(stdout(&o), "fee0000 10\nfee0001 10\n");
+    let o = cairn(&[
+        &"scan",
+        &dir,
+        &"accounts",
+        &"--table",
+        &"--format",
+        &"text",
+        &"--reverse",
+    ]);
+    let text = stdout(&o);
+    let keys: Vec<&str> = text.lines().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(keys.len(), 29, "30 accounts, one deleted");
+    assert_eq!(keys[0], "acct0029");
+    assert!(!keys.contains(&"acct0006"));
+    let o = cairn(&[&"get", &dir, &"nosuch", &"k", &"--table"]);
+    assert_eq!(code(&o), 3);
+    assert!(
+        stderr(&o).contains("it has: accounts, fees"),
+        "{}",
+        stderr(&o)
+    );
+    drop(accounts);
+    owner.close();
+}

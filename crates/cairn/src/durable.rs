@@ -35,7 +35,7 @@ use crate::wal::{self, Durability, Log, LogOptions};
 const CATALOG_MAGIC: &[u8; 8] = b"CRNLOGCT";
 const CATALOG_VERSION: u32 = 1;
 /// The label of every checkpoint snapshot.
-const CHECKPOINT_LABEL: &str = "durable";
+pub(crate) const CHECKPOINT_LABEL: &str = "durable";
 /// Longest durable table name (the rules of snapshot names).
 const NAME_BYTES_MAX: usize = 64;
 
@@ -647,7 +647,7 @@ pub(crate) fn open(
 /// The custom resolve function checkpoint `name` of durable table `table` needs, from the
 /// session's registered ones (`None` for a built-in function). Errors:
 /// [`Error::InvalidConfig`] when it is not registered.
-fn checkpoint_resolve(
+pub(crate) fn checkpoint_resolve(
     session: &SessionCore,
     name: &str,
     table: &str,

@@ -15,6 +15,7 @@
 //! segments), `lsm` (opening a snapshot to read it whole), and `cairn_proof` (the root). Must never write: everything here works in a
 //! read-only session.
 
+pub use crate::durable_view::{DurableView, LiveCursor, LiveEntry, LiveTable};
 pub use crate::log_view::{LogRecord, LogRecordKind, LogSegment, LogTableEntry, LogView};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -54,6 +54,7 @@ mod bloom;
 mod config;
 mod cursor;
 mod durable;
+mod durable_view;
 mod entry;
 mod error;
 mod flush;

@@ -411,6 +411,24 @@ impl Session {
         self.durable()?.log.sync()
     }
 
+    /// A read-only view of the session's durable tables as their owner sees them: each one's
+    /// newest checkpoint, opened in place, with the log records after it replayed into memory
+    /// (nothing is written, no lock is taken), as of the last record read. For tools that
+    /// look at a live session from another process (`cairn get --table`); the owner's writes
+    /// after the view opened are not seen.
+    ///
+    /// Cost: opening each checkpoint (as [`Session::open_snapshot`]) and reading the log after
+    /// the oldest one; memory: each key the log changed since the checkpoints (module
+    /// `durable_view`).
+    ///
+    /// Errors: [`Error::NotDurable`] for a session without a log, [`Error::LogCorrupted`],
+    /// [`Error::InvalidConfig`] for a table with a custom resolve function, the errors of
+    /// [`Session::open_snapshot`], [`Error::SessionClosed`].
+    pub fn durable_view(&self) -> Result<crate::inspect::DurableView> {
+        self.core.check_open()?;
+        crate::durable_view::open(&self.core)
+    }
+
     /// Reads the session's write-ahead log without replaying it: the durable tables its
     /// catalog lists, its segments, and every record in order, decoded and handed to
     /// `on_record` (which may stop the reading with [`std::ops::ControlFlow::Break`]), with
