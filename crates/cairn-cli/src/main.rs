@@ -5,7 +5,8 @@
 //! session read-only: they take no lock and write nothing, so they are safe while the process
 //! that owns the database runs (a snapshot it deletes meanwhile gives a missing-file error).
 //! `export`,
-//! `import`, `delete`, `load`, `checkpoint`, `compact` and `audit` (of a verifiable ledger) take
+//! `import`, `delete`, `load`, `checkpoint`, `compact`, `repair` and `audit` (of a verifiable
+//! ledger) take
 //! the session's lock, and refuse (exit code 4) while another process holds it.
 //!
 //! Exit codes: 0 success; 1 damage found (`verify` found a problem, `info` or `stats` could
@@ -32,7 +33,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 ///
 /// DIR is a session directory (the one passed to `Session::open`). info, verify, dump (scan),
 /// get, root, prove, diff, wal and stats open it read-only: no lock, nothing written, safe beside a
-/// running owner. export, import, delete, load, checkpoint, compact and audit take its lock.
+/// running owner. export, import, delete, load, checkpoint, compact, repair and audit take its
+/// lock.
 ///
 /// Exit codes: 0 success, 1 damage found, 2 usage error, 3 failure (not a session, no such
 /// snapshot, I/O error), 4 session locked by another process, 5 a key `get` looked up is
@@ -214,6 +216,17 @@ enum Command {
         /// Stop after this many records.
         #[arg(long, value_name = "N")]
         limit: Option<u64>,
+    },
+    /// Rebuild a lost or damaged session metadata file: its one field, the Bloom-filter salt,
+    /// is taken from the headers of the snapshots' run filters, which must all agree (a
+    /// session without runs gets a new salt). Does nothing to a sound one. Takes the session's
+    /// lock.
+    Repair {
+        /// The session directory.
+        dir: PathBuf,
+        /// Say what would be done, and write nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Checkpoint every durable table of the session: their state written as new checkpoints
     /// and the log before them removed (what a restart then replays is nothing). Takes the

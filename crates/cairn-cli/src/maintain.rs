@@ -301,3 +301,44 @@ pub fn compact(dir: &Path, names: &[String], json: bool) -> Result<u8, Failure> 
     }
     Ok(0)
 }
+
+pub fn repair(dir: &Path, dry_run: bool, json: bool) -> Result<u8, Failure> {
+    let r = cairn::inspect::repair_metadata(&cairn::fs::RealFs, dir, dry_run)?;
+    if json {
+        out!(
+            "{}",
+            json!({
+                "dir": dir.display().to_string(),
+                "was_sound": r.was_sound,
+                "salt": r.salt,
+                "runs_read": r.runs_read,
+                "written": r.written,
+                "created": r.created.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            })
+        );
+        return Ok(0);
+    }
+    if r.was_sound {
+        out!(
+            "{}: the metadata file is sound (salt {:#018x}): nothing to repair",
+            dir.display(),
+            r.salt
+        );
+        return Ok(0);
+    }
+    let verb = if dry_run { "would write" } else { "wrote" };
+    let source = match r.runs_read {
+        0 => "a new one: the session has no runs".to_string(),
+        n => format!("the one {} agree on", output::plural(n, "run filter")),
+    };
+    out!(
+        "{}: {verb} a new metadata file with salt {:#018x}, {source}",
+        dir.display(),
+        r.salt
+    );
+    for path in &r.created {
+        let verb = if dry_run { "would make" } else { "made" };
+        out!("  {verb} the missing directory {}", path.display());
+    }
+    Ok(0)
+}

@@ -9,8 +9,8 @@ use std::io::Write;
 use std::ops::Bound;
 use std::path::Path;
 
-use cairn::inspect::{DurableView, LiveEntry, LiveTable};
 use cairn::{CursorEntry, LookupResult, Table};
+use cairn::{DurableView, LiveEntry, LiveTable};
 use cairn_proof::{Claim, Expect};
 use serde_json::{json, Value};
 

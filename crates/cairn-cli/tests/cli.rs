@@ -135,6 +135,7 @@ fn every_subcommand_has_help() {
         "checkpoint",
         "compact",
         "wal",
+        "repair",
         "stats",
         "export",
         "import",
@@ -1010,4 +1011,68 @@ fn get_and_scan_read_a_live_durable_table() {
     );
     drop(accounts);
     owner.close();
+}
+
+#[test]
+fn repair_rebuilds_a_lost_or_damaged_metadata_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (model, _) = make(dir);
+    let salt = Session::open(dir).unwrap().salt();
+    let o = cairn(&[&"repair", &dir]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("sound"), "{}", stdout(&o));
+
+    // Lost: the session does not open, the runs' salt brings it back.
+    std::fs::remove_file(dir.join("metadata")).unwrap();
+    assert_eq!(code(&cairn(&[&"info", &dir])), 3);
+    let o = cairn(&[&"repair", &dir, &"--dry-run", &"--json"]);
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (doc["salt"].as_u64(), &doc["written"]),
+        (Some(salt), &Value::Bool(false))
+    );
+    assert!(!dir.join("metadata").exists(), "a dry run writes nothing");
+    let o = cairn(&[&"repair", &dir]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("{salt:#018x}")),
+        "{}",
+        stdout(&o)
+    );
+    let o = cairn(&[&"verify", &dir]);
+    assert_eq!(code(&o), 0, "{}", stdout(&o));
+    let o = cairn(&[&"dump", &dir, &"plain", &"--blobs"]);
+    assert_eq!(stdout(&o), hex_lines(&model));
+
+    // Damaged: one bit.
+    let mut bytes = std::fs::read(dir.join("metadata")).unwrap();
+    bytes[14] ^= 1;
+    std::fs::write(dir.join("metadata"), &bytes).unwrap();
+    let o = cairn(&[&"repair", &dir]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(Session::open(dir).unwrap().salt(), salt);
+
+    // Runs of another session (another salt) beside these: refused, the salts named.
+    let other = tempfile::tempdir().unwrap();
+    make(other.path());
+    copy_tree(
+        &other.path().join("snapshots/plain"),
+        &dir.join("snapshots/foreign"),
+    );
+    std::fs::remove_file(dir.join("metadata")).unwrap();
+    let o = cairn(&[&"repair", &dir]);
+    assert_eq!(code(&o), 3);
+    assert!(
+        stderr(&o).contains("disagree on the salt"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.join("metadata").exists());
+
+    // Held by a live owner: refused.
+    let live = tempfile::tempdir().unwrap();
+    make(live.path());
+    let _owner = Session::open(live.path()).unwrap();
+    assert_eq!(code(&cairn(&[&"repair", &live.path()])), 4);
 }

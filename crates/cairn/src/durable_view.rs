@@ -4,8 +4,9 @@
 //!
 //! Owns: [`DurableView`], [`LiveTable`], [`LiveEntry`], [`LiveCursor`]. May call: `durable`
 //! (the catalog, record payloads, a checkpoint's resolve function), `wal` (reading records),
-//! `snapshot` (checkpoint names), `lsm` and `table` (opening a checkpoint as a table), `entry`
-//! (combining updates). Must never touch: the log's or the checkpoints' files for writing.
+//! `snapshot` (checkpoint names), `lsm` (opening a checkpoint as a table),
+//! `cursor` and `lookup` (reading it), `entry` (combining updates), `fs` (the catalog),
+//! `session_core` (the session's directory and file system). Must never touch: the log's or the checkpoints' files for writing.
 //!
 //! Consistency: the view is the tables as of the last record read (the owner's writes after
 //! it are not seen), each key resolved as the owner would: the replayed updates combined by the
@@ -33,7 +34,6 @@ use crate::lookup::LookupResult;
 use crate::lsm::Lsm;
 use crate::session_core::SessionCore;
 use crate::snapshot;
-use crate::table::Table;
 use crate::wal::{self, RecoveryMode};
 
 /// Opening attempts, against an owner that checkpoints meanwhile.
@@ -48,7 +48,7 @@ pub struct DurableView {
 
 /// One durable table in a [`DurableView`]: its checkpoint and the updates logged after it.
 pub struct LiveTable {
-    base: Table,
+    base: Lsm,
     resolve: Resolve,
     /// The newest update of every key the log changed after the checkpoint, combined.
     changed: BTreeMap<Vec<u8>, Entry<Vec<u8>>>,
@@ -100,19 +100,20 @@ impl LiveTable {
 
     /// Looks up `key`, with its blob's bytes when `blobs`.
     ///
-    /// Errors: as [`Table::lookup`], and [`Table::retrieve_blob`]'s with `blobs`.
+    /// Errors: as [`crate::Table::lookup`], and [`crate::Table::retrieve_blob`]'s with
+    /// `blobs`.
     pub fn get(&self, key: &[u8], blobs: bool) -> Result<Option<LiveEntry>> {
         match self.changed.get(key) {
             Some(Entry::Insert(value, blob)) => Ok(Some(live(key, value.clone(), blob, blobs))),
             Some(Entry::Delete) => Ok(None),
             Some(Entry::Upsert(newer)) => {
-                let value = match self.base.lookup(key)? {
+                let value = match lookup(&self.base, key)? {
                     LookupResult::NotFound => newer.clone(),
                     found => self.resolve.apply(newer, found.value().unwrap_or_default()),
                 };
                 Ok(Some(live(key, value, &None, blobs)))
             }
-            None => match self.base.lookup(key)? {
+            None => match lookup(&self.base, key)? {
                 LookupResult::NotFound => Ok(None),
                 LookupResult::Found(value) => Ok(Some(live(key, value, &None, blobs))),
                 LookupResult::FoundWithBlob(value, blob) => Ok(Some(LiveEntry {
@@ -126,9 +127,9 @@ impl LiveTable {
     }
 
     /// Every key in `range`, in key order, with blobs' bytes when `blobs`. The checkpoint's
-    /// cursor is a stable view (see [`Table::cursor`]).
+    /// cursor is a stable view (see [`crate::Table::cursor`]).
     ///
-    /// Errors: as [`Table::range`].
+    /// Errors: as [`crate::Table::range`].
     pub fn range(
         &self,
         range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
@@ -166,6 +167,14 @@ fn is_empty(range: &(Bound<Vec<u8>>, Bound<Vec<u8>>)) -> bool {
         (Bound::Included(_), Bound::Included(_)) => start > end,
         _ => start >= end,
     }
+}
+
+/// One key's lookup in a checkpoint.
+fn lookup(table: &Lsm, key: &[u8]) -> Result<LookupResult> {
+    Ok(table
+        .lookups(&[key])?
+        .pop()
+        .unwrap_or(LookupResult::NotFound))
 }
 
 fn live(key: &[u8], value: Vec<u8>, blob: &Option<Vec<u8>>, blobs: bool) -> LiveEntry {
@@ -302,7 +311,7 @@ fn open_once(session: &Arc<SessionCore>) -> Result<DurableView> {
         let overrides = crate::SnapshotOverrides::default();
         let lsm = Lsm::open_snapshot(session.clone(), &name, durable::CHECKPOINT_LABEL, overrides)?;
         let resolve = lsm.config().resolve.clone();
-        let base = Table::new(lsm, None);
+        let base = lsm;
         by_id.insert(entry.id, (entry.name.clone(), entry.seq));
         tables.insert(
             entry.name.clone(),

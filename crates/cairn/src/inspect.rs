@@ -12,11 +12,12 @@
 //! May call: `fs` (reads only), `session_core` (its directories and salt), `snapshot` (metadata,
 //! layout), `schedule` (level shapes), `run` (file names, the checksums file), `page`, `index`
 //! and `bloom` (decoders), `trie` (the recorded root node), `pagelog` (the trie's manifest and
-//! segments), `lsm` (opening a snapshot to read it whole), and `cairn_proof` (the root). Must never write: everything here works in a
-//! read-only session.
+//! segments), `lsm` (opening a snapshot to read it whole), and `cairn_proof` (the root); it
+//! re-exports `log_view` (the log read without replaying it) and `repair` (the metadata file
+//! rebuilt). Must never write: everything here works in a read-only session, but `repair`.
 
-pub use crate::durable_view::{DurableView, LiveCursor, LiveEntry, LiveTable};
 pub use crate::log_view::{LogRecord, LogRecordKind, LogSegment, LogTableEntry, LogView};
+pub use crate::repair::{repair_metadata, MetadataRepair};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

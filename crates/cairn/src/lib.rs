@@ -84,6 +84,7 @@ pub mod page;
 #[allow(dead_code)] // format accessors and encoders used by tests and the fuzz targets only
 mod page;
 mod pagelog;
+mod repair;
 mod run;
 mod schedule;
 mod scrub;
@@ -114,6 +115,7 @@ pub use config::{
     ResolveFn, TableConfig, RESOLVE_NAME_BYTES_MAX, SIZE_RATIO, WRITE_BUFFER_ENTRIES_MAX,
 };
 pub use cursor::{Cursor, CursorEntry, KeyRange};
+pub use durable_view::{DurableView, LiveCursor, LiveEntry, LiveTable};
 pub use error::{Error, Result};
 pub use io::{DirectIo, IoBackendKind, IoReport};
 pub use lookup::{BlobRef, LookupResult};

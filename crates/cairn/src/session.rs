@@ -6,7 +6,8 @@
 //!
 //! May call: `session_core` (opening and closing the session), `table` (the public handles
 //! it returns), `lsm` (creating and opening tables), `snapshot` (a session's snapshots),
-//! `durable` (its write-ahead log and durable tables), `inspect` (looking inside snapshots),
+//! `durable` (its write-ahead log and durable tables), `durable_view` (a read-only view of
+//! them), `log_view` (its log read without replaying it), `inspect` (looking inside snapshots),
 //! `background` (its merge thread's counter), `fs` (the real file system by default), `io`
 //! (the I/O report), `scrub` (its scrub reports), `batch` (write batches it writes) and
 //! `transaction` (transactions it
@@ -424,7 +425,7 @@ impl Session {
     /// Errors: [`Error::NotDurable`] for a session without a log, [`Error::LogCorrupted`],
     /// [`Error::InvalidConfig`] for a table with a custom resolve function, the errors of
     /// [`Session::open_snapshot`], [`Error::SessionClosed`].
-    pub fn durable_view(&self) -> Result<crate::inspect::DurableView> {
+    pub fn durable_view(&self) -> Result<crate::DurableView> {
         self.core.check_open()?;
         crate::durable_view::open(&self.core)
     }

@@ -44,7 +44,7 @@ const METADATA_VERSION: u32 = 1;
 const METADATA_BYTES: usize = 8 + 4 + 8 + 4;
 
 /// Encodes the session metadata file.
-fn encode_metadata(salt: u64) -> Vec<u8> {
+pub(crate) fn encode_metadata(salt: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(METADATA_BYTES);
     out.extend_from_slice(METADATA_MAGIC);
     out.extend_from_slice(&METADATA_VERSION.to_le_bytes());
