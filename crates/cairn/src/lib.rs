@@ -75,6 +75,9 @@ mod kmerge;
 mod lookup;
 mod lsm;
 mod merge;
+/// The names of the engine's `tracing` spans and `metrics` metrics (emitted with the `tracing`
+/// and `metrics` features; `docs/observability.md`).
+pub mod observe;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod page;
