@@ -7,7 +7,8 @@
 //! recovery and checkpoints (explicit, automatic, at open). May call: `wal`, `fs`, `lsm`
 //! (applying updates, saving and opening checkpoints), `snapshot` (checkpoint names),
 //! `session_core` (the session's parts; it closes the log with the session), `lookup`
-//! (what a validation sees). Must never touch: run contents, or the public handles above it
+//! (what a validation sees), `observe` (the spans of recovery and checkpoints, their counts).
+//! Must never touch: run contents, or the public handles above it
 //! (the session front wraps what it returns).
 //!
 //! Layout: `<session>/log/catalog` and `<session>/log/<number>.seg`; each durable table's
@@ -522,6 +523,7 @@ pub(crate) fn open(
         write_atomic(&*fs, &catalog_path, &catalog.encode())?;
         catalog
     };
+    let span = crate::observe::log_recover(session.dir(), catalog.tables.len());
     let registry = Arc::new(DurableTables::default());
     let mut by_id: BTreeMap<u32, (Lsm, u64)> = BTreeMap::new();
     for entry in &catalog.tables {
@@ -606,6 +608,8 @@ pub(crate) fn open(
     for (table, _) in by_id.values() {
         table.defer_merge_steps(false)?;
     }
+    span.record("records_replayed", replayed);
+    drop(span);
     let next_seq_min = catalog.tables.iter().map(|t| t.seq + 1).max().unwrap_or(1);
     let log = Arc::new(Log::open(
         fs.clone(),
@@ -805,6 +809,7 @@ impl Durable {
         let seq = self.log.last_seq();
         let old = lock(&self.catalog).clone();
         let number = old.tables.iter().map(|t| t.checkpoint).max().unwrap_or(0) + 1;
+        let _span = crate::observe::checkpoint(session.dir(), number, old.tables.len());
         let mut new = old.clone();
         let tables = self.tables.all();
         for entry in &mut new.tables {
@@ -849,7 +854,9 @@ impl Durable {
             at: std::time::Instant::now(),
         };
         let covered = new.tables.iter().map(|t| t.seq).min().unwrap_or(seq);
-        self.log.remove_covered(covered)
+        self.log.remove_covered(covered)?;
+        crate::observe::checkpoint_done();
+        Ok(())
     }
 
     /// The checkpoint of a clean close ([`crate::Session::close`]): taken when anything was

@@ -77,6 +77,9 @@ mod log_view;
 mod lookup;
 mod lsm;
 mod merge;
+/// The names of the engine's `tracing` spans and `metrics` metrics (emitted with the `tracing`
+/// and `metrics` features; `docs/observability.md`).
+pub mod observe;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod page;

@@ -13,7 +13,8 @@
 //! delete or upsert with nothing older reads as it would after such a merge).
 //!
 //! May call: `kmerge` (the k-way merge), `run`, `sorted` (sorted runs, their cursors and
-//! writer), `entry`, `page` (operation codes), `fs`. Must never touch: the level structure or the
+//! writer), `entry`, `page` (operation codes), `fs`, `observe` (a span per batch of steps and
+//! per finish; the merge debt, counted per batch). Must never touch: the level structure or the
 //! credit accounting (that is `schedule`'s job), tables or sessions.
 //!
 //! Costs: a step compares the current keys of the k inputs (k <= T + 1 = 5) by their first 8
@@ -50,6 +51,8 @@ pub(crate) enum MergeKind {
 /// pieces only.
 #[derive(Debug)]
 pub(crate) struct MergingRun {
+    /// The number of the output's first part (for spans).
+    number: u64,
     kind: MergeKind,
     resolve: Resolve,
     inputs: Vec<Arc<SortedRun>>,
@@ -341,7 +344,10 @@ impl MergingRun {
             })
             .fold((0, 0), |(n, e), entries| (n + 1, e + entries));
         let writer = PartWriter::new(fs, params, number, debt, part_entries, caching);
+        // Paid off as steps are done, or when the merge is dropped unfinished (`Drop`).
+        crate::observe::merge_debt_added(debt);
         MergingRun {
+            number,
             kind,
             resolve,
             inputs,
@@ -451,6 +457,7 @@ impl MergingRun {
         }
         merge.writer = writer;
         merge.steps_done = progress.steps_done;
+        crate::observe::merge_debt_paid(progress.steps_done);
         merge.last_cut = Some(progress);
         Ok(merge)
     }
@@ -517,6 +524,7 @@ impl MergingRun {
         resolve: Resolve,
     ) -> MergingRun {
         MergingRun {
+            number: 0,
             kind,
             resolve,
             debt: inputs.iter().map(|r| r.entries()).sum(),
@@ -597,7 +605,13 @@ impl MergingRun {
         if self.writer.is_none() && self.output.is_none() {
             return Err(Error::ReadOnly("merge work"));
         }
+        let span =
+            crate::observe::merge_steps(self.number, self.kind == MergeKind::LastLevel, steps);
+        let steps_before = self.steps_done;
         let result = self.steps_unchecked(steps);
+        let done = self.steps_done - steps_before;
+        span.record("steps_done", done);
+        crate::observe::merge_steps_done(done);
         if let Err(e) = &result {
             self.failed = Some(e.with_causes());
         }
@@ -738,7 +752,14 @@ impl MergingRun {
                     ),
                 ));
             }
+            let _span = crate::observe::merge_finish(
+                self.number,
+                self.inputs.len(),
+                self.debt,
+                self.parts_linked,
+            );
             let output = writer.finish()?;
+            crate::observe::merge_finished();
             self.inputs_merge = KMerge::empty();
             self.output = Some(output);
             // The inputs' files go as soon as no reader holds them: a finished merge, which
@@ -746,6 +767,16 @@ impl MergingRun {
             self.inputs = Vec::new();
         }
         Ok(())
+    }
+}
+
+/// An unfinished merge's steps left are owed no longer ([`crate::observe::MERGE_DEBT`]).
+#[cfg(feature = "metrics")]
+impl Drop for MergingRun {
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            crate::observe::merge_debt_paid(self.debt.saturating_sub(self.steps_done));
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 //! `background` (its merge thread's counter), `fs` (the real file system by default), `io`
 //! (the I/O report), `scrub` (its scrub reports), `batch` (write batches it writes) and
 //! `transaction` (transactions it
-//! begins). Must never touch: run contents.
+//! begins) and `observe` (the span of an open). Must never touch: run contents.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -119,6 +119,7 @@ impl Session {
         dir: impl AsRef<Path>,
         options: SessionOptions,
     ) -> Result<Session> {
+        let span = crate::observe::session_open(dir.as_ref(), options.read_only);
         let core = SessionCore::open(fs, dir.as_ref(), &options)?;
         let (durable, durable_tables) = match options.log {
             // A read-only session ignores the log (see `SessionOptions::log`).
@@ -129,6 +130,9 @@ impl Session {
             }
             _ => (None, Arc::new(DurableTables::default())),
         };
+        if crate::observe::TRACING_ON {
+            span.record("durable_tables", durable_tables.names().len() as u64);
+        }
         Ok(Session {
             core,
             durable,

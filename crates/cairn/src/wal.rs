@@ -3,8 +3,9 @@
 //!
 //! Owns: the segment and record formats (`docs/format/log.md`), [`LogOptions`], [`SyncPolicy`],
 //! [`RecoveryMode`], [`Durability`], the syncer thread, and recovery (reading the log back,
-//! cutting a torn tail, finding corruption). May call: `fs`. Must never touch: tables (the
-//! `durable` module turns records into updates).
+//! cutting a torn tail, finding corruption). May call: `fs`, `observe` (bytes written and fsync
+//! times, once per group). Must never touch: tables (the `durable` module turns records into
+//! updates).
 //!
 //! Writers append a record to an in-memory buffer under the state lock (no I/O) and get its
 //! sequence number at once. The syncer thread takes the whole buffer (every record that queued
@@ -1032,6 +1033,7 @@ impl Shared {
         let mut state = lock(&self.state);
         state.stats.fsyncs += io.0;
         state.stats.bytes += io.1;
+        crate::observe::bytes_written(io.1);
         state.stats.groups += u64::from(!group.is_empty());
         let ready = match &result {
             Ok(()) => {
@@ -1119,7 +1121,9 @@ impl Shared {
             writer.last = (last_seq, last_crc);
         }
         if sync {
+            let timer = crate::observe::Timer::start();
             writer.file.sync()?;
+            crate::observe::log_fsync(timer);
             io.0 += 1;
         }
         Ok(())

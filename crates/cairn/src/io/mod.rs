@@ -6,7 +6,8 @@
 //! from batch to batch) and [`IoReport`] (which backend is in use, every fallback taken and why).
 //!
 //! May call: `fs` ([`crate::fs::ReadableFile`]: `read_exact_at`, `is_direct`, `raw_fd`), `libc::pread`,
-//! the `io-uring` crate, `log` (fallbacks only, never per read), and `std`. Must never touch: engine structures (runs, pages, caches) or
+//! the `io-uring` crate, `log` (fallbacks only, never per read), `observe` (the bytes of each
+//! batch, counted once), and `std`. Must never touch: engine structures (runs, pages, caches) or
 //! file-system metadata; it neither opens nor closes files (the caller's `Arc`s keep the
 //! descriptors open for the whole call).
 //!
@@ -371,6 +372,14 @@ impl BlockIo {
         let result = self.fill(plan, batch);
         if result.is_err() {
             batch.slots.clear();
+        } else if crate::observe::METRICS_ON {
+            let bytes: usize = batch
+                .slots
+                .iter()
+                .filter(|s| !s.skipped)
+                .map(|s| s.len)
+                .sum();
+            crate::observe::bytes_read(bytes as u64);
         }
         result
     }

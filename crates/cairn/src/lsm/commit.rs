@@ -59,6 +59,21 @@ impl Lsm {
     }
 
     fn commit_keys(&self, auth: &mut Auth, keys: &[Vec<u8>], plan: LookupPlan) -> Result<Commit> {
+        let span = crate::observe::auth_commit(self.inner.id, keys.len());
+        let timer = crate::observe::Timer::start();
+        let commit = self.commit_changes(auth, keys, plan)?;
+        span.record("version", commit.version);
+        crate::observe::auth_commit_done(timer);
+        Ok(commit)
+    }
+
+    /// The leaves of `keys` from their lookups (`plan`), committed to the trie.
+    fn commit_changes(
+        &self,
+        auth: &mut Auth,
+        keys: &[Vec<u8>],
+        plan: LookupPlan,
+    ) -> Result<Commit> {
         let kind = auth.trie.kind;
         let started = std::time::Instant::now();
         let found = self.finish_lookups(keys, plan)?;

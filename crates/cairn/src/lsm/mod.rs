@@ -11,7 +11,7 @@
 //! `flush` (a frozen write buffer's run), `schedule`, `lookup`, `run`, `sorted` (writing runs
 //! in parts), `entry`, `page` (operation codes), `cursor` (streams), `union`, `snapshot`,
 //! `auth`, `trie` and `pagelog` (an authenticated table's Merkle trie and where its snapshot
-//! keeps it). Must never touch: page, index or filter bytes directly (that is `run`'s and
+//! keeps it), `observe` (counts per batch; the spans of commits and snapshots). Must never touch: page, index or filter bytes directly (that is `run`'s and
 //! `lookup`'s job), the write-ahead log (a durable table's writes are logged by `durable`
 //! before they reach [`Lsm::apply_updates`]), or the public handles above it.
 //!

@@ -12,6 +12,7 @@ use crate::snapshot::{self, SnapshotOverrides};
 impl Lsm {
     /// Saves the table as snapshot `name`, which is not checked (a checkpoint's internal name).
     pub(crate) fn save_snapshot_as(&self, name: &str, label: &str) -> Result<()> {
+        let _span = crate::observe::snapshot_save(name, label, self.inner.auth.is_some());
         self.inner.session.check_writable("saving a snapshot")?;
         if let Some(mut auth) = self.lock_auth()? {
             return self.save_authenticated(&mut auth, name, label);
@@ -40,6 +41,7 @@ impl Lsm {
             self.save_snapshot_as(name, label)?;
             return Ok(Vec::new());
         };
+        let _span = crate::observe::snapshot_save(name, label, true);
         let (dirty, contents) = {
             let mut state = self.lock_write()?;
             self.settle_flush(&mut state)?;
@@ -120,6 +122,7 @@ impl Lsm {
         label: &str,
         overrides: SnapshotOverrides,
     ) -> Result<Lsm> {
+        let _span = crate::observe::snapshot_open(name, label);
         let restored = snapshot::restore(&session, name, label, overrides)?;
         let auth = match (&restored.auth, &restored.config.auth) {
             (Some(meta), Some(config)) => match Lsm::restore_auth(&session, name, meta, config) {

@@ -18,6 +18,7 @@ impl Lsm {
         for key in keys {
             check_key(key.as_ref())?;
         }
+        crate::observe::lookups(keys.len());
         let plan = {
             let state = self.read()?;
             Self::plan_lookups(&state, keys, &self.inner.config.resolve)

@@ -40,6 +40,7 @@ impl Lsm {
         }
         self.inner.session.check_writable("an update")?;
         let mut state = self.lock_write()?;
+        crate::observe::updates(batch.len());
         for (key, update) in batch {
             let key = key.as_ref();
             if let Err(e) = self.apply_one(&mut state, key, update) {

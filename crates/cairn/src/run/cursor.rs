@@ -187,6 +187,7 @@ impl RunCursor {
         self.chunk.resize(bytes, 0);
         self.file
             .read_exact_at(&mut self.chunk, first * PAGE_BYTES as u64)?;
+        crate::observe::bytes_read(bytes as u64);
         if let Err(e) = self.run.check_pages(first, &self.chunk) {
             self.chunk.clear(); // nothing of it may be read
             return Err(e);

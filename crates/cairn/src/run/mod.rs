@@ -7,7 +7,8 @@
 //! `Arc<Run>` is dropped, or, for a run this session wrote and never shared, for reuse by a new
 //! run (`fs::DeferredRemovals`).
 //!
-//! May call: `fs`, `page`, `bloom`, `index`. Must never touch: the levels, tables or sessions.
+//! May call: `fs`, `page`, `bloom`, `index`, `observe` (bytes, per run and per cursor chunk).
+//! Must never touch: the levels, tables or sessions.
 //!
 //! Files of run `N` in a directory (formats in `docs/format/`):
 //! `N.keyops` (pages), `N.blobs` (blob bytes), `N.filter` (Bloom filter), `N.index` (fence
@@ -432,6 +433,7 @@ impl RunWriter {
             checksums.files.iter().map(|(size, _)| size).sum::<u64>() + sums_bytes.len() as u64;
         self.written
             .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        crate::observe::bytes_written(bytes);
         let removals = self.unfinished.removals.clone();
         let bounds = KeyBounds {
             first: std::mem::take(&mut self.first_key).into(),
