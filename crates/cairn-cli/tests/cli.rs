@@ -516,6 +516,9 @@ fn a_closed_pipe_ends_every_command_quietly() {
         vec!["prove".as_ref(), d, "auth".as_ref(), "account1".as_ref()],
         vec!["diff".as_ref(), d, "plain".as_ref(), "auth".as_ref()],
         vec!["wal".as_ref(), d, "--records".as_ref()],
+        vec!["checkpoint".as_ref(), d],
+        vec!["compact".as_ref(), d, "--json".as_ref()],
+        vec!["repair".as_ref(), d],
     ];
     for args in commands {
         let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
