@@ -197,3 +197,34 @@ fn the_view_replays_the_log_after_the_checkpoint() {
     assert_eq!(live.get(b"b", false).unwrap().unwrap().value, b"2");
     assert!(view.last_seq() >= 2);
 }
+
+#[test]
+fn an_authenticated_durable_table_has_a_view_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = Session::open(dir.path()).unwrap();
+    let config = TableConfig::default()
+        .write_buffer_entries(16)
+        .auth(Some(cairn::AuthConfig::default()));
+    let table = owner.table("accounts", config).unwrap();
+    for i in 0..100u32 {
+        table.insert(format!("a{i:03}"), i.to_le_bytes()).unwrap();
+    }
+    table.commit().unwrap();
+    owner.checkpoint().unwrap();
+    table.insert("a000", "changed").unwrap();
+    table.commit().unwrap();
+    owner.sync_log().unwrap();
+    let reader = read_only(dir.path());
+    let view = reader.durable_view().unwrap();
+    let live = view.table("accounts").unwrap();
+    assert_eq!(live.get(b"a000", false).unwrap().unwrap().value, b"changed");
+    assert_eq!(
+        live.get(b"a099", false).unwrap().unwrap().value,
+        99u32.to_le_bytes()
+    );
+    let n = (live
+        .range((Bound::Unbounded, Bound::Unbounded), false)
+        .unwrap())
+    .count();
+    assert_eq!(n, 100);
+}
