@@ -341,3 +341,57 @@ pub extern "C" fn cairn_code_name(code: c_int) -> *const c_char {
     };
     name.as_ptr()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A panic in a body becomes `CAIRN_ERR_PANIC` with its message, not an unwind into C.
+    #[test]
+    fn a_panic_becomes_an_error_code() {
+        let mut err: *mut cairn_error = std::ptr::null_mut();
+        let code = guard(&mut err, || panic!("boom"));
+        assert_eq!(code, CAIRN_ERR_PANIC);
+        // SAFETY: `guard` stored a live error in `err`.
+        unsafe {
+            assert_eq!(cairn_error_code(err), CAIRN_ERR_PANIC);
+            let message = CStr::from_ptr(cairn_error_message(err)).to_str().unwrap();
+            assert!(message.contains("boom"), "{message}");
+            cairn_error_free(err);
+        }
+        // Without an out-pointer, the code alone (the error is freed inside).
+        assert_eq!(
+            guard(std::ptr::null_mut(), || panic!("again")),
+            CAIRN_ERR_PANIC
+        );
+    }
+
+    /// Success clears the out-pointer; a message with a NUL keeps what precedes it.
+    #[test]
+    fn outcomes_reach_the_out_pointer() {
+        let mut err: *mut cairn_error = std::ptr::null_mut();
+        let code = guard(&mut err, || Err(Failure::invalid("bad\0rest")));
+        assert_eq!(code, CAIRN_ERR_INVALID_ARGUMENT);
+        // SAFETY: `guard` stored a live error in `err`.
+        unsafe {
+            assert_eq!(CStr::from_ptr(cairn_error_message(err)).to_bytes(), b"bad");
+            cairn_error_free(err);
+        }
+        assert_eq!(guard(&mut err, || Ok(())), CAIRN_OK);
+        assert!(err.is_null());
+    }
+
+    /// Flat buffers: lengths that overflow, or a null buffer with bytes, are refused.
+    #[test]
+    fn flat_buffers_are_checked() {
+        let keys = b"abcde";
+        let parts = split(keys.as_ptr(), &[2, 0, 3], "keys").unwrap();
+        assert_eq!(parts, [&b"ab"[..], b"", b"cde"]);
+        assert!(split(keys.as_ptr(), &[usize::MAX, 2], "keys").is_err());
+        assert!(split(std::ptr::null(), &[1], "keys").is_err());
+        assert!(split(std::ptr::null(), &[0, 0], "keys")
+            .unwrap()
+            .iter()
+            .all(|k| k.is_empty()));
+    }
+}
