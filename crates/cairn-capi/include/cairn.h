@@ -145,6 +145,27 @@ typedef struct {
 typedef void (*cairn_durable_fn)(void *ctx,
                                  int code);
 
+// Entries read from a cursor in one call (`cairn_cursor_read`), in buffers the library
+// allocated: free them with `cairn_entries_free`. Entry `i` has the key
+// `keys[key_offsets[i] .. key_offsets[i + 1]]` and the value
+// `values[value_offsets[i] .. value_offsets[i + 1]]` (a key with a blob gives its value only).
+typedef struct {
+  // The keys, end to end (null when there are none).
+  uint8_t *keys;
+  // The length of `keys` in bytes.
+  size_t keys_len;
+  // `count + 1` offsets into `keys`, the last equal to `keys_len`.
+  size_t *key_offsets;
+  // The values, end to end (null when there are none).
+  uint8_t *values;
+  // The length of `values` in bytes.
+  size_t values_len;
+  // `count + 1` offsets into `values`, the last equal to `values_len`.
+  size_t *value_offsets;
+  // The number of entries read.
+  size_t count;
+} cairn_entries;
+
 // Bytes the library allocated (a proof): free them with `cairn_bytes_free`.
 typedef struct {
   // The bytes (null when `len` is 0).
@@ -295,9 +316,9 @@ int cairn_cursor_open(const cairn_table *table,
 
 // Reads the next entry. When there is one, stores 1 in `*has_entry` and points `*key` and
 // `*value` at its bytes (`*key_len` and `*value_len` long; a key with a blob gives its value
-// only); the bytes belong to the cursor and stay valid until the next call on it (next, seek
-// or free): copy them to keep them. At the end of the range stores 0 in `*has_entry` (and
-// nulls and zero lengths in the rest). After an error the cursor is finished.
+// only); the bytes belong to the cursor and stay valid until the next call on it (next, read,
+// seek or free): copy them to keep them. At the end of the range stores 0 in `*has_entry`
+// (and nulls and zero lengths in the rest). After an error the cursor is finished.
 //
 // Errors: `CAIRN_ERR_INVALID_ARGUMENT` (a null pointer), `CAIRN_ERR_CLOSED` (the session was
 // closed), `CAIRN_ERR_TABLE_BROKEN`, `CAIRN_ERR_IO`.
@@ -312,6 +333,29 @@ int cairn_cursor_next(cairn_cursor *cursor,
                       const uint8_t **value,
                       size_t *value_len,
                       cairn_error **err);
+
+// Reads up to `max_entries` entries at once (one call for many entries, for bindings): fills
+// `*out` with them, in buffers the library allocated (free them with `cairn_entries_free`).
+// Fewer than `max_entries` (0 included) means the cursor reached the end of its range. On
+// failure `*out` is left untouched and the cursor is finished.
+//
+// Errors: `CAIRN_ERR_INVALID_ARGUMENT` (a null pointer, `max_entries` 0),
+// `CAIRN_ERR_CLOSED`, `CAIRN_ERR_TABLE_BROKEN`, `CAIRN_ERR_IO`.
+//
+// # Safety
+// `cursor` as in `cairn_cursor_next`; `out` points to a writable `cairn_entries`; `err` as in
+// `cairn_session_open`.
+int cairn_cursor_read(cairn_cursor *cursor,
+                      size_t max_entries,
+                      cairn_entries *out,
+                      cairn_error **err);
+
+// Frees the buffers of `entries` and clears it (a cleared or zeroed `cairn_entries` may be
+// freed again). Null is allowed.
+//
+// # Safety
+// `entries` is null or was filled by `cairn_cursor_read` (or zeroed), its fields unchanged.
+void cairn_entries_free(cairn_entries *entries);
 
 // Moves the cursor to the first entry whose key is `>= key` (within its range), forwards or
 // backwards: the next `cairn_cursor_next` returns it. The cursor keeps its view.

@@ -42,7 +42,7 @@ pub struct cairn_values {
 }
 
 /// A boxed slice given to C: its pointer (null when empty).
-fn leak<T>(items: Vec<T>) -> *mut T {
+pub(crate) fn leak<T>(items: Vec<T>) -> *mut T {
     if items.is_empty() {
         return std::ptr::null_mut();
     }
@@ -53,7 +53,7 @@ fn leak<T>(items: Vec<T>) -> *mut T {
 ///
 /// # Safety
 /// `p` is null or was returned by `leak` for a vector of exactly `len` items, not freed yet.
-unsafe fn unleak<T>(p: *mut T, len: usize) {
+pub(crate) unsafe fn unleak<T>(p: *mut T, len: usize) {
     if !p.is_null() && len > 0 {
         // SAFETY: `p` and `len` describe a boxed slice made by `leak` (caller's promise).
         drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) });

@@ -103,6 +103,13 @@ static void errors_and_names(const char *dir) {
   cairn_durability_free(NULL);
   cairn_values_free(NULL);
   cairn_bytes_free(NULL);
+  cairn_entries_free(NULL);
+  cairn_values zeroed_values;
+  memset(&zeroed_values, 0, sizeof zeroed_values);
+  cairn_values_free(&zeroed_values);
+  cairn_entries zeroed_entries;
+  memset(&zeroed_entries, 0, sizeof zeroed_entries);
+  cairn_entries_free(&zeroed_entries);
   printf("errors and names: ok\n");
 }
 
@@ -219,6 +226,26 @@ static void cursors(cairn_table *t) {
                                      ERR));
   read_all(c, seen, sizeof seen);
   CHECK(strcmp(seen, "alice=100,") == 0);
+  cairn_cursor_free(c);
+  /* Many entries per call: one, then the rest (fewer than asked: the end). */
+  EXPECT(CAIRN_OK, cairn_cursor_open(t, NULL, 0, NULL, 0, &c, ERR));
+  cairn_entries batch;
+  EXPECT(CAIRN_OK, cairn_cursor_read(c, 1, &batch, ERR));
+  CHECK(batch.count == 1 && batch.key_offsets[1] == 5 && memcmp(batch.keys, "alice", 5) == 0);
+  CHECK(batch.value_offsets[1] == 3 && memcmp(batch.values, "100", 3) == 0);
+  cairn_entries_free(&batch);
+  CHECK(batch.keys == NULL && batch.count == 0);
+  cairn_entries_free(&batch);
+  EXPECT(CAIRN_OK, cairn_cursor_read(c, 10, &batch, ERR));
+  CHECK(batch.count == 1 && batch.keys_len == 3 && memcmp(batch.keys, "bob", 3) == 0);
+  CHECK(batch.values_len == 3 && memcmp(batch.values, "250", 3) == 0);
+  cairn_entries_free(&batch);
+  EXPECT(CAIRN_OK, cairn_cursor_read(c, 10, &batch, ERR));
+  CHECK(batch.count == 0 && batch.key_offsets[0] == 0);
+  cairn_entries_free(&batch);
+  EXPECT(CAIRN_ERR_INVALID_ARGUMENT, cairn_cursor_read(c, 0, &batch, ERR));
+  EXPECT(CAIRN_ERR_INVALID_ARGUMENT, cairn_cursor_read(c, 1, NULL, ERR));
+  EXPECT(CAIRN_ERR_INVALID_ARGUMENT, cairn_cursor_read(NULL, 1, &batch, ERR));
   cairn_cursor_free(c);
   EXPECT(CAIRN_ERR_INVALID_ARGUMENT, cairn_cursor_open(t, NULL, 4, NULL, 0, &c, ERR));
   EXPECT(CAIRN_ERR_INVALID_ARGUMENT, cairn_cursor_open(t, NULL, 0, NULL, 0, NULL, ERR));
