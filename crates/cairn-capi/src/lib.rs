@@ -19,6 +19,7 @@
 //! May call: `cairn` and `cairn_proof` (public APIs only). Must never touch: the engine's
 //! internals or files.
 #![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod batch;
 mod cursor;
