@@ -1,7 +1,7 @@
 """Batched lookups through Python against the same batch from Rust (issue 51's acceptance 3).
 
 Loads N entries (16-byte keys, 32-byte values) into a durable table in batches of 100,000,
-checkpoints, settles, then times `Table.get_many` on batches of random keys (half present)
+checkpoints, then times `Table.get_many` on batches of random keys (half present)
 against `Table._rust_lookup_seconds`, the engine's batched lookup of the same keys timed
 from Rust with no Python objects in the timed part, on the same table in the same process.
 Prints both per key and their ratio (the acceptance bound is 1.5).
@@ -46,14 +46,15 @@ def main():
         # Warm-up: the pages these batches touch, through both paths.
         for b in batches:
             t.get_many(b)
-        rust_s = 0.0
-        for b in batches:
-            secs, _ = t._rust_lookup_seconds(b, 1)
-            rust_s += secs
-        start = time.perf_counter()
-        for b in batches:
-            t.get_many(b)
-        py_s = time.perf_counter() - start
+        # Passes over every batch, alternating the paths, each path's best pass kept: both
+        # read pages the warm-up left in the caches, neither one favoured by the other.
+        rust_s = py_s = float("inf")
+        for _ in range(3):
+            rust_s = min(rust_s, sum(t._rust_lookup_seconds(b, 1)[0] for b in batches))
+            start = time.perf_counter()
+            for b in batches:
+                t.get_many(b)
+            py_s = min(py_s, time.perf_counter() - start)
         keys = args.batch * args.rounds
         print(f"entries {args.entries:,}, batch {args.batch}, rounds {args.rounds}")
         print(f"rust   get_many: {rust_s / keys * 1e9:8.0f} ns/key")
