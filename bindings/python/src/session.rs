@@ -41,6 +41,7 @@ impl Session {
         Ok(Session { inner })
     }
 
+    /// Returns the session itself, for `with cairn.Session(path) as s:`.
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -124,6 +125,7 @@ impl Session {
         self.inner.dir().to_path_buf()
     }
 
+    /// `<cairn.Session "path" open>` or `... closed>`.
     fn __repr__(&self) -> String {
         let state = if self.inner.is_open() {
             "open"

@@ -357,6 +357,7 @@ impl Table {
         self.inner.config().auth.is_some()
     }
 
+    /// `<cairn.Table "name">`, or `<cairn.Table (snapshot)>`.
     fn __repr__(&self) -> String {
         match &self.name {
             Some(name) => format!("<cairn.Table {name:?}>"),
@@ -391,10 +392,13 @@ pub struct Entries {
 
 #[pymethods]
 impl Entries {
+    /// Returns the iterator itself.
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
+    /// The next entry (a `(key, value)` pair, a key or a value); `StopIteration` at the end,
+    /// `ClosedError` once the session is closed.
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         // Never wait for the lock while holding the GIL: its holder may be waiting for the GIL.
         let Ok(mut state) = self.state.try_lock() else {
