@@ -195,3 +195,48 @@ def test_large_iteration_spans_fills(path):
         assert next(it) == (key(1990), b"1990")
         it.close()
         assert list(it) == []
+
+
+def test_threads(path):
+    """Batches from several threads at once (each releases the GIL in the engine): every
+    thread's writes are seen whole, and an iterator shared by threads never deadlocks."""
+    import threading
+
+    with cairn.Session(path) as s:
+        t = s.table("t")
+        errors = []
+
+        def worker(n):
+            try:
+                keys = [b"t%d-%04d" % (n, i) for i in range(300)]
+                for round_ in range(20):
+                    value = b"%d" % round_
+                    t.update_many([(k, value) for k in keys])
+                    assert t.get_many(keys) == [value] * len(keys)
+            except Exception as e:  # reported below, not lost in the thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert errors == []
+        assert len(list(t.items())) == 4 * 300
+        it = iter(t)
+        seen = []
+
+        def reader():
+            try:
+                for k in it:
+                    seen.append(k)
+            except RuntimeError:
+                pass  # the other thread held the iterator: refused, not deadlocked
+
+        readers = [threading.Thread(target=reader) for _ in range(2)]
+        for th in readers:
+            th.start()
+        for th in readers:
+            th.join(timeout=60)
+            assert not th.is_alive()
+        assert len(seen) == len(set(seen))
