@@ -1,6 +1,7 @@
 """Type stubs of the cairn package (the native module cairn._cairn)."""
 
 import os
+import pathlib
 from types import TracebackType
 from typing import Iterable, Iterator, List, Mapping, Optional, Tuple, Type, TypeVar, Union, overload
 
@@ -114,7 +115,7 @@ class Session:
     @property
     def read_only(self) -> bool: ...
     @property
-    def path(self) -> os.PathLike: ...
+    def path(self) -> pathlib.Path: ...
     def table(self, name: str, authenticated: bool = False) -> Table:
         """The durable table name, created empty if missing."""
     def open_snapshot(self, name: str, label: str) -> Table:
