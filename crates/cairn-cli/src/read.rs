@@ -142,10 +142,7 @@ pub fn get(
     durable: bool,
     json: bool,
 ) -> Result<u8, Failure> {
-    let keys: Vec<Vec<u8>> = keys
-        .iter()
-        .map(|k| parse_key(k))
-        .collect::<Result<_, _>>()?;
+    let keys = parse_keys(keys)?;
     let session = open_read_only(dir)?;
     // Each key's value and blob length (when it has a blob).
     let found: Vec<(Option<Vec<u8>>, Option<u64>)> = match durable {
@@ -207,6 +204,11 @@ pub fn get(
     Ok(code)
 }
 
+/// The keys given on the command line (see [`parse_key`]).
+fn parse_keys(keys: &[String]) -> Result<Vec<Vec<u8>>, Failure> {
+    keys.iter().map(|k| parse_key(k)).collect()
+}
+
 /// A looked-up value, for `get`'s output.
 struct Found<'a>(Option<&'a [u8]>);
 
@@ -258,10 +260,7 @@ pub fn prove(
     encoded: bool,
     json: bool,
 ) -> Result<u8, Failure> {
-    let keys: Vec<Vec<u8>> = keys
-        .iter()
-        .map(|k| parse_key(k))
-        .collect::<Result<_, _>>()?;
+    let keys = parse_keys(keys)?;
     let session = open_read_only(dir)?;
     let table = open_table(&session, name)?;
     let commit = last_commit(&table, name)?;
