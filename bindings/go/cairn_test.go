@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"slices"
 	"sort"
+	"sync"
 	"testing"
 
 	cairn "github.com/cairn-db/cairn/bindings/go"
@@ -471,4 +472,47 @@ func benchKey(i uint64) []byte {
 	k := i * 0x9E3779B97F4A7C15
 	return []byte{byte(k >> 56), byte(k >> 48), byte(k >> 40), byte(k >> 32),
 		byte(k >> 24), byte(k >> 16), byte(k >> 8), byte(k)}
+}
+
+// TestConcurrent: goroutines looking up and writing one table at once, then the session closed
+// while they run: every call either succeeds or fails with ErrClosed (run with -race).
+func TestConcurrent(t *testing.T) {
+	s, _ := open(t)
+	tbl := table(t, s, "shared", false)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				k := []byte(fmt.Sprintf("g%d-%03d", g, i))
+				if err := tbl.Put(k, k); err != nil {
+					if !errors.Is(err, cairn.ErrClosed) {
+						errs <- err
+					}
+					return
+				}
+				got, err := tbl.GetMany([][]byte{k, []byte("absent")})
+				if err != nil {
+					if !errors.Is(err, cairn.ErrClosed) {
+						errs <- err
+					}
+					return
+				}
+				if !bytes.Equal(got[0], k) || got[1] != nil {
+					errs <- fmt.Errorf("GetMany %s: %q", k, got)
+					return
+				}
+				if i == 100 && g == 0 {
+					s.Close()
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }

@@ -112,10 +112,7 @@ func split(dst [][]byte, data *C.uint8_t, length C.size_t, offsets *C.size_t, n 
 	if n == 0 {
 		return dst
 	}
-	var all []byte
-	if length > 0 {
-		all = C.GoBytes(unsafe.Pointer(data), C.int(length))
-	}
+	all := goBytes(data, length)
 	offs := unsafe.Slice(offsets, n+1)
 	for i := 0; i < n; i++ {
 		start, end := offs[i], offs[i+1]
@@ -197,8 +194,8 @@ func (c *Cursor) free() {
 	}
 	C.cairn_cursor_free(c.ptr)
 	c.ptr = nil
-	if c.err == nil && !c.ended {
-		c.err = closedError("cursor")
+	if c.err == nil && (!c.ended || c.pos < len(c.keys)) {
+		c.err = closedError("cursor") // closed before the end of its range
 	}
 	c.keys, c.values, c.pos = nil, nil, 0
 }

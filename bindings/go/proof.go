@@ -80,7 +80,7 @@ func (t *Table) Prove(keys [][]byte) (*Proof, error) {
 		return nil, err
 	}
 	defer C.cairn_bytes_free(&bytes)
-	p.Bytes = C.GoBytes(unsafe.Pointer(bytes.data), C.int(bytes.len))
+	p.Bytes = goBytes(bytes.data, bytes.len)
 	p.Root.Version = uint64(version)
 	// The proof verifies against the table's hash: ask the table (no I/O, no commit needed).
 	var auth C.int

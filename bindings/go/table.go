@@ -99,6 +99,16 @@ func bytesPtr(b []byte) *C.uint8_t {
 	return (*C.uint8_t)(unsafe.Pointer(&b[:1][0]))
 }
 
+// goBytes copies length bytes of C memory at data into a new Go slice (nil when empty).
+func goBytes(data *C.uint8_t, length C.size_t) []byte {
+	if length == 0 {
+		return nil
+	}
+	out := make([]byte, length)
+	copy(out, unsafe.Slice((*byte)(unsafe.Pointer(data)), length))
+	return out
+}
+
 // flatten lays keys end to end in one buffer and returns it with their lengths.
 func flatten(keys [][]byte) ([]byte, []C.size_t) {
 	total := 0
@@ -150,10 +160,7 @@ func (t *Table) GetMany(keys [][]byte) ([][]byte, error) {
 		return nil, err
 	}
 	defer C.cairn_values_free(&values)
-	var data []byte
-	if values.data_len > 0 {
-		data = C.GoBytes(unsafe.Pointer(values.data), C.int(values.data_len))
-	}
+	data := goBytes(values.data, values.data_len)
 	offsets := unsafe.Slice(values.offsets, n+1)
 	found := unsafe.Slice(values.found, n)
 	for i := range out {
