@@ -66,7 +66,7 @@ pub fn quick(r: &QuickRecord) -> String {
 }
 
 /// What the rows of `utxo quick` that need it mean, printed under its table.
-const QUICK_NOTES: &str = "\
+const QUICK_NOTES: &str = "\n\
 ops/s counts lookups, inserts and deletes (768 per batch of 256 each) per second of the timed \
 run; lookup-only ops/s counts the lookups of the lookup-only pass. merge steps max/update is \
 the most merge steps (input entries a merge consumed) that one update paid for; merge steps \
@@ -74,7 +74,7 @@ bound/update is the bound the incremental merge schedule guarantees for one upda
 number of levels (docs/design.md, \"Merges\"): max never exceeds it.\n";
 
 /// What the rows of `utxo run` that need it mean, printed under its table.
-const RUN_NOTES: &str = "\
+const RUN_NOTES: &str = "\n\
 ops/s counts lookups, inserts and deletes (768 per batch of 256 each) per second of the timed \
 batches; ops / qd32 IOPS divides it by the disk's random-read IOPS at queue depth 32 measured \
 by fio in the same invocation.\n";
@@ -221,8 +221,12 @@ pub fn upsert(r: &UpsertRecord, element_bytes: usize) -> String {
 mod tests {
     use super::*;
 
+    /// The table's lines (up to the blank line before its notes) all have one width.
     fn assert_aligned(table: &str) {
-        let widths: Vec<usize> = table.lines().map(str::len).collect();
+        let widths: Vec<usize> = (table.lines())
+            .take_while(|l| !l.is_empty())
+            .map(str::len)
+            .collect();
         assert!(widths.windows(2).all(|w| w[0] == w[1]), "{table}");
     }
 
