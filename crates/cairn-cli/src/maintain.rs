@@ -31,12 +31,10 @@ struct Pairs<R> {
 
 impl<R: BufRead> Pairs<R> {
     fn bad(&self, what: impl std::fmt::Display) -> Failure {
-        let unit = if self.format == DumpFormat::Raw {
-            "record"
-        } else {
-            "line"
-        };
-        Failure::new(FAILED, format!("input {unit} {}: {what}", self.at))
+        Failure::new(
+            FAILED,
+            format!("input {} {}: {what}", unit(self.format), self.at),
+        )
     }
 
     fn next_pair(&mut self) -> Result<Option<Pair>, Failure> {
@@ -223,6 +221,7 @@ pub fn load(
     Ok(0)
 }
 
+/// What one piece of input in `format` is called in messages.
 fn unit(format: DumpFormat) -> &'static str {
     if format == DumpFormat::Raw {
         "record"

@@ -172,9 +172,8 @@ pub fn get(
     let mut code = 0;
     let mut answers = Vec::new();
     for (key, (value, blob)) in keys.iter().zip(&found) {
-        let blob = *blob;
-        let result = Found(value.as_deref());
-        match result.value() {
+        let (value, blob) = (value.as_deref(), *blob);
+        match value {
             None => code = ABSENT,
             Some(_) if json => {}
             Some(value) => match blob {
@@ -187,13 +186,13 @@ pub fn get(
                 None => out!("{} {}", show(format, key), show(format, value)),
             },
         }
-        if result.value().is_none() && !json {
+        if value.is_none() && !json {
             out!("{} absent", show(format, key));
         }
         if json {
             answers.push(json!({
                 "key": hex(key),
-                "value": result.value().map(hex),
+                "value": value.map(hex),
                 "blob_bytes": blob,
             }));
         }
@@ -207,15 +206,6 @@ pub fn get(
 /// The keys given on the command line (see [`parse_key`]).
 fn parse_keys(keys: &[String]) -> Result<Vec<Vec<u8>>, Failure> {
     keys.iter().map(|k| parse_key(k)).collect()
-}
-
-/// A looked-up value, for `get`'s output.
-struct Found<'a>(Option<&'a [u8]>);
-
-impl<'a> Found<'a> {
-    fn value(&self) -> Option<&'a [u8]> {
-        self.0
-    }
 }
 
 /// The snapshot's last commit; a failure naming the snapshot when it is not authenticated.

@@ -657,6 +657,14 @@ impl BloomFilter {
     }
 }
 
+/// The salt in a filter's `header`, checked as [`BloomFilter::decode`] checks it, for a filter
+/// file of `file_len` bytes: what `repair` reads of a filter without reading its blocks.
+///
+/// Errors: as [`BloomFilter::decode`].
+pub(crate) fn header_salt(header: &[u8; HEADER_LEN], file_len: u64) -> Result<u64> {
+    Shape::parse(header, file_len.saturating_sub(HEADER_LEN as u64)).map(|s| s.salt)
+}
+
 /// A filter's header fields, checked.
 struct Shape {
     hashes: u32,

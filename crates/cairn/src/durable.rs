@@ -21,7 +21,7 @@
 //! the log's syncer, outside every table lock.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::config::{Resolve, TableConfig};
@@ -60,6 +60,12 @@ pub(crate) struct Catalog {
 }
 
 impl Catalog {
+    /// The first record a recovery replays: the oldest one some table's checkpoint lacks
+    /// (`None` for a catalog without tables).
+    pub(crate) fn replay_from(&self) -> Option<u64> {
+        self.tables.iter().map(|t| t.seq + 1).min()
+    }
+
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(CATALOG_MAGIC);
@@ -494,7 +500,7 @@ pub(crate) fn open(
         fs.sync_dir(session.dir())?;
     }
     let catalog = if fs.exists(&catalog_path)? {
-        Catalog::decode(&read_all(&*fs, &catalog_path)?).map_err(|e| e.in_file(&catalog_path))?
+        read_catalog(&*fs, &catalog_path)?
     } else {
         // No catalog: a new log, unless segments or checkpoints say there was one. Recovering
         // those as "no durable tables" would lose every table silently, whatever the recovery
@@ -537,12 +543,7 @@ pub(crate) fn open(
         by_id.insert(entry.id, (table.clone(), entry.seq));
         registry.insert(entry.name.clone(), table);
     }
-    let first_seq = catalog
-        .tables
-        .iter()
-        .map(|t| t.seq + 1)
-        .min()
-        .unwrap_or(u64::MAX);
+    let first_seq = catalog.replay_from().unwrap_or(u64::MAX);
     let mut replayed = 0u64;
     // The table record `seq` names, with the sequence number its checkpoint holds.
     let table_of = |id: u32, seq: u64| {
@@ -646,6 +647,27 @@ pub(crate) fn open(
         durable.log.remove_covered(covered.unwrap_or(u64::MAX))?;
     }
     Ok(durable)
+}
+
+/// The log catalog at `path`, decoded (errors name the file).
+pub(crate) fn read_catalog(fs: &dyn FileSystem, path: &Path) -> Result<Catalog> {
+    Catalog::decode(&read_all(fs, path)?).map_err(|e| e.in_file(path))
+}
+
+/// The catalog of the log of the session in `session_dir`, for the read-only views of it.
+///
+/// Errors: [`Error::NotDurable`] when the session has no log (no `log/catalog`), and as
+/// [`read_catalog`].
+pub(crate) fn session_catalog(fs: &dyn FileSystem, session_dir: &Path) -> Result<Catalog> {
+    let path = session_dir.join("log").join("catalog");
+    if !fs.exists(&path)? {
+        return Err(Error::NotDurable(format!(
+            "{} has no write-ahead log (no {})",
+            session_dir.display(),
+            path.display()
+        )));
+    }
+    read_catalog(fs, &path)
 }
 
 /// The custom resolve function checkpoint `name` of durable table `table` needs, from the

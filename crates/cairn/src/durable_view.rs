@@ -4,9 +4,9 @@
 //!
 //! Owns: [`DurableView`], [`LiveTable`], [`LiveEntry`], [`LiveCursor`]. May call: `durable`
 //! (the catalog, record payloads, a checkpoint's resolve function), `wal` (reading records),
-//! `snapshot` (checkpoint names), `lsm` (opening a checkpoint as a table),
-//! `cursor` and `lookup` (reading it), `entry` (combining updates), `fs` (the catalog),
-//! `session_core` (the session's directory and file system). Must never touch: the log's or the checkpoints' files for writing.
+//! `snapshot` (checkpoint names), `lsm` (opening a checkpoint as a table), `cursor` and `lookup`
+//! (reading it), `entry` (combining updates), `session_core` (the session's directory and file
+//! system). Must never touch: the log's or the checkpoints' files for writing.
 //!
 //! Consistency: the view is the tables as of the last record read (the owner's writes after
 //! it are not seen), each key resolved as the owner would: the replayed updates combined by the
@@ -26,10 +26,9 @@ use std::sync::Arc;
 
 use crate::config::Resolve;
 use crate::cursor::Cursor;
-use crate::durable::{self, decode_payload, Catalog, Payload};
+use crate::durable::{self, decode_payload, Payload};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
-use crate::fs::read_all;
 use crate::lookup::LookupResult;
 use crate::lsm::Lsm;
 use crate::session_core::SessionCore;
@@ -293,15 +292,7 @@ fn is_gone(e: &Error) -> bool {
 fn open_once(session: &Arc<SessionCore>) -> Result<DurableView> {
     let fs = session.fs().clone();
     let dir = session.dir().join("log");
-    let catalog_path = dir.join("catalog");
-    if !fs.exists(&catalog_path)? {
-        return Err(Error::NotDurable(format!(
-            "{} has no write-ahead log",
-            session.dir().display()
-        )));
-    }
-    let catalog =
-        Catalog::decode(&read_all(&*fs, &catalog_path)?).map_err(|e| e.in_file(&catalog_path))?;
+    let catalog = durable::session_catalog(&*fs, session.dir())?;
     let mut by_id: BTreeMap<u32, (String, u64)> = BTreeMap::new();
     let mut tables = BTreeMap::new();
     for entry in &catalog.tables {
@@ -311,24 +302,18 @@ fn open_once(session: &Arc<SessionCore>) -> Result<DurableView> {
         let overrides = crate::SnapshotOverrides::default();
         let lsm = Lsm::open_snapshot(session.clone(), &name, durable::CHECKPOINT_LABEL, overrides)?;
         let resolve = lsm.config().resolve.clone();
-        let base = lsm;
         by_id.insert(entry.id, (entry.name.clone(), entry.seq));
         tables.insert(
             entry.name.clone(),
             LiveTable {
-                base,
+                base: lsm,
                 resolve,
                 changed: BTreeMap::new(),
                 replayed: 0,
             },
         );
     }
-    let first_seq = catalog
-        .tables
-        .iter()
-        .map(|t| t.seq + 1)
-        .min()
-        .unwrap_or(u64::MAX);
+    let first_seq = catalog.replay_from().unwrap_or(u64::MAX);
     let mut apply = |record: &wal::Record| -> Result<()> {
         let parts = match decode_payload(&record.payload)? {
             Payload::Batch(parts) => parts,

@@ -13,9 +13,9 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use crate::durable::{decode_payload, Catalog, Payload};
+use crate::durable::{decode_payload, session_catalog, Payload};
 use crate::error::{Error, Result};
-use crate::fs::{read_all, FileSystem};
+use crate::fs::FileSystem;
 use crate::wal::{self, RecoveryMode, SegmentHeader, SEGMENT_HEADER_BYTES};
 
 /// What a session's write-ahead log holds ([`crate::Session::read_log`]).
@@ -127,16 +127,7 @@ pub(crate) fn read_log(
     on_record: &mut dyn FnMut(&LogRecord) -> ControlFlow<()>,
 ) -> Result<LogView> {
     let dir = session_dir.join("log");
-    let catalog_path = dir.join("catalog");
-    if !fs.exists(&catalog_path)? {
-        return Err(Error::NotDurable(format!(
-            "{} has no write-ahead log (no {})",
-            session_dir.display(),
-            catalog_path.display()
-        )));
-    }
-    let catalog =
-        Catalog::decode(&read_all(fs, &catalog_path)?).map_err(|e| e.in_file(&catalog_path))?;
+    let catalog = session_catalog(fs, session_dir)?;
     let tables: Vec<LogTableEntry> = (catalog.tables.iter())
         .map(|t| LogTableEntry {
             id: t.id,
@@ -145,7 +136,7 @@ pub(crate) fn read_log(
             covered_to: t.seq,
         })
         .collect();
-    let replay_from = catalog.tables.iter().map(|t| t.seq + 1).min();
+    let replay_from = catalog.replay_from();
     let mut numbers: Vec<u64> = (fs.list_dir(&dir)?.iter())
         .filter_map(|n| wal::segment_number(n))
         .collect();

@@ -4,7 +4,7 @@
 //! repair`).
 //!
 //! Owns: [`MetadataRepair`] and [`repair_metadata`]. May call: `session_core` (the metadata
-//! file's encoding), `fs`. Must never touch: run contents, snapshots, the log.
+//! file's encoding), `bloom` (a filter's header), `fs`. Must never touch: run contents, snapshots, the log.
 //!
 //! Bounds: reads the first 40 bytes of every filter file under `snapshots/` (checkpoints
 //! included), and writes one 24-byte file.
@@ -12,13 +12,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::bloom::{header_salt, HEADER_LEN};
 use crate::error::{Error, Result};
 use crate::fs::{write_atomic, FileSystem, ReadOptions};
 use crate::session_core::{decode_metadata, encode_metadata};
-
-/// Bytes of a Bloom filter's header (`docs/format/bloom.md`): magic, version, hashes, blocks,
-/// salt, entries.
-const FILTER_HEADER_BYTES: usize = 40;
 
 /// What [`repair_metadata`] found and did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,19 +146,15 @@ pub fn repair_metadata(fs: &dyn FileSystem, dir: &Path, dry_run: bool) -> Result
     })
 }
 
-/// The salt in the header of the filter file at `path`, if the header is a filter's.
+/// The salt in the header of the filter file at `path`, if the header is a sound filter's (its
+/// shape checked against the file's length as a decoder checks it).
 fn filter_salt(fs: &dyn FileSystem, path: &Path) -> Result<Option<u64>> {
     let file = fs.open(path, ReadOptions::default())?;
-    if file.len_bytes()? < FILTER_HEADER_BYTES as u64 {
+    let len = file.len_bytes()?;
+    if len < HEADER_LEN as u64 {
         return Ok(None);
     }
-    let mut header = [0u8; FILTER_HEADER_BYTES];
+    let mut header = [0u8; HEADER_LEN];
     file.read_exact_at(&mut header, 0)?;
-    let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
-    if &header[..8] != b"CRNBLOOM" || version != 1 {
-        return Ok(None);
-    }
-    Ok(Some(u64::from_le_bytes(
-        header[24..32].try_into().expect("8 bytes"),
-    )))
+    Ok(header_salt(&header, len).ok())
 }
