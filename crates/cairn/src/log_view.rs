@@ -2,8 +2,8 @@
 //! durable tables, the segments, and every record the log holds, decoded, with the chain of
 //! segments and records checked as recovery checks it.
 //!
-//! Owns: [`LogView`], [`LogTableEntry`], [`LogSegment`], [`LogRecord`], [`LogRecordKind`] and
-//! [`read_log`]. May call: `wal` (segment headers, recovery's reading of the records),
+//! Owns: [`LogView`], [`LogTableEntry`], [`LogSegment`], [`LogRecord`], [`LogRecordKind`],
+//! [`read_log`] and [`log_tables`]. May call: `wal` (segment headers, recovery's reading of the records),
 //! `durable` (the catalog, record payloads), `fs`. Must never touch: tables, or anything that
 //! writes: it is safe beside the log's owner (whose tail being written reads as a torn tail).
 //!
@@ -13,7 +13,7 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use crate::durable::{decode_payload, session_catalog, Payload};
+use crate::durable::{decode_payload, session_catalog, Catalog, Payload};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::wal::{self, RecoveryMode, SegmentHeader, SEGMENT_HEADER_BYTES};
@@ -114,6 +114,23 @@ pub enum LogRecordKind {
     },
 }
 
+/// The durable tables the catalog of the session in `session_dir` lists (the catalog alone is
+/// read). Errors: as [`read_log`]'s.
+pub(crate) fn log_tables(fs: &dyn FileSystem, session_dir: &Path) -> Result<Vec<LogTableEntry>> {
+    Ok(table_entries(&session_catalog(fs, session_dir)?))
+}
+
+fn table_entries(catalog: &Catalog) -> Vec<LogTableEntry> {
+    (catalog.tables.iter())
+        .map(|t| LogTableEntry {
+            id: t.id,
+            name: t.name.clone(),
+            checkpoint: t.checkpoint,
+            covered_to: t.seq,
+        })
+        .collect()
+}
+
 /// Reads the log of the session in `session_dir`: the catalog, every segment's header, and
 /// every record in order, each handed to `on_record` (which may stop the reading with
 /// [`ControlFlow::Break`]; the view then counts the records read so far).
@@ -128,14 +145,7 @@ pub(crate) fn read_log(
 ) -> Result<LogView> {
     let dir = session_dir.join("log");
     let catalog = session_catalog(fs, session_dir)?;
-    let tables: Vec<LogTableEntry> = (catalog.tables.iter())
-        .map(|t| LogTableEntry {
-            id: t.id,
-            name: t.name.clone(),
-            checkpoint: t.checkpoint,
-            covered_to: t.seq,
-        })
-        .collect();
+    let tables = table_entries(&catalog);
     let replay_from = catalog.replay_from();
     let mut numbers: Vec<u64> = (fs.list_dir(&dir)?.iter())
         .filter_map(|n| wal::segment_number(n))

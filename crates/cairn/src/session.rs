@@ -453,6 +453,16 @@ impl Session {
         crate::log_view::read_log(&**self.core.fs(), self.core.dir(), on_record)
     }
 
+    /// The durable tables the catalog of the session's write-ahead log lists, read from the
+    /// catalog alone (no segment is read): what [`Session::read_log`] reports as
+    /// [`crate::inspect::LogView::tables`]. Works on a read-only session.
+    ///
+    /// Errors: as [`Session::read_log`].
+    pub fn log_tables(&self) -> Result<Vec<crate::inspect::LogTableEntry>> {
+        self.core.check_open()?;
+        crate::log_view::log_tables(&**self.core.fs(), self.core.dir())
+    }
+
     /// Counters of the session's log since it opened: records, groups, fsyncs, bytes.
     /// Errors: [`Error::NotDurable`] without a log.
     pub fn log_stats(&self) -> Result<crate::LogStats> {
