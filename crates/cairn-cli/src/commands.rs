@@ -146,7 +146,15 @@ pub fn run(cli: Cli) -> Result<u8, Failure> {
             records,
             limit,
         } => wal::wal(&dir, records, limit, json),
-        Command::Repair { dir, dry_run } => maintain::repair(&dir, dry_run, json),
+        Command::Repair {
+            dir,
+            dry_run,
+            salvage,
+            into,
+        } => match salvage {
+            None => maintain::repair(&dir, dry_run, json),
+            Some(name) => maintain::salvage(&dir, &name, into.as_deref(), dry_run, json),
+        },
         Command::Checkpoint { dir } => maintain::checkpoint(&dir, json),
         Command::Compact { dir, tables } => maintain::compact(&dir, &tables, json),
         Command::Stats {

@@ -221,12 +221,25 @@ enum Command {
     /// is taken from the headers of the snapshots' run filters, which must all agree (a
     /// session without runs gets a new salt). Does nothing to a sound one. Takes the session's
     /// lock.
+    ///
+    /// With --salvage NAME --into NEW, then save what is intact of damaged snapshot NAME as a
+    /// new snapshot NEW: every page and blob that fails its checksum or does not decode, and
+    /// every missing file, is dropped and reported with the keys it may have held (those are
+    /// missing from NEW or have an older value; every other key has its value). Exit code 1 if
+    /// anything was lost. NAME's metadata file must be intact. With --dry-run, only report.
     Repair {
         /// The session directory.
         dir: PathBuf,
         /// Say what would be done, and write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// A damaged snapshot to salvage.
+        #[arg(long, value_name = "NAME")]
+        salvage: Option<String>,
+        /// The new snapshot to save what is intact into (required with --salvage, but with
+        /// --dry-run).
+        #[arg(long, value_name = "NEW", requires = "salvage")]
+        into: Option<String>,
     },
     /// Checkpoint every durable table of the session: their state written as new checkpoints
     /// and the log before them removed (what a restart then replays is nothing). Takes the

@@ -1,5 +1,6 @@
 //! The commands that write: `load` (pairs into a new snapshot), `checkpoint` and `compact` (of
-//! the durable tables). Each takes the session's lock.
+//! the durable tables), `repair` (the session's metadata file; `--salvage`: what is intact of a
+//! damaged snapshot, into a new one). Each takes the session's lock (but a dry run).
 //!
 //! Owns: reading `dump`'s formats back, and these commands' output. May call: `commands`
 //! (opening sessions, failures, `out!`), `output`, `cairn`. Must never touch: the database's
@@ -8,11 +9,13 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use cairn::{AuthConfig, HashKind, TableConfig, Update};
+use cairn::inspect::{LostKeys, MetadataRepair};
+use cairn::{AuthConfig, HashKind, SnapshotOverrides, TableConfig, Update};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
-use crate::commands::{open_writable, out, Failure, FAILED, USAGE};
-use crate::output::{self, count};
+use crate::commands::{open_read_only, open_writable, out, Failure, DAMAGED, FAILED, USAGE};
+use crate::output::{self, count, escaped, hex};
 use crate::{AuthHash, DumpFormat};
 
 /// Pairs handed to the table at once.
@@ -304,26 +307,35 @@ pub fn compact(dir: &Path, names: &[String], json: bool) -> Result<u8, Failure> 
 pub fn repair(dir: &Path, dry_run: bool, json: bool) -> Result<u8, Failure> {
     let r = cairn::inspect::repair_metadata(&cairn::fs::RealFs, dir, dry_run)?;
     if json {
-        out!(
-            "{}",
-            json!({
-                "dir": dir.display().to_string(),
-                "was_sound": r.was_sound,
-                "salt": r.salt,
-                "runs_read": r.runs_read,
-                "written": r.written,
-                "created": r.created.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            })
-        );
-        return Ok(0);
+        let mut doc = repair_json(&r);
+        doc["dir"] = json!(dir.display().to_string());
+        out!("{doc}");
+    } else {
+        repair_text(dir, &r, dry_run)?;
     }
+    Ok(0)
+}
+
+/// What a metadata repair did, for scripts.
+fn repair_json(r: &MetadataRepair) -> serde_json::Value {
+    json!({
+        "was_sound": r.was_sound,
+        "salt": r.salt,
+        "runs_read": r.runs_read,
+        "written": r.written,
+        "created": r.created.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+    })
+}
+
+/// What a metadata repair did, for people.
+fn repair_text(dir: &Path, r: &MetadataRepair, dry_run: bool) -> Result<(), Failure> {
     if r.was_sound {
         out!(
             "{}: the metadata file is sound (salt {:#018x}): nothing to repair",
             dir.display(),
             r.salt
         );
-        return Ok(0);
+        return Ok(());
     }
     let verb = if dry_run { "would write" } else { "wrote" };
     let source = match r.runs_read {
@@ -339,5 +351,148 @@ pub fn repair(dir: &Path, dry_run: bool, json: bool) -> Result<u8, Failure> {
         let verb = if dry_run { "would make" } else { "made" };
         out!("  {verb} the missing directory {}", path.display());
     }
-    Ok(0)
+    Ok(())
+}
+
+/// `repair --salvage NAME [--into NEW]`: the session's metadata file repaired first (if it
+/// needs it), then what is intact of snapshot `name` saved as `into` (or, with `dry_run`, only
+/// read). Exit code 1 if anything was lost.
+pub fn salvage(
+    dir: &Path,
+    name: &str,
+    into: Option<&str>,
+    dry_run: bool,
+    json: bool,
+) -> Result<u8, Failure> {
+    if into.is_none() && !dry_run {
+        return Err(Failure::new(
+            USAGE,
+            "--salvage needs --into NEW, the snapshot to save what is intact into (or --dry-run)",
+        ));
+    }
+    let into = if dry_run { None } else { into };
+    let metadata = cairn::inspect::repair_metadata(&cairn::fs::RealFs, dir, dry_run)?;
+    if !json && !metadata.was_sound {
+        repair_text(dir, &metadata, dry_run)?;
+    }
+    let session = match into {
+        Some(_) => open_writable(dir)?,
+        None => open_read_only(dir)?,
+    };
+    let bar = ProgressBar::new(0);
+    if let Ok(style) =
+        ProgressStyle::with_template("{prefix}: [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec})")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(name.to_string());
+    let report = session.salvage_snapshot(name, into, SnapshotOverrides::default(), &mut |p| {
+        bar.set_length(p.total.max(p.bytes));
+        bar.set_position(p.bytes);
+    });
+    bar.finish_and_clear();
+    let report = report?;
+    session.close();
+    let code = if report.is_complete() { 0 } else { DAMAGED };
+    if json {
+        let losses: Vec<_> = (report.losses.iter())
+            .map(|l| {
+                let (after, before, key) = match &l.keys {
+                    LostKeys::Between { after, before } => {
+                        (after.as_deref().map(hex), before.as_deref().map(hex), None)
+                    }
+                    LostKeys::One(key) => (None, None, Some(hex(key))),
+                    _ => (None, None, None),
+                };
+                json!({
+                    "path": l.path.display().to_string(),
+                    "first_page": l.first_page,
+                    "pages": l.pages,
+                    "after": after,
+                    "before": before,
+                    "key": key,
+                    "detail": l.detail,
+                })
+            })
+            .collect();
+        let unchecked: Vec<_> = (report.unchecked.iter())
+            .map(|p| p.display().to_string())
+            .collect();
+        out!(
+            "{}",
+            json!({
+                "dir": dir.display().to_string(),
+                "metadata": repair_json(&metadata),
+                "snapshot": name,
+                "into": into,
+                "complete": report.is_complete(),
+                "runs": report.runs,
+                "pages_read": report.pages_read,
+                "pages_lost": report.pages_lost,
+                "entries_read": report.entries_read,
+                "entries_lost": report.entries_lost,
+                "keys": report.keys_written,
+                "root": report.root.as_ref().map(output::root),
+                "losses": losses,
+                "unchecked": unchecked,
+            })
+        );
+        return Ok(code);
+    }
+    let saved = match into {
+        Some(to) => format!("salvaged into {to}"),
+        None => "would be salvaged (dry run: nothing written)".to_string(),
+    };
+    out!(
+        "{name}: {} {saved}; {} read: {} intact, {} lost",
+        output::plural(report.keys_written, "key"),
+        output::plural(report.runs, "run file"),
+        output::plural(report.pages_read, "page"),
+        count(report.pages_lost),
+    );
+    if report.entries_lost > 0 {
+        out!(
+            "  {} lost with a damaged blob",
+            output::plural(report.entries_lost, "entry")
+        );
+    }
+    if let Some(root) = &report.root {
+        out!(
+            "  state root of {}: {}",
+            into.unwrap_or(name),
+            output::root(root)
+        );
+    }
+    for l in &report.losses {
+        let pages = match (l.first_page, l.pages) {
+            (Some(first), 1) => format!(" page {first}"),
+            (Some(first), n) => format!(" pages {first} to {}", first + n - 1),
+            (None, _) => String::new(),
+        };
+        let keys = match &l.keys {
+            LostKeys::Between { after, before } => {
+                let after = after.as_deref().map(|k| format!(" after {}", escaped(k)));
+                let and = if after.is_some() { " and" } else { "" };
+                let before = (before.as_deref()).map(|k| format!("{and} before {}", escaped(k)));
+                match (after, before) {
+                    (None, None) => "any key".to_string(),
+                    (a, b) => format!("keys{}{}", a.unwrap_or_default(), b.unwrap_or_default()),
+                }
+            }
+            LostKeys::One(key) => format!("key {}", escaped(key)),
+            _ => "some keys".to_string(),
+        };
+        out!("  lost: {}{pages}: {keys} ({})", l.path.display(), l.detail);
+    }
+    for path in &report.unchecked {
+        out!(
+            "  unchecked: {} (its checksums file is missing, damaged or not the one the \
+             metadata pins: pages decoded, not checked)",
+            path.display()
+        );
+    }
+    if code == 0 {
+        out!("  nothing lost");
+    }
+    Ok(code)
 }

@@ -38,7 +38,11 @@ pub fn escaped(bytes: &[u8]) -> String {
 
 /// `1 run`, `2 runs`, `1,000 entries`.
 pub fn plural(n: u64, noun: &str) -> String {
-    let noun = match (n, noun.strip_suffix('y')) {
+    // `entry`, `entries`; but `key`, `keys` (a vowel before the y).
+    let stem = noun
+        .strip_suffix('y')
+        .filter(|stem| !stem.ends_with(['a', 'e', 'i', 'o', 'u']));
+    let noun = match (n, stem) {
         (1, _) => noun.to_string(),
         (_, Some(stem)) => format!("{stem}ies"),
         _ => format!("{noun}s"),

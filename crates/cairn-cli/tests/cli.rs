@@ -519,6 +519,13 @@ fn a_closed_pipe_ends_every_command_quietly() {
         vec!["checkpoint".as_ref(), d],
         vec!["compact".as_ref(), d, "--json".as_ref()],
         vec!["repair".as_ref(), d],
+        vec![
+            "repair".as_ref(),
+            d,
+            "--salvage".as_ref(),
+            "plain".as_ref(),
+            "--dry-run".as_ref(),
+        ],
     ];
     for args in commands {
         let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
@@ -1078,4 +1085,126 @@ fn repair_rebuilds_a_lost_or_damaged_metadata_file() {
     make(live.path());
     let _owner = Session::open(live.path()).unwrap();
     assert_eq!(code(&cairn(&[&"repair", &live.path()])), 4);
+}
+
+#[test]
+fn repair_salvages_what_is_intact_of_a_damaged_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (model, root) = make(dir);
+    // A sound snapshot: everything salvaged, exit code 0; an authenticated one keeps its root.
+    let o = cairn(&[&"repair", &dir, &"--salvage", &"plain", &"--into", &"copy"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("nothing lost"), "{}", stdout(&o));
+    let o = cairn(&[&"dump", &dir, &"copy", &"--blobs"]);
+    assert_eq!(stdout(&o), hex_lines(&model));
+    let o = cairn(&[
+        &"--json",
+        &"repair",
+        &dir,
+        &"--salvage",
+        &"auth",
+        &"--into",
+        &"auth2",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["complete"], Value::Bool(true));
+    assert_eq!(doc["keys"].as_u64(), Some(500));
+    assert_eq!(
+        doc["root"].as_str().unwrap(),
+        format!("sha256:{}", hex(&root.hash))
+    );
+
+    // Usage: --into is needed (but for a dry run), and must be a new snapshot.
+    assert_eq!(code(&cairn(&[&"repair", &dir, &"--salvage", &"plain"])), 2);
+    let o = cairn(&[&"repair", &dir, &"--salvage", &"plain", &"--into", &"copy"]);
+    assert_eq!(code(&o), 3);
+    assert!(stderr(&o).contains("copy"), "{}", stderr(&o));
+    assert_eq!(
+        code(&cairn(&[
+            &"repair",
+            &dir,
+            &"--salvage",
+            &"none",
+            &"--dry-run"
+        ])),
+        3
+    );
+
+    // One page of the largest key/ops file damaged.
+    let snapshot = dir.join("snapshots/plain");
+    let largest = (std::fs::read_dir(&snapshot).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "keyops"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&largest).unwrap();
+    assert!(bytes.len() >= 3 * 4096, "{}", bytes.len());
+    bytes[4096 + 100] ^= 0x40;
+    std::fs::write(&largest, &bytes).unwrap();
+    assert_eq!(code(&cairn(&[&"verify", &dir, &"plain"])), 1);
+    // A dry run reports and writes nothing.
+    let o = cairn(&[&"repair", &dir, &"--salvage", &"plain", &"--dry-run"]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("dry run") && text.contains("lost: "),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{} page", largest.display())),
+        "{text}"
+    );
+    assert!(!dir.join("snapshots/salvaged").exists());
+    let o = cairn(&[
+        &"--json",
+        &"repair",
+        &dir,
+        &"--salvage",
+        &"plain",
+        &"--into",
+        &"salvaged",
+    ]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["complete"], Value::Bool(false));
+    let losses = doc["losses"].as_array().unwrap();
+    assert_eq!(losses.len(), 1, "{doc:#}");
+    let loss = &losses[0];
+    assert_eq!(
+        loss["path"].as_str().unwrap(),
+        largest.display().to_string()
+    );
+    assert_eq!(loss["first_page"].as_u64(), Some(1));
+    let bound = |b: &Value| {
+        b.as_str().map(|h| {
+            (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+                .collect::<Vec<u8>>()
+        })
+    };
+    let (after, before) = (bound(&loss["after"]), bound(&loss["before"]));
+    assert!(after.is_some() && before.is_some(), "{loss:#}");
+    // The salvaged snapshot is sound, and every key outside the loss has its value.
+    assert_eq!(code(&cairn(&[&"verify", &dir, &"salvaged"])), 0);
+    let o = cairn(&[&"dump", &dir, &"salvaged", &"--blobs"]);
+    let outside: Model = (model.iter())
+        .filter(|(k, _)| {
+            after.as_deref().is_some_and(|a| k.as_slice() <= a)
+                || before.as_deref().is_some_and(|b| k.as_slice() >= b)
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let dumped = stdout(&o);
+    let dumped: std::collections::HashSet<&str> = dumped.lines().collect();
+    let expected = hex_lines(&outside);
+    for line in expected.lines() {
+        assert!(dumped.contains(&line), "{line} is missing");
+    }
+    assert!(
+        dumped.len() < model.len(),
+        "the damaged page's keys are lost"
+    );
 }

@@ -13,11 +13,12 @@
 //! layout), `schedule` (level shapes), `run` (file names, the checksums file), `page`, `index`
 //! and `bloom` (decoders), `trie` (the recorded root node), `pagelog` (the trie's manifest and
 //! segments), `lsm` (opening a snapshot to read it whole), and `cairn_proof` (the root); it
-//! re-exports `log_view` (the log read without replaying it) and `repair` (the metadata file
-//! rebuilt). Must never write: everything here works in a read-only session, but `repair`.
+//! re-exports `log_view` (the log read without replaying it), `repair` (the metadata file
+//! rebuilt) and `salvage` (what is intact of a damaged snapshot). Must never write: everything here works in a read-only session, but `repair`.
 
 pub use crate::log_view::{LogRecord, LogRecordKind, LogSegment, LogTableEntry, LogView};
 pub use crate::repair::{repair_metadata, MetadataRepair};
+pub use crate::salvage::{LostKeys, SalvageLoss, SalvageProgress, SalvageReport};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

@@ -89,6 +89,7 @@ mod page;
 mod pagelog;
 mod repair;
 mod run;
+mod salvage;
 mod schedule;
 mod scrub;
 mod session;

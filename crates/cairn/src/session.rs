@@ -8,6 +8,7 @@
 //! it returns), `lsm` (creating and opening tables), `snapshot` (a session's snapshots),
 //! `durable` (its write-ahead log and durable tables), `durable_view` (a read-only view of
 //! them), `log_view` (its log read without replaying it), `inspect` (looking inside snapshots),
+//! `salvage` (reading what is intact of a damaged one),
 //! `background` (its merge thread's counter), `fs` (the real file system by default), `io`
 //! (the I/O report), `scrub` (its scrub reports), `batch` (write batches it writes) and
 //! `transaction` (transactions it
@@ -531,6 +532,97 @@ impl Session {
     ) -> Result<crate::inspect::VerifyReport> {
         self.core.check_open()?;
         crate::inspect::verify(&self.core, name, options, progress)
+    }
+
+    /// Saves what is intact of damaged snapshot `from` as a new snapshot `to` (with the same
+    /// label and configuration), and reports what was lost; `from` is left as it is. With `to`
+    /// `None`, only reads and reports (in a read-only session too).
+    ///
+    /// Only `from`'s metadata file must be intact. Every run file is read page by page; a page
+    /// that fails its recorded CRC32C or does not decode, a blob that fails its checksum, a
+    /// missing file, is dropped and recorded as a loss ([`crate::inspect::SalvageLoss`]) with
+    /// the range of keys it may have held; the rest is resolved as the table's reads resolve it
+    /// (newest version first, upserts through the resolve function, a pending union's inputs
+    /// folded left to right). A key a loss may have affected is missing from `to` or has the
+    /// value an older run gave it; every other key has exactly its value in `from`
+    /// ([`crate::inspect::SalvageReport::may_have_lost`]). An authenticated table's trie is
+    /// rebuilt from the salvaged contents: `to` has a new state root, in the report. A sound
+    /// snapshot is copied whole (its contents resolved, merges done): the report is then
+    /// complete ([`crate::inspect::SalvageReport::is_complete`]).
+    ///
+    /// `progress` is called every 64 Ki keys and at the end.
+    ///
+    /// Cost: one sequential read of `from`'s run files (each blob read where referenced, each
+    /// 4 KiB checked), and the writes of a table of the salvaged keys built by inserts and
+    /// saved. Memory: a 1 MiB buffer per run read at once, a page's entries per run, the losses,
+    /// and the new table's write buffer.
+    ///
+    /// Errors: [`Error::SessionClosed`], [`Error::ReadOnly`] (with `to`),
+    /// [`Error::InvalidSnapshotName`], [`Error::SnapshotMissing`] (`from`),
+    /// [`Error::SnapshotExists`] (`to`), [`Error::SnapshotCorrupted`] for a damaged metadata
+    /// file of `from` (which says which runs the table reads, in what order: nothing can be
+    /// salvaged with certainty without it), [`Error::InvalidConfig`] for a custom resolve
+    /// function not given in `overrides`, I/O errors writing `to`.
+    pub fn salvage_snapshot(
+        &self,
+        from: &str,
+        to: Option<&str>,
+        overrides: SnapshotOverrides,
+        progress: &mut dyn FnMut(crate::inspect::SalvageProgress),
+    ) -> Result<crate::inspect::SalvageReport> {
+        self.core.check_open()?;
+        if let Some(to) = to {
+            self.core.check_writable("a salvage")?;
+            snapshot::validate_name(to)?;
+            if snapshot::exists(&self.core, to)? {
+                return Err(Error::SnapshotExists(to.to_string()));
+            }
+        }
+        let mut salvage = crate::salvage::Salvage::open(&self.core, from, overrides)?;
+        let table = match to {
+            Some(_) => Some(self.new_table(salvage.config.clone())?),
+            None => None,
+        };
+        const BATCH: usize = 1024;
+        let mut batch = Vec::with_capacity(BATCH);
+        let flush = |batch: &mut Vec<crate::salvage::Salvaged>| {
+            let Some(table) = &table else {
+                batch.clear();
+                return Ok(());
+            };
+            let updates: Vec<(&[u8], crate::Update<'_>)> = batch
+                .iter()
+                .map(|(k, v, blob)| {
+                    let update = match blob {
+                        Some(blob) => crate::Update::InsertWithBlob(v, blob),
+                        None => crate::Update::Insert(v),
+                    };
+                    (k.as_slice(), update)
+                })
+                .collect();
+            let done = table.updates(&updates);
+            batch.clear();
+            done
+        };
+        while let Some(entry) = salvage.next()? {
+            batch.push(entry);
+            if batch.len() == BATCH {
+                flush(&mut batch)?;
+            }
+            if salvage.progress().keys % (64 << 10) == 0 {
+                progress(salvage.progress());
+            }
+        }
+        flush(&mut batch)?;
+        let mut report = salvage.report();
+        if let (Some(table), Some(to)) = (&table, to) {
+            if table.config().auth.is_some() {
+                report.root = Some(table.commit()?.root);
+            }
+            table.save_snapshot(to, &salvage.label)?;
+        }
+        progress(salvage.progress());
+        Ok(report)
     }
 
     /// Reads every run of every open table of the session and checks every byte against its

@@ -40,7 +40,7 @@ pub(crate) use format::{AuthMeta, ResolveTag, SnapshotMeta};
 pub(crate) use ops::{checkpoints, delete, exists, export, import, list};
 pub(crate) use plan::{plan, SnapshotContents};
 pub use restore::SnapshotOverrides;
-pub(crate) use restore::{blame_in, restore, restore_trie, with_merge_context};
+pub(crate) use restore::{blame_in, resolve_for, restore, restore_trie, with_merge_context};
 pub(crate) use save::{read_meta, save_table};
 
 /// The directory of a snapshot holding an authenticated table's trie: its page log segments

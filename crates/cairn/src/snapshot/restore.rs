@@ -78,6 +78,49 @@ pub(crate) fn restore(
     result
 }
 
+/// The resolve function to open snapshot `name`, saved with `saved`, given the overrides'
+/// `given`: a custom function must be given (with the saved name, when one was recorded); a
+/// built-in one may be given only as itself (stored upserts would combine under other
+/// semantics). Errors: [`Error::InvalidConfig`].
+pub(crate) fn resolve_for(
+    name: &str,
+    saved: ResolveTag,
+    given: Option<Resolve>,
+) -> Result<Resolve> {
+    Ok(match (saved, given) {
+        (ResolveTag::Custom(Some(saved)), Some(given)) => match &given {
+            Resolve::Custom(custom) if custom.name() == saved => given,
+            _ => {
+                return Err(Error::InvalidConfig(format!(
+                    "snapshot {name:?} was saved with the custom resolve function {saved:?}, \
+                     not {given:?}"
+                )))
+            }
+        },
+        (ResolveTag::Custom(None), Some(given @ Resolve::Custom(_))) => given,
+        (saved @ (ResolveTag::KeepNewest | ResolveTag::AddU64Le), Some(given))
+            if ResolveTag::of(&given) == saved =>
+        {
+            given
+        }
+        (saved, Some(given)) => {
+            // Stored upserts would combine under other semantics.
+            return Err(Error::InvalidConfig(format!(
+                "snapshot {name:?} was saved with the resolve function {saved:?}, not {given:?}"
+            )));
+        }
+        (ResolveTag::Custom(saved), None) => {
+            let named = saved.map(|n| format!(" {n:?}")).unwrap_or_default();
+            return Err(Error::InvalidConfig(format!(
+                "snapshot {name:?} was saved with the custom resolve function{named}: pass it \
+                 in the overrides"
+            )));
+        }
+        (ResolveTag::AddU64Le, None) => Resolve::AddU64Le,
+        (ResolveTag::KeepNewest, None) => Resolve::KeepNewest,
+    })
+}
+
 /// What an error met while opening snapshot `name` becomes: damage (corruption, or a missing or
 /// short file) is [`Error::SnapshotCorrupted`] blamed on `path`, the file it is in; any other
 /// I/O error is the disk's, returned as it is.
@@ -190,38 +233,7 @@ fn restore_parts(
         });
     }
     let mut config = meta.config.clone();
-    config.resolve = match (meta.resolve.clone(), overrides.resolve) {
-        (ResolveTag::Custom(Some(saved)), Some(given)) => match &given {
-            Resolve::Custom(custom) if custom.name() == saved => given,
-            _ => {
-                return Err(Error::InvalidConfig(format!(
-                    "snapshot {name:?} was saved with the custom resolve function {saved:?}, \
-                     not {given:?}"
-                )))
-            }
-        },
-        (ResolveTag::Custom(None), Some(given @ Resolve::Custom(_))) => given,
-        (saved @ (ResolveTag::KeepNewest | ResolveTag::AddU64Le), Some(given))
-            if ResolveTag::of(&given) == saved =>
-        {
-            given
-        }
-        (saved, Some(given)) => {
-            // Stored upserts would combine under other semantics.
-            return Err(Error::InvalidConfig(format!(
-                "snapshot {name:?} was saved with the resolve function {saved:?}, not {given:?}"
-            )));
-        }
-        (ResolveTag::Custom(saved), None) => {
-            let named = saved.map(|n| format!(" {n:?}")).unwrap_or_default();
-            return Err(Error::InvalidConfig(format!(
-                "snapshot {name:?} was saved with the custom resolve function{named}: pass it \
-                 in the overrides"
-            )));
-        }
-        (ResolveTag::AddU64Le, None) => Resolve::AddU64Le,
-        (ResolveTag::KeepNewest, None) => Resolve::KeepNewest,
-    };
+    config.resolve = resolve_for(name, meta.resolve.clone(), overrides.resolve)?;
     if let Some(policy) = overrides.disk_cache {
         config.disk_cache = policy;
     }
