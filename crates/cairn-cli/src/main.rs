@@ -165,15 +165,18 @@ enum Command {
         #[arg(long)]
         encoded: bool,
     },
-    /// The differences between two snapshots of the session, in key order: `-` a pair only in
-    /// the first, `+` only in the second, `~` a key whose value differs; then a summary.
-    /// Streamed (constant memory).
+    /// The differences between two versions of a table, in key order: `-` a pair only in the
+    /// first, `+` only in the second, `~` a key whose value (or blob) differs; then a summary.
+    /// Each version is a snapshot, or `@TABLE` for a durable table as it is now (`cairn diff
+    /// DIR yesterday @balances`: what changed since snapshot `yesterday`). Streamed (constant
+    /// memory).
     Diff {
         /// The session directory.
         dir: PathBuf,
-        /// The first snapshot.
+        /// The first snapshot, or `@TABLE`: durable table TABLE as it is now (its checkpoint
+        /// and the log after it, read-only).
         first: String,
-        /// The second snapshot.
+        /// The second snapshot, or `@TABLE`.
         second: String,
         /// Print keys and values as `hex` or as `text` (printable ASCII as itself).
         #[arg(long, value_enum, default_value_t = KeyFormat::Text)]

@@ -1,5 +1,6 @@
-//! The commands that read a snapshot's keys: `get`, `root`, `prove` and `diff`, and the key
-//! range `dump` (`scan`) reads, with its prefix.
+//! The commands that read a snapshot's keys: `get`, `root`, `prove` and `diff` (of two
+//! snapshots, or of a snapshot and a durable table as it is now), and the key range `dump`
+//! (`scan`) reads, with its prefix.
 //!
 //! Owns: their output layout and exit codes. May call: `commands` (opening sessions and
 //! snapshots, keys, failures, `out!`), `output`, `cairn` and `cairn_proof` (verifying a proof).
@@ -9,7 +10,7 @@ use std::io::Write;
 use std::ops::Bound;
 use std::path::Path;
 
-use cairn::{CursorEntry, LookupResult, Table};
+use cairn::{CursorEntry, LookupResult, Session, Table};
 use cairn::{DurableView, LiveEntry, LiveTable};
 use cairn_proof::{Claim, Expect};
 use serde_json::{json, Value};
@@ -332,9 +333,35 @@ pub fn prove(
 
 /// One difference `diff` reports.
 enum Change {
-    Removed(CursorEntry),
-    Added(CursorEntry),
-    Changed(CursorEntry, CursorEntry),
+    Removed(Pair),
+    Added(Pair),
+    Changed(Pair, Pair),
+}
+
+/// One side of a diff, in key order with blobs.
+type Side<'a> = Box<dyn Iterator<Item = Result<Pair, Failure>> + 'a>;
+
+/// The pairs of `name`: a snapshot, or with a leading `@` the durable table of that name as
+/// it is now (its checkpoint and the log after it, read through `view`).
+fn side<'a>(
+    session: &Session,
+    view: Option<&'a DurableView>,
+    name: &str,
+) -> Result<Side<'a>, Failure> {
+    match (name.strip_prefix('@'), view) {
+        (Some(table), Some(view)) => {
+            let live = live_table(view, table)?;
+            let cursor = live.range((Bound::Unbounded, Bound::Unbounded), true)?;
+            Ok(Box::new(cursor.map(|e| Ok(Pair::from_live(e?)))))
+        }
+        _ => {
+            let table = open_table(session, name)?;
+            let cursor = table.cursor()?;
+            Ok(Box::new(
+                cursor.map(move |e| Pair::from_cursor(&table, e?, true)),
+            ))
+        }
+    }
 }
 
 pub fn diff(
@@ -346,8 +373,14 @@ pub fn diff(
     json: bool,
 ) -> Result<u8, Failure> {
     let session = open_read_only(dir)?;
-    let (a, b) = (open_table(&session, first)?, open_table(&session, second)?);
-    let (mut left, mut right) = (a.cursor()?, b.cursor()?);
+    let view = match first.starts_with('@') || second.starts_with('@') {
+        true => Some(session.durable_view()?),
+        false => None,
+    };
+    let (mut left, mut right) = (
+        side(&session, view.as_ref(), first)?,
+        side(&session, view.as_ref(), second)?,
+    );
     let (mut l, mut r) = (left.next().transpose()?, right.next().transpose()?);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -378,12 +411,7 @@ pub fn diff(
                 std::cmp::Ordering::Equal => {
                     l = left.next().transpose()?;
                     r = right.next().transpose()?;
-                    let same_blob = match (&x.blob, &y.blob) {
-                        (None, None) => true,
-                        (Some(p), Some(q)) => a.retrieve_blob(p)? == b.retrieve_blob(q)?,
-                        _ => false,
-                    };
-                    if x.value == y.value && same_blob {
+                    if x.value == y.value && x.blob == y.blob {
                         same += 1;
                         continue;
                     }

@@ -962,6 +962,7 @@ fn get_and_scan_read_a_live_durable_table() {
     // The owner is back and holds the lock, with one more write synced to its log.
     let owner = Session::open(dir).unwrap();
     let accounts = owner.table("accounts", TableConfig::default()).unwrap();
+    accounts.save_snapshot("before", "accounts").unwrap();
     accounts.insert("acct0005", "55").unwrap();
     accounts.delete("acct0006").unwrap();
     owner.sync_log().unwrap();
@@ -1012,6 +1013,25 @@ fn get_and_scan_read_a_live_durable_table() {
     assert_eq!(keys.len(), 29, "30 accounts, one deleted");
     assert_eq!(keys[0], "acct0029");
     assert!(!keys.contains(&"acct0006"));
+    // A version diff: the snapshot against the live table, both ways.
+    let o = cairn(&[&"diff", &dir, &"before", &"@accounts"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with("~ acct0005 ") && lines[0].ends_with(" -> 55"),
+        "{text}"
+    );
+    assert!(lines[1].starts_with("- acct0006 "), "{text}");
+    assert_eq!(lines[2], "1 removed, 0 added, 1 changed, 28 the same");
+    let o = cairn(&[&"--json", &"diff", &dir, &"@accounts", &"before"]);
+    let last: Value = serde_json::from_str(stdout(&o).lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (last["added"].as_u64(), last["changed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(code(&cairn(&[&"diff", &dir, &"before", &"@nosuch"])), 3);
     let o = cairn(&[&"get", &dir, &"nosuch", &"k", &"--table"]);
     assert_eq!(code(&o), 3);
     assert!(
