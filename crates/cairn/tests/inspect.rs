@@ -3,11 +3,14 @@
 //! missing, truncated or unexpected file), and on hostile ones whose checksums were forged to
 //! match damaged contents.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use cairn::inspect::{RunPlace, VerifyOptions, VerifyReport};
 use cairn::{AuthConfig, Session, SessionOptions, Table, TableConfig, Update};
+use common::copy_tree;
 
 fn read_only(dir: &Path) -> Session {
     let options = SessionOptions::default().read_only(true);
@@ -117,20 +120,6 @@ fn sound_snapshots_verify_with_their_contents_and_root() {
     }
     drop(reader);
     drop(owner);
-}
-
-/// Copies a directory tree.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let target = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_tree(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).unwrap();
-        }
-    }
 }
 
 /// Every file of a snapshot, the trie's included.

@@ -4,11 +4,14 @@
 //! damaged one (every file of it: a flipped bit, a truncation, a missing file) keeps every key
 //! outside the losses it reports with exactly its value, and the salvaged snapshot is sound.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use cairn::inspect::{SalvageReport, VerifyOptions};
 use cairn::{AuthConfig, Error, Resolve, Session, SnapshotOverrides, Table, TableConfig, Update};
+use common::copy_tree;
 use proptest::prelude::*;
 
 /// Key, value and blob of every key of `table`, in key order.
@@ -192,20 +195,6 @@ fn names_and_metadata_are_checked() {
 
 /// A damage done to a file, by its path.
 type Damage = Box<dyn Fn(&Path)>;
-
-/// Copies a directory tree.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let target = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_tree(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).unwrap();
-        }
-    }
-}
 
 #[test]
 fn damage_loses_only_the_keys_it_reports() {

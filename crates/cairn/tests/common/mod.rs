@@ -126,3 +126,18 @@ impl FileSystem for TestFs {
         self.inner.try_lock(path)
     }
 }
+
+/// Copies a directory tree (to damage a copy of a session and keep the original).
+#[allow(dead_code)]
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_tree(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
