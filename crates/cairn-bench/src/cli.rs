@@ -167,6 +167,10 @@ pub struct RunsArgs {
     /// Compare every lookup with the model.
     #[arg(long)]
     pub check: bool,
+    /// Pipelined runs: batches whose lookups are in flight at once (`utxo run
+    /// --pipeline-depth`), the same for every engine.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
+    pub pipeline_depth: u64,
     /// Seed of the key generator.
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
@@ -241,6 +245,11 @@ pub struct RunArgs {
     /// Compare every lookup result with an in-memory model.
     #[arg(long)]
     pub check: bool,
+    /// Pipelined mode: batches whose lookups are in flight while a batch's update is applied,
+    /// each on a worker thread of its own (1: the next batch's only; lsm-tree's four stages on
+    /// two cores are 3).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
+    pub pipeline_depth: u64,
     #[command(flatten)]
     pub engine_args: EngineArgs,
     /// A script run as `PATH DIR 8` that prints {"qd1_iops":..,"qd32_iops":..} for DIR, run

@@ -155,6 +155,10 @@ pub struct RunRecord {
     pub settings: String,
     /// serial, pipelined or lookup-only.
     pub mode: String,
+    /// Pipelined runs: batches whose lookups were in flight at once (`--pipeline-depth`);
+    /// records from before the option were depth 1.
+    #[serde(default)]
+    pub pipeline_depth: Option<u64>,
     /// Entries of the setup.
     pub entries: u64,
     /// Batches run.
@@ -505,6 +509,7 @@ mod tests {
             engine: "cairn".to_string(),
             settings: "s".to_string(),
             mode: "serial".to_string(),
+            pipeline_depth: None,
             entries: 10,
             batches: 2,
             warmup_batches: 1,

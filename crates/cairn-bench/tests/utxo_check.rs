@@ -37,7 +37,15 @@ fn every_mode_passes_the_check_on_a_small_table() {
             "1000",
             "--cached",
         ]);
-        for mode in ["serial", "pipelined", "lookup-only"] {
+        // Pipelined at several depths: each batch's lookups are corrected with every update
+        // applied after its view was taken.
+        for (mode, depth) in [
+            ("serial", "1"),
+            ("pipelined", "1"),
+            ("pipelined", "2"),
+            ("pipelined", "4"),
+            ("lookup-only", "1"),
+        ] {
             let table = bench(&[
                 "utxo",
                 "run",
@@ -49,6 +57,8 @@ fn every_mode_passes_the_check_on_a_small_table() {
                 "60",
                 "--mode",
                 mode,
+                "--pipeline-depth",
+                depth,
                 "--check",
                 "--write-buffer",
                 "1000",

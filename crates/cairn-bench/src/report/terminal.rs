@@ -116,7 +116,13 @@ pub fn run(r: &RunRecord) -> String {
     metric_value(&[
         ("engine", r.engine.clone()),
         ("settings", r.settings.clone()),
-        ("mode", r.mode.clone()),
+        (
+            "mode",
+            match r.pipeline_depth {
+                Some(depth) => format!("{} (depth {depth})", r.mode),
+                None => r.mode.clone(),
+            },
+        ),
         ("entries", r.entries.to_string()),
         ("batches", r.batches.to_string()),
         ("checked", checked),

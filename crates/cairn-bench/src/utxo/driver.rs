@@ -19,6 +19,7 @@
 //! write buffer, which every 20,000 updates is written out as a run, and pay at most a bounded
 //! number of merge steps each (sequential I/O). CPU for keys and checks is about 1 µs per key.
 
+use std::collections::VecDeque;
 use std::sync::mpsc;
 use std::time::Instant;
 
@@ -174,14 +175,18 @@ impl<'e> Driver<'e> {
         })
     }
 
-    /// Runs `batches` pipelined batches: the lookups of batch n+1 on a view from before batch n's
-    /// update, overlapped with that update, then corrected with it (as in lsm-tree's pipelined
-    /// benchmark).
+    /// Runs `batches` pipelined batches with `depth` batches' lookups in flight (at least 1): while
+    /// batch n's update is applied, the lookups of batches n+1 to n+depth run on views taken
+    /// before it, each on a worker thread of its own, and each batch's results are corrected
+    /// with the updates applied after its view was taken (as in lsm-tree's pipelined benchmark,
+    /// whose four stages on two cores are depth 3 here: the update and three lookup batches).
     ///
-    /// The lookups run on one worker thread started with the phase, which takes each batch's
-    /// view and keys over a channel: a thread spawned per batch started its lookups about 1.2 ms
-    /// after the batch began (10M entries, 2 cores, 2026-11-25), a quarter of a batch.
-    pub fn pipelined(&mut self, batches: u64) -> Result<PhaseTiming, Failure> {
+    /// Batch m's lookups go to worker m % depth, started with the phase and fed over a channel:
+    /// a thread spawned per batch started its lookups about 1.2 ms after the batch began (10M
+    /// entries, 2 cores, 2026-11-25), a quarter of a batch. Depth 1 is the two-stage pipeline
+    /// (batch n+1's lookups beside batch n's update).
+    pub fn pipelined(&mut self, batches: u64, depth: usize) -> Result<PhaseTiming, Failure> {
+        let depth = depth.max(1);
         let mut progress = Progress::new("pipelined", "batches", batches);
         let mut batch_ms = Vec::with_capacity(batches as usize);
         let mut split_ms = Vec::with_capacity(batches as usize);
@@ -191,68 +196,93 @@ impl<'e> Driver<'e> {
             return Ok(PhaseTiming::default());
         }
         // Batch 0's lookups run alone.
-        let mut current = self.choose(true);
-        let first = self.engine.lookups(&current.lookup_keys)?;
-        self.check(&current.lookup_ids, &first);
+        let first_batch = self.choose(true);
+        let first = self.engine.lookups(&first_batch.lookup_keys)?;
+        self.check(&first_batch.lookup_ids, &first);
         let engine = self.engine;
         std::thread::scope(|scope| -> Result<(), Failure> {
-            let (jobs, job_rx) = mpsc::sync_channel::<LookupJob<'_>>(1);
-            let (result_tx, results) = mpsc::sync_channel::<LookupDone>(1);
-            scope.spawn(move || {
-                for (view, keys) in job_rx {
-                    let started = Instant::now();
-                    let looked_up = view.lookups(&keys);
-                    // The view is released here, as the spawned thread of each batch did.
-                    drop(view);
-                    let ms = started.elapsed().as_secs_f64() * 1e3;
-                    if result_tx.send((looked_up, ms)).is_err() {
-                        return;
+            let mut jobs = Vec::with_capacity(depth);
+            let mut results = Vec::with_capacity(depth);
+            for _ in 0..depth {
+                let (job_tx, job_rx) = mpsc::sync_channel::<LookupJob<'_>>(1);
+                let (result_tx, result_rx) = mpsc::sync_channel::<LookupDone>(1);
+                scope.spawn(move || {
+                    for (view, keys) in job_rx {
+                        let started = Instant::now();
+                        let looked_up = view.lookups(&keys);
+                        // The view is released here, as the spawned thread of each batch did.
+                        drop(view);
+                        let ms = started.elapsed().as_secs_f64() * 1e3;
+                        if result_tx.send((looked_up, ms)).is_err() {
+                            return;
+                        }
                     }
-                }
-            });
+                });
+                jobs.push(job_tx);
+                results.push(result_rx);
+            }
+            // Batches whose update is not applied yet or whose lookups are not corrected yet,
+            // oldest first: `pending[0]` is batch `first_pending`. Each in-flight batch m
+            // remembers the first update its view did not see.
+            let mut pending: VecDeque<(Batch, u64)> = VecDeque::new();
+            pending.push_back((first_batch, 0));
+            let mut chosen = 1u64;
+            let mut first_pending = 0u64;
             for n in 0..batches {
-                let next = (n + 1 < batches).then(|| self.choose(true));
                 let call = Instant::now();
-                let view = engine.reader()?;
-                let sent = match &next {
-                    Some(next) => {
-                        jobs.send((view, next.lookup_keys.clone()))
-                            .map_err(|_| Failure("the lookup thread stopped".into()))?;
-                        true
-                    }
-                    None => false,
-                };
+                // Lookups of batches up to n + depth go out on views from before update n.
+                while chosen < batches && chosen <= n + depth as u64 {
+                    let batch = self.choose(true);
+                    let view = engine.reader()?;
+                    jobs[(chosen % depth as u64) as usize]
+                        .send((view, batch.lookup_keys.clone()))
+                        .map_err(|_| Failure("a lookup thread stopped".into()))?;
+                    pending.push_back((batch, n));
+                    chosen += 1;
+                }
+                let current = &pending[(n - first_pending) as usize].0;
                 let started = Instant::now();
                 let update = engine.update(&current.inserts, &current.deletes);
                 let updated = started.elapsed().as_secs_f64() * 1e3;
-                let (lookups, looked_up) = if sent {
-                    let (lookups, ms) = results
-                        .recv()
-                        .map_err(|_| Failure("the lookup thread panicked".into()))?;
-                    (Some(lookups), ms)
-                } else {
-                    (None, 0.0)
-                };
                 update.context(|| format!("pipelined: updates of batch {n}"))?;
-                let lookups = lookups
-                    .transpose()
-                    .context(|| format!("pipelined: lookups of batch {}", n + 1))?;
+                // Batch n+1's lookups: every update before it is applied now.
+                let mut looked_up = 0.0;
+                if n + 1 < batches {
+                    let m = n + 1;
+                    let (lookups, ms) = results[(m % depth as u64) as usize]
+                        .recv()
+                        .map_err(|_| Failure("a lookup thread panicked".into()))?;
+                    looked_up = ms;
+                    let mut lookups =
+                        lookups.context(|| format!("pipelined: lookups of batch {m}"))?;
+                    let (next, view_at) = &pending[(m - first_pending) as usize];
+                    for j in *view_at..m {
+                        correct(&mut lookups, next, &pending[(j - first_pending) as usize].0);
+                    }
+                    self.check(&next.lookup_ids, &lookups);
+                }
                 batch_ms.push(call.elapsed().as_secs_f64() * 1e3);
                 split_ms.push(BatchSplit {
                     start_ms: (call - start).as_secs_f64() * 1e3,
                     lookup_ms: looked_up,
                     update_ms: updated,
                 });
-                if let (Some(next), Some(mut results)) = (next.as_ref(), lookups) {
-                    correct(&mut results, next, &current);
-                    self.check(&next.lookup_ids, &results);
-                }
-                if let Some(next) = next {
-                    current = next;
+                // Batches n+2 and later are in flight: each needs the updates from its view
+                // on. Batches before that (and before n+1, the next update) are done with.
+                let keep_from = (pending.iter())
+                    .skip((n + 2 - first_pending) as usize)
+                    .map(|(_, view_at)| *view_at)
+                    .min()
+                    .unwrap_or(n + 1)
+                    .min(n + 1);
+                while first_pending < keep_from {
+                    pending.pop_front();
+                    first_pending += 1;
                 }
                 progress.update(n + 1, 3 * BATCH_SIZE as u64);
             }
-            // Dropping `jobs` ends the worker; the scope joins it.
+            // Dropping the senders ends the workers; the scope joins them.
+            drop(jobs);
             Ok(())
         })?;
         let seconds = start.elapsed().as_secs_f64();

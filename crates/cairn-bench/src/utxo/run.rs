@@ -103,7 +103,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     let timing = match args.mode {
         RunMode::Serial => driver.serial("serial", args.batches, true)?,
         RunMode::LookupOnly => driver.serial("lookup-only", args.batches, false)?,
-        RunMode::Pipelined => driver.pipelined(args.batches)?,
+        RunMode::Pipelined => driver.pipelined(args.batches, args.pipeline_depth as usize)?,
     };
     let seconds = timing.seconds;
     if let Some(path) = &args.batch_log {
@@ -124,6 +124,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         engine: setup.engine,
         settings: engine.settings(),
         mode: args.mode.name().to_string(),
+        pipeline_depth: (args.mode == RunMode::Pipelined).then_some(args.pipeline_depth),
         entries: setup.entries,
         batches: args.batches,
         warmup_batches: args.warmup_batches,

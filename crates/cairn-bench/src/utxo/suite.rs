@@ -166,6 +166,10 @@ fn run_argv(args: &SuiteArgs, engine: EngineKind, mode: RunMode, json: &Path) ->
     if args.runs.check {
         argv.push("--check".into());
     }
+    argv.extend([
+        "--pipeline-depth".into(),
+        args.runs.pipeline_depth.to_string(),
+    ]);
     argv.extend(engine_argv(&run_engine_args(args, mode)));
     argv
 }
