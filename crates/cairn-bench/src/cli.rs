@@ -169,7 +169,7 @@ pub struct RunsArgs {
     pub check: bool,
     /// Pipelined runs: batches whose lookups are in flight at once (`utxo run
     /// --pipeline-depth`), the same for every engine.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=8))]
     pub pipeline_depth: u64,
     /// Seed of the key generator.
     #[arg(long, default_value_t = 1337)]
@@ -238,17 +238,17 @@ pub struct RunArgs {
     /// first, so that every engine's measured run starts warmed up the same way.
     #[arg(long, default_value_t = 0)]
     pub warmup_batches: u64,
-    /// serial, pipelined (two threads, lookups overlapped with the previous batch's updates) or
-    /// lookup-only.
+    /// serial, pipelined (lookups of the next --pipeline-depth batches overlapped with each
+    /// batch's update, then corrected) or lookup-only.
     #[arg(long, value_enum, default_value_t = RunMode::Serial)]
     pub mode: RunMode,
     /// Compare every lookup result with an in-memory model.
     #[arg(long)]
     pub check: bool,
     /// Pipelined mode: batches whose lookups are in flight while a batch's update is applied,
-    /// each on a worker thread of its own (1: the next batch's only; lsm-tree's four stages on
-    /// two cores are 3).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
+    /// each on a worker thread of its own (1: the next batch's only, the two-stage pipeline of
+    /// records before 2026-11-30; 3: lsm-tree's four stages on two cores).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=8))]
     pub pipeline_depth: u64,
     #[command(flatten)]
     pub engine_args: EngineArgs,
