@@ -338,8 +338,16 @@ pub struct SuiteRecord {
     pub machine: Machine,
     /// Entries of each initial table.
     pub entries: u64,
-    /// Batches of each run.
+    /// Batches of each run (of each serial run where `mode_batches` is recorded).
     pub batches: u64,
+    /// The timed batches of each mode's runs, by mode name (`--batches`,
+    /// `--pipelined-batches`, `--lookup-only-batches`, `--protocol`); absent in records made
+    /// before the modes could differ, whose runs all had `batches`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mode_batches: BTreeMap<String, u64>,
+    /// The batch protocol preset given (`--protocol`, e.g. "lsm-tree"), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
     /// Each run's cgroup limit, or `None` when the runs had none.
     pub memory_limit_bytes: Option<u64>,
     /// "v1", "v2", or `None` without cgroup support.
