@@ -79,12 +79,32 @@ impl Report {
             })
             .collect();
         let fio = distinct(runs().map(|run| fio_text(run.fio_qd1_iops, run.fio_qd32_iops)));
+        // Each mode's timed batches, in the report's order of modes (0: not recorded).
+        let mut batches: BTreeMap<_, Vec<u64>> = BTreeMap::new();
+        for run in runs().filter(|run| run.batches > 0) {
+            let counts = batches.entry(super::rank(&super::MODE_ORDER, &run.mode));
+            counts.or_default().push(run.batches);
+        }
+        let batches: Vec<String> = batches
+            .into_iter()
+            .map(|((_, mode), counts)| {
+                let counts = distinct(counts.into_iter());
+                let counts: Vec<String> = counts.iter().map(|&n| thousands(n as f64)).collect();
+                format!("{} {}", md_cell(&mode), counts.join(" and "))
+            })
+            .collect();
+        let batches = if batches.is_empty() {
+            "not recorded".to_string()
+        } else {
+            batches.join(", ")
+        };
         let lines = [
             "These records come from separate invocations (there is no `utxo-suite` record), \
              so there is no single command, commit, machine description or date; each run's own \
              memory limit and fio baseline are used."
                 .to_string(),
             String::new(),
+            format!("- Timed batches per run: {batches}."),
             format!("- Memory limit: {}.", limits.join("; ")),
             "- Page cache: not recorded whether it was dropped before each run.".to_string(),
             format!("- fio 4 KiB random reads: {}.", fio.join("; ")),

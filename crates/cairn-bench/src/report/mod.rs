@@ -53,8 +53,9 @@ pub fn run(args: &ReportArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Writes `README.md`, `ops.svg`, `latency.svg` and `memory.svg` into `dir` from the records
-/// in `dir`; returns the path of `README.md`.
+/// Writes `README.md`, `ops.svg`, `latency.svg`, `memory.svg` and the `throughput-MODE.svg`
+/// of each mode with a throughput series into `dir` from the records in `dir`; returns the path
+/// of `README.md`.
 pub fn write_report(dir: &Path) -> Result<PathBuf, Failure> {
     write_files(dir).map(|(path, _)| path)
 }
@@ -543,6 +544,10 @@ mod tests {
         assert!(md.contains("20,000 IOPS at queue depth 1, 600,000 IOPS at queue depth 32"));
         assert!(md.contains("not measured"));
         assert!(md.contains("No `utxo-setup` records"));
+        assert!(
+            md.contains("- Timed batches per run: serial 10,000, pipelined 10,000."),
+            "{md}"
+        );
         assert!(md.contains("so Cairn is below that range"));
         assert!(md.contains("No peer engine ran in serial mode."));
         for name in ["ops.svg", "latency.svg", "memory.svg"] {
