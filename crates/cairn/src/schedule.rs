@@ -3,9 +3,9 @@
 //! Owns: `Levels` (the runs of a table below the write buffer, grouped in levels, with the merge
 //! in progress on each level), the credit accounting that bounds the merge work of any single
 //! update, and the counts of the merges each level started and finished and of the steps done
-//! on them ([`LevelMergeStats`], kept as the merges run: O(levels) to read). May call: `merge`, `run`, `sorted`, `fs` (handed to merges), `background` (handing it each new
-//! merge). Must never touch: the write buffer,
-//! lookups, files directly.
+//! on them ([`LevelMergeStats`], kept as the merges run: O(levels) to read). May call: `merge`,
+//! `run`, `sorted`, `fs` (handed to merges), `background` (handing it each new merge).
+//! Must never touch: the write buffer, lookups, files directly.
 //!
 //! # Shape
 //!
