@@ -284,9 +284,27 @@ pub struct SuiteArgs {
     /// Entries of each engine's initial table.
     #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(256..))]
     pub entries: u64,
-    /// Batches of each run.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub batches: u64,
+    /// Timed batches of each serial run, and of the other modes' runs unless given their own
+    /// [default: 10000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batches: Option<u64>,
+    /// Timed batches of each pipelined run [default: `--batches`].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub pipelined_batches: Option<u64>,
+    /// Timed batches of each lookup-only run [default: `--batches`].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub lookup_only_batches: Option<u64>,
+    /// The timed batches of every mode from a published protocol: `lsm-tree`, its report's
+    /// primary benchmark (section 4.5: 10,000 serial batches, 100,000 pipelined, and 10,000
+    /// lookup-only as for serial). It fixes every mode's count, so `--batches`,
+    /// `--pipelined-batches` and `--lookup-only-batches` are refused beside it (give them
+    /// alone for other counts); `suite.json` records the preset.
+    #[arg(
+        long,
+        value_enum,
+        conflicts_with_all = ["batches", "pipelined_batches", "lookup_only_batches"]
+    )]
+    pub protocol: Option<Protocol>,
     /// Untimed batches before each measured run, the same for every engine (`utxo run
     /// --warmup-batches`): no engine's run is measured cold while another's is warm.
     #[arg(long, default_value_t = 1_000)]
@@ -323,6 +341,24 @@ pub struct SuiteArgs {
     pub background_merges_modes: Option<Vec<RunMode>>,
     #[command(flatten)]
     pub engine_args: EngineArgs,
+}
+
+/// `utxo suite --protocol`: a published protocol's timed batches per mode
+/// ([`crate::utxo::suite::mode_batches`] gives them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Protocol {
+    /// lsm-tree's report, section 4.5: 10,000 serial and 100,000 pipelined batches (its
+    /// lookup-only runs as many as serial).
+    LsmTree,
+}
+
+impl Protocol {
+    /// The name recorded in `suite.json` (the value of the flag).
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::LsmTree => "lsm-tree",
+        }
+    }
 }
 
 /// `utxo run --mode`.

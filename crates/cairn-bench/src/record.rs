@@ -16,6 +16,7 @@
 //! Field names carry their units. A field that a record may lack is an `Option`: it is read as
 //! `None` when missing (older records) and written as `null` unless it says otherwise.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
@@ -214,6 +215,93 @@ pub struct RunRecord {
     /// suite`); absent otherwise.
     #[serde(flatten)]
     pub own_cgroup: Option<CgroupRecord>,
+    /// The length of each window of `throughput`, in seconds (see
+    /// [`crate::utxo::throughput`]); absent in records made before the series was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_window_s: Option<f64>,
+    /// Operations per second of the timed batches over time, one point per window, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub throughput: Vec<ThroughputPoint>,
+    /// The engine's merge or compaction work per level over the timed batches (its counters at
+    /// the end minus those at the start), for an engine that counts it
+    /// ([`crate::engines::Engine::level_work`]); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level_work: Option<LevelWork>,
+}
+
+/// The throughput of one window of a run's timed batches: the operations of the batches that
+/// ended in it, over its length.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputPoint {
+    /// When the window starts, in seconds since the first timed batch started.
+    pub start_s: f64,
+    /// The window's length in seconds (the run's window, or less for the last one).
+    pub seconds: f64,
+    /// Operations of the batches that ended in the window, per second of it.
+    pub ops_per_sec: f64,
+}
+
+/// An engine's merge or compaction work per level, in its own terms.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LevelWork {
+    /// What `steps` counts, in words (Cairn: "merge steps (input entries consumed)").
+    pub steps_unit: String,
+    /// One row per level that has any work, shallowest first.
+    pub levels: Vec<LevelWorkRow>,
+    /// Work done off the update path that no level's row includes (Cairn: the steps of the
+    /// session's background merge thread), in the unit of `steps`; absent when there is none
+    /// or the engine cannot tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unattributed_steps: Option<u64>,
+}
+
+/// The work on one level.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LevelWorkRow {
+    /// The level, as the engine numbers it (Cairn's level 1 takes the flushed write buffers;
+    /// RocksDB's level 0 its flushed memtables).
+    pub level: u32,
+    /// Merges or compactions started on the level, where the engine counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
+    /// Merges or compactions finished on (written into) the level.
+    pub finished: u64,
+    /// The work of those merges, in [`LevelWork::steps_unit`].
+    pub steps: u64,
+}
+
+impl LevelWork {
+    /// The work done since `start` (counters taken from the same engine earlier): each level's
+    /// figures minus `start`'s (a level absent from `start` had none), levels with no work
+    /// since left out. Counters that went backwards (an engine that restarted its counts)
+    /// count as 0.
+    pub fn since(&self, start: &LevelWork) -> LevelWork {
+        let before: BTreeMap<u32, &LevelWorkRow> =
+            start.levels.iter().map(|row| (row.level, row)).collect();
+        let levels = self
+            .levels
+            .iter()
+            .map(|row| match before.get(&row.level) {
+                None => *row,
+                Some(old) => LevelWorkRow {
+                    level: row.level,
+                    started: row
+                        .started
+                        .map(|now| now.saturating_sub(old.started.unwrap_or(0))),
+                    finished: row.finished.saturating_sub(old.finished),
+                    steps: row.steps.saturating_sub(old.steps),
+                },
+            })
+            .filter(|row| row.started.unwrap_or(0) > 0 || row.finished > 0 || row.steps > 0)
+            .collect();
+        LevelWork {
+            steps_unit: self.steps_unit.clone(),
+            levels,
+            unattributed_steps: self
+                .unattributed_steps
+                .map(|now| now.saturating_sub(start.unattributed_steps.unwrap_or(0))),
+        }
+    }
 }
 
 impl RunRecord {
@@ -254,8 +342,16 @@ pub struct SuiteRecord {
     pub machine: Machine,
     /// Entries of each initial table.
     pub entries: u64,
-    /// Batches of each run.
+    /// Batches of each run (of each serial run where `mode_batches` is recorded).
     pub batches: u64,
+    /// The timed batches of each mode's runs, by mode name (`--batches`,
+    /// `--pipelined-batches`, `--lookup-only-batches`, `--protocol`); absent in records made
+    /// before the modes could differ, whose runs all had `batches`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mode_batches: BTreeMap<String, u64>,
+    /// The batch protocol preset given (`--protocol`, e.g. "lsm-tree"), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
     /// Each run's cgroup limit, or `None` when the runs had none.
     pub memory_limit_bytes: Option<u64>,
     /// "v1", "v2", or `None` without cgroup support.
@@ -532,7 +628,88 @@ mod tests {
             ops_per_qd32_iops: None,
             cpu_seconds: Some(1.25),
             own_cgroup: None,
+            throughput_window_s: None,
+            throughput: Vec::new(),
+            level_work: None,
         }
+    }
+
+    fn row(level: u32, started: Option<u64>, finished: u64, steps: u64) -> LevelWorkRow {
+        LevelWorkRow {
+            level,
+            started,
+            finished,
+            steps,
+        }
+    }
+
+    #[test]
+    fn level_work_since_a_start_keeps_the_levels_that_worked() {
+        let start = LevelWork {
+            steps_unit: "steps".into(),
+            levels: vec![row(1, Some(0), 0, 0), row(2, Some(10), 9, 1_000)],
+            unattributed_steps: Some(50),
+        };
+        let end = LevelWork {
+            steps_unit: "steps".into(),
+            levels: vec![
+                row(1, Some(0), 0, 0),
+                row(2, Some(14), 13, 1_800),
+                row(3, Some(1), 0, 300),
+            ],
+            unattributed_steps: Some(80),
+        };
+        let since = end.since(&start);
+        assert_eq!(
+            since.levels,
+            [row(2, Some(4), 4, 800), row(3, Some(1), 0, 300)]
+        );
+        assert_eq!(since.unattributed_steps, Some(30));
+        assert_eq!(since.steps_unit, "steps");
+        // Counters that went backwards count as none; an engine without `started` keeps none.
+        let rocks = |finished, steps| LevelWork {
+            levels: vec![row(0, None, finished, steps)],
+            ..LevelWork::default()
+        };
+        assert_eq!(
+            rocks(5, 100).since(&rocks(7, 50)).levels,
+            [row(0, None, 0, 50)]
+        );
+        assert!(rocks(5, 100).since(&rocks(5, 100)).levels.is_empty());
+    }
+
+    #[test]
+    fn new_run_fields_round_trip_and_older_records_load_without_them() {
+        let record = RunRecord {
+            throughput_window_s: Some(2.5),
+            throughput: vec![ThroughputPoint {
+                start_s: 0.0,
+                seconds: 2.5,
+                ops_per_sec: 1e5,
+            }],
+            level_work: Some(LevelWork {
+                steps_unit: "steps".into(),
+                levels: vec![row(2, Some(1), 1, 7)],
+                unattributed_steps: None,
+            }),
+            ..run_record()
+        };
+        let json = serde_json::to_value(&record).unwrap();
+        assert_eq!(json["throughput"][0]["ops_per_sec"], 1e5);
+        assert!(
+            json["level_work"].get("unattributed_steps").is_none(),
+            "{json}"
+        );
+        let back: RunRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back.throughput, record.throughput);
+        assert_eq!(back.level_work, record.level_work);
+        // A record without them writes none of them, and reads back the same.
+        let json = serde_json::to_value(run_record()).unwrap();
+        for field in ["throughput_window_s", "throughput", "level_work"] {
+            assert!(json.get(field).is_none(), "{field}: {json}");
+        }
+        let back: RunRecord = serde_json::from_value(json).unwrap();
+        assert!(back.throughput.is_empty() && back.level_work.is_none());
     }
 
     #[test]

@@ -110,6 +110,10 @@ fn suite_runs_every_mode_in_its_own_cgroup_and_writes_the_report() {
         "5000",
         "--batches",
         "20",
+        "--pipelined-batches",
+        "30",
+        "--lookup-only-batches",
+        "10",
         "--check",
         "--memory-limit",
         "512M",
@@ -128,10 +132,49 @@ fn suite_runs_every_mode_in_its_own_cgroup_and_writes_the_report() {
         report.contains("started 1 s after it, its writes flushed"),
         "{report}"
     );
-    for mode in ["serial", "pipelined", "lookup-only"] {
+    // Each mode's batches, in the record and the report.
+    let suite: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("suite.json")).unwrap()).unwrap();
+    assert_eq!(
+        suite["mode_batches"],
+        serde_json::json!({"serial": 20, "pipelined": 30, "lookup-only": 10})
+    );
+    assert_eq!(suite["batches"], 20);
+    assert!(
+        report.contains("timed batches per run: serial 20, pipelined 30, lookup-only 10."),
+        "{report}"
+    );
+    // The throughput over time and Cairn's merge work per level.
+    assert!(report.contains("## Throughput over time"), "{report}");
+    assert!(report.contains("## Merge work per level"), "{report}");
+    for (mode, batches) in [("serial", 20), ("pipelined", 30), ("lookup-only", 10)] {
         assert!(report.contains(&format!("| cairn | {mode} |")), "{report}");
-        let record = std::fs::read_to_string(out.join(format!("run-cairn-{mode}.json"))).unwrap();
+        let path = out.join(format!("run-cairn-{mode}.json"));
+        let record = std::fs::read_to_string(&path).unwrap();
         assert!(record.contains("\"mismatches\": 0"), "{record}");
+        let json: serde_json::Value = serde_json::from_str(&record).unwrap();
+        assert_eq!(json["batches"], batches, "{record}");
+        assert!(
+            json["throughput_window_s"].as_f64().unwrap() >= 1.0,
+            "{record}"
+        );
+        // Every timed batch is in the series: its ops over the windows' time.
+        let ops: f64 = json["throughput"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["ops_per_sec"].as_f64().unwrap() * p["seconds"].as_f64().unwrap())
+            .sum();
+        let per_batch = if mode == "lookup-only" { 256.0 } else { 768.0 };
+        assert!(
+            (ops - per_batch * batches as f64).abs() < 1e-3,
+            "{mode}: {ops}"
+        );
+        assert!(json["level_work"]["levels"].is_array(), "{record}");
+        assert!(
+            out.join(format!("throughput-{mode}.svg")).exists(),
+            "{mode}"
+        );
         // Background merges in the serial run only, as asked.
         assert_eq!(
             record.contains(", background merges"),
@@ -187,6 +230,34 @@ fn a_run_that_did_not_finish_makes_the_peer_table_unusable() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("did not finish"));
+}
+
+/// `--protocol lsm-tree` fixes every mode's batches: a batch flag beside it is a usage error,
+/// refused before anything runs.
+#[test]
+fn the_protocol_preset_refuses_batch_flags_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn-bench"))
+        .args(["utxo", "suite", "--db"])
+        .arg(&db)
+        .args(["--out"])
+        .arg(dir.path().join("out"))
+        .args(["--protocol", "lsm-tree", "--pipelined-batches", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("'--protocol <PROTOCOL>' cannot be used with '--pipelined-batches"),
+        "{stderr}"
+    );
+    assert!(!db.exists(), "nothing ran");
+    let help = bench(&["utxo", "suite", "--help"]);
+    assert!(
+        help.contains("--protocol <PROTOCOL>") && help.contains("lsm-tree"),
+        "{help}"
+    );
 }
 
 /// Every subcommand's `--help` is for a user: it names no internal issue number. And the

@@ -125,6 +125,7 @@ pub use io::{DirectIo, IoBackendKind, IoReport};
 pub use lookup::{BlobRef, LookupResult};
 pub use lsm::{TableStats, Update, BLOB_SIZE_MAX};
 pub use page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
+pub use schedule::LevelMergeStats;
 pub use scrub::{ScrubProblem, ScrubReport};
 pub use session::Session;
 pub use session_core::SessionOptions;

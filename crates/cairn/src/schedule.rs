@@ -1,10 +1,11 @@
 //! The merge schedule: lazy levelling with size ratio 4 and credit-paced incremental merges.
 //!
 //! Owns: `Levels` (the runs of a table below the write buffer, grouped in levels, with the merge
-//! in progress on each level) and the credit accounting that bounds the merge work of any single
-//! update. May call: `merge`, `run`, `sorted`, `fs` (handed to merges), `background` (handing it each new
-//! merge). Must never touch: the write buffer,
-//! lookups, files directly.
+//! in progress on each level), the credit accounting that bounds the merge work of any single
+//! update, and the counts of the merges each level started and finished and of the steps done
+//! on them ([`LevelMergeStats`], kept as the merges run: O(levels) to read). May call: `merge`,
+//! `run`, `sorted`, `fs` (handed to merges), `background` (handing it each new merge).
+//! Must never touch: the write buffer, lookups, files directly.
 //!
 //! # Shape
 //!
@@ -155,6 +156,9 @@ struct LevelMerge {
     /// steps owed then are spread over the credits still to come (see [`LevelMerge::target`])
     /// instead of being done while the table opens.
     baseline: Option<Baseline>,
+    /// Whether this handle has counted the merge as finished
+    /// ([`LevelMergeStats::merges_finished`]): each merge counts once.
+    finish_counted: bool,
 }
 
 /// The point a merge's pace is measured from: `credits` nominal credits paid and `steps` steps
@@ -259,15 +263,68 @@ pub(crate) struct Levels {
 }
 
 /// Merges started by a handle of a table, and the parts they linked instead of rewriting.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct MergeCounts {
     started: u64,
     parts_linked: u64,
     entries_linked: u64,
+    /// The merge work of each level (index 0 is level 1), as far as a level has had any.
+    per_level: Vec<LevelMergeStats>,
+}
+
+impl MergeCounts {
+    /// The counters of the level at index `idx` (level `idx + 1`).
+    fn level(&mut self, idx: usize) -> &mut LevelMergeStats {
+        if self.per_level.len() <= idx {
+            self.per_level.resize(idx + 1, LevelMergeStats::default());
+        }
+        &mut self.per_level[idx]
+    }
+
+    /// Adds `steps` merge steps done on level index `idx`'s merge; returns them.
+    fn steps(&mut self, idx: usize, steps: u64) -> u64 {
+        self.level(idx).merge_steps += steps;
+        steps
+    }
+
+    /// Counts `m` (on level index `idx`) as finished if it is and has not been counted yet.
+    fn finished(&mut self, idx: usize, m: &mut LevelMerge, done: bool) {
+        if done && !m.finish_counted {
+            m.finish_counted = true;
+            self.level(idx).merges_finished += 1;
+        }
+    }
+}
+
+/// The merge work done on one level of a table through one handle
+/// ([`crate::TableStats::level_merges`]), since the handle was created, opened from a snapshot or
+/// duplicated. Merges on level `l` take the runs arriving there as inputs and write the level's
+/// new incoming run; level 1 never merges.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LevelMergeStats {
+    /// Merges started on this level (summed over the levels:
+    /// [`crate::TableStats::merges_started`]).
+    pub merges_started: u64,
+    /// Merges on this level found finished, each counted once: when the handle's own steps
+    /// finish one (an update's credits, a late merge completed as runs arrive,
+    /// [`crate::Table::complete_merges`]), or, for one finished elsewhere (the session's
+    /// background thread, a duplicate sharing it), at the next update that pays the level's
+    /// credits or when its output is taken. A merge in progress when the handle was opened or
+    /// duplicated counts when it finishes (one finished by then never does), so this may
+    /// exceed `merges_started` by the merges in progress then; without background merges or
+    /// duplicates, `merges_started - merges_finished` of a new table is the level's merge in
+    /// progress (0 or 1).
+    pub merges_finished: u64,
+    /// Merge steps (input entries consumed) this handle performed on this level's merges
+    /// (summed over the levels: [`crate::TableStats::merge_steps_total`]); steps done on the
+    /// session's background thread are not included
+    /// ([`crate::Session::background_merge_steps`] counts those, for every table).
+    pub merge_steps: u64,
 }
 
 /// What [`Levels::stats`] reports.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct LevelStats {
     pub(crate) runs: usize,
     pub(crate) parts: usize,
@@ -276,6 +333,8 @@ pub(crate) struct LevelStats {
     pub(crate) merges_started: u64,
     pub(crate) parts_linked: u64,
     pub(crate) entries_linked: u64,
+    /// One entry per level, level 1 first.
+    pub(crate) per_level: Vec<LevelMergeStats>,
 }
 
 impl Levels {
@@ -361,7 +420,8 @@ impl Levels {
     pub(crate) fn supply_credits(&mut self, ctx: &MergeContext<'_>, credits: u64) -> Result<u64> {
         let mut steps = 0;
         let deferring = self.deferring;
-        for level in &mut self.levels {
+        let counts = &mut self.counts;
+        for (idx, level) in self.levels.iter_mut().enumerate() {
             let Incoming::Merging(m) = &mut level.incoming else {
                 continue;
             };
@@ -369,6 +429,8 @@ impl Levels {
             // progress it publishes is a lower bound of the steps done (by duplicates and the
             // background thread too), so no due work is ever skipped.
             let Some(published) = m.merge.published_steps() else {
+                // Finished (here, through a duplicate or on the background thread).
+                counts.finished(idx, m, true);
                 continue;
             };
             m.nominal_credits = m
@@ -387,17 +449,22 @@ impl Levels {
             }
             let mut merge = lock_for_work(&m.merge)?;
             if merge.is_done() {
+                drop(merge);
+                counts.finished(idx, m, true);
                 continue;
             }
             // Work already done through a duplicate counts: only the shortfall is done here.
             let unspent = target.saturating_sub(merge.steps_done());
             if unspent >= ctx.merge_batch_size {
-                steps += merge.steps(unspent)?;
+                steps += counts.steps(idx, merge.steps(unspent)?);
             }
             if target == debt && !merge.is_done() {
-                steps += merge.complete()?;
+                steps += counts.steps(idx, merge.complete()?);
             }
             m.merge.publish(&merge);
+            let done = merge.is_done();
+            drop(merge);
+            counts.finished(idx, m, done);
         }
         Ok(steps)
     }
@@ -409,21 +476,25 @@ impl Levels {
     /// table), in the memory of one merge at a time.
     pub(crate) fn complete_merges(&mut self) -> Result<u64> {
         let mut steps = 0;
-        for level in &mut self.levels {
+        let counts = &mut self.counts;
+        for (idx, level) in self.levels.iter_mut().enumerate() {
             let Incoming::Merging(m) = &mut level.incoming else {
                 continue;
             };
             if m.merge.published_steps().is_none() {
                 // Finished already (here, through a duplicate or on the background thread).
                 m.nominal_credits = m.nominal_debt;
+                counts.finished(idx, m, true);
                 continue;
             }
             let mut merge = lock_for_work(&m.merge)?;
             if !merge.is_done() {
-                steps += merge.complete()?;
+                steps += counts.steps(idx, merge.complete()?);
             }
             m.merge.publish(&merge);
+            drop(merge);
             m.nominal_credits = m.nominal_debt;
+            counts.finished(idx, m, true);
         }
         Ok(steps)
     }
@@ -447,14 +518,14 @@ impl Levels {
         let idx = level_number - 1;
         let mut steps = 0;
         if idx == self.levels.len() {
-            let (incoming, s) = new_incoming(
+            let (mut incoming, s) = new_incoming(
                 ctx,
                 level_number,
                 level_number,
                 incoming,
                 ctx.last_level_kind(),
             )?;
-            self.count(&incoming);
+            self.count(idx, &mut incoming, s);
             self.levels.push(Level {
                 incoming,
                 resident: Vec::new(),
@@ -469,7 +540,10 @@ impl Levels {
         };
         // The incoming merge must be complete by now; finish it if it is not (a late merge).
         let (done, s) = complete_incoming(&mut self.levels[idx].incoming)?;
-        steps += s;
+        steps += self.counts.steps(idx, s);
+        if let Incoming::Merging(m) = &mut self.levels[idx].incoming {
+            self.counts.finished(idx, m, true);
+        }
         let levelled = level_number > 1 && is_last;
         let mut move_down: Option<Vec<Arc<SortedRun>>> = None;
         let new_incoming_runs;
@@ -509,9 +583,9 @@ impl Levels {
             }
         }
         let levels = self.levels.len();
-        let (new, s) = new_incoming(ctx, level_number, levels, new_incoming_runs, new_kind)?;
+        let (mut new, s) = new_incoming(ctx, level_number, levels, new_incoming_runs, new_kind)?;
         steps += s;
-        self.count(&new);
+        self.count(idx, &mut new, s);
         self.levels[idx].incoming = new;
         if let Some(bundle) = move_down {
             steps += self.add_runs(ctx, level_number + 1, bundle)?;
@@ -609,6 +683,7 @@ impl Levels {
                                 nominal_debt: *nominal_debt,
                                 nominal_credits: *nominal_credits,
                                 baseline: None,
+                                finish_counted: false,
                             })),
                             resident: shape
                                 .resident
@@ -651,6 +726,8 @@ impl Levels {
                     if ctx.schedule == MergeSchedule::OneShot || nominal_credits == nominal_debt {
                         merge.complete()?;
                     }
+                    // A merge finished as it is restored happened before this handle counts.
+                    let finish_counted = merge.is_done();
                     Incoming::Merging(Box::new(LevelMerge {
                         merge: ctx.share(merge),
                         nominal_debt: *nominal_debt,
@@ -659,6 +736,7 @@ impl Levels {
                             credits: *nominal_credits,
                             steps,
                         }),
+                        finish_counted,
                     }))
                 }
             };
@@ -685,13 +763,33 @@ impl Levels {
         })
     }
 
-    /// Counts a new incoming merge and the parts it links.
-    fn count(&mut self, incoming: &Incoming) {
+    /// Counts a new incoming merge on level index `idx`, the parts it links and the `steps` its
+    /// start performed (all of it under [`MergeSchedule::OneShot`]); a merge finished as it
+    /// started (one-shot, or every part linked) counts as finished too.
+    fn count(&mut self, idx: usize, incoming: &mut Incoming, steps: u64) {
         if let Incoming::Merging(m) = incoming {
             let merge = lock(&m.merge);
+            let done = merge.is_done();
             self.counts.started += 1;
             self.counts.parts_linked += merge.links_planned();
             self.counts.entries_linked += merge.entries_linked();
+            drop(merge);
+            let level = self.counts.level(idx);
+            level.merges_started += 1;
+            level.merge_steps += steps;
+            self.counts.finished(idx, m, done);
+        }
+    }
+
+    /// Starts the merge counters again from 0 (a duplicate's, which count its own work): a
+    /// merge in progress now will count as finished when this handle finds it so, one finished
+    /// already never will.
+    pub(crate) fn reset_counts(&mut self) {
+        self.counts = MergeCounts::default();
+        for level in &mut self.levels {
+            if let Incoming::Merging(m) = &mut level.incoming {
+                m.finish_counted = m.merge.published_steps().is_none();
+            }
         }
     }
 
@@ -712,6 +810,12 @@ impl Levels {
             merges_started: self.counts.started,
             parts_linked: self.counts.parts_linked,
             entries_linked: self.counts.entries_linked,
+            per_level: (0..self.levels.len().max(self.counts.per_level.len()))
+                .map(|idx| {
+                    let counted = self.counts.per_level.get(idx);
+                    counted.copied().unwrap_or_default()
+                })
+                .collect(),
         }
     }
 }
@@ -786,6 +890,7 @@ fn new_incoming(
         nominal_debt: ctx.tiering_size(level_number)?,
         nominal_credits: 0,
         baseline: None,
+        finish_counted: false,
     });
     Ok((Incoming::Merging(m), steps))
 }

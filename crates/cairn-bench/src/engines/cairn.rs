@@ -19,6 +19,7 @@ use cairn::{
 use crate::engines::{value_from, Engine, EngineOptions, Key, Reader, Value};
 use crate::failure::{Context, Failure};
 use crate::options::{DiskCacheArg, IoArg};
+use crate::record::{LevelWork, LevelWorkRow};
 
 /// The snapshot `utxo setup` saves and `utxo run` opens.
 pub const SETUP_SNAPSHOT: &str = "utxo-setup";
@@ -322,6 +323,29 @@ impl CairnTable {
             .context(|| "completing the merges in progress".to_string())
     }
 
+    /// The merge work of each level so far (`TableStats::level_merges`: merges started and
+    /// finished, and the steps this table's updates performed, level 1 first), with the steps
+    /// `session`'s background merge thread performed, which no level includes.
+    pub fn level_work(&self, session: &CairnSession) -> Result<LevelWork, Failure> {
+        let stats = self
+            .0
+            .stats()
+            .context(|| "reading the table statistics".to_string())?;
+        let levels = stats.level_merges.iter().zip(1u32..);
+        Ok(LevelWork {
+            steps_unit: "merge steps (input entries consumed)".to_string(),
+            levels: levels
+                .map(|(level, number)| LevelWorkRow {
+                    level: number,
+                    started: Some(level.merges_started),
+                    finished: level.merges_finished,
+                    steps: level.merge_steps,
+                })
+                .collect(),
+            unattributed_steps: Some(session.session.background_merge_steps()),
+        })
+    }
+
     /// Merges started and not yet finished.
     pub fn merges_in_progress(&self) -> Result<usize, Failure> {
         Ok(self
@@ -497,6 +521,12 @@ impl Engine for CairnEngine {
             Ok(n) => Some(format!("{n} merges in progress, on the background thread")),
             Err(e) => Some(format!("unknown ({e})")),
         }
+    }
+
+    /// `TableStats::level_merges` of the table, and the session's background merge steps. A
+    /// failure to read them leaves the record without them (the run itself is unaffected).
+    fn level_work(&self) -> Option<LevelWork> {
+        self.table.level_work(&self.session).ok()
     }
 
     fn load(&self, chunk: &[(Key, Value)]) -> Result<(), Failure> {

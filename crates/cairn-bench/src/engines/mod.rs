@@ -19,12 +19,16 @@ pub mod fjall;
 pub mod lmdb;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
+// Built without the feature too, so that its parser's tests run without RocksDB's C++.
+#[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
+pub mod rocks_stats;
 
 use std::path::Path;
 
 use crate::failure::Failure;
 use crate::keys::{KEY_BYTES, VALUE_BYTES};
 use crate::options::{EngineKind, IoArg};
+use crate::record::LevelWork;
 
 /// A UTxO key.
 pub type Key = [u8; KEY_BYTES];
@@ -89,6 +93,13 @@ pub trait Engine: Send + Sync {
     /// in words, for the record of a run that starts with it; `None` when it has none, or
     /// cannot tell.
     fn background_work(&self) -> Option<String> {
+        None
+    }
+
+    /// The engine's merge or compaction work per level so far, as its own counters give it
+    /// (since the table was opened, at least), for the record of a run, which keeps the
+    /// difference over its timed batches; `None` when the engine does not count it.
+    fn level_work(&self) -> Option<LevelWork> {
         None
     }
 

@@ -31,6 +31,8 @@
 //!   the new files, then wait for the background compactions so `run` starts from a settled
 //!   tree); an update is one `WriteBatch` with the default `WriteOptions` (WAL on, not synced).
 //! - A [`Reader`] is a RocksDB snapshot (`GetSnapshot`) named in its read options.
+//! - Its compaction work per level ([`Engine::level_work`]) is read from the compaction
+//!   statistics of its `rocksdb.cfstats-no-file-histogram` property ([`rocks_stats`]).
 
 use std::path::Path;
 
@@ -40,8 +42,9 @@ use rocksdb::{
     WaitForCompactOptions, WriteBatch, WriteOptions, DB, DEFAULT_COLUMN_FAMILY_NAME,
 };
 
-use crate::engines::{Engine, EngineOptions, Key, Reader, Value};
+use crate::engines::{rocks_stats, Engine, EngineOptions, Key, Reader, Value};
 use crate::failure::{Context, Failure};
+use crate::record::LevelWork;
 
 /// The block cache's bytes.
 const CACHE_BYTES: usize = 32 << 20;
@@ -184,6 +187,18 @@ impl Engine for RocksEngine {
         (flush + compaction + running > 0).then(|| {
             format!("flush pending {flush}, compaction pending {compaction}, running {running}")
         })
+    }
+
+    /// The compactions into each level and their input entries since the database was opened,
+    /// from its compaction statistics ([`rocks_stats`]); `None` when the property cannot be
+    /// read or parsed.
+    fn level_work(&self) -> Option<LevelWork> {
+        let text = self
+            .db
+            .property_value(rocks_stats::PROPERTY)
+            .ok()
+            .flatten()?;
+        rocks_stats::level_work(&text)
     }
 
     fn finish_load(&self) -> Result<(), Failure> {

@@ -1,12 +1,16 @@
-//! `README.md` of a `report` directory: the title, how the records were produced, the results
-//! and setup tables, the charts and where Cairn stands against the disk and its peers.
+//! `README.md` of a `report` directory: the title, the warnings (wrong lookups, the disk's
+//! drift), how the records were produced, the results and setup tables, the charts, the
+//! throughput over time and merge work per level ([`super::over_time`]'s sections) and where
+//! Cairn stands against the disk and its peers.
 //!
 //! Owns: the Markdown text. Must never touch: files (the caller writes the text).
+
+use std::collections::BTreeMap;
 
 use crate::record::{RunRecord, SetupRecord, SuiteRecord, SETUP, SUITE};
 use crate::report::format::{limit_text, mib_text, ms, thousands, GIB};
 use crate::report::table::{Align, Markdown};
-use crate::report::{distinct, Report, Row, CAIRN, SERIAL};
+use crate::report::{distinct, Drift, Report, Row, CAIRN, DRIFT_FLAGGED, SERIAL};
 
 impl Report {
     /// The whole of README.md.
@@ -18,6 +22,8 @@ impl Report {
             self.run_table(),
             self.setup_table(),
             charts(),
+            self.throughput_section(),
+            self.level_work_section(),
             self.standing(),
         ];
         let sections: Vec<String> = sections.into_iter().filter(|s| !s.is_empty()).collect();
@@ -33,13 +39,19 @@ impl Report {
         format!("# UTxO benchmark, {} entries{date}\n", self.entries_text())
     }
 
-    /// A warning when a checked run found wrong lookups.
+    /// A warning when a checked run found wrong lookups, and one when the disk drifted.
     fn warnings(&self) -> String {
+        let mut lines = Vec::new();
         let bad = self.rows.iter().filter(|r| r.run.mismatches > 0).count();
-        if bad == 0 {
-            return String::new();
+        if bad > 0 {
+            lines.push(format!(
+                "**Warning:** {bad} of the runs below returned wrong lookup results.\n"
+            ));
         }
-        format!("**Warning:** {bad} of the runs below returned wrong lookup results.\n")
+        if let Some(drift) = self.flagged_drift() {
+            lines.push(drift_warning(drift));
+        }
+        lines.join("\n")
     }
 
     /// "How it was produced".
@@ -67,12 +79,32 @@ impl Report {
             })
             .collect();
         let fio = distinct(runs().map(|run| fio_text(run.fio_qd1_iops, run.fio_qd32_iops)));
+        // Each mode's timed batches, in the report's order of modes (0: not recorded).
+        let mut batches: BTreeMap<_, Vec<u64>> = BTreeMap::new();
+        for run in runs().filter(|run| run.batches > 0) {
+            let counts = batches.entry(super::rank(&super::MODE_ORDER, &run.mode));
+            counts.or_default().push(run.batches);
+        }
+        let batches: Vec<String> = batches
+            .into_iter()
+            .map(|((_, mode), counts)| {
+                let counts = distinct(counts.into_iter());
+                let counts: Vec<String> = counts.iter().map(|&n| thousands(n as f64)).collect();
+                format!("{} {}", md_cell(&mode), counts.join(" and "))
+            })
+            .collect();
+        let batches = if batches.is_empty() {
+            "not recorded".to_string()
+        } else {
+            batches.join(", ")
+        };
         let lines = [
             "These records come from separate invocations (there is no `utxo-suite` record), \
              so there is no single command, commit, machine description or date; each run's own \
              memory limit and fio baseline are used."
                 .to_string(),
             String::new(),
+            format!("- Timed batches per run: {batches}."),
             format!("- Memory limit: {}.", limits.join("; ")),
             "- Page cache: not recorded whether it was dropped before each run.".to_string(),
             format!("- fio 4 KiB random reads: {}.", fio.join("; ")),
@@ -83,12 +115,19 @@ impl Report {
     /// The main table: one row per engine and mode.
     fn run_table(&self) -> String {
         let (l, r) = (Align::Left, Align::Right);
-        let mut table = Markdown::new(&[
+        let mut columns = vec![
             ("engine", l),
             ("mode", l),
             ("ops/s", r),
             ("Cairn / engine", r),
-            ("ops / fio qd32 IOPS", r),
+        ];
+        if self.flagged_drift().is_some() {
+            columns.push(("ops / fio qd32 IOPS before", r));
+            columns.push(("ops / fio qd32 IOPS after", r));
+        } else {
+            columns.push(("ops / fio qd32 IOPS", r));
+        }
+        columns.extend([
             ("p50 ms", r),
             ("p99 ms", r),
             ("p99.9 ms", r),
@@ -99,11 +138,22 @@ impl Report {
             ("written B/op", r),
             ("check", l),
         ]);
+        let mut table = Markdown::new(&columns);
         for row in &self.rows {
             table.row(self.run_cells(row));
         }
         let mut lines = vec!["## Results\n".to_string(), table.render()];
         lines.push(TABLE_NOTES.to_string());
+        if let Some(drift) = self.flagged_drift() {
+            lines.push(format!(
+                "The disk drifted over the invocation ({}), so each run's ratio to the disk is \
+                 given against the fio qd32 IOPS measured before the runs ({}) and after them \
+                 ({}).\n",
+                drift_text(drift),
+                thousands(drift.before),
+                thousands(drift.after)
+            ));
+        }
         if let Some(note) = self.start_rss_note() {
             lines.push(note);
         }
@@ -132,21 +182,25 @@ impl Report {
     }
 
     /// The cells of one row of the main table.
-    fn run_cells(&self, row: &Row) -> [String; 14] {
+    fn run_cells(&self, row: &Row) -> Vec<String> {
         let run = &row.run;
         let mode = match row.repeats {
             1 => run.mode.clone(),
             n => format!("{} (median of {n} runs)", run.mode),
         };
         let ops = run.ops_per_sec * run.seconds;
-        [
+        let ratio = |iops: f64| format!("{:.2}", run.ops_per_sec / iops);
+        let mut cells = vec![
             md_cell(&run.engine),
             md_cell(&mode),
             thousands(run.ops_per_sec),
             or_dash(self.cairn_ratio(run), |r| format!("{r:.1}x")),
-            or_dash(self.qd32(run), |iops| {
-                format!("{:.2}", run.ops_per_sec / iops)
-            }),
+        ];
+        match self.flagged_drift() {
+            Some(drift) => cells.extend([ratio(drift.before), ratio(drift.after)]),
+            None => cells.push(or_dash(self.qd32(run), ratio)),
+        }
+        cells.extend([
             ms(run.p50_batch_ms),
             ms(run.p99_batch_ms),
             ms(run.p999_batch_ms),
@@ -156,7 +210,8 @@ impl Report {
             or_dash(per_op(run.bytes_read, ops), per_op_text),
             or_dash(per_op(run.bytes_written, ops), per_op_text),
             check_text(run),
-        ]
+        ]);
+        cells
     }
 
     /// The setup table.
@@ -201,7 +256,7 @@ impl Report {
                  be set against lsm-tree's published serial ratio of 0.25 to 0.33 of fio IOPS."
             );
         };
-        // Judged as printed, to two decimals.
+        // Judged as printed, to two decimals (against the figure measured before the runs).
         let ratio = (cairn.ops_per_sec / qd32 * 100.0).round() / 100.0;
         let verdict = if ratio < 0.25 {
             "below"
@@ -210,8 +265,18 @@ impl Report {
         } else {
             "above"
         };
+        let after = match self.flagged_drift() {
+            Some(drift) => format!(
+                " (measured before the runs; against the {} measured after them, which drifted \
+                 {}, it is {:.2})",
+                thousands(drift.after),
+                signed_percent(drift.change()),
+                cairn.ops_per_sec / drift.after
+            ),
+            None => String::new(),
+        };
         format!(
-            "Cairn's serial run did {ops} ops/s, {ratio:.2} of the disk's {} fio qd32 IOPS; \
+            "Cairn's serial run did {ops} ops/s, {ratio:.2} of the disk's {} fio qd32 IOPS{after}; \
              lsm-tree publishes a serial ratio of 0.25 to 0.33 of fio IOPS, so Cairn is \
              {verdict} that range.",
             thousands(qd32)
@@ -269,9 +334,9 @@ fn suite_provenance(suite: &SuiteRecord, suites: usize) -> String {
         ),
         format!("- Commit: `{}`.", known(&suite.commit)),
         format!(
-            "- Workload: {} entries, {} batches per run.",
+            "- Workload: {} entries, {}.",
             thousands(suite.entries as f64),
-            thousands(suite.batches as f64)
+            batches_text(suite)
         ),
         format!("- Memory limit: {}.", limit_and_cgroup(suite)),
         format!(
@@ -291,13 +356,7 @@ fn suite_provenance(suite: &SuiteRecord, suites: usize) -> String {
             fio_text(suite.fio_qd1_iops, suite.fio_qd32_iops)
         ) + &suite
             .fio_qd32_iops_end
-            .map(|end| {
-                format!(
-                    " After the last run: {} IOPS at queue depth 32 (the ratios below divide by \
-                     the first figure).",
-                    thousands(end)
-                )
-            })
+            .map(|end| fio_end_text(suite.fio_qd32_iops, end))
             .unwrap_or_default(),
     ];
     if let Some(mount) = &suite.data_mount {
@@ -327,6 +386,81 @@ fn suite_provenance(suite: &SuiteRecord, suites: usize) -> String {
         ));
     }
     lines.join("\n") + "\n"
+}
+
+/// The timed batches of the suite's runs in words: one count for every run, or each mode's
+/// (`mode_batches`, with the `--protocol` preset that set them).
+fn batches_text(suite: &SuiteRecord) -> String {
+    let counts: Vec<u64> = distinct(suite.mode_batches.values().copied());
+    let text = match counts.as_slice() {
+        [] => format!("{} batches per run", thousands(suite.batches as f64)),
+        [one] => format!("{} batches per run", thousands(*one as f64)),
+        _ => {
+            // In the report's order of modes.
+            let by_rank: BTreeMap<_, _> = suite
+                .mode_batches
+                .iter()
+                .map(|(mode, n)| (super::rank(&super::MODE_ORDER, mode), *n))
+                .collect();
+            let each: Vec<String> = by_rank
+                .into_iter()
+                .map(|((_, mode), n)| format!("{} {}", md_cell(&mode), thousands(n as f64)))
+                .collect();
+            format!("timed batches per run: {}", each.join(", "))
+        }
+    };
+    match &suite.protocol {
+        Some(protocol) => format!("{text} (`--protocol {}`)", md_cell(protocol)),
+        None => text,
+    }
+}
+
+/// The fio figure measured after the last run, and how far it is from the first.
+fn fio_end_text(before: Option<f64>, end: f64) -> String {
+    let drift = before
+        .filter(|b| *b > 0.0 && end > 0.0)
+        .map(|before| Drift { before, after: end });
+    let change = match drift {
+        Some(drift) if drift.flagged() => format!(
+            ", a drift of {}: **more than {:.0}%**, so the ratios below are given against both \
+             figures",
+            signed_percent(drift.change()),
+            DRIFT_FLAGGED * 100.0
+        ),
+        Some(drift) => format!(
+            ", {} from the first; the ratios below divide by the first figure",
+            signed_percent(drift.change())
+        ),
+        None => "; the ratios below divide by the first figure".to_string(),
+    };
+    format!(
+        " After the last run: {} IOPS at queue depth 32{change}.",
+        thousands(end)
+    )
+}
+
+/// The warning at the top of a report whose disk drifted.
+fn drift_warning(drift: Drift) -> String {
+    format!(
+        "**Warning: the disk drifted over this invocation.** Its fio 4 KiB random-read IOPS at \
+         queue depth 32 was {} before the runs and {} after them ({}, more than {:.0}%), so the \
+         runs did not all meet the same disk, and every ratio of ops/s to the disk's IOPS below \
+         is given against both figures.\n",
+        thousands(drift.before),
+        thousands(drift.after),
+        drift_text(drift),
+        DRIFT_FLAGGED * 100.0
+    )
+}
+
+/// The drift in words: "+47.1% from before to after".
+fn drift_text(drift: Drift) -> String {
+    format!("{} from before to after", signed_percent(drift.change()))
+}
+
+/// A change as a signed percentage with one decimal: "+47.1%", "-5.0%".
+fn signed_percent(change: f64) -> String {
+    format!("{:+.1}%", change * 100.0)
 }
 
 /// `f(value)` or "unknown".

@@ -1,12 +1,15 @@
 //! Rendering: the results table each command prints ([`terminal`]), and `cairn-bench report
 //! --dir DIR`, which turns a directory of UTxO benchmark records into a Markdown report
-//! (`DIR/README.md`, [`markdown`]) and three hand-written SVG charts (`ops.svg`, `latency.svg`,
-//! `memory.svg`, [`svg`]) next to it.
+//! (`DIR/README.md`, [`markdown`], with the throughput over time and the merge work per level
+//! in [`over_time`]) and hand-written SVG charts ([`svg`]) next to it: `ops.svg`, `latency.svg`,
+//! `memory.svg`, and `throughput-MODE.svg` (ops/s against time, one line per engine) for each
+//! mode whose runs recorded their throughput series.
 //!
-//! Owns: the `report` command, choosing one run per (engine, mode) and the order of engines and
-//! modes ([`Report`]); reading the records is [`load`](mod@load)'s, number formats are [`format`](mod@format)'s.
-//! May not: run an engine or measure anything. It only reads `*.json` files in DIR (not its
-//! subdirectories) and writes `README.md` and the three SVGs; it touches no other file.
+//! Owns: the `report` command, choosing one run per (engine, mode), the order of engines and
+//! modes, and the disk's drift ([`Report`]); reading the records is [`load`](mod@load)'s,
+//! number formats are [`format`](mod@format)'s. May not: run an engine or measure anything. It
+//! only reads `*.json` files in DIR (not its subdirectories) and writes `README.md` and the
+//! SVGs named above; it touches no other file.
 //!
 //! - Records are identified by their `benchmark`, `engine` and `mode` fields, never by their
 //!   file names. JSON files of other benchmarks, JSON without a `benchmark` field and non-JSON
@@ -19,10 +22,14 @@
 //!   run's own memory limit and fio baseline are used.
 //! - Engines are ordered cairn, rocksdb, lmdb, fjall, then others alphabetically; modes serial,
 //!   pipelined, lookup-only, then others alphabetically.
+//! - When the suite's fio qd32 IOPS measured after the runs differs from the one measured
+//!   before by more than [`DRIFT_FLAGGED`] of the first, the report says so at the top and
+//!   gives every ratio to the disk's IOPS against both figures.
 
 pub mod format;
 mod load;
 mod markdown;
+mod over_time;
 pub(crate) mod svg;
 pub mod table;
 pub mod terminal;
@@ -46,8 +53,9 @@ pub fn run(args: &ReportArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Writes `README.md`, `ops.svg`, `latency.svg` and `memory.svg` into `dir` from the records
-/// in `dir`; returns the path of `README.md`.
+/// Writes `README.md`, `ops.svg`, `latency.svg`, `memory.svg` and the `throughput-MODE.svg`
+/// of each mode with a throughput series into `dir` from the records in `dir`; returns the path
+/// of `README.md`.
 pub fn write_report(dir: &Path) -> Result<PathBuf, Failure> {
     write_files(dir).map(|(path, _)| path)
 }
@@ -58,6 +66,10 @@ fn write_files(dir: &Path) -> Result<(PathBuf, String), Failure> {
     write_file(&dir.join("ops.svg"), &report.ops_chart())?;
     write_file(&dir.join("latency.svg"), &report.latency_chart())?;
     write_file(&dir.join("memory.svg"), &report.memory_chart())?;
+    for mode in report.modes_over_time() {
+        let chart = report.throughput_chart(&mode);
+        write_file(&dir.join(throughput_file(&mode)), &chart)?;
+    }
     let markdown = report.markdown();
     let path = dir.join("README.md");
     write_file(&path, &markdown)?;
@@ -75,6 +87,44 @@ const ENGINE_ORDER: [&str; 4] = ["cairn", "rocksdb", "lmdb", "fjall"];
 const MODE_ORDER: [&str; 3] = ["serial", "pipelined", "lookup-only"];
 /// The engine the report is about.
 const CAIRN: &str = "cairn";
+/// The drift of the disk's fio qd32 IOPS over an invocation (after over before, either way)
+/// from which the report flags it: 10%.
+pub const DRIFT_FLAGGED: f64 = 0.10;
+
+/// The chart of `mode`'s throughput over time: `throughput-MODE.svg`, the mode's name kept to
+/// letters, digits and dashes.
+fn throughput_file(mode: &str) -> String {
+    let name: String = mode
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("throughput-{name}.svg")
+}
+
+/// The disk's fio qd32 IOPS before and after the runs of a suite.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Drift {
+    before: f64,
+    after: f64,
+}
+
+impl Drift {
+    /// After over before, minus 1: +0.47 for 73.5k before and 108.1k after.
+    fn change(self) -> f64 {
+        self.after / self.before - 1.0
+    }
+
+    /// Whether the change is large enough to flag ([`DRIFT_FLAGGED`]).
+    fn flagged(self) -> bool {
+        self.change().abs() > DRIFT_FLAGGED
+    }
+}
 /// The mode "Where Cairn stands" compares.
 const SERIAL: &str = "serial";
 
@@ -159,6 +209,20 @@ impl Report {
         }
         let cairn = self.row(CAIRN, &run.mode)?;
         Some(cairn.run.ops_per_sec / run.ops_per_sec)
+    }
+
+    /// The suite's fio qd32 IOPS before and after its runs, when it measured both.
+    fn drift(&self) -> Option<Drift> {
+        let suite = self.suite.as_ref()?;
+        let before = suite.fio_qd32_iops.filter(|iops| *iops > 0.0)?;
+        let after = suite.fio_qd32_iops_end.filter(|iops| *iops > 0.0)?;
+        Some(Drift { before, after })
+    }
+
+    /// The drift, when it is large enough to flag: every ratio to the disk is then given
+    /// against both figures.
+    fn flagged_drift(&self) -> Option<Drift> {
+        self.drift().filter(|d| d.flagged())
     }
 
     /// The qd32 IOPS a run is compared with: the suite's, else the run's own.
@@ -480,6 +544,10 @@ mod tests {
         assert!(md.contains("20,000 IOPS at queue depth 1, 600,000 IOPS at queue depth 32"));
         assert!(md.contains("not measured"));
         assert!(md.contains("No `utxo-setup` records"));
+        assert!(
+            md.contains("- Timed batches per run: serial 10,000, pipelined 10,000."),
+            "{md}"
+        );
         assert!(md.contains("so Cairn is below that range"));
         assert!(md.contains("No peer engine ran in serial mode."));
         for name in ["ops.svg", "latency.svg", "memory.svg"] {
@@ -515,6 +583,233 @@ mod tests {
         let line =
             "- Memory limit: no memory limit (this machine has no memory cgroup controller).";
         assert!(md.contains(line), "{md}");
+    }
+
+    #[test]
+    fn flags_a_drifting_disk_and_gives_every_ratio_against_both_figures() {
+        let dir = full_dir();
+        // 5% (the fixture's 400,000 then 380,000): noted, not flagged.
+        write_report(dir.path()).unwrap();
+        let md = readme(dir.path());
+        assert!(!md.contains("drifted"), "{md}");
+        assert!(md.contains("-5.0% from the first"), "{md}");
+        assert!(md.contains("| ops / fio qd32 IOPS |"), "{md}");
+        // 300,000 after 400,000: -25%, flagged.
+        let mut drifted = suite();
+        drifted["fio_qd32_iops_end"] = json!(300000.0);
+        put(dir.path(), "suite.json", &drifted);
+        write_report(dir.path()).unwrap();
+        let md = readme(dir.path());
+        let warning = md.find("**Warning: the disk drifted over this invocation.**");
+        let results = md.find("## Results").unwrap();
+        assert!(warning.is_some_and(|at| at < results), "at the top: {md}");
+        assert!(
+            md.contains(
+                "400,000 before the runs and 300,000 after them (-25.0% from before to after"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| ops / fio qd32 IOPS before | ops / fio qd32 IOPS after |"),
+            "{md}"
+        );
+        // Cairn's 120,000 ops/s: 0.30 of the first figure, 0.40 of the second.
+        assert!(
+            md.contains("| cairn | serial | 120,000 | — | 0.30 | 0.40 | 5.50 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| lmdb | lookup-only | 100,000 | 2.0x | 0.25 | 0.33 |"),
+            "{md}"
+        );
+        assert!(md.contains("a drift of -25.0%: **more than 10%**"), "{md}");
+        assert!(
+            md.contains(
+                "0.30 of the disk's 400,000 fio qd32 IOPS (measured before the runs; \
+                         against the 300,000 measured after them, which drifted -25.0%, it is \
+                         0.40)"
+            ),
+            "{md}"
+        );
+        // Upwards too, and measured from the first figure: 73.5k then 108.1k is +47%.
+        drifted["fio_qd32_iops"] = json!(73500.0);
+        drifted["fio_qd32_iops_end"] = json!(108100.0);
+        put(dir.path(), "suite.json", &drifted);
+        write_report(dir.path()).unwrap();
+        assert!(readme(dir.path()).contains("(+47.1% from before to after"));
+        // A suite without the second figure (older records) has nothing to flag.
+        let mut older = suite();
+        older.as_object_mut().unwrap().remove("fio_qd32_iops_end");
+        put(dir.path(), "suite.json", &older);
+        write_report(dir.path()).unwrap();
+        assert!(!readme(dir.path()).contains("drift"));
+    }
+
+    /// `run(engine, mode, ops)` with a throughput series of `points` windows of 2 s, ops/s
+    /// rising by 1,000 a window from `ops`, and (`work`) two levels of merge work.
+    fn run_over_time(engine: &str, mode: &str, ops: f64, points: usize, work: bool) -> Value {
+        let mut record = run(engine, mode, ops);
+        record["throughput_window_s"] = json!(2.0);
+        record["throughput"] = (0..points)
+            .map(|i| {
+                json!({"start_s": 2.0 * i as f64, "seconds": 2.0,
+                            "ops_per_sec": ops + 1000.0 * i as f64})
+            })
+            .collect();
+        if work {
+            record["level_work"] = json!({
+                "steps_unit": "merge steps (input entries consumed)",
+                "levels": [
+                    {"level": 2, "started": 40, "finished": 39, "steps": 5_120_000},
+                    {"level": 5, "started": 1, "finished": 0, "steps": 2_048_000}
+                ],
+                "unattributed_steps": 1_024_000
+            });
+        }
+        record
+    }
+
+    #[test]
+    fn draws_throughput_over_time_and_tables_the_merge_work() {
+        let dir = full_dir();
+        // Old records: no series, no work, no charts for them.
+        write_report(dir.path()).unwrap();
+        let md = readme(dir.path());
+        assert!(!md.contains("## Throughput over time") && !md.contains("## Merge work"));
+        assert!(!dir.path().join("throughput-serial.svg").exists());
+
+        put(
+            dir.path(),
+            "run-2.json",
+            &run_over_time("cairn", "serial", 120000.0, 20, true),
+        );
+        put(
+            dir.path(),
+            "run-1.json",
+            &run_over_time("lmdb", "serial", 30000.0, 5, false),
+        );
+        write_report(dir.path()).unwrap();
+        let md = readme(dir.path());
+        assert!(md.contains("## Throughput over time"), "{md}");
+        assert!(
+            md.contains("windows of 60 s for a run of 10 minutes or more"),
+            "{md}"
+        );
+        assert!(
+            md.contains("**serial**, windows: cairn 2 s, lmdb 2 s."),
+            "{md}"
+        );
+        assert!(
+            md.contains("![ops/s against time, serial](throughput-serial.svg)"),
+            "{md}"
+        );
+        // Lowest, median, last, last over first.
+        assert!(
+            md.contains("| cairn | serial | 2 | 20 | 120,000 | 129,500 | 139,000 | 1.16 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| lmdb | serial | 2 | 5 | 30,000 | 32,000 | 34,000 | 1.13 |"),
+            "{md}"
+        );
+        // Only the modes whose runs have a series get a chart.
+        assert!(!md.contains("throughput-lookup-only.svg"), "{md}");
+        assert!(!dir.path().join("throughput-lookup-only.svg").exists());
+        let chart = read(dir.path(), "throughput-serial.svg");
+        check_svg(&chart);
+        assert_eq!(chart.matches("<polyline ").count(), 2, "{chart}");
+        assert_eq!(chart.matches("<circle ").count(), 25, "{chart}");
+        for text in [
+            "UTxO benchmark, serial: ops/s against time",
+            ">cairn<",
+            ">lmdb<",
+            "time since the first timed batch, s",
+            "cairn at 39 s: 139,000",
+            // The engines' colours of the bar charts: cairn first, lmdb second.
+            "stroke=\"#4e79a7\"",
+            "stroke=\"#f28e2b\"",
+        ] {
+            assert!(chart.contains(text), "{text} in {chart}");
+        }
+        // The merge work: a row per level and one for the background thread; 10,000 batches
+        // of 512 updates.
+        assert!(md.contains("## Merge work per level"), "{md}");
+        assert!(
+            md.contains("cairn counts merge steps (input entries consumed)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| cairn | serial | 2 | 40 | 39 | 5,120,000 | 1.00 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| cairn | serial | 5 | 1 | 0 | 2,048,000 | 0.40 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| cairn | serial | background thread | — | — | 1,024,000 | 0.20 |"),
+            "{md}"
+        );
+        // lmdb counts no merge work.
+        let work = &md[md.find("## Merge work per level").unwrap()..];
+        assert!(!work.contains("| lmdb |"), "{md}");
+    }
+
+    #[test]
+    fn a_long_run_is_drawn_in_minutes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut long = run("cairn", "pipelined", 100000.0);
+        long["throughput_window_s"] = json!(60.0);
+        long["throughput"] = (0..61)
+            .map(|i| json!({"start_s": 60.0 * i as f64, "seconds": 60.0, "ops_per_sec": 1e5}))
+            .collect();
+        put(dir.path(), "run.json", &long);
+        write_report(dir.path()).unwrap();
+        let chart = read(dir.path(), "throughput-pipelined.svg");
+        check_svg(&chart);
+        assert!(
+            chart.contains("time since the first timed batch, min"),
+            "{chart}"
+        );
+        assert!(chart.contains("cairn at 60.5 min: 100,000"), "{chart}");
+        assert!(readme(dir.path()).contains("**pipelined**, windows: cairn 60 s."));
+    }
+
+    #[test]
+    fn states_the_batches_of_each_mode_and_the_protocol() {
+        let dir = full_dir();
+        let mut preset = suite();
+        preset["mode_batches"] =
+            json!({"serial": 10000, "pipelined": 100000, "lookup-only": 10000});
+        preset["protocol"] = json!("lsm-tree");
+        put(dir.path(), "suite.json", &preset);
+        write_report(dir.path()).unwrap();
+        let md = readme(dir.path());
+        assert!(
+            md.contains(
+                "- Workload: 10,000,000 entries, timed batches per run: serial 10,000, \
+                 pipelined 100,000, lookup-only 10,000 (`--protocol lsm-tree`)."
+            ),
+            "{md}"
+        );
+        let mut same = suite();
+        same["mode_batches"] = json!({"serial": 3000, "pipelined": 3000});
+        put(dir.path(), "suite.json", &same);
+        write_report(dir.path()).unwrap();
+        let md = readme(dir.path());
+        assert!(
+            md.contains("- Workload: 10,000,000 entries, 3,000 batches per run."),
+            "{md}"
+        );
+        // Older records: `batches` alone.
+        write_report(dir.path()).unwrap();
+        put(dir.path(), "suite.json", &suite());
+        write_report(dir.path()).unwrap();
+        let md = readme(dir.path());
+        assert!(
+            md.contains("- Workload: 10,000,000 entries, 10,000 batches per run."),
+            "{md}"
+        );
     }
 
     #[test]

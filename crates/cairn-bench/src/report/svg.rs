@@ -1,5 +1,6 @@
-//! The charts of a `report` directory (`ops.svg`, `latency.svg`, `memory.svg`): grouped bar
-//! charts written by hand as SVG text.
+//! The charts of a `report` directory: grouped bar charts (`ops.svg`, `latency.svg`,
+//! `memory.svg`, [`Chart`]) and line charts of ops/s against time, one line per engine
+//! (`throughput-MODE.svg`, [`LineChart`]), written by hand as SVG text.
 //!
 //! Owns: the charts' data, layout and drawing. Must never touch: files (the caller writes the
 //! text).
@@ -11,7 +12,7 @@
 //! fonts (or a font file the crate would have to ship), so the same records would give other
 //! bytes on another machine, and it brings a dependency tree far heavier than this file.
 
-use crate::report::format::{compact, limit_text, ms, thousands, MIB};
+use crate::report::format::{compact, limit_text, ms, thousands, trimmed, MIB};
 use crate::report::{Report, Row};
 
 impl Report {
@@ -106,6 +107,31 @@ impl Report {
         .render()
     }
 
+    /// ops/s against time in `mode`: one line per engine whose run recorded its series, in the
+    /// engine's colour of the other charts, each point at its window's middle.
+    pub(super) fn throughput_chart(&self, mode: &str) -> String {
+        let lines = self
+            .runs_over_time(mode)
+            .map(|run| {
+                let colour = self.engines.iter().position(|e| *e == run.engine);
+                Line {
+                    name: run.engine.clone(),
+                    colour: colour.unwrap_or(0),
+                    points: (run.throughput.iter())
+                        .map(|p| (p.start_s + p.seconds / 2.0, p.ops_per_sec))
+                        .collect(),
+                }
+            })
+            .collect();
+        LineChart {
+            title: format!("UTxO benchmark, {mode}: ops/s against time"),
+            y_label: "ops/s",
+            lines,
+            format: thousands,
+        }
+        .render()
+    }
+
     /// Two-line group labels, "engine" over "mode", one per row.
     fn row_groups(&self) -> Vec<Vec<String>> {
         let label = |row: &Row| vec![row.run.engine.clone(), row.run.mode.clone()];
@@ -171,42 +197,13 @@ impl Chart {
 
     /// The legend row(s) under the title.
     fn legend(&self, svg: &mut Svg) {
-        let (mut x, mut y) = (PLOT_LEFT, 44.0);
-        for (i, name) in self.series.iter().enumerate() {
-            let width = 22.0 + 7.0 * name.chars().count() as f64;
-            if x + width > PLOT_RIGHT && x > PLOT_LEFT {
-                (x, y) = (PLOT_LEFT, y + 18.0);
-            }
-            svg.rect(x, y, 12.0, 12.0, color(i), name);
-            svg.text(x + 16.0, y + 10.5, "font-size=\"12\"", name);
-            x += width + 12.0;
-        }
+        let entries = self.series.iter().enumerate();
+        legend(svg, entries.map(|(i, name)| (name.as_str(), color(i))));
     }
 
     /// The y axis with ticks and grid lines, and the x axis.
     fn axis(&self, svg: &mut Svg, scale: &Scale) {
-        for tick in scale.ticks() {
-            let y = scale.y(tick);
-            svg.line((PLOT_LEFT, y), (PLOT_RIGHT, y), "#e0e0e0", "");
-            svg.line((PLOT_LEFT - 5.0, y), (PLOT_LEFT, y), "#333333", "");
-            let attrs = "font-size=\"11\" text-anchor=\"end\"";
-            svg.text(PLOT_LEFT - 8.0, y + 4.0, attrs, &compact(tick));
-        }
-        svg.line(
-            (PLOT_LEFT, PLOT_TOP),
-            (PLOT_LEFT, PLOT_BOTTOM),
-            "#333333",
-            "",
-        );
-        svg.line(
-            (PLOT_LEFT, PLOT_BOTTOM),
-            (PLOT_RIGHT, PLOT_BOTTOM),
-            "#333333",
-            "",
-        );
-        let (x, y) = (20.0, (PLOT_TOP + PLOT_BOTTOM) / 2.0);
-        let attrs = format!("{MIDDLE} transform=\"rotate(-90 {x} {y})\"");
-        svg.text(x, y, &attrs, self.y_label);
+        axes(svg, scale, self.y_label);
     }
 
     /// The bars, each with its value above it.
@@ -262,6 +259,135 @@ impl Chart {
                 svg.text(x, PLOT_BOTTOM + 18.0 + 15.0 * i as f64, &attrs, line);
             }
         }
+    }
+}
+
+/// The legend row(s) under the title: a swatch of each entry's colour and its name.
+fn legend<'a>(svg: &mut Svg, entries: impl Iterator<Item = (&'a str, &'static str)>) {
+    let (mut x, mut y) = (PLOT_LEFT, 44.0);
+    for (name, colour) in entries {
+        let width = 22.0 + 7.0 * name.chars().count() as f64;
+        if x + width > PLOT_RIGHT && x > PLOT_LEFT {
+            (x, y) = (PLOT_LEFT, y + 18.0);
+        }
+        svg.rect(x, y, 12.0, 12.0, colour, name);
+        svg.text(x + 16.0, y + 10.5, "font-size=\"12\"", name);
+        x += width + 12.0;
+    }
+}
+
+/// The y axis with ticks, grid lines and its label, and the x axis' line.
+fn axes(svg: &mut Svg, scale: &Scale, y_label: &str) {
+    for tick in scale.ticks() {
+        let y = scale.y(tick);
+        svg.line((PLOT_LEFT, y), (PLOT_RIGHT, y), "#e0e0e0", "");
+        svg.line((PLOT_LEFT - 5.0, y), (PLOT_LEFT, y), "#333333", "");
+        let attrs = "font-size=\"11\" text-anchor=\"end\"";
+        svg.text(PLOT_LEFT - 8.0, y + 4.0, attrs, &compact(tick));
+    }
+    svg.line(
+        (PLOT_LEFT, PLOT_TOP),
+        (PLOT_LEFT, PLOT_BOTTOM),
+        "#333333",
+        "",
+    );
+    svg.line(
+        (PLOT_LEFT, PLOT_BOTTOM),
+        (PLOT_RIGHT, PLOT_BOTTOM),
+        "#333333",
+        "",
+    );
+    let (x, y) = (20.0, (PLOT_TOP + PLOT_BOTTOM) / 2.0);
+    let attrs = format!("{MIDDLE} transform=\"rotate(-90 {x} {y})\"");
+    svg.text(x, y, &attrs, y_label);
+}
+
+/// One line of a [`LineChart`].
+pub(crate) struct Line {
+    /// Its name in the legend and tooltips.
+    pub(crate) name: String,
+    /// Its colour: the palette's entry of this index (the series' index in the bar charts).
+    pub(crate) colour: usize,
+    /// Its points, (x in seconds, y), in order of x.
+    pub(crate) points: Vec<(f64, f64)>,
+}
+
+/// A line chart of values against time: the y axis linear from 0 as the bar charts', the x
+/// axis in seconds from 0, or in minutes from ten minutes on.
+pub(crate) struct LineChart {
+    /// The title above the chart.
+    pub(crate) title: String,
+    /// The y axis' label.
+    pub(crate) y_label: &'static str,
+    /// The lines, drawn in order, each with a dot per point.
+    pub(crate) lines: Vec<Line>,
+    /// How a point's value is printed in its tooltip.
+    pub(crate) format: fn(f64) -> String,
+}
+
+/// From this many seconds on, the x axis of a [`LineChart`] counts minutes.
+const MINUTES_FROM_S: f64 = 600.0;
+
+impl LineChart {
+    /// The SVG document.
+    pub(crate) fn render(&self) -> String {
+        let mut svg = Svg::new(PLOT_BOTTOM + 50.0);
+        svg.text(WIDTH / 2.0, 26.0, TITLE_STYLE, &self.title);
+        let names = self
+            .lines
+            .iter()
+            .map(|l| (l.name.as_str(), color(l.colour)));
+        legend(&mut svg, names);
+        let points = || self.lines.iter().flat_map(|l| l.points.iter());
+        let ys = points().map(|p| p.1).filter(|y| y.is_finite()).collect();
+        let x_max = points()
+            .map(|p| p.0)
+            .filter(|x| x.is_finite())
+            .fold(0.0, f64::max);
+        let Some(scale) = Scale::fit(ys, false) else {
+            svg.text(WIDTH / 2.0, 220.0, MIDDLE, "no data recorded");
+            return svg.finish();
+        };
+        axes(&mut svg, &scale, self.y_label);
+        let (unit, per_unit) = if x_max >= MINUTES_FROM_S {
+            ("min", 60.0)
+        } else {
+            ("s", 1.0)
+        };
+        let step = nice_step((x_max / per_unit / 6.0).max(1e-3));
+        let top = ((x_max / per_unit / step).ceil() * step).max(step);
+        let x = |seconds: f64| PLOT_LEFT + seconds / per_unit / top * (PLOT_RIGHT - PLOT_LEFT);
+        let ticks = (top / step).round() as usize;
+        for i in 0..=ticks {
+            let value = i as f64 * step;
+            let at = x(value * per_unit);
+            svg.line((at, PLOT_BOTTOM), (at, PLOT_BOTTOM + 5.0), "#333333", "");
+            let attrs = "font-size=\"11\" text-anchor=\"middle\"";
+            svg.text(at, PLOT_BOTTOM + 18.0, attrs, &trimmed(value, 2));
+        }
+        let label = format!("time since the first timed batch, {unit}");
+        svg.text(WIDTH / 2.0, PLOT_BOTTOM + 38.0, MIDDLE, &label);
+        for line in &self.lines {
+            let colour = color(line.colour);
+            let shown: Vec<(f64, f64)> = line
+                .points
+                .iter()
+                .filter(|(t, v)| t.is_finite() && scale.shows(*v))
+                .map(|&(t, v)| (x(t), scale.y(v)))
+                .collect();
+            svg.polyline(&shown, colour, &line.name);
+            for (&(t, v), &(px, py)) in line
+                .points
+                .iter()
+                .filter(|(t, v)| t.is_finite() && scale.shows(*v))
+                .zip(&shown)
+            {
+                let time = trimmed(t / per_unit, 1);
+                let tip = format!("{} at {time} {unit}: {}", line.name, (self.format)(v));
+                svg.circle(px, py, 2.5, colour, &tip);
+            }
+        }
+        svg.finish()
     }
 }
 
@@ -391,6 +517,29 @@ impl Svg {
             "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{stroke}\" \
              {extra}/>\n",
             from.0, from.1, to.0, to.1
+        ));
+    }
+
+    /// An open line through `points` with a tooltip.
+    fn polyline(&mut self, points: &[(f64, f64)], stroke: &str, tip: &str) {
+        let points: Vec<String> = points
+            .iter()
+            .map(|(x, y)| format!("{x:.1},{y:.1}"))
+            .collect();
+        self.0.push_str(&format!(
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{stroke}\" stroke-width=\"2\">\
+             <title>{}</title></polyline>\n",
+            points.join(" "),
+            xml_escape(tip)
+        ));
+    }
+
+    /// A filled dot with a tooltip.
+    fn circle(&mut self, x: f64, y: f64, radius: f64, fill: &str, tip: &str) {
+        self.0.push_str(&format!(
+            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{radius}\" fill=\"{fill}\"><title>{}</title>\
+             </circle>\n",
+            xml_escape(tip)
         ));
     }
 

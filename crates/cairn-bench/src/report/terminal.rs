@@ -7,8 +7,9 @@
 use crate::record::{
     QuickRecord, RunRecord, SetupRecord, SnapshotStats, UnionRecord, UpsertRecord,
 };
-use crate::report::format::{opt, rss_mib, MIB};
+use crate::report::format::{opt, rss_mib, thousands, trimmed, MIB};
 use crate::report::table::metric_value;
+use crate::stats::median;
 
 /// The table of `utxo quick`.
 pub fn quick(r: &QuickRecord) -> String {
@@ -77,7 +78,9 @@ number of levels (docs/design.md, \"Merges\"): max never exceeds it.\n";
 const RUN_NOTES: &str = "\n\
 ops/s counts lookups, inserts and deletes (768 per batch of 256 each) per second of the timed \
 batches; ops / qd32 IOPS divides it by the disk's random-read IOPS at queue depth 32 measured \
-by fio in the same invocation.\n";
+by fio in the same invocation. ops/s over time summarises the ops/s of each window of the timed \
+batches (the record holds the series); merge work is the engine's merges finished and steps \
+(input entries) per level over the timed batches, where it counts them.\n";
 
 /// The `--snapshot` rows of `utxo quick`.
 fn snapshot_rows(s: &SnapshotStats) -> Vec<(&'static str, String)> {
@@ -149,7 +152,47 @@ pub fn run(r: &RunRecord) -> String {
             "ops / qd32 IOPS",
             opt(r.ops_per_qd32_iops.map(|v| format!("{v:.3}"))),
         ),
+        ("ops/s over time", over_time(r)),
+        ("merge work", opt(level_work_text(r))),
     ]) + RUN_NOTES
+}
+
+/// The run's throughput series in short: its lowest, median and last window, or "-".
+fn over_time(r: &RunRecord) -> String {
+    let ops: Vec<f64> = r.throughput.iter().map(|p| p.ops_per_sec).collect();
+    let (Some(last), Some(window)) = (ops.last(), r.throughput_window_s) else {
+        return "-".to_string();
+    };
+    let min = ops.iter().copied().fold(f64::INFINITY, f64::min);
+    let windows = match ops.len() {
+        1 => "1 window".to_string(),
+        n => format!("{n} windows"),
+    };
+    format!(
+        "min {} / median {} / last {} ({windows} of {} s)",
+        thousands(min),
+        thousands(median(&ops)),
+        thousands(*last),
+        trimmed(window, 1)
+    )
+}
+
+/// The engine's work per level over the timed batches in short: "L2 12 merges, 3.1M steps; ...".
+fn level_work_text(r: &RunRecord) -> Option<String> {
+    let work = r.level_work.as_ref()?;
+    let mut parts: Vec<String> = work
+        .levels
+        .iter()
+        .map(|l| format!("L{} {} finished, {} steps", l.level, l.finished, l.steps))
+        .collect();
+    if let Some(steps) = work.unattributed_steps.filter(|s| *s > 0) {
+        parts.push(format!("{steps} steps in the background"));
+    }
+    Some(if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join("; ")
+    })
 }
 
 /// The table of `union`.
@@ -251,6 +294,52 @@ mod tests {
             ..UnionRecord::default()
         };
         assert_aligned(&union(&union_record));
+    }
+
+    #[test]
+    fn run_shows_its_series_and_merge_work_in_short() {
+        use crate::record::{LevelWork, LevelWorkRow, ThroughputPoint};
+        let json = serde_json::json!({
+            "benchmark": "utxo-run", "engine": "cairn", "mode": "serial", "entries": 10,
+            "checked": true, "mismatches": 0, "ops_per_sec": 2.0, "seconds": 1.0,
+            "p50_batch_ms": 1.0, "p99_batch_ms": 1.0, "p999_batch_ms": 1.0, "max_batch_ms": 1.0,
+            "peak_rss_bytes": null, "bytes_read": null, "bytes_written": null,
+            "memory_limit_bytes": null, "fio_qd1_iops": null, "fio_qd32_iops": null,
+            "ops_per_qd32_iops": null
+        });
+        let mut record: RunRecord = serde_json::from_value(json).unwrap();
+        let table = run(&record);
+        assert!(table.contains("ops/s over time"), "{table}");
+        assert_aligned(&table);
+        record.throughput_window_s = Some(1.5);
+        record.throughput = [150_000.0, 120_000.0, 170_000.0, 160_000.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &ops)| ThroughputPoint {
+                start_s: 1.5 * i as f64,
+                seconds: 1.5,
+                ops_per_sec: ops,
+            })
+            .collect();
+        record.level_work = Some(LevelWork {
+            steps_unit: "steps".into(),
+            levels: vec![LevelWorkRow {
+                level: 2,
+                started: Some(3),
+                finished: 2,
+                steps: 900,
+            }],
+            unattributed_steps: Some(40),
+        });
+        let table = run(&record);
+        assert!(
+            table.contains("min 120,000 / median 155,000 / last 160,000 (4 windows of 1.5 s)"),
+            "{table}"
+        );
+        assert!(
+            table.contains("L2 2 finished, 900 steps; 40 steps in the background"),
+            "{table}"
+        );
     }
 
     #[test]

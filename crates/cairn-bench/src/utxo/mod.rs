@@ -2,7 +2,8 @@
 //! ([`driver`]), the loading of an initial table ([`setup::load`]), an engine's directory between
 //! `setup` and `run` ([`table`]), and the
 //! commands that run it: `utxo quick` ([`quick`], with [`snapshot`]), `utxo setup` ([`setup`]),
-//! `utxo run` ([`run`]), `utxo suite` ([`suite`]) and `utxo scale` ([`scale`]).
+//! `utxo run` ([`run`], with its throughput over time: [`throughput`]), `utxo suite` ([`suite`])
+//! and `utxo scale` ([`scale`]).
 //!
 //! Its keys and values are [`crate::keys`]'s, below this module and the engines alike.
 //!
@@ -20,3 +21,4 @@ pub mod setup;
 pub mod snapshot;
 pub mod suite;
 pub mod table;
+pub mod throughput;

@@ -30,9 +30,11 @@
 //! record as `cgroup_peak_bytes`; when no limit can be set, the run goes on unlimited and the
 //! record says why (`memory_unlimited_reason`).
 //!
-//! Reported: ops/s (lookups + inserts + deletes per second of the run), batch latency
+//! Reported: ops/s (lookups + inserts + deletes per second of the run), its series over time
+//! (ops/s per window of the timed batches, [`crate::utxo::throughput`]), batch latency
 //! percentiles (the engine time of a batch; in pipelined mode the wall time of the overlapped
-//! step), peak RSS, bytes read and written by the process (`/proc/self/io`), the memory limit
+//! step), the engine's merge or compaction work per level over the timed batches where it
+//! counts it ([`Engine::level_work`](crate::engines::Engine::level_work)), peak RSS, bytes read and written by the process (`/proc/self/io`), the memory limit
 //! of the process's cgroup, and with `--fio-baseline` the disk's queue-depth-1 and -32 IOPS
 //! measured in the same invocation and the ratio of ops/s to the qd32 IOPS.
 
@@ -50,6 +52,7 @@ use crate::sys::fio;
 use crate::sys::proc::{cpu_seconds, peak_rss_bytes, rss_bytes, IoCounters};
 use crate::utxo::driver::{Driver, PhaseTiming, BATCH_SIZE};
 use crate::utxo::table::{engine_dir, engine_options, read_state, table_dir, Applied, RunState};
+use crate::utxo::throughput;
 
 /// `utxo run`.
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
@@ -98,6 +101,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     if let Some(work) = &background_work_at_start {
         eprintln!("background work at the start of the timed batches: {work}");
     }
+    let work_at_start = engine.level_work();
     let io_before = IoCounters::now();
     let cpu_before = cpu_seconds();
     let timing = match args.mode {
@@ -106,6 +110,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         RunMode::Pipelined => driver.pipelined(args.batches, args.pipeline_depth as usize)?,
     };
     let seconds = timing.seconds;
+    let work_at_end = engine.level_work();
     if let Some(path) = &args.batch_log {
         write_batch_log(path, &timing)?;
     }
@@ -118,6 +123,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         _ => 3 * BATCH_SIZE,
     } as f64;
     let ops_per_sec = ops_per_batch * args.batches as f64 / seconds.max(1e-9);
+    let series = throughput::of_phase(&timing, ops_per_batch);
     let p = percentiles(&timing.batch_ms);
     let report = RunRecord {
         benchmark: RUN.to_string(),
@@ -147,6 +153,11 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         ops_per_qd32_iops: fio.map(|f| ops_per_sec / f.qd32_iops),
         cpu_seconds: cpu,
         own_cgroup: None,
+        throughput_window_s: (!series.points.is_empty()).then_some(series.window_s),
+        throughput: series.points,
+        level_work: work_at_end
+            .zip(work_at_start)
+            .map(|(end, start)| end.since(&start)),
     };
     drop(driver);
     drop(engine);

@@ -4,7 +4,9 @@
 //! included) and with the page cache dropped before it; then `suite.json` and the report.
 //!
 //! Owns: the order of the steps, the contents of `suite.json` ([`SuiteRecord`]: machine, commit,
-//! command, memory limit, fio baseline) and the records directory. Must never touch: an engine (every step is a child `cairn-bench`
+//! command, the timed batches of each mode ([`mode_batches`]: `--batches`,
+//! `--pipelined-batches`, `--lookup-only-batches` or a `--protocol` preset), memory limit, fio
+//! baseline) and the records directory. Must never touch: an engine (every step is a child `cairn-bench`
 //! process, so each engine's memory is its own), or the report's layout ([`crate::report`]).
 //!
 //! The fio baseline is measured on `--db` before the first run, and the report divides every
@@ -13,7 +15,7 @@
 
 use std::path::Path;
 
-use crate::cli::{EngineArgs, RunMode, SuiteArgs};
+use crate::cli::{EngineArgs, Protocol, RunMode, SuiteArgs};
 use crate::failure::{Context, Failure};
 use crate::options::EngineKind;
 use crate::record::{write_json, SuiteRecord, SUITE};
@@ -41,6 +43,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
     } else {
         args.runs.modes.clone()
     };
+    let batches = mode_batches(args);
     std::fs::create_dir_all(&args.out).context(|| format!("creating {}", args.out.display()))?;
     std::fs::create_dir_all(&args.db).context(|| format!("creating {}", args.db.display()))?;
     let mut record = SuiteRecord {
@@ -50,7 +53,12 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine: sys::machine(),
         entries: args.entries,
-        batches: args.batches,
+        batches: batches.serial,
+        mode_batches: modes
+            .iter()
+            .map(|&mode| (mode.name().to_string(), batches.of(mode)))
+            .collect(),
+        protocol: args.protocol.map(|p| p.name().to_string()),
         memory_limit_bytes: None,
         cgroup: None,
         memory_unlimited_reason: None,
@@ -87,8 +95,8 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
                 .out
                 .join(format!("run-{}-{}.json", engine.name(), mode.name()));
             eprintln!("== {} {} ==", engine.name(), mode.name());
-            let memory =
-                cgroup::run_child(&run_argv(args, engine, mode, &json), args.runs.memory_limit)?;
+            let argv = run_argv(args, &batches, engine, mode, &json);
+            let memory = cgroup::run_child(&argv, args.runs.memory_limit)?;
             add_cgroup_fields(&json, &memory)?;
             record.memory_limit_bytes = memory.limit_bytes;
             record.cgroup = memory.version.map(|v| v.name().to_string());
@@ -106,6 +114,59 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
     let report = crate::report::write_report(&args.out)?;
     eprintln!("report: {}", report.display());
     Ok(())
+}
+
+/// The timed batches of a suite's serial runs when nothing else sets them.
+pub const BATCHES_DEFAULT: u64 = 10_000;
+
+/// The timed batches of each mode's runs in a suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModeBatches {
+    /// Of each serial run.
+    pub serial: u64,
+    /// Of each pipelined run.
+    pub pipelined: u64,
+    /// Of each lookup-only run.
+    pub lookup_only: u64,
+}
+
+impl ModeBatches {
+    /// The batches of `mode`'s runs.
+    pub fn of(&self, mode: RunMode) -> u64 {
+        match mode {
+            RunMode::Serial => self.serial,
+            RunMode::Pipelined => self.pipelined,
+            RunMode::LookupOnly => self.lookup_only,
+        }
+    }
+}
+
+/// The timed batches of each mode of `protocol`.
+pub fn protocol_batches(protocol: Protocol) -> ModeBatches {
+    match protocol {
+        // lsm-tree's report, section 4.5: "10 k batches of operations for the serial mode and
+        // 100 k batches for the pipelined mode"; lookup-only as serial.
+        Protocol::LsmTree => ModeBatches {
+            serial: 10_000,
+            pipelined: 100_000,
+            lookup_only: 10_000,
+        },
+    }
+}
+
+/// The timed batches of each mode's runs: the preset's with `--protocol` (which clap refuses
+/// beside any of the batch flags), else `--batches` (default [`BATCHES_DEFAULT`]) for serial
+/// runs and for the other modes unless their own flag is given.
+pub fn mode_batches(args: &SuiteArgs) -> ModeBatches {
+    if let Some(protocol) = args.protocol {
+        return protocol_batches(protocol);
+    }
+    let serial = args.batches.unwrap_or(BATCHES_DEFAULT);
+    ModeBatches {
+        serial,
+        pipelined: args.pipelined_batches.unwrap_or(serial),
+        lookup_only: args.lookup_only_batches.unwrap_or(serial),
+    }
 }
 
 /// Builds `engine`'s table with a `utxo setup` child (no memory limit: the setup is not part of
@@ -146,7 +207,13 @@ fn setup(args: &SuiteArgs, engine: EngineKind) -> Result<bool, Failure> {
     Ok(true)
 }
 
-fn run_argv(args: &SuiteArgs, engine: EngineKind, mode: RunMode, json: &Path) -> Vec<String> {
+fn run_argv(
+    args: &SuiteArgs,
+    batches: &ModeBatches,
+    engine: EngineKind,
+    mode: RunMode,
+    json: &Path,
+) -> Vec<String> {
     let mut argv = vec![
         "utxo".to_string(),
         "run".into(),
@@ -157,7 +224,7 @@ fn run_argv(args: &SuiteArgs, engine: EngineKind, mode: RunMode, json: &Path) ->
         "--mode".into(),
         mode.name().into(), // clap's value names are the report names
         "--batches".into(),
-        args.batches.to_string(),
+        batches.of(mode).to_string(),
         "--warmup-batches".into(),
         args.warmup_batches.to_string(),
         "--json".into(),
@@ -203,4 +270,72 @@ fn engine_argv(args: &EngineArgs) -> Vec<String> {
 
 fn path_arg(path: &Path) -> String {
     path.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command, UtxoCommand};
+
+    /// The batches of `utxo suite --db d --out o` with `flags`, or clap's error.
+    fn batches(flags: &[&str]) -> Result<ModeBatches, clap::Error> {
+        let argv = ["cairn-bench", "utxo", "suite", "--db", "d", "--out", "o"];
+        let cli = Cli::try_parse_from(argv.iter().chain(flags))?;
+        match cli.command {
+            Command::Utxo(UtxoCommand::Suite(args)) => Ok(mode_batches(&args)),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    fn each(serial: u64, pipelined: u64, lookup_only: u64) -> ModeBatches {
+        ModeBatches {
+            serial,
+            pipelined,
+            lookup_only,
+        }
+    }
+
+    #[test]
+    fn batches_default_to_the_serial_count() {
+        assert_eq!(batches(&[]).unwrap(), each(10_000, 10_000, 10_000));
+        assert_eq!(
+            batches(&["--batches", "3000"]).unwrap(),
+            each(3_000, 3_000, 3_000)
+        );
+        assert_eq!(
+            batches(&["--batches", "3000", "--pipelined-batches", "30000"]).unwrap(),
+            each(3_000, 30_000, 3_000)
+        );
+        assert_eq!(
+            batches(&["--lookup-only-batches", "500"]).unwrap(),
+            each(10_000, 10_000, 500)
+        );
+        assert_eq!(each(1, 2, 3).of(RunMode::Pipelined), 2);
+        assert_eq!(each(1, 2, 3).of(RunMode::LookupOnly), 3);
+        assert!(batches(&["--pipelined-batches", "0"]).is_err());
+    }
+
+    #[test]
+    fn the_lsm_tree_preset_sets_every_mode_and_refuses_batch_flags_beside_it() {
+        assert_eq!(
+            batches(&["--protocol", "lsm-tree"]).unwrap(),
+            each(10_000, 100_000, 10_000)
+        );
+        for flag in ["--batches", "--pipelined-batches", "--lookup-only-batches"] {
+            let err = batches(&["--protocol", "lsm-tree", flag, "20"]).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{flag}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains("--protocol") && text.contains(flag),
+                "{flag}: {text}"
+            );
+        }
+        assert!(batches(&["--protocol", "rocksdb"]).is_err());
+    }
 }

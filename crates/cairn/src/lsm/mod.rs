@@ -41,7 +41,7 @@ use crate::flush::SharedFlush;
 use crate::lookup::Partial;
 use crate::page::{KEY_SIZE_MAX, VALUE_SIZE_MAX};
 use crate::run::RunParams;
-use crate::schedule::{merge_steps_per_update_max, Levels};
+use crate::schedule::{merge_steps_per_update_max, LevelMergeStats, Levels};
 use crate::session_core::{Member, SessionCore};
 use crate::sorted::SortedRun;
 use crate::union::UnionLevel;
@@ -106,6 +106,12 @@ pub struct TableStats {
     /// Updates applied since the table was created (a duplicate, a table opened from a snapshot
     /// and a union start at 0; an empty batch counts nothing).
     pub updates: u64,
+    /// The merge work of each level, level 1 first, one entry per level (`levels` of them):
+    /// merges started and finished and merge steps performed by this handle, counted as
+    /// `merges_started` and `merge_steps_total` are (a duplicate and a table opened from a
+    /// snapshot start at 0), whose sums over the levels they are. Kept as the merges run, so
+    /// reading it costs O(levels).
+    pub level_merges: Vec<LevelMergeStats>,
 }
 
 /// What a table's updates change, behind its reader-writer lock.
@@ -338,7 +344,7 @@ impl Lsm {
         if let Ok(mut state) = self.inner.state.write() {
             state.write_buffer.fold();
         }
-        let (write_buffer, frozen, dirty, levels, union) = {
+        let (write_buffer, frozen, dirty, mut levels, union) = {
             let state = self.read()?;
             (
                 state.write_buffer.clone(),
@@ -353,6 +359,8 @@ impl Lsm {
             )
         };
         let auth = auth.map(|a| a.duplicate());
+        // The copy counts its own merge work, from 0.
+        levels.reset_counts();
         let copy = Lsm::with_contents(
             self.inner.session.clone(),
             self.inner.config.clone(),
@@ -516,6 +524,7 @@ impl Lsm {
             merge_steps_last_update: state.merge_steps_last_update,
             merge_steps_bound_per_update: bound,
             updates: state.epoch,
+            level_merges: shape.per_level,
         })
     }
 }
