@@ -184,9 +184,14 @@ impl Report {
     /// The cells of one row of the main table.
     fn run_cells(&self, row: &Row) -> Vec<String> {
         let run = &row.run;
+        // A pipelined run says how many batches' lookups it kept in flight.
+        let mode = match run.pipeline_depth {
+            Some(depth) => format!("{}, depth {depth}", run.mode),
+            None => run.mode.clone(),
+        };
         let mode = match row.repeats {
-            1 => run.mode.clone(),
-            n => format!("{} (median of {n} runs)", run.mode),
+            1 => mode,
+            n => format!("{mode} (median of {n} runs)"),
         };
         let ops = run.ops_per_sec * run.seconds;
         let ratio = |iops: f64| format!("{:.2}", run.ops_per_sec / iops);
