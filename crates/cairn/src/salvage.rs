@@ -162,21 +162,50 @@ struct Owned {
 /// Bytes read from a key/ops file at once.
 const READ_BYTES: u64 = 1 << 20;
 
+/// A key/ops file read ahead in 1 MiB reads.
+struct Pages {
+    file: Arc<dyn ReadableFile>,
+    /// Whole pages in the file.
+    pages: u64,
+    /// Bytes of the file from page `buf_page` on.
+    buf: Vec<u8>,
+    buf_page: u64,
+}
+
+impl Pages {
+    /// Pages `first..first + count` (which lie inside the file).
+    fn at(&mut self, first: u64, count: u64, tally: &Shared) -> Result<&[u8]> {
+        let page = PAGE_BYTES as u64;
+        let have = self.buf.len() as u64 / page;
+        if first < self.buf_page || first + count > self.buf_page + have {
+            let want = (count * page)
+                .max(READ_BYTES)
+                .min((self.pages - first) * page);
+            self.buf.resize(want as usize, 0);
+            self.buf_page = first;
+            if let Err(e) = self.file.read_exact_at(&mut self.buf, first * page) {
+                self.buf.clear();
+                return Err(e);
+            }
+            tally.borrow_mut().bytes += want;
+        }
+        let from = ((first - self.buf_page) * page) as usize;
+        Ok(&self.buf[from..from + (count * page) as usize])
+    }
+}
+
 /// One run file set being read: its key/ops file, its blobs, its recorded page checksums.
 struct Part {
-    keyops: Option<Arc<dyn ReadableFile>>,
+    /// `None` when the key/ops file could not be opened (recorded as a loss).
+    keyops: Option<Pages>,
     keyops_path: PathBuf,
     blobs_path: PathBuf,
     blobs: Option<(Arc<dyn ReadableFile>, u64)>,
     sums: Option<PageSums>,
-    pages: u64,
     /// Bytes after the last whole page (damage: the file should be whole pages), reported once
     /// the pages before them are read.
     trailing: u64,
     next: u64,
-    /// Read ahead: bytes of the file from page `buf_page` on.
-    buf: Vec<u8>,
-    buf_page: u64,
 }
 
 impl Part {
@@ -197,8 +226,16 @@ impl Part {
             fs.open(&path(file), ReadOptions::default())
                 .and_then(|f| f.len_bytes().map(|len| (f, len)))
         };
-        let (keyops, pages, trailing) = match opened(RunFile::KeyOps) {
-            Ok((f, len)) => (Some(f), len / PAGE_BYTES as u64, len % PAGE_BYTES as u64),
+        let (keyops, trailing) = match opened(RunFile::KeyOps) {
+            Ok((file, len)) => (
+                Some(Pages {
+                    file,
+                    pages: len / PAGE_BYTES as u64,
+                    buf: Vec::new(),
+                    buf_page: 0,
+                }),
+                len % PAGE_BYTES as u64,
+            ),
             Err(e) => {
                 t.report.losses.push(SalvageLoss {
                     path: path(RunFile::KeyOps),
@@ -210,7 +247,7 @@ impl Part {
                     },
                     detail: e.to_string(),
                 });
-                (None, 0, 0)
+                (None, 0)
             }
         };
         Part {
@@ -219,36 +256,9 @@ impl Part {
             blobs_path: path(RunFile::Blobs),
             blobs: opened(RunFile::Blobs).ok(),
             sums,
-            pages,
             trailing,
             next: 0,
-            buf: Vec::new(),
-            buf_page: 0,
         }
-    }
-
-    /// Pages `first..first + count` (which lie inside the file), read ahead in 1 MiB reads.
-    fn pages_at(&mut self, first: u64, count: u64, tally: &Shared) -> Result<&[u8]> {
-        let page = PAGE_BYTES as u64;
-        let have = self.buf.len() as u64 / page;
-        if first < self.buf_page || first + count > self.buf_page + have {
-            let want = (count * page)
-                .max(READ_BYTES)
-                .min((self.pages - first) * page);
-            self.buf.resize(want as usize, 0);
-            self.buf_page = first;
-            let file = self
-                .keyops
-                .as_ref()
-                .expect("pages are read from an open file");
-            if let Err(e) = file.read_exact_at(&mut self.buf, first * page) {
-                self.buf.clear();
-                return Err(e);
-            }
-            tally.borrow_mut().bytes += want;
-        }
-        let from = ((first - self.buf_page) * page) as usize;
-        Ok(&self.buf[from..from + (count * page) as usize])
     }
 
     /// The next intact page's entries (`Ok(None)` at the end of the file); a damaged page is an
@@ -257,12 +267,12 @@ impl Part {
         &mut self,
         tally: &Shared,
     ) -> Option<std::result::Result<Vec<Owned>, (u64, u64, String)>> {
-        self.keyops.as_ref()?;
-        if self.next >= self.pages {
+        let keyops = self.keyops.as_mut()?;
+        if self.next >= keyops.pages {
             let trailing = std::mem::take(&mut self.trailing);
             return (trailing > 0).then(|| {
                 Err((
-                    self.pages,
+                    keyops.pages,
                     1,
                     format!("{trailing} bytes after the last whole page"),
                 ))
@@ -270,17 +280,17 @@ impl Part {
         }
         let at = self.next;
         self.next += 1;
-        let first = match self.pages_at(at, 1, tally) {
-            Ok(bytes) => bytes.to_vec(),
-            Err(e) => return Some(Err((at, 1, e.to_string()))),
+        let lost = |e: Error| Some(Err((at, 1, e.to_string())));
+        let check = |first: u64, bytes: &[u8]| match &self.sums {
+            Some(sums) => crate::run::check_chunks(&self.keyops_path, first, bytes, &sums.keyops),
+            None => Ok(()),
         };
-        if let Some(sums) = &self.sums {
-            if let Err(e) = crate::run::check_chunks(&self.keyops_path, at, &first, &sums.keyops) {
-                return Some(Err((at, 1, e.to_string())));
-            }
-        }
-        let span = match page::span_pages(&first) {
-            Ok(span) if span <= self.pages - at => span,
+        // The first page is checked before its header is trusted with the span's length.
+        let span = match keyops.at(at, 1, tally).and_then(|first| {
+            check(at, first)?;
+            page::span_pages(first)
+        }) {
+            Ok(span) if span <= keyops.pages - at => span,
             Ok(span) => {
                 return Some(Err((
                     at,
@@ -288,26 +298,19 @@ impl Part {
                     format!("a span of {span} pages runs past the end"),
                 )))
             }
-            Err(e) => return Some(Err((at, 1, e.to_string()))),
+            Err(e) => return lost(e),
         };
-        let bytes = match self.pages_at(at, span, tally) {
-            Ok(bytes) => bytes.to_vec(),
-            Err(e) => return Some(Err((at, 1, e.to_string()))),
-        };
-        if let Some(sums) = &self.sums {
-            if let Err(e) = crate::run::check_chunks(&self.keyops_path, at, &bytes, &sums.keyops) {
-                return Some(Err((at, 1, e.to_string())));
-            }
-        }
-        let decoded = page::validate(&bytes).and_then(|()| {
-            let view = PageView::new(&bytes)?;
-            view.entries()
+        let decoded = keyops.at(at, span, tally).and_then(|bytes| {
+            check(at + 1, &bytes[PAGE_BYTES..])?;
+            page::validate(bytes)?;
+            PageView::new(bytes)?
+                .entries()
                 .map(|e| e.map(|e| (e.key.to_vec(), e.op, e.value.to_vec(), e.blob)))
                 .collect::<Result<Vec<_>>>()
         });
         let entries = match decoded {
             Ok(entries) => entries,
-            Err(e) => return Some(Err((at, 1, e.to_string()))),
+            Err(e) => return lost(e),
         };
         self.next = at + span;
         let mut out = Vec::with_capacity(entries.len());
