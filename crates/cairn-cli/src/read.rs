@@ -6,11 +6,12 @@
 //! snapshots, keys, failures, `out!`), `output`, `cairn` and `cairn_proof` (verifying a proof).
 //! Must never touch: the database's files directly.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::ops::Bound;
 use std::path::Path;
 
-use cairn::{CursorEntry, LookupResult, Session, Table};
+use cairn::{BlobRef, CursorEntry, LookupResult, Session, Table};
 use cairn::{DurableView, LiveEntry, LiveTable};
 use cairn_proof::{Claim, Expect};
 use serde_json::{json, Value};
@@ -338,29 +339,65 @@ enum Change {
     Changed(Pair, Pair),
 }
 
-/// One side of a diff, in key order with blobs.
-type Side<'a> = Box<dyn Iterator<Item = Result<Pair, Failure>> + 'a>;
+/// A pair of one side of a diff, with its blob's reference when the blob is still to be read.
+type Item = (Pair, Option<BlobRef>);
 
-/// The pairs of `name`: a snapshot, or with a leading `@` the durable table of that name as
-/// it is now (its checkpoint and the log after it, read through `view`).
-fn side<'a>(
-    session: &Session,
-    view: Option<&'a DurableView>,
-    name: &str,
-) -> Result<Side<'a>, Failure> {
-    match (name.strip_prefix('@'), view) {
-        (Some(table), Some(view)) => {
-            let live = live_table(view, table)?;
-            let cursor = live.range((Bound::Unbounded, Bound::Unbounded), true)?;
-            Ok(Box::new(cursor.map(|e| Ok(Pair::from_live(e?)))))
+/// One side of a diff: its pairs in key order. A snapshot's blobs are read only when two pairs'
+/// blobs must be compared (same key, same value, blobs of the same length).
+struct Side<'a> {
+    /// The snapshot's table, which reads its blobs; `None` for a durable table, whose cursor
+    /// hands blobs out read.
+    table: Option<Table>,
+    pairs: Box<dyn Iterator<Item = Result<Item, Failure>> + 'a>,
+}
+
+impl<'a> Side<'a> {
+    /// The pairs of `name`: a snapshot, or with a leading `@` the durable table of that name as
+    /// it is now (its checkpoint and the log after it, read through `view`).
+    fn open(
+        session: &Session,
+        view: Option<&'a DurableView>,
+        name: &str,
+    ) -> Result<Side<'a>, Failure> {
+        match (name.strip_prefix('@'), view) {
+            (Some(table), Some(view)) => {
+                let live = live_table(view, table)?;
+                let cursor = live.range((Bound::Unbounded, Bound::Unbounded), true)?;
+                Ok(Side {
+                    table: None,
+                    pairs: Box::new(cursor.map(|e| Ok((Pair::from_live(e?), None)))),
+                })
+            }
+            _ => {
+                let table = open_table(session, name)?;
+                let cursor = table.cursor()?;
+                Ok(Side {
+                    table: Some(table),
+                    pairs: Box::new(cursor.map(|e| {
+                        let e = e?;
+                        let pair = Pair {
+                            blob_bytes: e.blob.as_ref().map(|b| b.len_bytes()),
+                            key: e.key,
+                            value: e.value,
+                            blob: None,
+                        };
+                        Ok((pair, e.blob))
+                    })),
+                })
+            }
         }
-        _ => {
-            let table = open_table(session, name)?;
-            let cursor = table.cursor()?;
-            Ok(Box::new(
-                cursor.map(move |e| Pair::from_cursor(&table, e?, true)),
-            ))
-        }
+    }
+
+    fn next(&mut self) -> Result<Option<Item>, Failure> {
+        self.pairs.next().transpose()
+    }
+
+    /// The bytes of `item`'s blob, if it has one.
+    fn blob<'i>(&self, item: &'i Item) -> Result<Option<Cow<'i, [u8]>>, Failure> {
+        Ok(match (&item.1, &self.table) {
+            (Some(blob), Some(table)) => Some(Cow::Owned(table.retrieve_blob(blob)?)),
+            _ => item.0.blob.as_deref().map(Cow::Borrowed),
+        })
     }
 }
 
@@ -378,10 +415,10 @@ pub fn diff(
         false => None,
     };
     let (mut left, mut right) = (
-        side(&session, view.as_ref(), first)?,
-        side(&session, view.as_ref(), second)?,
+        Side::open(&session, view.as_ref(), first)?,
+        Side::open(&session, view.as_ref(), second)?,
     );
-    let (mut l, mut r) = (left.next().transpose()?, right.next().transpose()?);
+    let (mut l, mut r) = (left.next()?, right.next()?);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let (mut removed, mut added, mut changed, mut same) = (0u64, 0u64, 0u64, 0u64);
@@ -390,32 +427,34 @@ pub fn diff(
         let change = match (l.take(), r.take()) {
             (None, None) => break,
             (Some(x), None) => {
-                l = left.next().transpose()?;
-                Change::Removed(x)
+                l = left.next()?;
+                Change::Removed(x.0)
             }
             (None, Some(y)) => {
-                r = right.next().transpose()?;
-                Change::Added(y)
+                r = right.next()?;
+                Change::Added(y.0)
             }
-            (Some(x), Some(y)) => match x.key.cmp(&y.key) {
+            (Some(x), Some(y)) => match x.0.key.cmp(&y.0.key) {
                 std::cmp::Ordering::Less => {
-                    l = left.next().transpose()?;
+                    l = left.next()?;
                     r = Some(y);
-                    Change::Removed(x)
+                    Change::Removed(x.0)
                 }
                 std::cmp::Ordering::Greater => {
                     l = Some(x);
-                    r = right.next().transpose()?;
-                    Change::Added(y)
+                    r = right.next()?;
+                    Change::Added(y.0)
                 }
                 std::cmp::Ordering::Equal => {
-                    l = left.next().transpose()?;
-                    r = right.next().transpose()?;
-                    if x.value == y.value && x.blob == y.blob {
+                    l = left.next()?;
+                    r = right.next()?;
+                    let same_blob = x.0.blob_bytes == y.0.blob_bytes
+                        && (x.0.blob_bytes.is_none() || left.blob(&x)? == right.blob(&y)?);
+                    if x.0.value == y.0.value && same_blob {
                         same += 1;
                         continue;
                     }
-                    Change::Changed(x, y)
+                    Change::Changed(x.0, y.0)
                 }
             },
         };

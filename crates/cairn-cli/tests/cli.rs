@@ -653,6 +653,24 @@ fn get_scan_and_diff_read_a_snapshot_as_its_model_says() {
         assert_eq!(last["same"], (model.len() - 2) as u64);
         let o = cairn(&[&"diff", &dir, &"plain", &"plain"]);
         assert!(stdout(&o).starts_with("0 removed, 0 added, 0 changed"));
+        // A blob of the same length with other bytes, under the same value, is a change.
+        let (key, (value, blob)) = (changed.iter())
+            .find(|(_, (_, blob))| blob.is_some())
+            .unwrap();
+        let other = vec![!blob.as_ref().unwrap()[0]; blob.as_ref().unwrap().len()];
+        table
+            .updates(&[(key, Update::InsertWithBlob(value, &other))])
+            .unwrap();
+        table.save_snapshot("plain3", "ledger").unwrap();
+        let o = cairn(&[&"diff", &dir, &"plain2", &"plain3"]);
+        let text = stdout(&o);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].starts_with(&format!("~ {}", String::from_utf8_lossy(key))));
+        assert!(
+            lines[1].starts_with("0 removed, 0 added, 1 changed"),
+            "{text}"
+        );
     }
     let o = cairn(&[&"dump", &dir, &"plain2", &"--blobs"]);
     assert_eq!(stdout(&o), hex_lines(&changed));
