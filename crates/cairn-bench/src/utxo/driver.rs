@@ -232,10 +232,12 @@ impl<'e> Driver<'e> {
                 let call = Instant::now();
                 // Lookups of batches up to n + depth go out on views from before update n.
                 while chosen < batches && chosen <= n + depth as u64 {
-                    let batch = self.choose(true);
+                    let mut batch = self.choose(true);
                     let view = engine.reader()?;
+                    // The worker needs the keys; the correction and the check need the ids.
+                    let keys = std::mem::take(&mut batch.lookup_keys);
                     jobs[(chosen % depth as u64) as usize]
-                        .send((view, batch.lookup_keys.clone()))
+                        .send((view, keys))
                         .map_err(|_| Failure("a lookup thread stopped".into()))?;
                     pending.push_back((batch, n));
                     chosen += 1;
