@@ -19,7 +19,7 @@
 //! write buffer, which every 20,000 updates is written out as a run, and pay at most a bounded
 //! number of merge steps each (sequential I/O). CPU for keys and checks is about 1 µs per key.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::mpsc;
 use std::time::Instant;
 
@@ -88,6 +88,27 @@ struct Batch {
     /// The ids of `deletes`.
     delete_ids: Vec<u64>,
     deletes: Vec<Key>,
+    /// Its update by id, for correcting later batches' lookups (pipelined phase only).
+    applied: Option<AppliedIndex>,
+}
+
+/// A batch's update by id: which of its inserts has an id, and which ids it deletes. Built once
+/// per pipelined batch, so that correcting a lookup costs O(1) per applied batch instead of a
+/// scan of its 512 ids (0.4 ms a batch at depth 3, on the thread that applies the updates).
+struct AppliedIndex {
+    inserts: HashMap<u64, usize>,
+    deletes: HashSet<u64>,
+}
+
+impl AppliedIndex {
+    fn new(batch: &Batch) -> AppliedIndex {
+        AppliedIndex {
+            inserts: (batch.insert_ids.iter().enumerate())
+                .map(|(i, &id)| (id, i))
+                .collect(),
+            deletes: batch.delete_ids.iter().copied().collect(),
+        }
+    }
 }
 
 /// Drives the batches against an engine whose table holds ids `0..entries` (and the runs
@@ -196,7 +217,8 @@ impl<'e> Driver<'e> {
             return Ok(PhaseTiming::default());
         }
         // Batch 0's lookups run alone.
-        let first_batch = self.choose(true);
+        let mut first_batch = self.choose(true);
+        first_batch.applied = Some(AppliedIndex::new(&first_batch));
         let first = self.engine.lookups(&first_batch.lookup_keys)?;
         self.check(&first_batch.lookup_ids, &first);
         let engine = self.engine;
@@ -233,6 +255,7 @@ impl<'e> Driver<'e> {
                 // Lookups of batches up to n + depth go out on views from before update n.
                 while chosen < batches && chosen <= n + depth as u64 {
                     let mut batch = self.choose(true);
+                    batch.applied = Some(AppliedIndex::new(&batch));
                     let view = engine.reader()?;
                     // The worker needs the keys; the correction and the check need the ids.
                     let keys = std::mem::take(&mut batch.lookup_keys);
@@ -311,6 +334,7 @@ impl<'e> Driver<'e> {
             inserts: Vec::new(),
             delete_ids: Vec::new(),
             deletes: Vec::new(),
+            applied: None,
         };
         if with_updates {
             let live_before = self.live.live();
@@ -342,10 +366,18 @@ impl<'e> Driver<'e> {
 
 /// Corrects lookups made before `applied`'s update: its deletes are absent, its inserts present.
 fn correct(results: &mut [Option<Value>], next: &Batch, applied: &Batch) {
+    let index;
+    let by_id = match &applied.applied {
+        Some(by_id) => by_id,
+        None => {
+            index = AppliedIndex::new(applied);
+            &index
+        }
+    };
     for (id, result) in next.lookup_ids.iter().zip(results.iter_mut()) {
-        if applied.delete_ids.contains(id) {
+        if by_id.deletes.contains(id) {
             *result = None;
-        } else if let Some(i) = applied.insert_ids.iter().position(|x| x == id) {
+        } else if let Some(&i) = by_id.inserts.get(id) {
             *result = Some(applied.inserts[i].1);
         }
     }
