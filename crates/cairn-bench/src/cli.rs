@@ -220,6 +220,10 @@ pub struct EngineArgs {
     /// `expect_point_read_hits`; LMDB has no filters. Applies when the table is set up.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub filters_for_hits: bool,
+    /// Cairn: reads in flight that concurrent lookups share, the oldest batch first
+    /// (`SessionOptions::read_budget`; 0: none, each batch keeps up to 256 in flight).
+    #[arg(long, default_value_t = 0)]
+    pub read_budget: usize,
 }
 
 /// Options of `utxo run`.

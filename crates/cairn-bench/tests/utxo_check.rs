@@ -38,13 +38,15 @@ fn every_mode_passes_the_check_on_a_small_table() {
             "--cached",
         ]);
         // Pipelined at several depths: each batch's lookups are corrected with every update
-        // applied after its view was taken.
-        for (mode, depth) in [
-            ("serial", "1"),
-            ("pipelined", "1"),
-            ("pipelined", "2"),
-            ("pipelined", "4"),
-            ("lookup-only", "1"),
+        // applied after its view was taken. Once with a small read budget the concurrent
+        // lookups share (Cairn's `SessionOptions::read_budget`; other engines ignore it).
+        for (mode, depth, budget) in [
+            ("serial", "1", "0"),
+            ("pipelined", "1", "0"),
+            ("pipelined", "2", "0"),
+            ("pipelined", "4", "0"),
+            ("pipelined", "4", "8"),
+            ("lookup-only", "1", "0"),
         ] {
             let table = bench(&[
                 "utxo",
@@ -59,6 +61,8 @@ fn every_mode_passes_the_check_on_a_small_table() {
                 mode,
                 "--pipeline-depth",
                 depth,
+                "--read-budget",
+                budget,
                 "--check",
                 "--write-buffer",
                 "1000",

@@ -156,6 +156,18 @@ pub struct SessionOptions {
     /// The most bytes per second a background scrub reads (0: no limit). Default
     /// [`SessionOptions::SCRUB_BYTES_PER_SECOND_DEFAULT`].
     pub scrub_bytes_per_second: u64,
+    /// Reads in flight that concurrent batched lookups share (io_uring backend; 0, the
+    /// default: no sharing). Each batch otherwise keeps up to 256 reads in flight whatever the
+    /// others do, so an application with several batches' lookups in flight at once (say a
+    /// pipelined block producer reading the next three batches while it applies one) queues
+    /// about 256 per batch in the device, where every read waits behind all of them. With a
+    /// budget, a batch that is not the oldest one reading submits only while fewer reads than
+    /// the budget are in flight across the session; the oldest is never held back, so the
+    /// batch the application waits for next waits behind about the budget's reads at most.
+    /// A budget near the depth at which the device stops gaining (128 to 256 on most SSDs)
+    /// keeps it as busy. Lookups of one thread at a time are unaffected (theirs is always the
+    /// oldest batch).
+    pub read_budget: usize,
 }
 
 impl SessionOptions {
@@ -179,6 +191,7 @@ setters!(SessionOptions {
     verify_on_open: bool,
     scrub_interval: Option<std::time::Duration>,
     scrub_bytes_per_second: u64,
+    read_budget: usize,
 });
 
 impl Default for SessionOptions {
@@ -195,6 +208,7 @@ impl Default for SessionOptions {
             verify_on_open: false,
             scrub_interval: None,
             scrub_bytes_per_second: SessionOptions::SCRUB_BYTES_PER_SECOND_DEFAULT,
+            read_budget: 0,
         }
     }
 }
@@ -691,7 +705,9 @@ impl SessionCore {
         if !unfinished_creation {
             set_leftovers_aside(&*fs, &active_dir, &removals)?;
         }
-        let io = BlockIo::new(options.io_backend)?.with_direct_io(fs.probe_direct_io(&active_dir));
+        let io = BlockIo::new(options.io_backend)?
+            .with_direct_io(fs.probe_direct_io(&active_dir))
+            .with_read_budget(options.read_budget);
         let core = SessionCore::with_parts(fs, dir, salt, io, Some(lock), removals, options);
         if options.background_merges {
             let background = Background::start(&core.dir)?;
@@ -737,7 +753,8 @@ impl SessionCore {
         }
         let fs: Arc<dyn FileSystem> = Arc::new(ReadOnlyFs(fs));
         let io = BlockIo::new(options.io_backend)?
-            .with_direct_io(fs.probe_direct_io(&dir.join("active")));
+            .with_direct_io(fs.probe_direct_io(&dir.join("active")))
+            .with_read_budget(options.read_budget);
         Ok(SessionCore::with_parts(
             fs,
             dir,

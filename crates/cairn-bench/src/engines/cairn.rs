@@ -99,6 +99,19 @@ impl CairnSession {
         wal: bool,
         background_merges: bool,
     ) -> Result<CairnSession, Failure> {
+        Self::open_with_budget(dir, io, seed, wal, background_merges, 0)
+    }
+
+    /// [`CairnSession::open`] with `read_budget` reads in flight shared by concurrent lookups
+    /// (`SessionOptions::read_budget`; 0: none).
+    pub fn open_with_budget(
+        dir: &Path,
+        io: IoArg,
+        seed: u64,
+        wal: bool,
+        background_merges: bool,
+        read_budget: usize,
+    ) -> Result<CairnSession, Failure> {
         let options = SessionOptions::default()
             .io_backend(match io {
                 IoArg::Auto => IoBackendKind::Auto,
@@ -107,7 +120,8 @@ impl CairnSession {
             })
             .salt(Some(seed))
             .log(wal.then(cairn::LogOptions::default))
-            .background_merges(background_merges);
+            .background_merges(background_merges)
+            .read_budget(read_budget);
         let session = Session::open_with_options(dir, options)
             .context(|| format!("opening a Cairn session in {}", dir.display()))?;
         Ok(CairnSession {
@@ -432,12 +446,13 @@ impl CairnEngine {
             },
             filters_for_hits: options.filters_for_hits,
         };
-        let session = CairnSession::open(
+        let session = CairnSession::open_with_budget(
             dir,
             options.io,
             options.seed,
             options.wal,
             options.background_merges,
+            options.read_budget,
         )?;
         let table = if create {
             if session.snapshot_exists(SETUP_SNAPSHOT)? {
@@ -475,7 +490,14 @@ impl CairnEngine {
                 ""
             },
             SessionOptions::RECYCLE_BYTES_DEFAULT >> 20,
-        );
+        ) + &if options.read_budget > 0 {
+            format!(
+                ", {} reads in flight shared by concurrent lookups",
+                options.read_budget
+            )
+        } else {
+            String::new()
+        };
         Ok(CairnEngine {
             table,
             session,

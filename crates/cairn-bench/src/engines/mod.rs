@@ -55,6 +55,9 @@ pub struct EngineOptions {
     pub background_merges: bool,
     /// No Bloom filters on the deepest level (`--filters-for-hits`): Cairn, RocksDB and fjall.
     pub filters_for_hits: bool,
+    /// Cairn only: reads in flight its concurrent lookups share (`SessionOptions::read_budget`;
+    /// 0: none).
+    pub read_budget: usize,
 }
 
 /// An engine holding one table of UTxO entries.
@@ -181,6 +184,7 @@ pub(crate) mod conformance {
             wal: false,
             background_merges: true,
             filters_for_hits: false,
+            read_budget: 0,
         };
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join(kind.name());

@@ -131,6 +131,7 @@ fn bench_in(dir: &Path, args: &QuickArgs, wal: bool) -> Result<QuickRecord, Fail
         wal,
         background_merges: args.background_merges,
         filters_for_hits: false,
+        read_budget: 0,
     };
     let engine = CairnEngine::open(dir, true, &options)?;
     let mut report = QuickRecord {

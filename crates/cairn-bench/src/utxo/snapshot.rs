@@ -138,6 +138,7 @@ mod tests {
             wal: false,
             background_merges: false,
             filters_for_hits: true,
+            read_budget: 0,
         };
         let engine = CairnEngine::open(dir.path(), true, &options).unwrap();
         crate::utxo::setup::load(&engine, 0..5_000, 7, "setup").unwrap();

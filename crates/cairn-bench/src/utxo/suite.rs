@@ -261,6 +261,8 @@ fn engine_argv(args: &EngineArgs) -> Vec<String> {
         args.background_merges.to_string(),
         "--filters-for-hits".into(),
         args.filters_for_hits.to_string(),
+        "--read-budget".into(),
+        args.read_budget.to_string(),
     ];
     if args.cached {
         argv.push("--cached".into());

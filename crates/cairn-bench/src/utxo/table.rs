@@ -57,6 +57,7 @@ pub fn engine_options(args: &EngineArgs, seed: u64) -> EngineOptions {
         wal: false,
         background_merges: args.background_merges,
         filters_for_hits: args.filters_for_hits,
+        read_budget: args.read_budget,
     }
 }
 

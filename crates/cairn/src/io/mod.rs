@@ -1,7 +1,7 @@
 //! Block I/O: reads a batch of page spans from run files, all at once.
 //!
 //! Owns: [`BlockIo`] (the per-session read engine, with an io_uring backend on Linux and a serial
-//! `pread` fallback), [`AlignedBuf`] (heap memory aligned for `O_DIRECT`), [`ReadRequest`],
+//! `pread` fallback, and the read budget its concurrent batches may share, oldest first: `gate`), [`AlignedBuf`] (heap memory aligned for `O_DIRECT`), [`ReadRequest`],
 //! [`ReadBatch`] (one aligned arena holding every read of a batch, in request order, reusable
 //! from batch to batch) and [`IoReport`] (which backend is in use, every fallback taken and why).
 //!
@@ -37,8 +37,10 @@
 //! [`BlockIo`] is `Send + Sync`. Each `read_batch` call takes a ring from a small pool
 //! (`Mutex<Vec<IoUring>>`, held only to pop or push) or creates one when the pool is empty, and
 //! returns it when done: concurrent lookups never share a ring and never wait for another
-//! thread's batch. A ring is created only when every existing ring is in use, so the number of
-//! rings is at most the largest number of `read_batch` calls that ever ran at the same time (and
+//! thread's batch (unless the session shares a read budget among them,
+//! `SessionOptions::read_budget`: then a batch other than the oldest submits only while the
+//! session's reads in flight are below the budget). A ring is created only when every existing
+//! ring is in use, so the number of rings is at most the largest number of `read_batch` calls that ever ran at the same time (and
 //! at least one, made by the probe). A ring costs about 24 KiB of kernel-shared memory
 //! (256 SQEs of 64 B + 512 CQEs of 16 B + index arrays) and one file descriptor.
 //!
@@ -57,6 +59,7 @@ use std::sync::Mutex;
 
 mod aligned;
 mod batch;
+mod gate;
 mod plan;
 mod pread;
 mod progress;
@@ -178,6 +181,9 @@ pub struct BlockIo {
     pread_fallback_batches: AtomicU64,
     /// What the session found out about `O_DIRECT` ([`BlockIo::with_direct_io`]).
     direct_io: DirectIo,
+    /// The read budget shared by concurrent batches ([`BlockIo::with_read_budget`]); `None`:
+    /// every batch keeps up to [`QUEUE_DEPTH_MAX`] reads in flight whatever the others do.
+    gate: Option<gate::ReadGate>,
 }
 
 impl fmt::Debug for BlockIo {
@@ -187,6 +193,7 @@ impl fmt::Debug for BlockIo {
             .field("idle_rings", &self.idle_rings())
             .field("uring_unavailable", &self.uring_unavailable)
             .field("direct_io", &self.direct_io)
+            .field("read_budget", &self.gate.as_ref().map(|g| g.budget()))
             .finish()
     }
 }
@@ -220,6 +227,17 @@ impl BlockIo {
         BlockIo { direct_io, ..self }
     }
 
+    /// Shares a budget of `reads` in flight among concurrent io_uring batches (0: none, every
+    /// batch keeps up to [`QUEUE_DEPTH_MAX`] in flight): a batch that is not the oldest one
+    /// reading submits only while fewer reads than that are in flight across the session, so
+    /// the oldest batch's reads wait behind at most about `reads` others (see
+    /// `crate::SessionOptions::read_budget`).
+    pub(crate) fn with_read_budget(self, reads: usize) -> BlockIo {
+        let gate =
+            (reads > 0 && self.kind == IoBackendKind::Uring).then(|| gate::ReadGate::new(reads));
+        BlockIo { gate, ..self }
+    }
+
     fn pread(uring_unavailable: String) -> BlockIo {
         BlockIo {
             kind: IoBackendKind::Pread,
@@ -228,6 +246,7 @@ impl BlockIo {
             uring_unavailable: Some(uring_unavailable),
             pread_fallback_batches: AtomicU64::new(0),
             direct_io: DirectIo::not_probed(),
+            gate: None,
         }
     }
 
@@ -241,6 +260,7 @@ impl BlockIo {
             uring_unavailable: None,
             pread_fallback_batches: AtomicU64::new(0),
             direct_io: DirectIo::not_probed(),
+            gate: None,
         })
     }
 
@@ -466,7 +486,16 @@ impl BlockIo {
             total,
             serial_from: None,
         };
-        let outcome = uring::read(&mut ring, plan, slots, &mut held, &mut state);
+        let ticket = self.gate.as_ref().map(gate::ReadGate::enter);
+        let outcome = uring::read(
+            &mut ring,
+            plan,
+            slots,
+            &mut held,
+            &mut state,
+            ticket.as_ref(),
+        );
+        drop(ticket);
         match outcome {
             uring::Outcome::Broken(e) => {
                 // Reads may still be in flight into `held`: leak it. The ring is closed (the
@@ -1132,6 +1161,50 @@ mod tests {
             // At most one ring per concurrent caller was ever created.
             assert!(io.idle_rings() <= 4, "{} rings", io.idle_rings());
         }
+    }
+
+    /// Concurrent batches sharing a small read budget all complete with the right bytes, and
+    /// leave nothing counted in flight.
+    #[test]
+    fn concurrent_batches_share_a_read_budget() {
+        let Ok(io) = BlockIo::new(IoBackendKind::Uring) else {
+            return; // no io_uring here: the budget applies to nothing
+        };
+        let io = Arc::new(io.with_read_budget(8));
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(7);
+        let bytes = rng.bytes(FILE_BYTES);
+        write_file(&RealFs, &dir.path().join("f"), &bytes);
+        let file = RealFs
+            .open(
+                &dir.path().join("f"),
+                ReadOptions {
+                    direct: true,
+                    random: true,
+                },
+            )
+            .unwrap();
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let io = io.clone();
+                let file = file.clone();
+                let bytes = bytes.clone();
+                std::thread::spawn(move || {
+                    let mut rng = Rng(2000 + t);
+                    let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(file, &bytes)];
+                    for round in 0..20 {
+                        let requests = random_requests(&mut rng, &files, 50 + 40 * round);
+                        let batch = io.read_batch(&requests).unwrap();
+                        check_batch(&batch, &requests, &files);
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        let gate = io.gate.as_ref().expect("a budget on io_uring makes a gate");
+        assert_eq!(gate.in_flight(), 0);
     }
 
     /// The report names the backend, why io_uring is not used, and the direct-I/O state.

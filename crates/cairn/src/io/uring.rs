@@ -8,6 +8,7 @@ use io_uring::{opcode, types, IoUring};
 
 use super::aligned::AlignedBuf;
 use super::batch::{layout_slots, Slot};
+use super::gate::Ticket;
 use super::plan::{condition, ReadConditions, ReadPlan, ReadRequest};
 use super::progress::{chunk_len, is_transient, Next, Progress};
 use super::{ALIGN_BYTES, QUEUE_DEPTH_MAX};
@@ -112,12 +113,17 @@ pub(super) struct Planning {
 /// part with a file that has no descriptor stops planning: the reads from it on are left to
 /// the caller (`state.serial_from`). Never returns with a read in flight unless it returns
 /// [`Outcome::Broken`].
+///
+/// With a `ticket` (a session whose concurrent batches share a read budget, see
+/// [`super::gate`]), a read is submitted only while the ticket has room; a batch held back
+/// with nothing in flight sleeps until it has.
 pub(super) fn read(
     ring: &mut IoUring,
     plan: &mut dyn ReadPlan,
     slots: &mut Vec<Slot>,
     arena: &mut AlignedBuf,
     state: &mut Planning,
+    ticket: Option<&Ticket<'_>>,
 ) -> Outcome {
     let depth = QUEUE_DEPTH_MAX
         .min(ring.params().sq_entries() as usize)
@@ -146,7 +152,9 @@ pub(super) fn read(
         if f.failure.is_none() {
             let requests = plan.requests();
             let mut sq = ring.submission();
-            while f.in_flight < depth {
+            let mut room = ticket.map_or(usize::MAX, Ticket::room);
+            let before = f.in_flight;
+            while f.in_flight < depth && room > 0 {
                 let job = match f.queued.pop_front() {
                     Some(job) => Some(job),
                     None => next_fd_request(requests, &*plan, slots, &mut next_new, f.limit)
@@ -180,6 +188,10 @@ pub(super) fn read(
                     p.issued_start = start;
                 }
                 f.in_flight += 1;
+                room -= 1;
+            }
+            if let Some(ticket) = ticket {
+                ticket.submitted(f.in_flight - before);
             }
         }
         let planning = state.more
@@ -194,7 +206,7 @@ pub(super) fn read(
                 if let Err(e) = submit_queued(ring, plan.requests()) {
                     return Outcome::Broken(e);
                 }
-                complete(ring, plan, slots, base, &mut f);
+                complete(ring, plan, slots, base, &mut f, ticket);
             }
             let from = plan.requests().len();
             state.more = plan.plan_more(capacity.saturating_sub(state.total) / ALIGN_BYTES);
@@ -266,7 +278,15 @@ pub(super) fn read(
             continue;
         }
         if f.in_flight == 0 {
-            break;
+            let held_back = f.failure.is_none() && (!f.queued.is_empty() || next_new < f.limit);
+            match ticket {
+                // Reads are left that the gate held back: wait for room, then submit them.
+                Some(ticket) if held_back => {
+                    ticket.wait_for_room();
+                    continue;
+                }
+                _ => break,
+            }
         }
         if f.failure.is_none() && !f.ready.is_empty() {
             // Nothing can be planned now (the plan is done or the ring is full) and reads
@@ -291,7 +311,7 @@ pub(super) fn read(
                     plan.read_done(i, bytes);
                 }
             }
-            complete(ring, plan, slots, base, &mut f);
+            complete(ring, plan, slots, base, &mut f, ticket);
             continue;
         }
         match ring.submit_and_wait(1) {
@@ -308,7 +328,7 @@ pub(super) fn read(
             }
             Err(e) => return Outcome::Broken(enter_error(plan.requests(), e)),
         }
-        complete(ring, plan, slots, base, &mut f);
+        complete(ring, plan, slots, base, &mut f, ticket);
     }
     match f.failure {
         None => Outcome::Ok,
@@ -348,8 +368,25 @@ fn add_dependents(plan: &dyn ReadPlan, from: usize, dependents: &mut Vec<(usize,
 
 /// Takes every completion the ring holds: a read done releases the reads that wait for it,
 /// a short one is queued for its rest, a transient failure for a retry, and the first other
-/// failure is recorded (no new reads are issued after it).
+/// failure is recorded (no new reads are issued after it). The `ticket` learns how many
+/// completed.
 fn complete(
+    ring: &mut IoUring,
+    plan: &mut dyn ReadPlan,
+    slots: &mut [Slot],
+    base: *mut u8,
+    f: &mut Flight,
+    ticket: Option<&Ticket<'_>>,
+) {
+    let before = f.in_flight;
+    complete_each(ring, plan, slots, base, f);
+    if let Some(ticket) = ticket {
+        ticket.completed(before - f.in_flight);
+    }
+}
+
+/// The work of [`complete`], completion by completion.
+fn complete_each(
     ring: &mut IoUring,
     plan: &mut dyn ReadPlan,
     slots: &mut [Slot],
