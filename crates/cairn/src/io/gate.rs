@@ -22,13 +22,22 @@
 //! # Bounds
 //!
 //! - Reads in flight across the session: at most `budget + QUEUE_DEPTH_MAX` (the oldest
-//!   batch's ring may fill while younger batches hold the budget).
+//!   batch's ring may fill while younger batches hold the budget). A younger batch takes its
+//!   reads from the budget one at a time with a compare-and-swap, so younger batches together
+//!   never exceed it.
 //! - No batch waits forever: the oldest never waits, and when it ends the next oldest becomes
-//!   the oldest. A batch with nothing in flight that may not submit sleeps until a read of
-//!   the session completes or a batch ends (at most [`SLEEP_MAX`] per look, so that a lost
-//!   wake-up costs only that).
-//! - Cost per batch: two short lock holds (entering and leaving), one atomic add per
-//!   submission and per completion round; none at all for a session without a budget.
+//!   the oldest. A batch with nothing in flight that may not submit sleeps until the reads in
+//!   flight fall below the budget or a batch ends (woken then; [`SLEEP_MAX`] bounds a look in
+//!   case a wake-up were ever missed).
+//! - Cost per batch: two short lock holds (entering and leaving), one atomic operation per
+//!   read submitted and per completion round, a wake-up only when the reads in flight fall
+//!   below the budget while a batch sleeps; none at all for a session without a budget.
+//! - "Oldest" is the oldest read call: a lookup of several waves (more than 4,096 pages) or a
+//!   union's lookups register each call anew, as the youngest. Among younger batches, none
+//!   has priority over another.
+//! - A read plan must never read through the same session's I/O from its own callbacks: the
+//!   inner batch would be younger than the outer one, whose reads it could not reap, and might
+//!   wait for room forever. No plan does.
 
 use std::cell::Cell;
 use std::collections::BTreeSet;
@@ -36,8 +45,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-/// The longest a held-back batch sleeps before it looks again.
-pub(super) const SLEEP_MAX: Duration = Duration::from_micros(200);
+/// The longest a held-back batch sleeps before it looks again (it is woken when room appears;
+/// this only bounds the cost of a wake-up that were missed).
+pub(super) const SLEEP_MAX: Duration = Duration::from_millis(2);
 
 /// Shared by every io_uring batch of a session: the reads in flight and which batch is oldest.
 #[derive(Debug)]
@@ -85,8 +95,9 @@ impl ReadGate {
 
     /// Registers a batch that starts reading: younger than every batch registered before it.
     pub(super) fn enter(&self) -> Ticket<'_> {
-        let id = self.next_ticket.fetch_add(1, Ordering::SeqCst);
         let mut reading = self.reading.lock().unwrap_or_else(|p| p.into_inner());
+        // Under the lock, so that tickets enter `reading` in the order of their ids.
+        let id = self.next_ticket.fetch_add(1, Ordering::SeqCst);
         reading.insert(id);
         let oldest = reading.first().copied().unwrap_or(u64::MAX);
         self.oldest.store(oldest, Ordering::SeqCst);
@@ -94,6 +105,14 @@ impl ReadGate {
             gate: self,
             id,
             outstanding: Cell::new(0),
+        }
+    }
+
+    /// Takes `n` reads off the count, waking the sleepers if that brought it below the budget.
+    fn release(&self, n: usize) {
+        let before = self.in_flight.fetch_sub(n, Ordering::SeqCst);
+        if before >= self.budget && before - n < self.budget {
+            self.wake_sleepers();
         }
     }
 
@@ -129,21 +148,39 @@ impl Ticket<'_> {
             .saturating_sub(gate.in_flight.load(Ordering::SeqCst))
     }
 
-    /// Counts `n` reads submitted.
-    pub(super) fn submitted(&self, n: usize) {
-        if n > 0 {
-            self.outstanding.set(self.outstanding.get() + n);
-            self.gate.in_flight.fetch_add(n, Ordering::SeqCst);
+    /// Takes room for one read, if this batch may submit one now: always for the oldest
+    /// batch, otherwise only while the reads in flight are below the budget (checked and
+    /// counted in one step, so that younger batches together never pass it).
+    pub(super) fn take_one(&self) -> bool {
+        let gate = self.gate;
+        let taken = if gate.oldest.load(Ordering::SeqCst) == self.id {
+            gate.in_flight.fetch_add(1, Ordering::SeqCst);
+            true
+        } else {
+            (gate.in_flight)
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                    (n < gate.budget).then_some(n + 1)
+                })
+                .is_ok()
+        };
+        if taken {
+            self.outstanding.set(self.outstanding.get() + 1);
         }
+        taken
     }
 
-    /// Counts `n` reads completed (at most those submitted).
+    /// Gives back room taken for a read that was not submitted after all.
+    pub(super) fn untake_one(&self) {
+        self.completed(1);
+    }
+
+    /// Counts `n` reads completed (at most those taken).
     pub(super) fn completed(&self, n: usize) {
+        debug_assert!(n <= self.outstanding.get(), "more completions than reads");
         let n = n.min(self.outstanding.get());
         if n > 0 {
             self.outstanding.set(self.outstanding.get() - n);
-            self.gate.in_flight.fetch_sub(n, Ordering::SeqCst);
-            self.gate.wake_sleepers();
+            self.gate.release(n);
         }
     }
 
@@ -175,13 +212,16 @@ impl Drop for Ticket<'_> {
         if left > 0 {
             gate.in_flight.fetch_sub(left, Ordering::SeqCst);
         }
-        {
+        let was_oldest = {
             let mut reading = gate.reading.lock().unwrap_or_else(|p| p.into_inner());
             reading.remove(&self.id);
             let oldest = reading.first().copied().unwrap_or(u64::MAX);
-            gate.oldest.store(oldest, Ordering::SeqCst);
+            gate.oldest.swap(oldest, Ordering::SeqCst) == self.id
+        };
+        // A new oldest batch, or room the reads given up left: whoever sleeps looks again.
+        if was_oldest || left > 0 {
+            gate.wake_sleepers();
         }
-        gate.wake_sleepers();
     }
 }
 
@@ -197,17 +237,21 @@ mod tests {
         let second = gate.enter();
         assert_eq!(first.room(), usize::MAX);
         assert_eq!(second.room(), 4);
-        first.submitted(10);
-        assert_eq!(first.room(), usize::MAX, "the oldest may exceed the budget");
+        for _ in 0..10 {
+            assert!(first.take_one(), "the oldest may exceed the budget");
+        }
         assert_eq!(second.room(), 0);
+        assert!(!second.take_one());
         first.completed(7);
         assert_eq!(second.room(), 1);
-        second.submitted(1);
-        assert_eq!(second.room(), 0);
+        assert!(second.take_one());
+        assert!(!second.take_one(), "the budget is full again");
         drop(first); // its 3 reads still counted stop counting; the second is the oldest now
         assert_eq!(second.room(), usize::MAX);
         second.wait_for_room();
-        second.completed(5); // more than it submitted: only its own count
+        assert!(second.take_one());
+        second.untake_one();
+        second.completed(1);
         drop(second);
         assert_eq!(gate.in_flight.load(Ordering::SeqCst), 0);
         assert_eq!(gate.oldest.load(Ordering::SeqCst), u64::MAX);
@@ -217,13 +261,13 @@ mod tests {
     fn a_held_back_batch_wakes_when_room_appears() {
         let gate = Arc::new(ReadGate::new(2));
         let first = gate.enter();
-        first.submitted(2);
+        assert!(first.take_one() && first.take_one());
         let waiter = {
             let gate = gate.clone();
             std::thread::spawn(move || {
                 let second = gate.enter();
                 second.wait_for_room();
-                second.submitted(1);
+                assert!(second.take_one());
                 second.completed(1);
             })
         };
@@ -246,10 +290,12 @@ mod tests {
                         let mut left = 5 + (t + round) % 7;
                         let mut in_flight = 0;
                         while left > 0 || in_flight > 0 {
-                            let n = ticket.room().min(left).min(4);
-                            ticket.submitted(n);
-                            left -= n;
-                            in_flight += n;
+                            while left > 0 && in_flight < 4 && ticket.take_one() {
+                                left -= 1;
+                                in_flight += 1;
+                                let count = gate.in_flight.load(Ordering::SeqCst);
+                                assert!(count <= 3 + 4, "{count} reads in flight");
+                            }
                             if in_flight == 0 {
                                 ticket.wait_for_room();
                                 continue;

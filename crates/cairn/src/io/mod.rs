@@ -721,6 +721,12 @@ mod tests {
 
     fn conditional_reads(files: &[(Arc<dyn ReadableFile>, &[u8])], rng: &mut Rng) {
         for io in engines() {
+            conditional_reads_on(&io, files, rng);
+        }
+    }
+
+    fn conditional_reads_on(io: &BlockIo, files: &[(Arc<dyn ReadableFile>, &[u8])], rng: &mut Rng) {
+        {
             let requests = random_requests(rng, files, 600);
             let mut after: Vec<Option<usize>> = (0..requests.len())
                 .map(|i| (i > 0 && rng.below(3) == 0).then(|| rng.below(i as u64) as usize))
@@ -975,6 +981,45 @@ mod tests {
             .unwrap();
         let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(m, &a_bytes), (real, &b_bytes)];
         conditional_reads(&files, &mut rng);
+    }
+
+    /// Conditional reads stay exact when the session's read budget holds the batch back: a
+    /// younger batch beside an older one that holds half the budget reads one read at a time;
+    /// beside one that holds all of it, it sleeps until that one leaves, then reads.
+    #[test]
+    fn conditional_reads_through_a_held_budget() {
+        let Ok(io) = BlockIo::new(IoBackendKind::Uring) else {
+            return; // no io_uring here: the budget applies to nothing
+        };
+        let io = io.with_read_budget(2);
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(0x6a7e);
+        let a_bytes = rng.bytes(FILE_BYTES);
+        let b_bytes = rng.bytes(FILE_BYTES);
+        let fs = RealFs::new();
+        write_file(&fs, &dir.path().join("a"), &a_bytes);
+        write_file(&fs, &dir.path().join("b"), &b_bytes);
+        let options = ReadOptions {
+            direct: true,
+            random: true,
+        };
+        let a = fs.open(&dir.path().join("a"), options).unwrap();
+        let b = fs.open(&dir.path().join("b"), options).unwrap();
+        let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(a, &a_bytes), (b, &b_bytes)];
+        let gate = io.gate.as_ref().expect("a budget on io_uring makes a gate");
+        let older = gate.enter();
+        assert!(older.take_one());
+        conditional_reads_on(&io, &files, &mut rng);
+        assert!(older.take_one());
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                older.completed(2);
+                drop(older);
+            });
+            conditional_reads_on(&io, &files, &mut rng);
+        });
+        assert_eq!(gate.in_flight(), 0);
     }
 
     #[test]

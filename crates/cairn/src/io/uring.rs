@@ -115,8 +115,9 @@ pub(super) struct Planning {
 /// [`Outcome::Broken`].
 ///
 /// With a `ticket` (a session whose concurrent batches share a read budget, see
-/// [`super::gate`]), a read is submitted only while the ticket has room; a batch held back
-/// with nothing in flight sleeps until it has.
+/// [`super::gate`]), a read is submitted only when the ticket takes room for it; a batch held
+/// back goes on planning, searches the pages it has, and with nothing in flight sleeps until
+/// there is room.
 pub(super) fn read(
     ring: &mut IoUring,
     plan: &mut dyn ReadPlan,
@@ -149,18 +150,24 @@ pub(super) fn read(
     let mut enter_failures = 0u32;
 
     loop {
+        // Whether the session's read budget held back the read now first in `queued`.
+        let mut held = false;
         if f.failure.is_none() {
             let requests = plan.requests();
             let mut sq = ring.submission();
-            let mut room = ticket.map_or(usize::MAX, Ticket::room);
-            let before = f.in_flight;
-            while f.in_flight < depth && room > 0 {
+            while f.in_flight < depth {
                 let job = match f.queued.pop_front() {
                     Some(job) => Some(job),
                     None => next_fd_request(requests, &*plan, slots, &mut next_new, f.limit)
                         .map(|i| (i, 0)),
                 };
                 let Some((i, start)) = job else { break };
+                if ticket.is_some_and(|ticket| !ticket.take_one()) {
+                    // Held back by the session's read budget: the read goes first next time.
+                    f.queued.push_front((i, start));
+                    held = true;
+                    break;
+                }
                 let (Some(request), Some(&slot)) = (requests.get(i), slots.get(i)) else {
                     continue; // unreachable: jobs index the requests
                 };
@@ -181,6 +188,9 @@ pub(super) fn read(
                 // on `Outcome::Broken` or an unwind). The descriptor stays open because the
                 // plan's requests hold its `Arc` for the whole call (planning only appends).
                 if unsafe { sq.push(&entry) }.is_err() {
+                    if let Some(ticket) = ticket {
+                        ticket.untake_one();
+                    }
                     f.queued.push_front((i, start));
                     break; // unreachable: at most `depth` entries are ever outstanding
                 }
@@ -188,15 +198,11 @@ pub(super) fn read(
                     p.issued_start = start;
                 }
                 f.in_flight += 1;
-                room -= 1;
-            }
-            if let Some(ticket) = ticket {
-                ticket.submitted(f.in_flight - before);
             }
         }
         let planning = state.more
             && f.failure.is_none()
-            && f.queued.is_empty()
+            && (f.queued.is_empty() || held)
             && next_new >= f.limit
             && f.in_flight < depth;
         if planning {
@@ -278,12 +284,16 @@ pub(super) fn read(
             continue;
         }
         if f.in_flight == 0 {
-            let held_back = f.failure.is_none() && (!f.queued.is_empty() || next_new < f.limit);
+            // A read the budget held back is first in `queued`; without a budget nothing is
+            // ever held back, and a queue with nothing in flight ends the call as before.
+            let held_back = held && f.failure.is_none() && !f.queued.is_empty();
             match ticket {
-                // Reads are left that the gate held back: wait for room, then submit them.
                 Some(ticket) if held_back => {
-                    ticket.wait_for_room();
-                    continue;
+                    if f.ready.is_empty() {
+                        ticket.wait_for_room();
+                        continue;
+                    }
+                    // Search the pages that are in first; the next turn submits or sleeps.
                 }
                 _ => break,
             }
