@@ -162,18 +162,18 @@ pub(super) fn read(
                         .map(|i| (i, 0)),
                 };
                 let Some((i, start)) = job else { break };
-                if ticket.is_some_and(|ticket| !ticket.take_one()) {
-                    // Held back by the session's read budget: the read goes first next time.
-                    f.queued.push_front((i, start));
-                    held = true;
-                    break;
-                }
                 let (Some(request), Some(&slot)) = (requests.get(i), slots.get(i)) else {
                     continue; // unreachable: jobs index the requests
                 };
                 let Some(fd) = request.file.raw_fd() else {
                     continue; // unreachable: only requests with a descriptor are queued
                 };
+                if ticket.is_some_and(|ticket| !ticket.take_one()) {
+                    // Held back by the session's read budget: the read goes first next time.
+                    f.queued.push_front((i, start));
+                    held = true;
+                    break;
+                }
                 let count = chunk_len(start, slot.len);
                 // `start < slot.len`, so the region lies inside the request's slot.
                 let buf = base.wrapping_add(slot.start + start);
