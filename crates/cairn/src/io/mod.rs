@@ -953,7 +953,8 @@ mod tests {
     const WAVE_TEST_PAGES: usize = 4096;
 
     /// Conditional reads are issued exactly when wanted, after the read they wait for, on both
-    /// backends, for real files (through io_uring) and in-memory ones (read in order).
+    /// backends, for real files (through io_uring) and in-memory ones (read in order), and
+    /// through io_uring with a read budget that holds the batch back.
     #[test]
     fn conditional_reads_are_read_when_wanted() {
         let dir = tempfile::tempdir().unwrap();
@@ -972,6 +973,9 @@ mod tests {
             let b = fs.open(&dir.path().join("b"), options).unwrap();
             let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(a, &a_bytes), (b, &b_bytes)];
             conditional_reads(&files, &mut rng);
+            if direct {
+                conditional_reads_through_a_held_budget(&files, &mut rng);
+            }
         }
         let mem = MemFs::new();
         write_file(&mem, Path::new("/m"), &a_bytes);
@@ -986,30 +990,18 @@ mod tests {
     /// Conditional reads stay exact when the session's read budget holds the batch back: a
     /// younger batch beside an older one that holds half the budget reads one read at a time;
     /// beside one that holds all of it, it sleeps until that one leaves, then reads.
-    #[test]
-    fn conditional_reads_through_a_held_budget() {
+    fn conditional_reads_through_a_held_budget(
+        files: &[(Arc<dyn ReadableFile>, &[u8])],
+        rng: &mut Rng,
+    ) {
         let Ok(io) = BlockIo::new(IoBackendKind::Uring) else {
             return; // no io_uring here: the budget applies to nothing
         };
         let io = io.with_read_budget(2);
-        let dir = tempfile::tempdir().unwrap();
-        let mut rng = Rng(0x6a7e);
-        let a_bytes = rng.bytes(FILE_BYTES);
-        let b_bytes = rng.bytes(FILE_BYTES);
-        let fs = RealFs::new();
-        write_file(&fs, &dir.path().join("a"), &a_bytes);
-        write_file(&fs, &dir.path().join("b"), &b_bytes);
-        let options = ReadOptions {
-            direct: true,
-            random: true,
-        };
-        let a = fs.open(&dir.path().join("a"), options).unwrap();
-        let b = fs.open(&dir.path().join("b"), options).unwrap();
-        let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(a, &a_bytes), (b, &b_bytes)];
         let gate = io.gate.as_ref().expect("a budget on io_uring makes a gate");
         let older = gate.enter();
         assert!(older.take_one());
-        conditional_reads_on(&io, &files, &mut rng);
+        conditional_reads_on(&io, files, rng);
         assert!(older.take_one());
         std::thread::scope(|scope| {
             scope.spawn(move || {
@@ -1017,7 +1009,7 @@ mod tests {
                 older.completed(2);
                 drop(older);
             });
-            conditional_reads_on(&io, &files, &mut rng);
+            conditional_reads_on(&io, files, rng);
         });
         assert_eq!(gate.in_flight(), 0);
     }
@@ -1165,59 +1157,11 @@ mod tests {
         }
     }
 
-    #[test]
-    fn concurrent_batches_on_one_engine() {
-        fn send_sync<T: Send + Sync>() {}
-        send_sync::<BlockIo>();
+    /// Four threads read 20 batches each through `io` (the `round`th of `count(round)` random
+    /// requests) from one file opened for direct reads, and check every byte.
+    fn read_from_threads(io: &Arc<BlockIo>, seed: u64, count: fn(usize) -> usize) {
         let dir = tempfile::tempdir().unwrap();
-        let mut rng = Rng(99);
-        let bytes = rng.bytes(FILE_BYTES);
-        write_file(&RealFs, &dir.path().join("f"), &bytes);
-        let file = RealFs
-            .open(
-                &dir.path().join("f"),
-                ReadOptions {
-                    direct: true,
-                    random: true,
-                },
-            )
-            .unwrap();
-        for io in engines() {
-            let io = Arc::new(io);
-            let threads: Vec<_> = (0..4u64)
-                .map(|t| {
-                    let io = io.clone();
-                    let file = file.clone();
-                    let bytes = bytes.clone();
-                    std::thread::spawn(move || {
-                        let mut rng = Rng(1000 + t);
-                        let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(file, &bytes)];
-                        for _ in 0..20 {
-                            let requests = random_requests(&mut rng, &files, 300);
-                            let batch = io.read_batch(&requests).unwrap();
-                            check_batch(&batch, &requests, &files);
-                        }
-                    })
-                })
-                .collect();
-            for thread in threads {
-                thread.join().unwrap();
-            }
-            // At most one ring per concurrent caller was ever created.
-            assert!(io.idle_rings() <= 4, "{} rings", io.idle_rings());
-        }
-    }
-
-    /// Concurrent batches sharing a small read budget all complete with the right bytes, and
-    /// leave nothing counted in flight.
-    #[test]
-    fn concurrent_batches_share_a_read_budget() {
-        let Ok(io) = BlockIo::new(IoBackendKind::Uring) else {
-            return; // no io_uring here: the budget applies to nothing
-        };
-        let io = Arc::new(io.with_read_budget(8));
-        let dir = tempfile::tempdir().unwrap();
-        let mut rng = Rng(7);
+        let mut rng = Rng(seed);
         let bytes = rng.bytes(FILE_BYTES);
         write_file(&RealFs, &dir.path().join("f"), &bytes);
         let file = RealFs
@@ -1235,10 +1179,10 @@ mod tests {
                 let file = file.clone();
                 let bytes = bytes.clone();
                 std::thread::spawn(move || {
-                    let mut rng = Rng(2000 + t);
+                    let mut rng = Rng(seed * 1000 + t);
                     let files: Vec<(Arc<dyn ReadableFile>, &[u8])> = vec![(file, &bytes)];
                     for round in 0..20 {
-                        let requests = random_requests(&mut rng, &files, 50 + 40 * round);
+                        let requests = random_requests(&mut rng, &files, count(round));
                         let batch = io.read_batch(&requests).unwrap();
                         check_batch(&batch, &requests, &files);
                     }
@@ -1248,6 +1192,29 @@ mod tests {
         for thread in threads {
             thread.join().unwrap();
         }
+    }
+
+    #[test]
+    fn concurrent_batches_on_one_engine() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<BlockIo>();
+        for io in engines() {
+            let io = Arc::new(io);
+            read_from_threads(&io, 99, |_| 300);
+            // At most one ring per concurrent caller was ever created.
+            assert!(io.idle_rings() <= 4, "{} rings", io.idle_rings());
+        }
+    }
+
+    /// Concurrent batches sharing a small read budget all complete with the right bytes, and
+    /// leave nothing counted in flight.
+    #[test]
+    fn concurrent_batches_share_a_read_budget() {
+        let Ok(io) = BlockIo::new(IoBackendKind::Uring) else {
+            return; // no io_uring here: the budget applies to nothing
+        };
+        let io = Arc::new(io.with_read_budget(8));
+        read_from_threads(&io, 7, |round| 50 + 40 * round);
         let gate = io.gate.as_ref().expect("a budget on io_uring makes a gate");
         assert_eq!(gate.in_flight(), 0);
     }
