@@ -166,7 +166,8 @@ pub struct SessionOptions {
     /// batch the application waits for next waits behind about the budget's reads at most.
     /// A budget near the depth at which the device stops gaining (128 to 256 on most SSDs)
     /// keeps it as busy. Lookups of one thread at a time are unaffected (theirs is always the
-    /// oldest batch).
+    /// oldest batch). The budget covers every io_uring batch of the session, including the
+    /// page reads of authenticated tables.
     pub read_budget: usize,
 }
 

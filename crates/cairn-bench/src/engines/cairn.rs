@@ -471,9 +471,13 @@ impl CairnEngine {
                 .open_snapshot(SETUP_SNAPSHOT, SETUP_LABEL, Some(&settings))
                 .map_err(|f| Failure(format!("{f} (run `utxo setup` first)")))?
         };
+        let budget = match options.read_budget {
+            0 => String::new(),
+            reads => format!(", {reads} reads in flight shared by concurrent lookups"),
+        };
         let description = format!(
             "compact index, {}{}, write buffer {}, merge batch {}, disk cache {}, I/O {}{}, \
-             released run files written over (up to {} MiB)",
+             released run files written over (up to {} MiB){budget}",
             table.bloom_description(),
             if table.last_level_unfiltered() {
                 " (none on the deepest level)"
@@ -490,14 +494,7 @@ impl CairnEngine {
                 ""
             },
             SessionOptions::RECYCLE_BYTES_DEFAULT >> 20,
-        ) + &if options.read_budget > 0 {
-            format!(
-                ", {} reads in flight shared by concurrent lookups",
-                options.read_budget
-            )
-        } else {
-            String::new()
-        };
+        );
         Ok(CairnEngine {
             table,
             session,

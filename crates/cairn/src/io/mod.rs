@@ -1,7 +1,8 @@
 //! Block I/O: reads a batch of page spans from run files, all at once.
 //!
 //! Owns: [`BlockIo`] (the per-session read engine, with an io_uring backend on Linux and a serial
-//! `pread` fallback, and the read budget its concurrent batches may share, oldest first: `gate`), [`AlignedBuf`] (heap memory aligned for `O_DIRECT`), [`ReadRequest`],
+//! `pread` fallback, and the read budget its concurrent batches may share, oldest first:
+//! `gate`), [`AlignedBuf`] (heap memory aligned for `O_DIRECT`), [`ReadRequest`],
 //! [`ReadBatch`] (one aligned arena holding every read of a batch, in request order, reusable
 //! from batch to batch) and [`IoReport`] (which backend is in use, every fallback taken and why).
 //!
@@ -40,8 +41,8 @@
 //! thread's batch (unless the session shares a read budget among them,
 //! `SessionOptions::read_budget`: then a batch other than the oldest submits only while the
 //! session's reads in flight are below the budget). A ring is created only when every existing
-//! ring is in use, so the number of rings is at most the largest number of `read_batch` calls that ever ran at the same time (and
-//! at least one, made by the probe). A ring costs about 24 KiB of kernel-shared memory
+//! ring is in use, so the number of rings is at most the largest number of `read_batch` calls
+//! that ever ran at the same time (and at least one, made by the probe). A ring costs about 24 KiB of kernel-shared memory
 //! (256 SQEs of 64 B + 512 CQEs of 16 B + index arrays) and one file descriptor.
 //!
 //! # Safety of in-flight reads
@@ -725,37 +726,37 @@ mod tests {
         }
     }
 
+    /// Reads 600 random requests through `io`, a third of them conditional on an earlier one,
+    /// and checks every decision, skip and byte.
     fn conditional_reads_on(io: &BlockIo, files: &[(Arc<dyn ReadableFile>, &[u8])], rng: &mut Rng) {
-        {
-            let requests = random_requests(rng, files, 600);
-            let mut after: Vec<Option<usize>> = (0..requests.len())
-                .map(|i| (i > 0 && rng.below(3) == 0).then(|| rng.below(i as u64) as usize))
-                .collect();
-            after[5] = Some(5); // not earlier: ignored
-            let mut decide = Decide {
-                after: after.clone(),
-                requests: &requests,
-                files,
-                calls: vec![0; requests.len()],
+        let requests = random_requests(rng, files, 600);
+        let mut after: Vec<Option<usize>> = (0..requests.len())
+            .map(|i| (i > 0 && rng.below(3) == 0).then(|| rng.below(i as u64) as usize))
+            .collect();
+        after[5] = Some(5); // not earlier: ignored
+        let mut decide = Decide {
+            after: after.clone(),
+            requests: &requests,
+            files,
+            calls: vec![0; requests.len()],
+        };
+        let mut batch = ReadBatch::default();
+        io.read_batch_into_with(&requests, &mut decide, &mut batch)
+            .unwrap();
+        let mut skipped = vec![false; requests.len()];
+        for i in 0..requests.len() {
+            let Some(j) = after[i].filter(|&j| j < i) else {
+                continue;
             };
-            let mut batch = ReadBatch::default();
-            io.read_batch_into_with(&requests, &mut decide, &mut batch)
-                .unwrap();
-            let mut skipped = vec![false; requests.len()];
-            for i in 0..requests.len() {
-                let Some(j) = after[i].filter(|&j| j < i) else {
-                    continue;
-                };
-                let decided = !skipped[j];
-                assert_eq!(decide.calls[i], decided as u32, "decisions of read {i}");
-                skipped[i] = !decided || !rule(i, contents(files, &requests[j]));
-            }
-            assert!(skipped.iter().any(|&s| s) && skipped.iter().any(|&s| !s));
-            for (i, request) in requests.iter().enumerate() {
-                assert_eq!(batch.skipped(i), skipped[i], "read {i} skipped");
-                if !skipped[i] {
-                    assert!(batch.get(i) == contents(files, request), "read {i} differs");
-                }
+            let decided = !skipped[j];
+            assert_eq!(decide.calls[i], decided as u32, "decisions of read {i}");
+            skipped[i] = !decided || !rule(i, contents(files, &requests[j]));
+        }
+        assert!(skipped.iter().any(|&s| s) && skipped.iter().any(|&s| !s));
+        for (i, request) in requests.iter().enumerate() {
+            assert_eq!(batch.skipped(i), skipped[i], "read {i} skipped");
+            if !skipped[i] {
+                assert!(batch.get(i) == contents(files, request), "read {i} differs");
             }
         }
     }
