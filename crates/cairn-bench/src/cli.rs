@@ -174,6 +174,11 @@ pub struct RunsArgs {
     /// Seed of the key generator.
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
+    /// Ends any run whose timed batches take longer than this many seconds (`utxo run
+    /// --max-run-seconds`), the same limit for every engine and mode; each record says which
+    /// runs it cut short and how many batches they ran.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_run_seconds: Option<u64>,
 }
 
 /// Options of `utxo setup`.
@@ -276,6 +281,12 @@ pub struct RunArgs {
     /// thread), to find what a slow batch waited for.
     #[arg(long, value_name = "PATH")]
     pub batch_log: Option<PathBuf>,
+    /// End the timed batches once this many seconds have passed, after the batch during which
+    /// they passed (pipelined: once the batches already in flight are applied and checked);
+    /// the record gives the batches that ran and the ones asked for. For a protocol whose
+    /// slowest engine would otherwise outlast the machine's time; no limit by default.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_run_seconds: Option<u64>,
 }
 
 /// Options of `utxo suite`.

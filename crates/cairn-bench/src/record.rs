@@ -168,6 +168,14 @@ pub struct RunRecord {
     /// Untimed batches run first (`--warmup-batches`).
     #[serde(default)]
     pub warmup_batches: u64,
+    /// The batches asked for when the run's time limit (`--max-run-seconds`, in
+    /// `time_limit_s`) ended it before them: `batches` is then what ran. Absent when every
+    /// batch asked for ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_batches: Option<u64>,
+    /// The run's time limit in seconds (`--max-run-seconds`), when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<u64>,
     /// Background work the engine had pending or running when the timed batches started (after
     /// the warm-up), in its own words; `None`: none, or the engine cannot tell.
     #[serde(default)]
@@ -609,6 +617,8 @@ mod tests {
             entries: 10,
             batches: 2,
             warmup_batches: 1,
+            planned_batches: None,
+            time_limit_s: None,
             background_work_at_start: Some("1 merge in progress".into()),
             checked: true,
             mismatches: 0,

@@ -76,6 +76,78 @@ fn every_mode_passes_the_check_on_a_small_table() {
     }
 }
 
+/// `--max-run-seconds` ends a run after the batch during which the limit passed (pipelined:
+/// once the batches in flight are applied and checked); the record gives the batches that ran
+/// and the ones asked for, and a peer's next run, replaying exactly the batches that ran, still
+/// finds every lookup's value.
+#[test]
+fn a_time_limit_ends_a_run_and_later_runs_still_check() {
+    let engines = std::env::var("CAIRN_BENCH_ENGINES").unwrap_or_else(|_| "cairn".into());
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().to_str().unwrap();
+    for engine in engines.split(',') {
+        bench(&[
+            "utxo",
+            "setup",
+            "--engine",
+            engine,
+            "--db",
+            db,
+            "--entries",
+            "20000",
+            "--write-buffer",
+            "1000",
+            "--cached",
+        ]);
+        for (mode, batches, limit) in [
+            ("pipelined", "1000000", Some("1")),
+            ("serial", "1000000", Some("1")),
+            ("pipelined", "40", None),
+        ] {
+            let json = dir.path().join(format!("{engine}-{mode}-{batches}.json"));
+            let mut args = vec![
+                "utxo",
+                "run",
+                "--engine",
+                engine,
+                "--db",
+                db,
+                "--mode",
+                mode,
+                "--batches",
+                batches,
+                "--check",
+                "--write-buffer",
+                "1000",
+                "--cached",
+                "--json",
+                json.to_str().unwrap(),
+            ];
+            if let Some(limit) = limit {
+                args.extend(["--max-run-seconds", limit]);
+            }
+            bench(&args);
+            let record: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+            assert_eq!(record["mismatches"], 0, "{engine} {mode}: {record}");
+            let ran = record["batches"].as_u64().unwrap();
+            match limit {
+                Some(limit) => {
+                    assert!(ran > 0 && ran < 1_000_000, "{engine} {mode}: {record}");
+                    assert_eq!(record["planned_batches"], 1_000_000, "{record}");
+                    assert_eq!(record["time_limit_s"], limit.parse::<u64>().unwrap());
+                    let seconds = record["seconds"].as_f64().unwrap();
+                    assert!((1.0..30.0).contains(&seconds), "{engine} {mode}: {record}");
+                }
+                None => {
+                    assert_eq!(ran, 40, "{record}");
+                    assert!(record.get("planned_batches").is_none(), "{record}");
+                }
+            }
+        }
+    }
+}
+
 /// `text` with every run of spaces in a table row (a line starting with `|`) cut to one.
 fn squeezed(text: &str) -> String {
     let squeeze = |line: &str| {

@@ -193,6 +193,15 @@ impl Report {
             1 => mode,
             n => format!("{mode} (median of {n} runs)"),
         };
+        // A run its time limit ended early says so: its figures cover fewer batches.
+        let mode = match (run.planned_batches, run.time_limit_s) {
+            (Some(planned), Some(limit)) => format!(
+                "{mode}, {} of {} batches ({limit} s limit)",
+                thousands(run.batches as f64),
+                thousands(planned as f64)
+            ),
+            _ => mode,
+        };
         let ops = run.ops_per_sec * run.seconds;
         let ratio = |iops: f64| format!("{:.2}", run.ops_per_sec / iops);
         let mut cells = vec![

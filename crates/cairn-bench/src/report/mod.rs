@@ -813,6 +813,24 @@ mod tests {
     }
 
     #[test]
+    fn a_run_ended_by_its_time_limit_says_so() {
+        let dir = full_dir();
+        let mut cut = run("lmdb", "serial", 30000.0);
+        cut["batches"] = json!(2500);
+        cut["planned_batches"] = json!(10000);
+        cut["time_limit_s"] = json!(900);
+        put(dir.path(), "run-1.json", &cut);
+        write_report(dir.path()).unwrap();
+        let md = readme(dir.path());
+        assert!(
+            md.contains("| lmdb | serial, 2,500 of 10,000 batches (900 s limit) |"),
+            "{md}"
+        );
+        // A run that finished inside its limit reads as before.
+        assert!(md.contains("| cairn | serial |"), "{md}");
+    }
+
+    #[test]
     fn malformed_json_names_the_file() {
         let dir = full_dir();
         fs::write(dir.path().join("run-bad.json"), "{\"benchmark\": ").unwrap();

@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::mpsc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::engines::{Engine, Key, Reader, Value};
 use crate::failure::{Context, Failure};
@@ -102,6 +102,9 @@ pub struct Driver<'e> {
     /// Whether lookup results are compared with the model.
     check: bool,
     mismatches: u64,
+    /// A phase ends after the batch during which this much time passed since its start
+    /// ([`Driver::set_time_limit`]).
+    time_limit: Option<Duration>,
 }
 
 impl<'e> Driver<'e> {
@@ -115,7 +118,23 @@ impl<'e> Driver<'e> {
             live: LiveSet::new(entries),
             check,
             mismatches: 0,
+            time_limit: None,
         }
+    }
+
+    /// Ends each later phase early once `limit` has passed since its start: a serial phase
+    /// after the batch during which it passed, a pipelined one once the batches whose lookups
+    /// are already in flight are applied and checked (no batch is left half done, so the
+    /// phase's batches are exactly those in its [`PhaseTiming`], and replaying that many
+    /// batches gives the table's contents). `None` (the default) runs every batch.
+    pub fn set_time_limit(&mut self, limit: Option<Duration>) {
+        self.time_limit = limit;
+    }
+
+    /// Whether the time limit has passed for a phase that started at `start`.
+    fn out_of_time(&self, start: Instant) -> bool {
+        self.time_limit
+            .is_some_and(|limit| start.elapsed() >= limit)
     }
 
     /// Lookups that did not return exactly the expected value so far.
@@ -167,6 +186,9 @@ impl<'e> Driver<'e> {
             });
             self.check(&batch.lookup_ids, &results);
             progress.update(n + 1, ops);
+            if self.out_of_time(start) {
+                break;
+            }
         }
         let seconds = start.elapsed().as_secs_f64();
         Ok(PhaseTiming {
@@ -230,10 +252,16 @@ impl<'e> Driver<'e> {
             pending.push_back((first_batch, 0));
             let mut chosen = 1u64;
             let mut first_pending = 0u64;
-            for n in 0..batches {
+            // The phase's batches: all of them, or those chosen when the time limit passed.
+            let mut end = batches;
+            let mut n = 0u64;
+            while n < end {
+                if self.out_of_time(start) {
+                    end = end.min(chosen);
+                }
                 let call = Instant::now();
                 // Lookups of batches up to n + depth go out on views from before update n.
-                while chosen < batches && chosen <= n + depth as u64 {
+                while chosen < end && chosen <= n + depth as u64 {
                     let mut batch = self.choose(true);
                     let view = engine.reader()?;
                     // The worker needs the keys; the correction and the check need the ids.
@@ -251,7 +279,7 @@ impl<'e> Driver<'e> {
                 update.context(|| format!("pipelined: updates of batch {n}"))?;
                 // Batch n+1's lookups: every update before it is applied now.
                 let mut looked_up = 0.0;
-                if n + 1 < batches {
+                if n + 1 < end {
                     let m = n + 1;
                     let (lookups, ms) = results[(m % depth as u64) as usize]
                         .recv()
@@ -284,6 +312,7 @@ impl<'e> Driver<'e> {
                     first_pending += 1;
                 }
                 progress.update(n + 1, 3 * BATCH_SIZE as u64);
+                n += 1;
             }
             // Dropping the senders ends the workers; the scope joins them.
             drop(jobs);

@@ -97,6 +97,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     if args.warmup_batches > 0 {
         driver.serial("warm-up", args.warmup_batches, with_updates)?;
     }
+    driver.set_time_limit(args.max_run_seconds.map(std::time::Duration::from_secs));
     let background_work_at_start = engine.background_work();
     if let Some(work) = &background_work_at_start {
         eprintln!("background work at the start of the timed batches: {work}");
@@ -110,6 +111,8 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         RunMode::Pipelined => driver.pipelined(args.batches, args.pipeline_depth as usize)?,
     };
     let seconds = timing.seconds;
+    // Fewer than asked for when the time limit ended the run.
+    let batches = timing.batch_ms.len() as u64;
     let work_at_end = engine.level_work();
     if let Some(path) = &args.batch_log {
         write_batch_log(path, &timing)?;
@@ -122,7 +125,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         RunMode::LookupOnly => BATCH_SIZE,
         _ => 3 * BATCH_SIZE,
     } as f64;
-    let ops_per_sec = ops_per_batch * args.batches as f64 / seconds.max(1e-9);
+    let ops_per_sec = ops_per_batch * batches as f64 / seconds.max(1e-9);
     let series = throughput::of_phase(&timing, ops_per_batch);
     let p = percentiles(&timing.batch_ms);
     let report = RunRecord {
@@ -132,8 +135,10 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         mode: args.mode.name().to_string(),
         pipeline_depth: (args.mode == RunMode::Pipelined).then_some(args.pipeline_depth),
         entries: setup.entries,
-        batches: args.batches,
+        batches,
         warmup_batches: args.warmup_batches,
+        planned_batches: (batches < args.batches).then_some(args.batches),
+        time_limit_s: args.max_run_seconds,
         background_work_at_start,
         checked: args.check,
         mismatches: driver.mismatches(),
@@ -170,7 +175,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         }
         state.history.push(Applied {
             with_updates,
-            batches: args.batches,
+            batches,
         });
         state.in_progress = false;
         state.save(&dir)?;

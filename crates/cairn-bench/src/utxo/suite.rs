@@ -237,6 +237,9 @@ fn run_argv(
         "--pipeline-depth".into(),
         args.runs.pipeline_depth.to_string(),
     ]);
+    if let Some(limit) = args.runs.max_run_seconds {
+        argv.extend(["--max-run-seconds".into(), limit.to_string()]);
+    }
     argv.extend(engine_argv(&run_engine_args(args, mode)));
     argv
 }
