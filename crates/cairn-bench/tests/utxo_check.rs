@@ -18,25 +18,51 @@ fn bench(args: &[&str]) -> String {
     stdout
 }
 
+/// `utxo setup` of a 20,000-entry table for `engine` in `db`, with a small write buffer so the
+/// runs after it merge often.
+fn small_setup(engine: &str, db: &str) {
+    bench(&[
+        "utxo",
+        "setup",
+        "--engine",
+        engine,
+        "--db",
+        db,
+        "--entries",
+        "20000",
+        "--write-buffer",
+        "1000",
+        "--cached",
+    ]);
+}
+
+/// The arguments of a checked `utxo run` of `batches` batches in `mode` on `small_setup`'s table.
+fn checked_run<'a>(engine: &'a str, db: &'a str, mode: &'a str, batches: &'a str) -> Vec<&'a str> {
+    vec![
+        "utxo",
+        "run",
+        "--engine",
+        engine,
+        "--db",
+        db,
+        "--mode",
+        mode,
+        "--batches",
+        batches,
+        "--check",
+        "--write-buffer",
+        "1000",
+        "--cached",
+    ]
+}
+
 #[test]
 fn every_mode_passes_the_check_on_a_small_table() {
     let engines = std::env::var("CAIRN_BENCH_ENGINES").unwrap_or_else(|_| "cairn".into());
     let db = tempfile::tempdir().unwrap();
     let db = db.path().to_str().unwrap();
     for engine in engines.split(',') {
-        bench(&[
-            "utxo",
-            "setup",
-            "--engine",
-            engine,
-            "--db",
-            db,
-            "--entries",
-            "20000",
-            "--write-buffer",
-            "1000",
-            "--cached",
-        ]);
+        small_setup(engine, db);
         // Pipelined at several depths: each batch's lookups are corrected with every update
         // applied after its view was taken. Once with a small read budget the concurrent
         // lookups share (Cairn's `SessionOptions::read_budget`; other engines ignore it).
@@ -48,26 +74,9 @@ fn every_mode_passes_the_check_on_a_small_table() {
             ("pipelined", "4", "8"),
             ("lookup-only", "1", "0"),
         ] {
-            let table = bench(&[
-                "utxo",
-                "run",
-                "--engine",
-                engine,
-                "--db",
-                db,
-                "--batches",
-                "60",
-                "--mode",
-                mode,
-                "--pipeline-depth",
-                depth,
-                "--read-budget",
-                budget,
-                "--check",
-                "--write-buffer",
-                "1000",
-                "--cached",
-            ]);
+            let mut args = checked_run(engine, db, mode, "60");
+            args.extend(["--pipeline-depth", depth, "--read-budget", budget]);
+            let table = bench(&args);
             assert!(
                 table.contains("yes, 0 mismatches"),
                 "{engine} {mode}:\n{table}"
@@ -86,43 +95,15 @@ fn a_time_limit_ends_a_run_and_later_runs_still_check() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().to_str().unwrap();
     for engine in engines.split(',') {
-        bench(&[
-            "utxo",
-            "setup",
-            "--engine",
-            engine,
-            "--db",
-            db,
-            "--entries",
-            "20000",
-            "--write-buffer",
-            "1000",
-            "--cached",
-        ]);
+        small_setup(engine, db);
         for (mode, batches, limit) in [
             ("pipelined", "1000000", Some("1")),
             ("serial", "1000000", Some("1")),
             ("pipelined", "40", None),
         ] {
             let json = dir.path().join(format!("{engine}-{mode}-{batches}.json"));
-            let mut args = vec![
-                "utxo",
-                "run",
-                "--engine",
-                engine,
-                "--db",
-                db,
-                "--mode",
-                mode,
-                "--batches",
-                batches,
-                "--check",
-                "--write-buffer",
-                "1000",
-                "--cached",
-                "--json",
-                json.to_str().unwrap(),
-            ];
+            let mut args = checked_run(engine, db, mode, batches);
+            args.extend(["--json", json.to_str().unwrap()]);
             if let Some(limit) = limit {
                 args.extend(["--max-run-seconds", limit]);
             }
