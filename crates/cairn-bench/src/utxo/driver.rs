@@ -150,7 +150,8 @@ impl<'e> Driver<'e> {
         }
     }
 
-    /// Runs `batches` batches one after the other: lookups, then (`with_updates`) the update.
+    /// Runs `batches` batches one after the other (fewer if the time limit passes first,
+    /// [`Driver::set_time_limit`]): lookups, then (`with_updates`) the update.
     /// Progress lines are named `label`.
     pub fn serial(
         &mut self,
@@ -199,7 +200,8 @@ impl<'e> Driver<'e> {
         })
     }
 
-    /// Runs `batches` pipelined batches with `depth` batches' lookups in flight (at least 1): while
+    /// Runs `batches` pipelined batches (fewer if the time limit passes first,
+    /// [`Driver::set_time_limit`]) with `depth` batches' lookups in flight (at least 1): while
     /// batch n's update is applied, the lookups of batches n+1 to n+depth run on views taken
     /// before it, each on a worker thread of its own, and each batch's results are corrected
     /// with the updates applied after its view was taken (as in lsm-tree's pipelined benchmark,

@@ -42,8 +42,9 @@
 //! `SessionOptions::read_budget`: then a batch other than the oldest submits only while the
 //! session's reads in flight are below the budget). A ring is created only when every existing
 //! ring is in use, so the number of rings is at most the largest number of `read_batch` calls
-//! that ever ran at the same time (and at least one, made by the probe). A ring costs about 24 KiB of kernel-shared memory
-//! (256 SQEs of 64 B + 512 CQEs of 16 B + index arrays) and one file descriptor.
+//! that ever ran at the same time (and at least one, made by the probe). A ring costs about
+//! 24 KiB of kernel-shared memory (256 SQEs of 64 B + 512 CQEs of 16 B + index arrays) and one
+//! file descriptor.
 //!
 //! # Safety of in-flight reads
 //!
