@@ -1004,6 +1004,14 @@ pub struct AuthArgs {
     /// NOMT: its leaf cache, MiB (its default 256).
     #[arg(long, default_value_t = 256)]
     pub nomt_leaf_cache_mib: usize,
+    /// Cairn: memory for the trie's retained page levels, MiB (`AuthConfig::retained_bytes`;
+    /// its default 20).
+    #[arg(long, default_value_t = 20)]
+    pub cairn_retained_mib: usize,
+    /// Cairn: trie levels in the top page, 1 to 6 (`AuthConfig::top_page_depth`; its default
+    /// 6). With `--cairn-retained-mib`, where the pages below the retained levels begin.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u8).range(1..=6))]
+    pub cairn_top_page_depth: u8,
     /// Run each engine as a child process in a memory cgroup of its own with this limit (e.g.
     /// 1G), page cache included, after dropping the page cache; without cgroup support each
     /// child says so and goes on unlimited.

@@ -26,7 +26,7 @@ use crate::pagelog::{
 };
 use crate::session_core::SessionCore;
 use crate::snapshot::AuthMeta;
-use crate::trie::{self, Change, Loaded, Node, PageStore, TrieState};
+use crate::trie::{self, Change, Geometry, Loaded, Node, PageStore, TrieState};
 
 /// The result of a commit: the version it made and its state root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,6 +205,12 @@ impl PageStore for Store<'_> {
     }
 }
 
+/// The page geometry `config` asks for (validated with the table's config; the default
+/// otherwise).
+fn geometry(config: &AuthConfig) -> Geometry {
+    Geometry::new(config.top_page_depth).unwrap_or(Geometry::DEFAULT)
+}
+
 fn store(session: &SessionCore) -> Store<'_> {
     Store {
         io: session.io(),
@@ -216,7 +222,7 @@ impl Auth {
     /// A new, empty trie whose pages go to `session`'s page log.
     pub(crate) fn new(session: Arc<SessionCore>, config: &AuthConfig) -> Auth {
         Auth {
-            trie: TrieState::new(config.hash, config.retained_levels()),
+            trie: TrieState::new(config.hash, geometry(config), config.retained_levels()),
             session,
             prefetched: Loaded::new(),
             stats: AuthStats::default(),
@@ -239,6 +245,7 @@ impl Auth {
         let root = Node::decode(config.hash, &meta.root)?;
         let trie = TrieState::restore(
             config.hash,
+            geometry(config),
             config.retained_levels(),
             meta.version,
             root,
@@ -334,7 +341,7 @@ impl Auth {
     /// reaches them), retained and prefetched pages.
     pub(crate) fn close(&mut self) {
         let kind = self.trie.kind;
-        self.trie = TrieState::new(kind, self.trie.retained_levels);
+        self.trie = TrieState::new(kind, self.trie.geometry, self.trie.retained_levels);
         self.prefetched = Loaded::new();
         self.cleaning = [None, None];
         self.scan_buf = Vec::new();

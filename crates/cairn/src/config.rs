@@ -256,8 +256,20 @@ pub struct AuthConfig {
     /// only the pages below them. Whole page levels are kept while they fit: level `l` holds up
     /// to `64^l` pages of about 4.2 KB, so the default, 20 MiB, keeps three levels (18 trie
     /// levels, about 17 MiB once a table has a few hundred thousand keys), which leaves two page
-    /// reads per key to a commit at 10⁸ keys. At least the first level is always kept.
+    /// reads per key to a commit at 10⁸ keys. At least the first level is always kept, and at
+    /// most four.
     pub retained_bytes: usize,
+    /// Trie levels in the top page, 1 to 6 (default 6); every other page holds six, so the
+    /// page levels begin at depths 0, `t`, `t + 6`, `t + 12`, … Fixed when the table is
+    /// created (a table opened from disk keeps its own). Choose it with
+    /// [`AuthConfig::retained_bytes`] so that the first page level below the retained ones
+    /// begins where a subtree holds about 16 keys (depth `log₂ n − 4` for `n` keys): each of
+    /// its pages then fits one 4 KiB block and a commit or proof reads about one page per key
+    /// (two, with the first of them two blocks, when that level begins at `log₂ n − 7`). The
+    /// retained levels then hold about `2^(depth + 1)` nodes (64 MiB per 2^20 of them). For
+    /// example at 2^25 keys: 3, with 160 MiB retained (four levels, down to depth 21);
+    /// the default, 6 with 20 MiB, stops at depth 18.
+    pub top_page_depth: u8,
 }
 
 impl Default for AuthConfig {
@@ -265,17 +277,25 @@ impl Default for AuthConfig {
         AuthConfig {
             hash: HashKind::Sha256,
             retained_bytes: 20 << 20,
+            top_page_depth: 6,
         }
     }
 }
 
 impl AuthConfig {
-    /// Page levels kept in memory under [`AuthConfig::retained_bytes`] (at least 1).
+    /// Page levels kept in memory under [`AuthConfig::retained_bytes`] (1 to 4), counting
+    /// full pages: one top page, then `2^t · 64^(l−1)` pages at level `l` for a top page of
+    /// `t` trie levels.
     pub fn retained_levels(&self) -> usize {
+        let top = u32::from(self.top_page_depth.clamp(1, 6));
         let mut total = 0usize;
         let mut levels = 0usize;
         while levels < 4 {
-            let level_bytes = 64usize.pow(levels as u32).saturating_mul(PAGE_MEMORY_BYTES);
+            let pages = match levels {
+                0 => 1,
+                l => (1usize << top).saturating_mul(64usize.pow(l as u32 - 1)),
+            };
+            let level_bytes = pages.saturating_mul(PAGE_MEMORY_BYTES);
             total = total.saturating_add(level_bytes);
             if total > self.retained_bytes {
                 break;
@@ -305,6 +325,7 @@ setters!(TableConfig {
 setters!(AuthConfig {
     hash: HashKind,
     retained_bytes: usize,
+    top_page_depth: u8,
 });
 
 impl Default for TableConfig {
@@ -388,6 +409,14 @@ impl TableConfig {
                 "merge_batch_size must be in 1..=2^24, got {}",
                 self.merge_batch_size
             )));
+        }
+        if let Some(auth) = &self.auth {
+            if !(1..=6).contains(&auth.top_page_depth) {
+                return Err(Error::InvalidConfig(format!(
+                    "auth.top_page_depth must be in 1..=6, got {}",
+                    auth.top_page_depth
+                )));
+            }
         }
         if let DiskCachePolicy::LevelsUpTo(0) = self.disk_cache {
             return Err(Error::InvalidConfig(

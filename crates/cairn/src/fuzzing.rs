@@ -445,7 +445,7 @@ pub fn trie_pages(bytes: &[u8]) -> bool {
 
     use crate::fs::{FileSystem, MemFs, ReadOptions};
     use crate::pagelog::{scan_bytes, scan_range, Manifest, HEADER_BYTES};
-    use crate::trie::{Page, PageId};
+    use crate::trie::{Geometry, Page, PageId};
     use cairn_proof::HashKind;
     let mut accepted = false;
     if let Ok(manifest) = Manifest::decode(bytes) {
@@ -485,12 +485,19 @@ pub fn trie_pages(bytes: &[u8]) -> bool {
                 "pieces of {step} bytes scan as the whole does"
             );
         }
-        for (_, key, page) in records {
-            if let Some(id) = PageId::from_key(&key) {
-                if let Ok(decoded) = Page::decode(HashKind::Sha256, &id, &page) {
-                    let again = decoded.encode().expect("a decoded page has every pointer");
+        // Every page geometry (a top page of 1 to 6 trie levels) reads the same bytes.
+        let geometries = (1..=6).filter_map(Geometry::new);
+        for ((_, key, page), geometry) in records
+            .iter()
+            .flat_map(|r| geometries.clone().map(move |g| (r, g)))
+        {
+            if let Some(id) = PageId::from_key(geometry, key) {
+                if let Ok(decoded) = Page::decode(HashKind::Sha256, &id, page) {
+                    let again = decoded
+                        .encode(&id)
+                        .expect("a decoded page has every pointer");
                     if again.first() == page.first() {
-                        assert_eq!(again, page, "accepted pages must be canonical");
+                        assert_eq!(&again, page, "accepted pages must be canonical");
                     } else {
                         // An older format is read, never written: it reads back the same.
                         let back = Page::decode(HashKind::Sha256, &id, &again)

@@ -28,13 +28,27 @@ fn config(
     schedule: MergeSchedule,
     retained: usize,
 ) -> TableConfig {
+    config_top(kind, write_buffer, schedule, retained, 6)
+}
+
+/// [`config`] with a top page of `top` trie levels.
+fn config_top(
+    kind: HashKind,
+    write_buffer: usize,
+    schedule: MergeSchedule,
+    retained: usize,
+    top: u8,
+) -> TableConfig {
     TableConfig::default()
         .write_buffer_entries(write_buffer)
         .merge_batch_size(1)
         .merge_schedule(schedule)
         .resolve(Resolve::AddU64Le)
         .auth(Some(
-            AuthConfig::default().hash(kind).retained_bytes(retained),
+            AuthConfig::default()
+                .hash(kind)
+                .retained_bytes(retained)
+                .top_page_depth(top),
         ))
 }
 
@@ -147,12 +161,15 @@ proptest! {
         one_shot in any::<bool>(),
         blake in any::<bool>(),
         retained in prop_oneof![Just(0usize), Just(300_000), Just(20 << 20)],
+        // The default geometry half the time, a smaller top page (1 to 5 levels) otherwise.
+        top in prop_oneof![Just(6u8), 1u8..=5],
     ) {
         let kind = if blake { HashKind::Blake3 } else { HashKind::Sha256 };
         let schedule = if one_shot { MergeSchedule::OneShot } else { MergeSchedule::Incremental };
         let fs = MemFs::new();
         let session = session_in(&fs);
-        let mut table = session.new_table(config(kind, write_buffer, schedule, retained)).unwrap();
+        let mut table =
+            session.new_table(config_top(kind, write_buffer, schedule, retained, top)).unwrap();
         let mut model = Model::new();
         // Earlier versions, kept to check that a duplicate keeps its own root.
         let mut kept: Vec<(Table, [u8; 32])> = Vec::new();

@@ -12,6 +12,11 @@ use common::session_in;
 use proptest::prelude::*;
 
 fn config(write_buffer: usize, schedule: MergeSchedule) -> TableConfig {
+    config_top(write_buffer, schedule, 6)
+}
+
+/// [`config`] with a top page of `top` trie levels (the root does not depend on it).
+fn config_top(write_buffer: usize, schedule: MergeSchedule, top: u8) -> TableConfig {
     TableConfig::default()
         .write_buffer_entries(write_buffer)
         .merge_batch_size(1)
@@ -19,7 +24,8 @@ fn config(write_buffer: usize, schedule: MergeSchedule) -> TableConfig {
         .auth(Some(
             AuthConfig::default()
                 .hash(HashKind::Sha256)
-                .retained_bytes(0),
+                .retained_bytes(0)
+                .top_page_depth(top),
         ))
 }
 
@@ -128,5 +134,26 @@ proptest! {
             builder.push(leaf).unwrap();
         }
         prop_assert_eq!(builder.finish(), root.hash);
+
+        // 7. Another page geometry (a top page of 1 to 5 trie levels), committing now and
+        //    then, through a snapshot reopened, and in a union with a table of the default.
+        let top = 1 + (seed % 5) as u8;
+        let shaped = session.new_table(config_top(buffers.0, schedule(one_shot), top)).unwrap();
+        for (i, (k, v)) in shuffled.iter().enumerate() {
+            shaped.insert(k, v).unwrap();
+            if i % 11 == 0 {
+                shaped.commit().unwrap();
+            }
+        }
+        prop_assert_eq!(shaped.root().unwrap().root, root);
+        shaped.save_snapshot("g", "").unwrap();
+        let reopened = session.open_snapshot("g", "", Default::default()).unwrap();
+        prop_assert_eq!(reopened.config().auth.unwrap().top_page_depth, top);
+        prop_assert_eq!(reopened.root().unwrap().root, root);
+        let c = session.new_table(config_top(buffers.2, MergeSchedule::Incremental, top)).unwrap();
+        let d = session.new_table(config(buffers.2, MergeSchedule::Incremental)).unwrap();
+        insert_all(&c, left.iter().map(|(k, v)| (k, v)));
+        insert_all(&d, right.iter().map(|(k, v)| (k, v)));
+        prop_assert_eq!(c.incremental_union(&d).unwrap().root().unwrap().root, root);
     }
 }

@@ -18,7 +18,7 @@ use cairn::{
 };
 
 use super::{AuthEngine, AuthProof, Breakdown, Change, KeyPath, Value};
-use crate::cli::AuthHashArg;
+use crate::cli::{AuthArgs, AuthHashArg};
 use crate::failure::{Context, Failure};
 
 /// A session in `dir` with a write-ahead log (default options): what every adapter keeping its
@@ -80,9 +80,14 @@ pub struct CairnAuth {
 }
 
 impl CairnAuth {
-    /// A new session in `dir` with one durable table, default settings: authenticated with
-    /// `hash`, or plain without one.
-    pub fn open(dir: &Path, hash: Option<AuthHashArg>) -> Result<CairnAuth, Failure> {
+    /// A new session in `dir` with one durable table, default settings but the trie's
+    /// retained memory and top page depth (`args`): authenticated with `hash`, or plain
+    /// without one.
+    pub fn open(
+        dir: &Path,
+        hash: Option<AuthHashArg>,
+        args: &AuthArgs,
+    ) -> Result<CairnAuth, Failure> {
         let kind = hash.map(|hash| match hash {
             AuthHashArg::Sha256 => HashKind::Sha256,
             AuthHashArg::Blake3 => HashKind::Blake3,
@@ -91,7 +96,12 @@ impl CairnAuth {
         let table = session
             .create_durable_table(
                 "state",
-                TableConfig::default().auth(kind.map(|hash| AuthConfig::default().hash(hash))),
+                TableConfig::default().auth(kind.map(|hash| {
+                    AuthConfig::default()
+                        .hash(hash)
+                        .retained_bytes(args.cairn_retained_mib << 20)
+                        .top_page_depth(args.cairn_top_page_depth)
+                })),
             )
             .context(|| "creating the authenticated table".to_string())?;
         Ok(CairnAuth {
@@ -163,10 +173,22 @@ impl AuthEngine for CairnAuth {
         }
         format!(
             "authenticated durable table (write-ahead log fsynced at each commit), binary trie \
-             in 4 KiB pages, top {} page levels kept in memory ({} MiB), write buffer {} \
+             in 4 KiB pages, top {} page levels kept in memory ({} MiB){}, write buffer {} \
              entries, defaults otherwise",
             config.auth.as_ref().map_or(0, |a| a.retained_levels()),
             config.auth.as_ref().map_or(0, |a| a.retained_bytes >> 20),
+            match config.auth.as_ref() {
+                // The depth where the retained levels end: the top page's, then 6 per level.
+                Some(a) => format!(
+                    ", down to trie depth {}{}",
+                    a.top_page_depth as usize + 6 * (a.retained_levels() - 1),
+                    match a.top_page_depth {
+                        6 => String::new(),
+                        top => format!(", a top page of {top} trie levels"),
+                    }
+                ),
+                None => String::new(),
+            },
             config.write_buffer_entries
         )
     }

@@ -712,8 +712,8 @@ fn open(
     args: &AuthArgs,
 ) -> Result<Box<dyn AuthEngine>, Failure> {
     Ok(match engine {
-        AuthEngineKind::Cairn => Box::new(cairn::CairnAuth::open(dir, Some(args.hash))?),
-        AuthEngineKind::CairnPlain => Box::new(cairn::CairnAuth::open(dir, None)?),
+        AuthEngineKind::Cairn => Box::new(cairn::CairnAuth::open(dir, Some(args.hash), args)?),
+        AuthEngineKind::CairnPlain => Box::new(cairn::CairnAuth::open(dir, None, args)?),
         #[cfg(feature = "nomt")]
         AuthEngineKind::Nomt => nomt::open(dir, args)?,
         #[cfg(feature = "jmt")]
@@ -1268,6 +1268,8 @@ mod tests {
             nomt_buckets: 4_096,
             nomt_page_cache_mib: 16,
             nomt_leaf_cache_mib: 16,
+            cairn_retained_mib: 20,
+            cairn_top_page_depth: 6,
             memory_limit: None,
             child_engine: None,
             child_json: None,

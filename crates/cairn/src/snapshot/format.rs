@@ -52,6 +52,9 @@ const EXTENSION_PART_ENTRIES: u32 = 4;
 /// Extension: the progress of merges in progress (`docs/format/snapshot.md`); a build without
 /// it refuses the snapshot (an unknown extension) rather than restart those merges silently.
 const EXTENSION_MERGE_PROGRESS: u32 = 5;
+/// Extension: an authenticated table's top page depth (`AuthConfig::top_page_depth`, u8, 1 to
+/// 5), when it is not the default 6 (with which every trie was made before it existed).
+const EXTENSION_AUTH_TOP_PAGE: u32 = 6;
 /// Most bytes of the merge-progress extension: a record per level, each with a key.
 const MERGE_PROGRESS_BYTES_MAX: u32 = LEVELS_MAX * (24 + crate::page::KEY_SIZE_MAX as u32);
 
@@ -185,6 +188,12 @@ impl SnapshotMeta {
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
+        self.encode_with_extra(Vec::new())
+    }
+
+    /// [`SnapshotMeta::encode`] with `extra` extensions after the table's own (tests forge
+    /// metadata with them).
+    fn encode_with_extra(&self, extra: Vec<(u32, Vec<u8>)>) -> Vec<u8> {
         let version = self.version();
         let mut w = Writer(Vec::new());
         w.0.extend_from_slice(MAGIC);
@@ -264,6 +273,9 @@ impl SnapshotMeta {
             bytes.extend_from_slice(&auth.version.to_le_bytes());
             bytes.extend_from_slice(&auth.root);
             extensions.push((EXTENSION_AUTH, bytes));
+            if config.top_page_depth != 6 {
+                extensions.push((EXTENSION_AUTH_TOP_PAGE, vec![config.top_page_depth]));
+            }
         }
         if let Some(alloc) = self.config.last_level_bloom {
             let (kind, value) = encode_bloom_alloc(alloc);
@@ -306,6 +318,7 @@ impl SnapshotMeta {
             }
             extensions.push((EXTENSION_MERGE_PROGRESS, b.0));
         }
+        extensions.extend(extra);
         w.u32(extensions.len() as u32);
         for (kind, bytes) in extensions {
             w.u32(kind);
@@ -408,6 +421,7 @@ impl SnapshotMeta {
         let mut resolve = resolve;
         let mut config = config;
         let mut auth = None;
+        let mut top_page_depth = None;
         let extensions = r.count(EXTENSIONS_MAX)?;
         let mut progress_seen = false;
         for _ in 0..extensions {
@@ -433,6 +447,16 @@ impl SnapshotMeta {
                 let (config_auth, meta) = decode_auth(bytes)?;
                 config.auth = Some(config_auth);
                 auth = Some(meta);
+                continue;
+            }
+            if kind == EXTENSION_AUTH_TOP_PAGE {
+                if top_page_depth.is_some() {
+                    return Err(bad("two top-page extensions"));
+                }
+                match bytes {
+                    [depth @ 1..=5] => top_page_depth = Some(*depth),
+                    _ => return Err(bad("top-page extension is not one byte in 1..=5")),
+                }
                 continue;
             }
             if kind == EXTENSION_LAST_LEVEL_BLOOM {
@@ -483,6 +507,12 @@ impl SnapshotMeta {
         }
         if !r.bytes.is_empty() {
             return Err(bad("trailing bytes"));
+        }
+        if let Some(depth) = top_page_depth {
+            match &mut config.auth {
+                Some(auth) => auth.top_page_depth = depth,
+                None => return Err(bad("a top-page extension without an auth extension")),
+            }
         }
         let meta = SnapshotMeta {
             label,
@@ -674,6 +704,7 @@ fn decode_auth(bytes: &[u8]) -> Result<(AuthConfig, AuthMeta)> {
         AuthConfig {
             hash,
             retained_bytes,
+            top_page_depth: 6,
         },
         AuthMeta {
             version,
@@ -1080,6 +1111,7 @@ mod tests {
         meta.config.auth = Some(AuthConfig {
             hash: HashKind::Blake3,
             retained_bytes: 1 << 20,
+            top_page_depth: 6,
         });
         // An internal root node: kind 1 and its hash.
         let mut root = vec![1u8];
@@ -1096,6 +1128,63 @@ mod tests {
             b[bit / 8] ^= 1 << (bit % 8);
             assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
         }
+    }
+
+    /// A top page of fewer than six trie levels is an extension of its own (type 6), read
+    /// back; one of six is not written (every older snapshot has six), and the extension is
+    /// refused without the auth extension, twice, or out of 1..=5.
+    #[test]
+    fn a_top_page_depth_is_an_extension() {
+        let mut meta = sample();
+        meta.config.auth = Some(AuthConfig {
+            hash: HashKind::Sha256,
+            retained_bytes: 160 << 20,
+            top_page_depth: 3,
+        });
+        let mut root = vec![1u8];
+        root.extend_from_slice(&[0xCD; 32]);
+        meta.auth = Some(AuthMeta { version: 7, root });
+        let bytes = meta.encode();
+        let golden = crate::golden::check_golden("snapshot-metadata-v3-top-page.bin", &bytes);
+        let back = SnapshotMeta::decode(&golden).unwrap();
+        assert_eq!(back.config.auth, meta.config.auth);
+        assert_eq!(back.encode(), bytes);
+        for bit in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
+        }
+        // The default depth writes no extension: the bytes of before.
+        let mut six = meta.clone();
+        six.config.auth.as_mut().unwrap().top_page_depth = 6;
+        assert!(six.encode().len() < bytes.len());
+        assert_eq!(
+            SnapshotMeta::decode(&six.encode()).unwrap().config.auth,
+            six.config.auth
+        );
+        // Depths outside 1..=5, the extension twice or without auth: refused (the checksum
+        // recomputed, so that only the extension is wrong).
+        let with_extensions =
+            |meta: &SnapshotMeta, extra: &[(u32, Vec<u8>)]| meta.encode_with_extra(extra.to_vec());
+        for bad in [vec![0u8], vec![6], vec![3, 3], vec![]] {
+            let b = with_extensions(&six, &[(EXTENSION_AUTH_TOP_PAGE, bad.clone())]);
+            assert!(SnapshotMeta::decode(&b).is_err(), "{bad:?}");
+        }
+        let b = with_extensions(&meta, &[(EXTENSION_AUTH_TOP_PAGE, vec![2])]);
+        assert!(SnapshotMeta::decode(&b).is_err(), "twice");
+        let plain = sample();
+        let b = with_extensions(&plain, &[(EXTENSION_AUTH_TOP_PAGE, vec![2])]);
+        assert!(SnapshotMeta::decode(&b).is_err(), "without auth");
+        let b = with_extensions(&six, &[(EXTENSION_AUTH_TOP_PAGE, vec![2])]);
+        assert_eq!(
+            SnapshotMeta::decode(&b)
+                .unwrap()
+                .config
+                .auth
+                .unwrap()
+                .top_page_depth,
+            2
+        );
     }
 
     #[test]

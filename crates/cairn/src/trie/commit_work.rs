@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::pagelog::{self, Stream};
 
 use super::load::{load_paths, missing_retained, Loaded};
-use super::page::{mask, slot, with_bit, Node, Page, PageId, PageIdHash, PAGE_DEPTH};
+use super::page::{mask, slot, with_bit, Geometry, Node, Page, PageId, PageIdHash};
 use super::{cores, Change, PageStore, TrieState, PARALLEL_MIN};
 
 /// Applies `changes` (sorted by key path, distinct) to the trie: rehashes every changed path
@@ -33,7 +33,7 @@ pub(crate) fn commit(
     }
     // Below the retained levels, each half of the key space (by the first bit) is read and
     // rehashed on a thread of its own; the retained levels then take the halves' results.
-    let cut = state.retained_levels * PAGE_DEPTH;
+    let cut = state.geometry.base(state.retained_levels);
     let below = match parallel_halves(changes) {
         Some(split) => Some(below_in_halves(state, loaded, store, changes, split, cut)?),
         None => {
@@ -47,6 +47,7 @@ pub(crate) fn commit(
     // snapshot still shares them): on an error below, the caller breaks the table.
     let mut work = Work {
         kind: state.kind,
+        geometry: state.geometry,
         state,
         loaded,
         dirty,
@@ -143,6 +144,7 @@ fn below_cut(
     let mut view = state.clone();
     let mut work = Work {
         kind: state.kind,
+        geometry: state.geometry,
         state: &mut view,
         loaded,
         dirty: HashSet::default(),
@@ -198,13 +200,14 @@ fn collect_cut(
                     continue;
                 }
                 let child_path = with_bit(path, depth, side);
-                let id = PageId::on_path(&child_path, depth / PAGE_DEPTH);
+                let geometry = self.state.geometry;
+                let id = PageId::on_path(geometry, &child_path, geometry.level_of(depth + 1));
                 let page = self
                     .state
                     .retained
                     .get(&id)
                     .ok_or_else(|| missing_retained(&id))?;
-                let child = page.node(slot(depth + 1, &child_path));
+                let child = page.node(slot(geometry, depth + 1, &child_path));
                 self.walk(depth + 1, &child_path, child, part, start)?;
             }
             Ok(())
@@ -249,7 +252,7 @@ pub(super) fn write_pages(
                     true => Stream::Near,
                     false => Stream::Deep,
                 };
-                page.encode_into(&mut bytes, |index| page.child(index))?;
+                page.encode_into(id, &mut bytes, |index| page.child(index))?;
                 let loc = appender.push(stream, &id.key(), &bytes)?;
                 loaded.appended[stream as usize] += pagelog::record_bytes(&loc);
                 Some(loc)
@@ -292,6 +295,7 @@ pub(super) fn write_pages(
 /// work) costs no map lookup; any other page is found through the maps.
 struct Work<'a> {
     kind: HashKind,
+    geometry: Geometry,
     state: &'a mut TrieState,
     loaded: &'a mut Loaded,
     dirty: HashSet<PageId, PageIdHash>,
@@ -333,7 +337,7 @@ impl Work<'_> {
     fn held_on(&self, path: &Hash, level: usize) -> Option<usize> {
         let at = self.held.len().checked_sub(1)?;
         let id = &self.held[at].0;
-        (id.level() == level && id.prefix == mask(path, level * PAGE_DEPTH)).then_some(at)
+        (id.level() == level && id.prefix == mask(path, id.base())).then_some(at)
     }
 
     /// Takes page `id` out of its map to hold it while the recursion is below its top;
@@ -374,24 +378,27 @@ impl Work<'_> {
     /// empty where no page is at hand (only where none can exist: the caller knows the parent
     /// node is not internal, or has loaded the page).
     fn node(&self, depth: usize, path: &Hash) -> Node {
-        let level = (depth - 1) / PAGE_DEPTH;
+        let level = self.geometry.level_of(depth);
         if let Some(at) = self.held_on(path, level) {
-            return self.held[at].1.page().node(slot(depth, path));
+            return self.held[at]
+                .1
+                .page()
+                .node(slot(self.geometry, depth, path));
         }
-        let id = PageId::on_path(path, level);
+        let id = PageId::on_path(self.geometry, path, level);
         let page = if id.level() < self.state.retained_levels {
             self.state.retained.get(&id).map(|p| &**p)
         } else {
             self.loaded.pages.get(&id)
         };
-        page.map_or(Node::Empty, |p| p.node(slot(depth, path)))
+        page.map_or(Node::Empty, |p| p.node(slot(self.geometry, depth, path)))
     }
 
     /// Writes a node, creating its page if needed (a retained page is copied first if shared).
     fn set(&mut self, depth: usize, path: &Hash, node: Node) {
-        let level = (depth - 1) / PAGE_DEPTH;
+        let level = self.geometry.level_of(depth);
         if let Some(at) = self.held_on(path, level) {
-            let slot = slot(depth, path);
+            let slot = slot(self.geometry, depth, path);
             let (_, held, changed) = &mut self.held[at];
             if held.page().node(slot) != node {
                 held.page_mut().set(slot, node);
@@ -402,7 +409,7 @@ impl Work<'_> {
         if self.node(depth, path) == node {
             return;
         }
-        let id = PageId::on_path(path, level);
+        let id = PageId::on_path(self.geometry, path, level);
         let page = if id.level() < self.state.retained_levels {
             debug_assert!(
                 self.writes_retained,
@@ -415,7 +422,7 @@ impl Work<'_> {
         } else {
             self.loaded.pages.entry(id).or_insert_with(Page::empty)
         };
-        page.set(slot(depth, path), node);
+        page.set(slot(self.geometry, depth, path), node);
         self.dirty.insert(id);
     }
 
@@ -439,8 +446,13 @@ impl Work<'_> {
                     return Err(Error::corrupt("trie", "an internal node at depth 256"));
                 }
                 // At a page's top, the page below is held until its nodes are written.
-                let held = depth.is_multiple_of(PAGE_DEPTH)
-                    && self.hold(PageId::on_path(path, depth / PAGE_DEPTH));
+                let geometry = self.geometry;
+                let held = geometry.is_base(depth)
+                    && self.hold(PageId::on_path(
+                        geometry,
+                        path,
+                        geometry.level_of(depth + 1),
+                    ));
                 let result = self.update_children(depth, path, changes);
                 if held {
                     self.release();

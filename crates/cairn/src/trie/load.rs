@@ -13,9 +13,7 @@ use crate::pagelog::{self, PageLoc, Segments};
 
 #[cfg(test)]
 use super::page::child_pages;
-use super::page::{
-    with_bit, Node, Page, PageId, PageIdHash, KIND_INTERNAL, PAGE_DEPTH, PAGE_LEVELS,
-};
+use super::page::{with_bit, Node, Page, PageId, PageIdHash, KIND_INTERNAL};
 use super::proof::Reader;
 use super::{cores, PageStore, TrieState, PARALLEL_MIN};
 
@@ -104,7 +102,7 @@ pub(crate) fn load_paths(
         let mut next = Vec::with_capacity(walks.len());
         for (path, mut node, mut depth) in walks {
             if let Some((id, parent)) =
-                walk_to_missing(state, loaded, path, PAGE_LEVELS, &mut node, &mut depth)?
+                walk_to_missing(state, loaded, path, usize::MAX, &mut node, &mut depth)?
             {
                 if seen.insert(id) {
                     missing.push((id, parent, child_loc(state, loaded, &id)?));
@@ -227,7 +225,12 @@ pub(crate) fn load_top(
     store: &dyn PageStore,
     levels: usize,
 ) -> Result<()> {
-    for level in 0..levels.div_ceil(PAGE_DEPTH) {
+    let geometry = state.geometry;
+    let last = match levels {
+        0 => return Ok(()),
+        _ => geometry.level_of(levels),
+    };
+    for level in 0..=last {
         let mut frontier = Vec::new();
         internal_nodes_at(
             state,
@@ -235,12 +238,12 @@ pub(crate) fn load_top(
             0,
             &ZERO,
             state.root,
-            level * PAGE_DEPTH,
+            geometry.base(level),
             &mut frontier,
         )?;
         let mut missing = Vec::new();
         for (path, h) in frontier {
-            let id = PageId::on_path(&path, level);
+            let id = PageId::on_path(geometry, &path, level);
             if id.level() >= state.retained_levels && !loaded.pages.contains_key(&id) {
                 missing.push((id, h, child_loc(state, loaded, &id)?));
             }
@@ -332,11 +335,13 @@ fn walk_to_missing(
     node: &mut Node,
     depth: &mut usize,
 ) -> Result<Option<(PageId, Hash)>> {
+    let geometry = state.geometry;
     while let Node::Internal(h) = *node {
-        if *depth / PAGE_DEPTH >= stop {
+        let level = geometry.level_of(*depth + 1);
+        if level >= stop {
             return Ok(None);
         }
-        let id = PageId::on_path(path, *depth / PAGE_DEPTH);
+        let id = PageId::on_path(geometry, path, level);
         let page = match loaded.pages.get(&id) {
             Some(p) => p,
             None if id.level() < state.retained_levels => match state.retained.get(&id) {
@@ -347,18 +352,19 @@ fn walk_to_missing(
         };
         // Follow the path to the page's bottom row or to where it ends (only the walk reads
         // `node` afterwards: a leaf or an empty node both end it).
+        let (base, rows) = (id.base(), id.rows());
         let mut bits = 0usize;
         loop {
             bits = (bits << 1) | bit(path, *depth) as usize;
             *depth += 1;
-            let rel = *depth - id.level() * PAGE_DEPTH;
+            let rel = *depth - base;
             let slot = (1 << rel) - 2 + bits;
             if page.kinds[slot] != KIND_INTERNAL {
                 *node = Node::Empty;
                 break;
             }
             *node = Node::Internal(page.hashes[slot]);
-            if rel == PAGE_DEPTH {
+            if rel == rows {
                 break;
             }
         }

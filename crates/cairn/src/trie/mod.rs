@@ -14,10 +14,12 @@
 //! its children's new pointers; the records of the old versions become dead bytes in their
 //! segments (`pagelog`).
 //!
-//! Layout: a page holds the nodes at depths `6L+1 ..= 6L+6` below one node at depth `6L` (page
-//! level `L`, NOMT's depth-6 rootless subtree): 126 slots, `2^r − 2 + bits` for relative depth
-//! `r` in 1..=6. A page exists only if its parent node is internal; a missing page below an
-//! internal node is corruption. The root node (depth 0) lives in the [`TrieState`].
+//! Layout: a page holds the nodes at depths `b+1 ..= b+6` below one node at depth `b` (NOMT's
+//! depth-6 rootless subtree): 126 slots, `2^r − 2 + bits` for relative depth `r` in 1..=6. Page
+//! level `L` begins at `b = 6L` in the default [`Geometry`]; a table may have a top page of
+//! fewer trie levels `t`, which moves every other level's `b` to `t + 6(L − 1)`. A page exists
+//! only if its parent node is internal; a missing page below an internal node is corruption.
+//! The root node (depth 0) lives in the [`TrieState`].
 //!
 //! Bounds, for a commit of `k` changed keys into a trie of `n` leaves (random key paths): about
 //! `k·(log₂ n − log₂ k + 2)` node hashes; pages read: those on the changed paths below the
@@ -50,21 +52,21 @@ pub(crate) use commit_work::commit;
 #[cfg(test)]
 pub(crate) use load::stored_pages;
 pub(crate) use load::{load_paths, load_paths_in_halves, load_top, Loaded};
-pub(crate) use page::{root_hash_of_node, Node, Page, PageId};
+pub(crate) use page::{root_hash_of_node, Geometry, Node, Page, PageId};
 pub(crate) use proof::{prove, top_witness};
 pub(crate) use relocation::relocate;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cairn_proof::{Hash, HashKind, Leaf, ZERO};
+use cairn_proof::{Hash, HashKind, Leaf};
 
 use crate::error::{Error, Result};
 use crate::pagelog::{Appender, PageLoc, Segments, VisitRecord};
 
 use commit_work::deepest_first;
 use load::{missing_retained, read_checked};
-use page::{child_pages, slot_position, PageIdHash, PAGE_LEVELS, PAGE_SLOTS};
+use page::{child_pages, slot_position, PageIdHash};
 
 /// One version of a table's trie: cheap to clone (the retained pages and the segment list are
 /// shared until either side changes them).
@@ -74,6 +76,8 @@ pub(crate) struct TrieState {
     pub(crate) root: Node,
     /// Commits that changed the trie's contents, counting from the table's creation.
     pub(crate) version: u64,
+    /// Where the page levels begin (fixed when the table is created).
+    pub(crate) geometry: Geometry,
     /// Page levels kept in memory: `0..retained_levels`.
     pub(crate) retained_levels: usize,
     pub(crate) retained:
@@ -83,12 +87,13 @@ pub(crate) struct TrieState {
 }
 
 impl TrieState {
-    pub(crate) fn new(kind: HashKind, retained_levels: usize) -> TrieState {
+    pub(crate) fn new(kind: HashKind, geometry: Geometry, retained_levels: usize) -> TrieState {
         TrieState {
             kind,
             root: Node::Empty,
             version: 0,
-            retained_levels: retained_levels.clamp(1, PAGE_LEVELS),
+            geometry,
+            retained_levels: retained_levels.clamp(1, geometry.levels()),
             retained: Default::default(),
             segments: Segments::default(),
         }
@@ -101,8 +106,10 @@ impl TrieState {
     /// corruption.
     /// The segment holding the top page (the snapshot's own, which [`save_retained`] wrote)
     /// is let go once read: the version holds those pages in memory.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn restore(
         kind: HashKind,
+        geometry: Geometry,
         retained_levels: usize,
         version: u64,
         root: Node,
@@ -110,13 +117,14 @@ impl TrieState {
         segments: Segments,
         store: &dyn PageStore,
     ) -> Result<TrieState> {
-        let mut state = TrieState::new(kind, retained_levels);
+        let mut state = TrieState::new(kind, geometry, retained_levels);
+        let top_id = PageId::top(geometry);
         state.version = version;
         state.root = root;
         state.segments = segments;
         let mut level: Vec<(PageId, Hash, PageLoc)> = match (root, top) {
-            (Node::Internal(h), Some(loc)) => vec![(PageId::on_path(&ZERO, 0), h, loc)],
-            (Node::Internal(_), None) => return Err(missing_retained(&PageId::on_path(&ZERO, 0))),
+            (Node::Internal(h), Some(loc)) => vec![(top_id, h, loc)],
+            (Node::Internal(_), None) => return Err(missing_retained(&top_id)),
             (_, Some(_)) => {
                 return Err(Error::corrupt(
                     "trie",
@@ -218,19 +226,17 @@ pub(crate) fn save_retained(
     for id in &ids {
         let page = &state.retained[id];
         let retained_children = id.level() + 1 < state.retained_levels;
-        let bytes = page.encode_with(|index| {
+        let bytes = page.encode_with(id, |index| {
             if retained_children {
-                let (_, path) = slot_position(id, PAGE_SLOTS - 64 + index);
-                written
-                    .get(&PageId::on_path(&path, id.level() + 1))
-                    .copied()
+                let (_, path) = slot_position(id, id.bottom_slot(index));
+                written.get(&id.at_level(&path, id.level() + 1)).copied()
             } else {
                 page.child(index)
             }
         })?;
         written.insert(*id, push(&id.key(), &bytes)?);
     }
-    Ok(written.get(&PageId::on_path(&ZERO, 0)).copied())
+    Ok(written.get(&PageId::top(state.geometry)).copied())
 }
 
 #[cfg(test)]
@@ -298,8 +304,18 @@ mod tests {
         retained: usize,
         batches: &[Vec<(u16, Option<u8>)>],
     ) -> (TrieState, TestStore) {
+        run_in(kind, Geometry::DEFAULT, retained, batches)
+    }
+
+    /// [`run`] with the page geometry `geometry`.
+    pub(super) fn run_in(
+        kind: HashKind,
+        geometry: Geometry,
+        retained: usize,
+        batches: &[Vec<(u16, Option<u8>)>],
+    ) -> (TrieState, TestStore) {
         let store = TestStore::new();
-        let mut state = TrieState::new(kind, retained);
+        let mut state = TrieState::new(kind, geometry, retained);
         let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         for batch in batches {
             let mut changes: BTreeMap<Hash, Change> = BTreeMap::new();
@@ -338,11 +354,14 @@ mod tests {
                 vec![(1, Some(1))],
                 vec![(1, None)],
             ];
-            for retained in [1, 2] {
-                let (state, _store) = run(kind, retained, &batches);
-                assert_eq!(state.root, Node::Empty);
-                assert!(state.retained.is_empty());
-                assert_eq!(state.segments.len(), 0, "every record released");
+            for top in 1..=6 {
+                let geometry = Geometry::new(top).unwrap();
+                for retained in [1, 2, 3] {
+                    let (state, _store) = run_in(kind, geometry, retained, &batches);
+                    assert_eq!(state.root, Node::Empty);
+                    assert!(state.retained.is_empty());
+                    assert_eq!(state.segments.len(), 0, "every record released");
+                }
             }
         }
     }
@@ -408,9 +427,15 @@ mod tests {
 
     #[test]
     fn pages_roundtrip_and_refuse_junk() {
+        for (top, retained) in [(6, 1), (3, 1), (3, 2), (1, 2), (2, 2)] {
+            pages_roundtrip_in(Geometry::new(top).unwrap(), retained);
+        }
+    }
+
+    fn pages_roundtrip_in(geometry: Geometry, retained: usize) {
         let kind = HashKind::Sha256;
         let batch: Vec<(u16, Option<u8>)> = (0..500).map(|k| (k, Some(1))).collect();
-        let (state, store) = run(kind, 1, &[batch]);
+        let (state, store) = run_in(kind, geometry, retained, &[batch]);
         // The retained pages in a segment of their own, as a snapshot writes them.
         let mut own = crate::pagelog::SegmentBuilder::new(Path::new("/t")).unwrap();
         let top = save_retained(&state, &mut |k, p| own.push(k, p)).unwrap();
@@ -429,7 +454,7 @@ mod tests {
         for ((id, _), (key, bytes)) in stored.iter().zip(&records) {
             assert_eq!(&id.key(), key);
             let page = Page::decode(kind, id, bytes).unwrap();
-            assert_eq!(&page.encode().unwrap(), bytes);
+            assert_eq!(&page.encode(id).unwrap(), bytes);
             for cut in [0, 1, 32, bytes.len() - 1] {
                 assert!(Page::decode(kind, id, &bytes[..cut]).is_err());
             }
@@ -438,8 +463,17 @@ mod tests {
             assert!(Page::decode(kind, id, &longer).is_err());
         }
         // The version reads back whole from its top page.
-        let restored =
-            TrieState::restore(kind, 1, state.version, state.root, top, with_own, &store).unwrap();
+        let restored = TrieState::restore(
+            kind,
+            geometry,
+            retained,
+            state.version,
+            state.root,
+            top,
+            with_own,
+            &store,
+        )
+        .unwrap();
         assert_eq!(restored.retained.len(), state.retained.len());
         assert_eq!(restored.segments.live_bytes(), state.segments.live_bytes());
         assert_eq!(stored_pages(&restored, &store).unwrap(), stored);

@@ -10,12 +10,10 @@ use cairn_proof::{Hash, HashKind, Leaf, ZERO};
 use crate::error::{Error, Result};
 use crate::pagelog::{PageLoc, LOC_BYTES};
 
-/// Trie levels per page.
+/// Trie levels per page (but the top page, which may hold fewer: [`Geometry`]).
 pub(crate) const PAGE_DEPTH: usize = 6;
 /// Node slots per page: 2 + 4 + … + 64.
 pub(crate) const PAGE_SLOTS: usize = 126;
-/// Page levels in a trie of 256-bit key paths (the last one partly used).
-pub(crate) const PAGE_LEVELS: usize = 43;
 /// The version byte of an encoded page (`docs/format/trie.md`, "Pages"): 3 stores a leaf
 /// without its hash, and without its blob hash when it has no blob.
 const PAGE_FORMAT: u8 = 3;
@@ -24,25 +22,129 @@ const PAGE_FORMAT_V2: u8 = 2;
 /// Bytes of an encoded page's slot kinds (2 bits per slot).
 const KIND_BYTES: usize = 32;
 
-/// A page's place: its level and the key-path bits above it (the first `6 × level`).
+/// Where a trie's page levels begin (`docs/format/trie.md`, "Pages"): the top page (level 0)
+/// holds the nodes at depths `1 ..= top` (`top` in 1..=6), every page of level `L ≥ 1` the six
+/// trie levels below one node at depth `top + 6·(L − 1)`. A table's geometry is fixed when it
+/// is created ([`crate::AuthConfig::top_page_depth`]); the default, 6, is every table's from
+/// before the choice existed. A smaller top page moves every boundary up, so that the pages
+/// below the retained levels start where their subtrees hold few enough keys to fit a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Geometry {
+    top: u8,
+}
+
+impl Geometry {
+    /// The geometry of every table before the choice existed: pages at depths divisible by 6.
+    pub(crate) const DEFAULT: Geometry = Geometry {
+        top: PAGE_DEPTH as u8,
+    };
+
+    /// The geometry whose top page holds `top` trie levels, if `top` is in 1..=6.
+    pub(crate) fn new(top: u8) -> Option<Geometry> {
+        (1..=PAGE_DEPTH as u8)
+            .contains(&top)
+            .then_some(Geometry { top })
+    }
+
+    /// Trie levels in the top page.
+    pub(crate) fn top(self) -> usize {
+        self.top as usize
+    }
+
+    /// The depth of the node that the pages of `level` hang below.
+    pub(crate) fn base(self, level: usize) -> usize {
+        match level {
+            0 => 0,
+            _ => self.top() + PAGE_DEPTH * (level - 1),
+        }
+    }
+
+    /// Trie levels in a page of `level`.
+    pub(crate) fn rows(self, level: usize) -> usize {
+        match level {
+            0 => self.top(),
+            _ => PAGE_DEPTH,
+        }
+    }
+
+    /// The page level holding the nodes at `depth` (at least 1).
+    pub(crate) fn level_of(self, depth: usize) -> usize {
+        debug_assert!(depth >= 1);
+        match depth <= self.top() {
+            true => 0,
+            false => 1 + (depth - self.top() - 1) / PAGE_DEPTH,
+        }
+    }
+
+    /// Whether pages hang below the nodes at `depth` (it is some level's base).
+    pub(crate) fn is_base(self, depth: usize) -> bool {
+        depth == 0 || (depth >= self.top() && (depth - self.top()).is_multiple_of(PAGE_DEPTH))
+    }
+
+    /// Page levels a trie of 256-bit key paths may use (the last one partly).
+    pub(crate) fn levels(self) -> usize {
+        1 + (256 - self.top()).div_ceil(PAGE_DEPTH)
+    }
+}
+
+/// The first slot of the bottom row of a page of `rows` trie levels, whose node `index` (in
+/// `0 .. 2^rows`) is at slot `bottom(rows) + index`.
+pub(super) fn bottom(rows: usize) -> usize {
+    (1 << rows) - 2
+}
+
+/// A page's place: its level, the trie's geometry, and the key-path bits above it (the first
+/// `geometry.base(level)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct PageId {
     level: u8,
+    geometry: Geometry,
     pub(super) prefix: Hash,
 }
 
 impl PageId {
     /// The page at `level` on `path`.
-    pub(crate) fn on_path(path: &Hash, level: usize) -> PageId {
-        debug_assert!(level < PAGE_LEVELS);
+    pub(crate) fn on_path(geometry: Geometry, path: &Hash, level: usize) -> PageId {
+        debug_assert!(level < geometry.levels());
         PageId {
             level: level as u8,
-            prefix: mask(path, level * PAGE_DEPTH),
+            geometry,
+            prefix: mask(path, geometry.base(level)),
         }
+    }
+
+    /// The top page of a trie of `geometry`.
+    pub(crate) fn top(geometry: Geometry) -> PageId {
+        PageId::on_path(geometry, &ZERO, 0)
     }
 
     pub(crate) fn level(&self) -> usize {
         self.level as usize
+    }
+
+    /// Trie levels in this page.
+    pub(crate) fn rows(&self) -> usize {
+        self.geometry.rows(self.level())
+    }
+
+    /// The depth of the node this page hangs below.
+    pub(crate) fn base(&self) -> usize {
+        self.geometry.base(self.level())
+    }
+
+    /// The slot of this page's bottom-row node `index`.
+    pub(super) fn bottom_slot(&self, index: usize) -> usize {
+        bottom(self.rows()) + index
+    }
+
+    /// Nodes in this page's bottom row.
+    pub(super) fn bottom_width(&self) -> usize {
+        1 << self.rows()
+    }
+
+    /// The page of level `level` on this page's path in the same trie.
+    pub(super) fn at_level(&self, path: &Hash, level: usize) -> PageId {
+        PageId::on_path(self.geometry, path, level)
     }
 
     /// The page above this one (at level `level − 1`) and the index in its bottom row of
@@ -50,16 +152,16 @@ impl PageId {
     pub(super) fn parent(&self) -> Option<(PageId, usize)> {
         let level = self.level().checked_sub(1)?;
         let mut index = 0usize;
-        for i in level * PAGE_DEPTH..self.level() * PAGE_DEPTH {
+        for i in self.geometry.base(level)..self.base() {
             index = (index << 1) | bit(&self.prefix, i) as usize;
         }
-        Some((PageId::on_path(&self.prefix, level), index))
+        Some((PageId::on_path(self.geometry, &self.prefix, level), index))
     }
 
     /// The page's key in the page store: the level, then its prefix bits packed big-endian
     /// (trailing bits zero). Keys sort by level first, so the retained levels are one range.
     pub(crate) fn key(&self) -> Vec<u8> {
-        let bytes = (self.level() * PAGE_DEPTH).div_ceil(8);
+        let bytes = self.base().div_ceil(8);
         let mut key = Vec::with_capacity(1 + bytes);
         key.push(self.level);
         key.extend_from_slice(&self.prefix[..bytes]);
@@ -68,20 +170,27 @@ impl PageId {
 
     /// Whether `key` is this page's store key ([`PageId::key`]), without building it.
     pub(super) fn key_is(&self, key: &[u8]) -> bool {
-        let bytes = (self.level() * PAGE_DEPTH).div_ceil(8);
+        let bytes = self.base().div_ceil(8);
         key.len() == 1 + bytes && key[0] == self.level && key[1..] == self.prefix[..bytes]
     }
 
-    /// The page a store key names, if it is one (total).
-    pub(crate) fn from_key(key: &[u8]) -> Option<PageId> {
+    /// The page a store key names in a trie of `geometry`, if it is one (total).
+    pub(crate) fn from_key(geometry: Geometry, key: &[u8]) -> Option<PageId> {
         let (&level, rest) = key.split_first()?;
-        let bits = level as usize * PAGE_DEPTH;
-        if level as usize >= PAGE_LEVELS || rest.len() != bits.div_ceil(8) {
+        if level as usize >= geometry.levels() {
+            return None;
+        }
+        let bits = geometry.base(level as usize);
+        if rest.len() != bits.div_ceil(8) {
             return None;
         }
         let mut prefix = ZERO;
         prefix[..rest.len()].copy_from_slice(rest);
-        (mask(&prefix, bits) == prefix).then_some(PageId { level, prefix })
+        (mask(&prefix, bits) == prefix).then_some(PageId {
+            level,
+            geometry,
+            prefix,
+        })
     }
 }
 
@@ -130,12 +239,12 @@ pub(super) fn with_bit(path: &Hash, i: usize, value: bool) -> Hash {
     out
 }
 
-/// The slot of the node at `depth` (at least 1) on `path`, inside its page.
-pub(super) fn slot(depth: usize, path: &Hash) -> usize {
-    let level = (depth - 1) / PAGE_DEPTH;
-    let rel = depth - level * PAGE_DEPTH;
+/// The slot of the node at `depth` (at least 1) on `path`, inside its page of `geometry`.
+pub(super) fn slot(geometry: Geometry, depth: usize, path: &Hash) -> usize {
+    let base = geometry.base(geometry.level_of(depth));
+    let rel = depth - base;
     let mut bits = 0usize;
-    for i in level * PAGE_DEPTH..depth {
+    for i in base..depth {
         bits = (bits << 1) | bit(path, i) as usize;
     }
     (1 << rel) - 2 + bits
@@ -323,24 +432,35 @@ impl Page {
     /// track of a page: the table is then broken, never written wrong). Commits encode into
     /// one reused buffer ([`Page::encode_into`]).
     #[cfg(any(test, feature = "fuzzing"))]
-    pub(crate) fn encode(&self) -> Result<Vec<u8>> {
-        self.encode_with(|index| self.child(index))
+    pub(crate) fn encode(&self, id: &PageId) -> Result<Vec<u8>> {
+        self.encode_with(id, |index| self.child(index))
     }
 
-    /// The page's encoding (see `Page::encode`) with the pointers `child(index)` gives
-    /// instead of the page's own.
-    pub(super) fn encode_with(&self, child: impl Fn(usize) -> Option<PageLoc>) -> Result<Vec<u8>> {
+    /// The encoding of this page as page `id` (see `Page::encode`) with the pointers
+    /// `child(index)` gives instead of the page's own.
+    pub(super) fn encode_with(
+        &self,
+        id: &PageId,
+        child: impl Fn(usize) -> Option<PageLoc>,
+    ) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(1 + KIND_BYTES + PAGE_SLOTS * 32);
-        self.encode_into(&mut out, child)?;
+        self.encode_into(id, &mut out, child)?;
         Ok(out)
     }
 
     /// [`Page::encode_with`] into `out` (cleared first), so that one buffer serves many pages.
     pub(super) fn encode_into(
         &self,
+        id: &PageId,
         out: &mut Vec<u8>,
         child: impl Fn(usize) -> Option<PageLoc>,
     ) -> Result<()> {
+        debug_assert!(
+            self.kinds[bottom(id.rows() + 1).min(PAGE_SLOTS)..]
+                .iter()
+                .all(|&k| k == KIND_EMPTY),
+            "no node below the page's bottom row"
+        );
         out.clear();
         out.push(PAGE_FORMAT);
         // The kinds are written once the slots are (a leaf's kind says whether it has a blob).
@@ -369,8 +489,8 @@ impl Page {
             kinds[i / 4] |= code << (2 * (i % 4));
         }
         out[1..1 + KIND_BYTES].copy_from_slice(&kinds);
-        for index in 0..64 {
-            if self.kinds[PAGE_SLOTS - 64 + index] == KIND_INTERNAL {
+        for index in 0..id.bottom_width() {
+            if self.kinds[id.bottom_slot(index)] == KIND_INTERNAL {
                 let loc = child(index).ok_or_else(|| {
                     Error::corrupt(
                         "trie",
@@ -412,8 +532,13 @@ impl Page {
             *at += 32;
             Ok(h)
         };
+        // The slots of the page's rows (all 126 but in a top page of fewer trie levels).
+        let used = bottom(id.rows() + 1).min(PAGE_SLOTS);
         for i in 0..PAGE_SLOTS {
             let code = (bytes[1 + i / 4] >> (2 * (i % 4))) & 3;
+            if code != KIND_EMPTY && i >= used {
+                return Err(bad("a node below the page's bottom row"));
+            }
             if code != KIND_EMPTY && i >= 2 && page.kinds[(i - 2) / 2] != KIND_INTERNAL {
                 return Err(bad("a node below a slot that is not internal"));
             }
@@ -460,8 +585,8 @@ impl Page {
         if (bytes[KIND_BYTES] >> 4) != 0 {
             return Err(bad("padding bits set"));
         }
-        for index in 0..64 {
-            if page.kinds[PAGE_SLOTS - 64 + index] == KIND_INTERNAL {
+        for index in 0..id.bottom_width() {
+            if page.kinds[id.bottom_slot(index)] == KIND_INTERNAL {
                 let loc = bytes
                     .get(at..at + LOC_BYTES)
                     .ok_or_else(|| bad("truncated"))?;
@@ -480,7 +605,7 @@ impl Page {
 pub(super) fn slot_position(id: &PageId, i: usize) -> (usize, Hash) {
     let rel = (usize::BITS - (i + 2).leading_zeros() - 1) as usize; // floor(log2(i + 2))
     let bits = i + 2 - (1 << rel);
-    let base = id.level() * PAGE_DEPTH;
+    let base = id.base();
     let mut path = id.prefix;
     for j in 0..rel {
         path = with_bit(&path, base + j, (bits >> (rel - 1 - j)) & 1 == 1);
@@ -494,10 +619,10 @@ pub(super) fn child_pages<'a>(
     id: &'a PageId,
     page: &'a Page,
 ) -> impl Iterator<Item = (PageId, Hash, Option<PageLoc>)> + 'a {
-    (0..64).filter_map(move |index| match page.node(PAGE_SLOTS - 64 + index) {
+    (0..id.bottom_width()).filter_map(move |index| match page.node(id.bottom_slot(index)) {
         Node::Internal(h) => {
-            let (_, path) = slot_position(id, PAGE_SLOTS - 64 + index);
-            Some((PageId::on_path(&path, id.level() + 1), h, page.child(index)))
+            let (_, path) = slot_position(id, id.bottom_slot(index));
+            Some((id.at_level(&path, id.level() + 1), h, page.child(index)))
         }
         _ => None,
     })
@@ -510,21 +635,59 @@ mod tests {
 
     #[test]
     fn page_ids_and_slots() {
+        let g = Geometry::DEFAULT;
         let mut path = ZERO;
         path[0] = 0b1011_0110;
         path[1] = 0b0100_0000;
-        assert_eq!(slot(1, &path), 1); // depth 1, bit 1
-        assert_eq!(slot(2, &path), 2 + 2); // bits 10
-        assert_eq!(slot(6, &path), 62 + 0b101101);
-        assert_eq!(slot(7, &path), 1); // page level 1, relative depth 1, bit 6 = 1
-        let id = PageId::on_path(&path, 1);
+        assert_eq!(slot(g, 1, &path), 1); // depth 1, bit 1
+        assert_eq!(slot(g, 2, &path), 2 + 2); // bits 10
+        assert_eq!(slot(g, 6, &path), 62 + 0b101101);
+        assert_eq!(slot(g, 7, &path), 1); // page level 1, relative depth 1, bit 6 = 1
+        let id = PageId::on_path(g, &path, 1);
         assert_eq!(id.key(), vec![1, 0b1011_0100]);
-        assert_eq!(PageId::from_key(&id.key()), Some(id));
-        assert_eq!(PageId::from_key(&[1, 0b1011_0101]), None); // bits past the prefix
-        assert_eq!(PageId::from_key(&[43]), None);
+        assert_eq!(PageId::from_key(g, &id.key()), Some(id));
+        assert_eq!(PageId::from_key(g, &[1, 0b1011_0101]), None); // bits past the prefix
+        assert_eq!(PageId::from_key(g, &[43]), None);
         for i in 0..PAGE_SLOTS {
             let (depth, p) = slot_position(&id, i);
-            assert_eq!(slot(depth, &p), i);
+            assert_eq!(slot(g, depth, &p), i);
+        }
+    }
+
+    /// With a top page of `t` trie levels, page levels begin at depths 0, t, t + 6, …: every
+    /// depth's node has one page and slot, and a page's bottom row, parent and key agree.
+    #[test]
+    fn geometries_place_every_depth_once() {
+        assert_eq!(Geometry::new(0), None);
+        assert_eq!(Geometry::new(7), None);
+        assert_eq!(Geometry::DEFAULT.levels(), 43);
+        let mut path = ZERO;
+        for (i, b) in path.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(37) ^ 0xA5;
+        }
+        for top in 1..=6u8 {
+            let g = Geometry::new(top).unwrap();
+            assert_eq!(g.levels(), 1 + (256 - top as usize).div_ceil(6));
+            assert!(g.base(g.levels() - 1) < 256 && g.base(g.levels() - 1) + 6 >= 256);
+            for depth in 1..=256 {
+                let level = g.level_of(depth);
+                let id = PageId::on_path(g, &path, level);
+                let rel = depth - id.base();
+                assert!((1..=id.rows()).contains(&rel), "top {top}, depth {depth}");
+                assert_eq!(g.is_base(depth), rel == id.rows());
+                let at = slot(g, depth, &path);
+                assert_eq!(slot_position(&id, at), (depth, mask(&path, depth)));
+                if rel == id.rows() {
+                    assert!(at >= id.bottom_slot(0) && at < id.bottom_slot(id.bottom_width()));
+                }
+                assert_eq!(PageId::from_key(g, &id.key()), Some(id));
+                if let Some((parent, index)) = id.parent() {
+                    assert_eq!(parent.level() + 1, level);
+                    let (d, p) = slot_position(&parent, parent.bottom_slot(index));
+                    assert_eq!(d, id.base());
+                    assert_eq!(parent.at_level(&p, level), id);
+                }
+            }
         }
     }
 
@@ -550,7 +713,7 @@ mod tests {
         let mut leaves = 0;
         for (_, key, bytes) in &records {
             assert_eq!(bytes[0], PAGE_FORMAT_V2);
-            let id = PageId::from_key(key).unwrap();
+            let id = PageId::from_key(Geometry::DEFAULT, key).unwrap();
             let page = Page::decode(kind, &id, bytes).unwrap();
             let retained = state.retained.get(&id).unwrap();
             assert_eq!(page.kinds, retained.kinds);
@@ -558,7 +721,7 @@ mod tests {
             assert_eq!(page.leaves, retained.leaves);
             leaves += page.leaves.len();
             // Format 3 holds the same page in fewer bytes, and reads back the same.
-            let again = page.encode().unwrap();
+            let again = page.encode(&id).unwrap();
             assert_eq!(again[0], PAGE_FORMAT);
             assert!(again.len() < bytes.len() || page.leaves.is_empty());
             assert_eq!(Page::decode(kind, &id, &again).unwrap(), page);
@@ -581,7 +744,7 @@ mod tests {
     #[test]
     fn leaves_with_and_without_blobs_encode_once() {
         let kind = HashKind::Sha256;
-        let id = PageId::on_path(&ZERO, 1);
+        let id = PageId::on_path(Geometry::DEFAULT, &ZERO, 1);
         // Slots 0 and 1 (bit 6 of the path 0 and 1; bits 0 to 5 zero, the page's prefix): two
         // leaves under the page's parent, the second with a blob.
         let leaf = |b: u8, blob: Hash| Leaf {
@@ -593,7 +756,7 @@ mod tests {
         let mut page = Page::empty();
         assert!(page.set(0, Node::leaf(kind, a)));
         assert!(page.set(1, Node::leaf(kind, b)));
-        let bytes = page.encode().unwrap();
+        let bytes = page.encode(&id).unwrap();
         assert_eq!(bytes.len(), 1 + KIND_BYTES + 64 + 96);
         assert_eq!(bytes[1] & 0b1111, KIND_LEAF | (KIND_LEAF_BLOB << 2));
         let decoded = Page::decode(kind, &id, &bytes).unwrap();

@@ -7,7 +7,7 @@ use cairn_proof::{Hash, ProofNode, ProofWriter, ZERO};
 use crate::error::{Error, Result};
 
 use super::load::Loaded;
-use super::page::{slot, with_bit, Node, PageId, PAGE_DEPTH};
+use super::page::{slot, with_bit, Node, PageId};
 use super::TrieState;
 
 /// A multiproof for sorted, distinct key paths, from pages loaded with [`load_paths`].
@@ -48,7 +48,8 @@ pub(super) struct Reader<'a> {
 
 impl Reader<'_> {
     pub(super) fn node(&self, depth: usize, path: &Hash) -> Result<Node> {
-        let id = PageId::on_path(path, (depth - 1) / PAGE_DEPTH);
+        let geometry = self.state.geometry;
+        let id = PageId::on_path(geometry, path, geometry.level_of(depth));
         let page = match self.loaded.pages.get(&id) {
             Some(p) => p,
             None => match self.state.retained.get(&id) {
@@ -61,7 +62,7 @@ impl Reader<'_> {
                 }
             },
         };
-        Ok(page.node(slot(depth, path)))
+        Ok(page.node(slot(geometry, depth, path)))
     }
 
     fn prove(

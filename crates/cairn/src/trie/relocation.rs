@@ -10,7 +10,7 @@ use crate::pagelog::{self, PageLoc};
 
 use super::commit_work::{deepest_first, write_pages};
 use super::load::{check_top, child_loc, first_missing, read_missing, Loaded};
-use super::page::{Node, Page, PageId, PageIdHash, PAGE_SLOTS};
+use super::page::{Node, Page, PageId, PageIdHash};
 use super::{PageStore, TrieState};
 
 /// Moves this version's pages out of some records of a segment (`records`, as
@@ -31,7 +31,7 @@ pub(crate) fn relocate(
     let mut loaded = Loaded::new();
     let mut candidates = Vec::new();
     for (loc, key, bytes) in records {
-        let id = PageId::from_key(&key)
+        let id = PageId::from_key(state.geometry, &key)
             .ok_or_else(|| Error::corrupt("page log record", "a key that names no page"))?;
         if id.level() >= state.retained_levels {
             candidates.push((id, loc, bytes));
@@ -63,7 +63,7 @@ pub(crate) fn relocate(
         if parent_page.child(index) != Some(loc) {
             continue;
         }
-        let hash = match parent_page.node(PAGE_SLOTS - 64 + index) {
+        let hash = match parent_page.node(parent.bottom_slot(index)) {
             Node::Internal(h) => h,
             _ => {
                 return Err(Error::corrupt(
