@@ -1012,6 +1012,11 @@ pub struct AuthArgs {
     /// 6). With `--cairn-retained-mib`, where the pages below the retained levels begin.
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u8).range(1..=6))]
     pub cairn_top_page_depth: u8,
+    /// Cairn: warm up with `Table::prefetch`, which returns once the pages are loaded, instead
+    /// of `Table::warm_up`, which loads them on a thread of its own while the commit's updates
+    /// are written (NOMT's warm-up is of the second kind).
+    #[arg(long)]
+    pub cairn_inline_warm_up: bool,
     /// Run each engine as a child process in a memory cgroup of its own with this limit (e.g.
     /// 1G), page cache included, after dropping the page cache; without cgroup support each
     /// child says so and goes on unlimited.

@@ -159,11 +159,12 @@ const CLEAN_SCAN_MIN_BYTES: u64 = 1 << 20;
 const CLEAN_SCAN_MIN_BYTES: u64 = 16 << 10;
 
 /// A table's trie: its current version, the session it reads pages from, pages prefetched
-/// for the next commit.
+/// for the next commit (and a warm-up still loading more on a thread of its own).
 pub(crate) struct Auth {
     pub(crate) trie: TrieState,
     session: Arc<SessionCore>,
     prefetched: Loaded,
+    warming: Option<Warming>,
     stats: AuthStats,
     /// Per stream: the segment being emptied of the version's pages, and where in it the next
     /// commit goes on (where the last piece stopped: the end of a record or of the padding
@@ -173,6 +174,26 @@ pub(crate) struct Auth {
     /// record and two partial blocks: a fresh one each time cost a tenth of a commit in zeroing
     /// and page faults).
     scan_buf: Vec<u8>,
+}
+
+impl Drop for Auth {
+    /// A warm-up still reading is waited for (its reads are bounded), so that no thread of the
+    /// table outlives it.
+    fn drop(&mut self) {
+        if let Some(warming) = self.warming.take() {
+            let _ = warming.handle.join();
+        }
+    }
+}
+
+/// A warm-up loading pages on a thread of its own ([`Auth::warm_up`]): the pages prefetched
+/// before it, and what it read, come back when it is joined ([`Auth::settle_warm_up`]).
+struct Warming {
+    /// The version whose pages it reads.
+    version: u64,
+    /// The prefetched pages' counters when it started (its own reads are the difference).
+    before: (u64, u64, u64),
+    handle: std::thread::JoinHandle<(Loaded, Result<()>, Duration)>,
 }
 
 impl std::fmt::Debug for Auth {
@@ -225,6 +246,7 @@ impl Auth {
             trie: TrieState::new(config.hash, geometry(config), config.retained_levels()),
             session,
             prefetched: Loaded::new(),
+            warming: None,
             stats: AuthStats::default(),
             cleaning: [None, None],
             scan_buf: Vec::new(),
@@ -257,6 +279,7 @@ impl Auth {
             trie,
             session,
             prefetched: Loaded::new(),
+            warming: None,
             cleaning: [None, None],
             scan_buf: Vec::new(),
             stats: AuthStats {
@@ -328,6 +351,7 @@ impl Auth {
             trie: self.trie.clone(),
             session: self.session.clone(),
             prefetched: Loaded::new(),
+            warming: None,
             cleaning: [None, None],
             scan_buf: Vec::new(),
             stats: AuthStats {
@@ -340,6 +364,7 @@ impl Auth {
     /// Lets go of everything the trie holds: its segments (removed once no other version
     /// reaches them), retained and prefetched pages.
     pub(crate) fn close(&mut self) {
+        self.settle_warm_up();
         let kind = self.trie.kind;
         self.trie = TrieState::new(kind, self.trie.geometry, self.trie.retained_levels);
         self.prefetched = Loaded::new();
@@ -401,6 +426,10 @@ impl Auth {
         if changes.is_empty() {
             return Ok(self.current());
         }
+        // Waiting for a warm-up is waiting for page reads.
+        let waited = Instant::now();
+        self.settle_warm_up();
+        self.stats.time.page_reads += waited.elapsed();
         let mut loaded = std::mem::replace(&mut self.prefetched, Loaded::new());
         // What a prefetch already counted of `loaded` is not this commit's.
         let (reads, hashes, read_bytes, read_time) = (
@@ -517,8 +546,57 @@ impl Auth {
         Ok(())
     }
 
+    /// Starts loading the pages the key paths pass through, for the next commit, on a thread
+    /// of its own, and returns at once: the next commit (or prefetch, or close) waits for it
+    /// ([`Auth::settle_warm_up`]). A warm-up still running is waited for first. Its errors are
+    /// not reported: a page it could not read is read again by the commit, which reports its
+    /// own. Cost here: one thread started (it reads as [`Auth::prefetch`] does).
+    pub(crate) fn warm_up(&mut self, paths: Vec<Hash>) {
+        self.settle_warm_up();
+        let mut loaded = std::mem::replace(&mut self.prefetched, Loaded::new());
+        let before = (loaded.reads, loaded.hashes, loaded.read_bytes);
+        let trie = self.trie.clone(); // O(1): its maps are shared
+        let session = self.session.clone();
+        let handle = std::thread::spawn(move || {
+            let started = Instant::now();
+            let result = trie::load_paths_in_halves(&trie, &mut loaded, &store(&session), &paths);
+            (loaded, result, started.elapsed())
+        });
+        self.warming = Some(Warming {
+            version: self.trie.version,
+            before,
+            handle,
+        });
+    }
+
+    /// Waits for a warm-up started by [`Auth::warm_up`], if one is, and keeps what it loaded
+    /// for the next commit (if the version is still the one it read; every page it holds was
+    /// checked against its parent, even if a later read failed).
+    fn settle_warm_up(&mut self) {
+        let Some(warming) = self.warming.take() else {
+            return;
+        };
+        let (loaded, result, elapsed) = warming
+            .handle
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        if let Err(e) = result {
+            log::debug!("a warm-up's reads failed (the commit reads again): {e}");
+        }
+        if warming.version != self.trie.version {
+            return;
+        }
+        let (reads, hashes, bytes) = warming.before;
+        self.stats.time.prefetch += elapsed;
+        self.stats.pages_read += loaded.reads - reads;
+        self.stats.hashes += loaded.hashes - hashes;
+        self.stats.page_bytes_read += loaded.read_bytes - bytes;
+        self.prefetched = loaded;
+    }
+
     /// Loads the pages the key paths pass through, for the next commit (or proof).
     pub(crate) fn prefetch(&mut self, paths: &[Hash]) -> Result<()> {
+        self.settle_warm_up();
         let (reads, hashes, bytes) = (
             self.prefetched.reads,
             self.prefetched.hashes,

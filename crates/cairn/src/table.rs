@@ -604,6 +604,22 @@ impl Table {
         self.lsm.prefetch(keys)
     }
 
+    /// [`Table::prefetch`] on a thread of its own: starts loading the trie pages a commit of
+    /// `keys` will touch and returns at once, so that the reads overlap whatever the caller
+    /// does next (applying a block's updates, writing them to the log) as NOMT's warm-up
+    /// does. The next commit waits for what is still loading (so does a `prefetch`, another
+    /// warm-up, or closing the table); a proof does not use the pages. The warm-up's read
+    /// errors are not reported: the commit reads again whatever it did not load, and reports
+    /// its own.
+    ///
+    /// Cost here: the keys' paths hashed and sorted, one thread started. Memory: the pages
+    /// loaded, until the commit.
+    ///
+    /// Errors: as [`Table::prove`] (a key too long, a closed or broken table, a plain table).
+    pub fn warm_up<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<()> {
+        self.lsm.warm_up(keys)
+    }
+
     /// A proof opening every trie node above depth `levels` (1 to 32) of the latest commit: what
     /// a verifier keeps as a [`cairn_proof::TopWitness`] so that proofs compacted with
     /// [`Proof::compact`] can omit those levels. Cost: O(2^levels) nodes.

@@ -297,6 +297,62 @@ fn updates_alone_read_no_page_and_a_prefetched_commit_reads_nothing() {
     assert_ne!(second.root, first.root);
 }
 
+/// `Table::warm_up` loads on a thread of its own what `Table::prefetch` loads: the same
+/// pages read, the same root, and a commit that reads nothing more; warm-ups in a row, a
+/// prefetch after one, and a table dropped while one runs all wait for it.
+#[test]
+fn a_warm_up_in_the_background_loads_what_a_prefetch_does() {
+    let fs = MemFs::new();
+    let session = session_in(&fs);
+    let config = config(HashKind::Sha256, 20_000, MergeSchedule::Incremental, 0);
+    let keys: Vec<Vec<u8>> = (0..5_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"v"[..])).collect();
+    let warmed = session.new_table(config.clone()).unwrap();
+    let prefetched = session.new_table(config.clone()).unwrap();
+    for table in [&warmed, &prefetched] {
+        table.inserts(&pairs).unwrap();
+        table.commit().unwrap();
+    }
+    let changed: Vec<(&[u8], &[u8])> = keys[..700].iter().map(|k| (&k[..], &b"w"[..])).collect();
+    let (w0, p0) = (
+        warmed.auth_stats().unwrap(),
+        prefetched.auth_stats().unwrap(),
+    );
+    // Warm-ups in a row: the second waits for the first; each key's pages are read once.
+    warmed.warm_up(&keys[..300]).unwrap();
+    warmed.warm_up(&keys[300..700]).unwrap();
+    prefetched.prefetch(&keys[..700]).unwrap();
+    for table in [&warmed, &prefetched] {
+        table.inserts(&changed).unwrap();
+    }
+    let (a, b) = (warmed.commit().unwrap(), prefetched.commit().unwrap());
+    assert_eq!(a, b, "the same version and root");
+    let (w1, p1) = (
+        warmed.auth_stats().unwrap(),
+        prefetched.auth_stats().unwrap(),
+    );
+    assert!(p1.pages_read > p0.pages_read);
+    assert_eq!(
+        w1.pages_read - w0.pages_read,
+        p1.pages_read - p0.pages_read,
+        "a warmed-up commit reads no page the warm-up did not"
+    );
+    assert_eq!(w1.hashes - w0.hashes, p1.hashes - p0.hashes);
+    // A prefetch after a warm-up waits for it, and a table dropped or closed while a warm-up
+    // runs waits too.
+    warmed.warm_up(&keys[1000..2000]).unwrap();
+    warmed.prefetch(&keys[2000..2100]).unwrap();
+    warmed.warm_up(&keys[3000..4000]).unwrap();
+    let copy = warmed.duplicate().unwrap();
+    copy.warm_up(&keys[..4000]).unwrap();
+    drop(copy);
+    warmed.close();
+    // Errors are the caller's: a key too long, a plain table.
+    assert!(prefetched.warm_up(&[vec![0u8; 5000]]).is_err());
+    let plain = session.new_table(TableConfig::default()).unwrap();
+    assert!(plain.warm_up(&keys[..3]).is_err());
+}
+
 #[test]
 fn plain_tables_refuse_trie_operations() {
     let fs = MemFs::new();

@@ -77,6 +77,9 @@ pub struct CairnAuth {
     log_time: Duration,
     /// Of `log_time`, the log's fsyncs (the breakdown's `log_sync_ms`).
     log_sync_time: Duration,
+    /// Whether warm-ups load the pages before returning (`Table::prefetch`) rather than on a
+    /// thread of their own (`Table::warm_up`).
+    inline_warm_up: bool,
 }
 
 impl CairnAuth {
@@ -110,6 +113,7 @@ impl CairnAuth {
             kind,
             log_time: Duration::ZERO,
             log_sync_time: Duration::ZERO,
+            inline_warm_up: args.cairn_inline_warm_up,
         })
     }
 }
@@ -197,9 +201,11 @@ impl AuthEngine for CairnAuth {
         if self.kind.is_none() {
             return Ok(());
         }
-        self.table
-            .prefetch(keys)
-            .context(|| "prefetching".to_string())
+        match self.inline_warm_up {
+            true => self.table.prefetch(keys),
+            false => self.table.warm_up(keys),
+        }
+        .context(|| "warming up".to_string())
     }
 
     fn commit(&mut self, changes: &[Change]) -> Result<[u8; 32], Failure> {

@@ -1270,6 +1270,7 @@ mod tests {
             nomt_leaf_cache_mib: 16,
             cairn_retained_mib: 20,
             cairn_top_page_depth: 6,
+            cairn_inline_warm_up: false,
             memory_limit: None,
             child_engine: None,
             child_json: None,

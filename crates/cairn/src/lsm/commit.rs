@@ -130,6 +130,13 @@ impl Lsm {
         auth.prefetch(&paths)
     }
 
+    /// The work of [`crate::Table::warm_up`] (its doc gives the costs and errors).
+    pub(crate) fn warm_up<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<()> {
+        let (mut auth, paths) = self.key_paths(keys)?;
+        auth.warm_up(paths);
+        Ok(())
+    }
+
     /// The work of [`crate::Table::top_witness`] (its doc gives the costs and errors).
     pub(crate) fn top_witness(&self, levels: u8) -> Result<Proof> {
         let mut auth = self.auth()?;

@@ -69,7 +69,7 @@ pub(crate) fn commit(
         .copied()
         .collect();
     let started = Instant::now();
-    write_pages(state, loaded, store, &stored)?;
+    write_pages(state, loaded, store, &stored, &HashMap::default())?;
     loaded.write_time += started.elapsed();
     for id in dirty {
         if id.level() < state.retained_levels
@@ -227,14 +227,16 @@ pub(super) fn deepest_first(a: &PageId, b: &PageId) -> std::cmp::Ordering {
     b.level().cmp(&a.level()).then(a.cmp(b))
 }
 
-/// Appends pages `ids` (deepest first, below the retained levels, from `loaded`; an empty or
-/// absent page is removed), pointing each parent at its page's new record, and moves the
-/// version's accounting from the old records to the new ones.
+/// Appends pages `ids` (deepest first, below the retained levels: each page's bytes from
+/// `unchanged` as they are, or encoded from `loaded`; an empty or absent page is removed),
+/// pointing each parent at its page's new record, and moves the version's accounting from the
+/// old records to the new ones.
 pub(super) fn write_pages(
     state: &mut TrieState,
     loaded: &mut Loaded,
     store: &dyn PageStore,
     ids: &[PageId],
+    unchanged: &HashMap<PageId, Vec<u8>, PageIdHash>,
 ) -> Result<()> {
     if ids.is_empty() {
         return Ok(());
@@ -246,18 +248,25 @@ pub(super) fn write_pages(
     let mut bytes = Vec::with_capacity(2 * pagelog::HEADER_BYTES as usize);
     for id in ids {
         debug_assert!(id.level() >= retained_levels);
-        let new = match loaded.pages.get(id) {
-            Some(page) if !page.is_empty() => {
-                let stream = match id.level() == retained_levels {
-                    true => Stream::Near,
-                    false => Stream::Deep,
-                };
+        let stream = match id.level() == retained_levels {
+            true => Stream::Near,
+            false => Stream::Deep,
+        };
+        let encoded = match (unchanged.get(id), loaded.pages.get(id)) {
+            (Some(record), _) => Some(&record[..]),
+            (None, Some(page)) if !page.is_empty() => {
                 page.encode_into(id, &mut bytes, |index| page.child(index))?;
-                let loc = appender.push(stream, &id.key(), &bytes)?;
+                Some(&bytes[..])
+            }
+            _ => None,
+        };
+        let new = match encoded {
+            Some(page) => {
+                let loc = appender.push(stream, &id.key(), page)?;
                 loaded.appended[stream as usize] += pagelog::record_bytes(&loc);
                 Some(loc)
             }
-            _ => None,
+            None => None,
         };
         released.extend(loaded.locs.get(id).copied());
         added.extend(new);

@@ -1,7 +1,7 @@
 //! Moving a version's pages out of records of a segment the page log cleans: each live record
 //! is appended again, with the pages above it whose pointers change.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use cairn_proof::Hash;
 
@@ -55,6 +55,8 @@ pub(crate) fn relocate(
         read_missing(state, &mut loaded, store, missing)?;
     }
     let mut dirty: HashSet<PageId, PageIdHash> = HashSet::default();
+    // The live records, with the hash of the node each hangs below.
+    let mut live: Vec<(PageId, Hash, Vec<u8>)> = Vec::new();
     for (id, loc, bytes) in candidates {
         let (parent, index) = id.parent().expect("a page below the retained levels");
         let Some(parent_page) = state.page(&loaded, &parent) else {
@@ -72,11 +74,8 @@ pub(crate) fn relocate(
                 ))
             }
         };
-        if let std::collections::hash_map::Entry::Vacant(slot) = loaded.pages.entry(id) {
-            let page = Page::decode(state.kind, &id, &bytes)?;
-            check_top(state.kind, &id, &page, &hash)?;
-            slot.insert(page);
-            loaded.locs.insert(id, loc);
+        if loaded.locs.insert(id, loc).is_none() {
+            live.push((id, hash, bytes));
         }
         let mut up = Some(id);
         while let Some(page) = up.filter(|p| p.level() >= state.retained_levels) {
@@ -86,8 +85,26 @@ pub(crate) fn relocate(
             up = page.parent().map(|(p, _)| p);
         }
     }
+    // A live page whose pointers do not change (no other page moved hangs below it) moves as
+    // the bytes it was read as: its record's checksum, key and place (its parent names it)
+    // are checked already, and decoding it would only hash its leaves again. Any other is
+    // decoded, checked against its parent and encoded with its children's new pointers.
+    let parents: HashSet<PageId, PageIdHash> = dirty
+        .iter()
+        .filter_map(|id| id.parent().map(|(parent, _)| parent))
+        .collect();
+    let mut unchanged: HashMap<PageId, Vec<u8>, PageIdHash> = HashMap::default();
+    for (id, hash, bytes) in live {
+        if parents.contains(&id) {
+            let page = Page::decode(state.kind, &id, &bytes)?;
+            check_top(state.kind, &id, &page, &hash)?;
+            loaded.pages.insert(id, page);
+        } else {
+            unchanged.insert(id, bytes);
+        }
+    }
     let mut dirty: Vec<PageId> = dirty.into_iter().collect();
     dirty.sort_by(deepest_first);
-    write_pages(state, &mut loaded, store, &dirty)?;
+    write_pages(state, &mut loaded, store, &dirty, &unchanged)?;
     Ok((dirty.len() as u64, loaded.read_bytes))
 }
