@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use cairn::cairn_proof::{root_of, Claim};
-use cairn::fs::MemFs;
+use cairn::fs::{FaultPlan, FsOp, MemFs};
 use cairn::{AuthConfig, Error, HashKind, MergeSchedule, Resolve, Table, TableConfig, Update};
 use common::session_in;
 use proptest::prelude::*;
@@ -62,6 +62,8 @@ enum Op {
     Duplicate,
     Prove(Vec<u16>),
     Prefetch(Vec<u16>),
+    /// A warm-up on a thread of its own; the updates after it race its reads.
+    WarmUp(Vec<u16>),
     /// Save a snapshot, open it, and go on with the opened table.
     Snapshot,
     /// An incremental union of the current table with the oldest kept one, paid in a random
@@ -80,6 +82,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Duplicate),
         1 => prop::collection::vec(0u16..320, 1..12).prop_map(Op::Prove),
         1 => prop::collection::vec(0u16..320, 1..12).prop_map(Op::Prefetch),
+        1 => prop::collection::vec(0u16..320, 1..12).prop_map(Op::WarmUp),
         1 => Just(Op::Snapshot),
         1 => (1u8..4).prop_map(Op::Union),
     ]
@@ -236,6 +239,10 @@ proptest! {
                     let keys: Vec<Vec<u8>> = keys.iter().map(|&k| key(k)).collect();
                     table.prefetch(&keys).unwrap();
                 }
+                Op::WarmUp(keys) => {
+                    let keys: Vec<Vec<u8>> = keys.iter().map(|&k| key(k)).collect();
+                    table.warm_up(&keys).unwrap();
+                }
                 update => apply(&table, &mut model, update),
             }
         }
@@ -351,6 +358,51 @@ fn a_warm_up_in_the_background_loads_what_a_prefetch_does() {
     assert!(prefetched.warm_up(&[vec![0u8; 5000]]).is_err());
     let plain = session.new_table(TableConfig::default()).unwrap();
     assert!(plain.warm_up(&keys[..3]).is_err());
+}
+
+/// A warm-up whose page reads fail (injected by the simulated file system) reports nothing and
+/// changes nothing: the commit after it reads what the warm-up could not and gives the root a
+/// table without warm-up gives. A commit whose own reads fail after such a warm-up reports it,
+/// as a typed error.
+#[test]
+fn a_warm_up_whose_reads_fail_leaves_the_commit_exact() {
+    let fs = MemFs::new();
+    let session = session_in(&fs);
+    let config = config(HashKind::Sha256, 20_000, MergeSchedule::Incremental, 0);
+    let keys: Vec<Vec<u8>> = (0..5_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"v"[..])).collect();
+    let warmed = session.new_table(config.clone()).unwrap();
+    let cold = session.new_table(config.clone()).unwrap();
+    for table in [&warmed, &cold] {
+        table.inserts(&pairs).unwrap();
+        table.commit().unwrap();
+    }
+    let reads_fail = || {
+        let mut plan = FaultPlan::noisy(7, 1.0);
+        plan.ops = vec![FsOp::Read];
+        fs.set_fault_plan(Some(plan));
+    };
+    let before = warmed.auth_stats().unwrap();
+    reads_fail();
+    warmed.warm_up(&keys[..700]).unwrap();
+    warmed.prefetch::<&[u8]>(&[]).unwrap(); // waits for the warm-up, reads nothing
+    fs.set_fault_plan(None);
+    let changed: Vec<(&[u8], &[u8])> = keys[..700].iter().map(|k| (&k[..], &b"w"[..])).collect();
+    for table in [&warmed, &cold] {
+        table.inserts(&changed).unwrap();
+    }
+    assert_eq!(warmed.commit().unwrap(), cold.commit().unwrap());
+    assert!(warmed.auth_stats().unwrap().pages_read > before.pages_read);
+    // The reads fail for the warm-up and the commit alike: the commit says so.
+    reads_fail();
+    warmed.warm_up(&keys[1000..1700]).unwrap();
+    warmed.inserts(&pairs[1000..1700]).unwrap();
+    let failed = warmed.commit();
+    fs.set_fault_plan(None);
+    assert!(
+        matches!(failed, Err(Error::Io { .. }) | Err(Error::TableBroken(_))),
+        "{failed:?}"
+    );
 }
 
 #[test]
