@@ -304,22 +304,29 @@ fn updates_alone_read_no_page_and_a_prefetched_commit_reads_nothing() {
     assert_ne!(second.root, first.root);
 }
 
+/// A session on `fs` with two authenticated tables of the same 5,000 committed keys (no
+/// retained levels: every page is read from the page log), and the keys.
+fn two_loaded_tables(fs: &MemFs) -> (cairn::Session, Vec<Vec<u8>>, Table, Table) {
+    let session = session_in(fs);
+    let config = config(HashKind::Sha256, 20_000, MergeSchedule::Incremental, 0);
+    let keys: Vec<Vec<u8>> = (0..5_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"v"[..])).collect();
+    let a = session.new_table(config.clone()).unwrap();
+    let b = session.new_table(config).unwrap();
+    for table in [&a, &b] {
+        table.inserts(&pairs).unwrap();
+        table.commit().unwrap();
+    }
+    (session, keys, a, b)
+}
+
 /// `Table::warm_up` loads on a thread of its own what `Table::prefetch` loads: the same
 /// pages read, the same root, and a commit that reads nothing more; warm-ups in a row, a
 /// prefetch after one, and a table dropped while one runs all wait for it.
 #[test]
 fn a_warm_up_in_the_background_loads_what_a_prefetch_does() {
     let fs = MemFs::new();
-    let session = session_in(&fs);
-    let config = config(HashKind::Sha256, 20_000, MergeSchedule::Incremental, 0);
-    let keys: Vec<Vec<u8>> = (0..5_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
-    let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"v"[..])).collect();
-    let warmed = session.new_table(config.clone()).unwrap();
-    let prefetched = session.new_table(config.clone()).unwrap();
-    for table in [&warmed, &prefetched] {
-        table.inserts(&pairs).unwrap();
-        table.commit().unwrap();
-    }
+    let (session, keys, warmed, prefetched) = two_loaded_tables(&fs);
     let changed: Vec<(&[u8], &[u8])> = keys[..700].iter().map(|k| (&k[..], &b"w"[..])).collect();
     let (w0, p0) = (
         warmed.auth_stats().unwrap(),
@@ -367,16 +374,8 @@ fn a_warm_up_in_the_background_loads_what_a_prefetch_does() {
 #[test]
 fn a_warm_up_whose_reads_fail_leaves_the_commit_exact() {
     let fs = MemFs::new();
-    let session = session_in(&fs);
-    let config = config(HashKind::Sha256, 20_000, MergeSchedule::Incremental, 0);
-    let keys: Vec<Vec<u8>> = (0..5_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    let (_session, keys, warmed, cold) = two_loaded_tables(&fs);
     let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"v"[..])).collect();
-    let warmed = session.new_table(config.clone()).unwrap();
-    let cold = session.new_table(config.clone()).unwrap();
-    for table in [&warmed, &cold] {
-        table.inserts(&pairs).unwrap();
-        table.commit().unwrap();
-    }
     let reads_fail = || {
         let mut plan = FaultPlan::noisy(7, 1.0);
         plan.ops = vec![FsOp::Read];

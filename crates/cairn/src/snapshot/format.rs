@@ -1105,20 +1105,21 @@ mod tests {
         assert_eq!(back.resolve, ResolveTag::Custom(None));
     }
 
-    #[test]
-    fn an_authenticated_table_is_an_extension() {
+    /// The sample's metadata as an authenticated table's, of `auth`, at `version`, its root an
+    /// internal node (kind 1) whose hash is `byte` repeated.
+    fn authenticated(auth: AuthConfig, version: u64, byte: u8) -> SnapshotMeta {
         let mut meta = sample();
-        meta.config.auth = Some(AuthConfig {
-            hash: HashKind::Blake3,
-            retained_bytes: 1 << 20,
-            top_page_depth: 6,
-        });
-        // An internal root node: kind 1 and its hash.
+        meta.config.auth = Some(auth);
         let mut root = vec![1u8];
-        root.extend_from_slice(&[0xAB; 32]);
-        meta.auth = Some(AuthMeta { version: 42, root });
+        root.extend_from_slice(&[byte; 32]);
+        meta.auth = Some(AuthMeta { version, root });
+        meta
+    }
+
+    /// `meta`'s bytes match golden file `name`, read back as `meta`, and refuse every bit flip.
+    fn pinned_and_checked(meta: &SnapshotMeta, name: &str) -> Vec<u8> {
         let bytes = meta.encode();
-        let golden = crate::golden::check_golden("snapshot-metadata-v2-auth.bin", &bytes);
+        let golden = crate::golden::check_golden(name, &bytes);
         let back = SnapshotMeta::decode(&golden).unwrap();
         assert_eq!(back.auth, meta.auth);
         assert_eq!(back.config.auth, meta.config.auth);
@@ -1128,6 +1129,20 @@ mod tests {
             b[bit / 8] ^= 1 << (bit % 8);
             assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
         }
+        bytes
+    }
+
+    #[test]
+    fn an_authenticated_table_is_an_extension() {
+        let auth = AuthConfig {
+            hash: HashKind::Blake3,
+            retained_bytes: 1 << 20,
+            top_page_depth: 6,
+        };
+        pinned_and_checked(
+            &authenticated(auth, 42, 0xAB),
+            "snapshot-metadata-v2-auth.bin",
+        );
     }
 
     /// A top page of fewer than six trie levels is an extension of its own (type 6), read
@@ -1135,25 +1150,13 @@ mod tests {
     /// refused without the auth extension, twice, or out of 1..=5.
     #[test]
     fn a_top_page_depth_is_an_extension() {
-        let mut meta = sample();
-        meta.config.auth = Some(AuthConfig {
+        let auth = AuthConfig {
             hash: HashKind::Sha256,
             retained_bytes: 160 << 20,
             top_page_depth: 3,
-        });
-        let mut root = vec![1u8];
-        root.extend_from_slice(&[0xCD; 32]);
-        meta.auth = Some(AuthMeta { version: 7, root });
-        let bytes = meta.encode();
-        let golden = crate::golden::check_golden("snapshot-metadata-v3-top-page.bin", &bytes);
-        let back = SnapshotMeta::decode(&golden).unwrap();
-        assert_eq!(back.config.auth, meta.config.auth);
-        assert_eq!(back.encode(), bytes);
-        for bit in 0..bytes.len() * 8 {
-            let mut b = bytes.clone();
-            b[bit / 8] ^= 1 << (bit % 8);
-            assert!(SnapshotMeta::decode(&b).is_err(), "bit {bit}");
-        }
+        };
+        let meta = authenticated(auth, 7, 0xCD);
+        let bytes = pinned_and_checked(&meta, "snapshot-metadata-v3-top-page.bin");
         // The default depth writes no extension: the bytes of before.
         let mut six = meta.clone();
         six.config.auth.as_mut().unwrap().top_page_depth = 6;
