@@ -550,23 +550,34 @@ impl Auth {
     /// of its own, and returns at once: the next commit (or prefetch, or close) waits for it
     /// ([`Auth::settle_warm_up`]). A warm-up still running is waited for first. Its errors are
     /// not reported: a page it could not read is read again by the commit, which reports its
-    /// own. Cost here: one thread started (it reads as [`Auth::prefetch`] does).
+    /// own; so is a thread that could not be started (no warm-up then). Cost here: one thread
+    /// started (it reads as [`Auth::prefetch`] does).
     pub(crate) fn warm_up(&mut self, paths: Vec<Hash>) {
         self.settle_warm_up();
         let mut loaded = std::mem::replace(&mut self.prefetched, Loaded::new());
         let before = (loaded.reads, loaded.hashes, loaded.read_bytes);
         let trie = self.trie.clone(); // O(1): its maps are shared
         let session = self.session.clone();
-        let handle = std::thread::spawn(move || {
-            let started = Instant::now();
-            let result = trie::load_paths_in_halves(&trie, &mut loaded, &store(&session), &paths);
-            (loaded, result, started.elapsed())
-        });
-        self.warming = Some(Warming {
-            version: self.trie.version,
-            before,
-            handle,
-        });
+        let spawned = std::thread::Builder::new()
+            .name("cairn-warm-up".into())
+            .spawn(move || {
+                let started = Instant::now();
+                let result =
+                    trie::load_paths_in_halves(&trie, &mut loaded, &store(&session), &paths);
+                (loaded, result, started.elapsed())
+            });
+        match spawned {
+            Ok(handle) => {
+                self.warming = Some(Warming {
+                    version: self.trie.version,
+                    before,
+                    handle,
+                })
+            }
+            // No thread to be had: no warm-up (the pages prefetched before it went with the
+            // closure; the commit reads whatever it needs).
+            Err(e) => log::debug!("a warm-up could not start a thread: {e}"),
+        }
     }
 
     /// Waits for a warm-up started by [`Auth::warm_up`], if one is, and keeps what it loaded
