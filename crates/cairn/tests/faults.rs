@@ -532,6 +532,34 @@ fn background_fault_case(seed: u64) -> bool {
     false
 }
 
+/// A case `noisy_faults_are_never_swallowed` found: an import whose read of the copied trie
+/// manifest failed went on as if the manifest did not decode (leaving the segment files their
+/// old names) and reported success. Kept as it was found.
+#[test]
+fn noisy_case_import_manifest_read_fails() {
+    let config = TableConfig::default()
+        .write_buffer_entries(1)
+        .merge_schedule(cairn::MergeSchedule::Incremental)
+        .bloom(cairn::BloomAlloc::BitsPerEntry(10.0))
+        .last_level_bloom(None)
+        .index(cairn::IndexType::Compact)
+        .disk_cache(cairn::DiskCachePolicy::All)
+        .merge_batch_size(1)
+        .resolve(cairn::Resolve::AddU64Le)
+        .auth(Some(
+            cairn::AuthConfig::default()
+                .hash(cairn::HashKind::Sha256)
+                .retained_bytes(0),
+        ))
+        .part_entries(None);
+    let steps: Vec<Step> = vec![
+        (Op::Delete(0), None, false),
+        (Op::Save(1), None, false),
+        (Op::ExportImport(1, 0), Some((233558721003163207, 3)), false),
+    ];
+    noisy_case(config, &steps).unwrap();
+}
+
 /// A case `power_loss_keeps_snapshots_whole` found (about one run in 50 of 500 cases failed
 /// before its fix): a delete of an authenticated table's snapshot failed at its fsync of
 /// `snapshots/`, the next open removed the renamed snapshot's files before making the rename

@@ -122,15 +122,19 @@ pub(crate) fn import(session: &SessionCore, name: &str, source: &Path) -> Result
 /// Gives the segment files of an imported snapshot's `trie/` fresh names (and says so in its
 /// manifest), so that they never stand in for the files of another snapshot that names the
 /// same segments: two copies of one segment may differ if a copy was damaged. Pointers keep
-/// naming segments by their own ids. A trie directory whose manifest does not decode is left
-/// as it is (opening the snapshot reports it).
+/// naming segments by their own ids. A trie directory whose manifest is missing or does not
+/// decode is left as it is (opening the snapshot reports it); a manifest that cannot be read
+/// fails the import.
 fn rename_trie_files(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<()> {
     if !fs.is_dir(dir)? {
         return Ok(());
     }
     let manifest_path = dir.join(pagelog::MANIFEST_NAME);
-    let Ok(mut manifest) = read_all(&**fs, &manifest_path).and_then(|b| Manifest::decode(&b))
-    else {
+    if !fs.exists(&manifest_path)? {
+        return Ok(()); // reported when the snapshot is opened
+    }
+    // A failed read is this import's error; only contents that do not decode are left.
+    let Ok(mut manifest) = Manifest::decode(&read_all(&**fs, &manifest_path)?) else {
         return Ok(());
     };
     for entry in &mut manifest.segments {
