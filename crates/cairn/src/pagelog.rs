@@ -43,7 +43,7 @@ const FORMAT: u32 = 1;
 /// Bytes of a segment's header block; records start after it.
 pub(crate) const HEADER_BYTES: u64 = ALIGN_BYTES as u64;
 /// Bytes of a record's header: body length (u32) and CRC32C of the body (u32).
-const RECORD_HEADER_BYTES: usize = 8;
+pub(crate) const RECORD_HEADER_BYTES: usize = 8;
 /// Longest record body: a page key and the largest page (64 leaves and their pointers) fit.
 pub(crate) const RECORD_BODY_MAX: usize = u16::MAX as usize;
 /// A segment takes no more appends once it is this long (64 KiB in the unit tests, so that

@@ -136,7 +136,8 @@ impl AuthEngine for CairnAuth {
         let mb = |b: u64| b as f64 / 1e6;
         Some(format!(
             "page log: {} segments, {:.0} MB of files for {:.0} MB live (deep stream {:.0} for \
-             {:.0}); {} segments cleaned ({} deep), {} pages moved of {} written",
+             {:.0}); {} segments cleaned ({} deep, {} read by pointer), {} pages moved of {} \
+             written",
             stats.segments,
             mb(stats.file_bytes),
             mb(stats.live_bytes),
@@ -144,6 +145,7 @@ impl AuthEngine for CairnAuth {
             mb(stats.deep_live_bytes),
             stats.segments_cleaned,
             stats.deep_segments_cleaned,
+            stats.segments_cleaned_by_pointer,
             stats.pages_moved,
             stats.pages_written
         ))

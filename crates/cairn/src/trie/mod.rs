@@ -54,7 +54,7 @@ pub(crate) use load::stored_pages;
 pub(crate) use load::{load_paths, load_paths_in_halves, load_top, Loaded};
 pub(crate) use page::{root_hash_of_node, Geometry, Node, Page, PageId};
 pub(crate) use proof::{prove, top_witness};
-pub(crate) use relocation::relocate;
+pub(crate) use relocation::{near_records, relocate, relocate_near, NearRecord};
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -351,6 +351,11 @@ impl Page {
             .map(|at| self.children[at].1)
     }
 
+    /// Every pointer the page keeps, by bottom-row index (increasing).
+    pub(super) fn children(&self) -> &[(u8, PageLoc)] {
+        &self.children
+    }
+
     /// Sets (or with `None` clears) the pointer to the page below bottom-row node `index`.
     pub(super) fn set_child(&mut self, index: usize, loc: Option<PageLoc>) {
         match (
