@@ -532,26 +532,38 @@ fn background_fault_case(seed: u64) -> bool {
     false
 }
 
-/// A case `noisy_faults_are_never_swallowed` found: an import whose read of the copied trie
-/// manifest failed went on as if the manifest did not decode (leaving the segment files their
-/// old names) and reported success. Kept as it was found.
-#[test]
-fn noisy_case_import_manifest_read_fails() {
-    let config = TableConfig::default()
-        .write_buffer_entries(1)
+/// The configuration of a kept case (as `config_strategy` draws them): the settings the
+/// cases vary are arguments; the rest are the ones they were found with. `retained`: the
+/// authenticated trie's retained bytes (`None`, a plain table).
+fn found_config(
+    write_buffer: usize,
+    merge_batch: usize,
+    retained: Option<usize>,
+    part_entries: Option<u64>,
+) -> TableConfig {
+    TableConfig::default()
+        .write_buffer_entries(write_buffer)
         .merge_schedule(cairn::MergeSchedule::Incremental)
         .bloom(cairn::BloomAlloc::BitsPerEntry(10.0))
         .last_level_bloom(None)
         .index(cairn::IndexType::Compact)
         .disk_cache(cairn::DiskCachePolicy::All)
-        .merge_batch_size(1)
+        .merge_batch_size(merge_batch)
         .resolve(cairn::Resolve::AddU64Le)
-        .auth(Some(
+        .auth(retained.map(|bytes| {
             cairn::AuthConfig::default()
                 .hash(cairn::HashKind::Sha256)
-                .retained_bytes(0),
-        ))
-        .part_entries(None);
+                .retained_bytes(bytes)
+        }))
+        .part_entries(part_entries)
+}
+
+/// A case `noisy_faults_are_never_swallowed` found: an import whose read of the copied trie
+/// manifest failed went on as if the manifest did not decode (leaving the segment files their
+/// old names) and reported success. Kept as it was found.
+#[test]
+fn noisy_case_import_manifest_read_fails() {
+    let config = found_config(1, 1, Some(0), None);
     let steps: Vec<Step> = vec![
         (Op::Delete(0), None, false),
         (Op::Save(1), None, false),
@@ -568,21 +580,7 @@ fn noisy_case_import_manifest_read_fails() {
 /// no longer reaches the same point; the test below checks every point).
 #[test]
 fn power_loss_case_authenticated_trie_manifest() {
-    let config = TableConfig::default()
-        .write_buffer_entries(4)
-        .merge_schedule(cairn::MergeSchedule::Incremental)
-        .bloom(cairn::BloomAlloc::BitsPerEntry(10.0))
-        .last_level_bloom(None)
-        .index(cairn::IndexType::Compact)
-        .disk_cache(cairn::DiskCachePolicy::All)
-        .merge_batch_size(2)
-        .resolve(cairn::Resolve::AddU64Le)
-        .auth(Some(
-            cairn::AuthConfig::default()
-                .hash(cairn::HashKind::Sha256)
-                .retained_bytes(20_971_520),
-        ))
-        .part_entries(Some(1));
+    let config = found_config(4, 2, Some(20_971_520), Some(1));
     let zero = |keys: &[u8]| keys.iter().map(|k| (*k, 0u64)).collect::<Vec<_>>();
     let steps: Vec<Step> = vec![
         (Op::Insert(0, 0), None, false),
@@ -697,17 +695,7 @@ fn a_failed_delete_then_power_loss_leaves_the_snapshot_whole_or_gone() {
 /// in tests/durable.rs checks every point).
 #[test]
 fn power_loss_case_log_segment_header_lost() {
-    let config = TableConfig::default()
-        .write_buffer_entries(8)
-        .merge_schedule(cairn::MergeSchedule::Incremental)
-        .bloom(cairn::BloomAlloc::BitsPerEntry(10.0))
-        .last_level_bloom(None)
-        .index(cairn::IndexType::Compact)
-        .disk_cache(cairn::DiskCachePolicy::All)
-        .merge_batch_size(1)
-        .resolve(cairn::Resolve::AddU64Le)
-        .auth(None)
-        .part_entries(None);
+    let config = found_config(8, 1, None, None);
     use common::ledger::Upd;
     let inserts = |keys: &[u8]| Op::Updates(keys.iter().map(|k| (*k, Upd::Insert(0))).collect());
     let mut third: Vec<(u8, Upd)> = [0, 1, 2, 3, 4, 5, 6, 7, 0, 8, 11, 1, 12, 13, 2, 3, 0, 1, 2]
