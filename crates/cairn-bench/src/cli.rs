@@ -1017,6 +1017,10 @@ pub struct AuthArgs {
     /// are written (NOMT's warm-up is of the second kind).
     #[arg(long)]
     pub cairn_inline_warm_up: bool,
+    /// Cairn: read the trie's pages with `O_DIRECT`, bypassing the page cache
+    /// (`SessionOptions::direct_page_reads`; off by default).
+    #[arg(long)]
+    pub cairn_direct_page_reads: bool,
     /// Run each engine as a child process in a memory cgroup of its own with this limit (e.g.
     /// 1G), page cache included, after dropping the page cache; without cgroup support each
     /// child says so and goes on unlimited.

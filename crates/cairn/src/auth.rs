@@ -175,7 +175,7 @@ pub(crate) struct Auth {
     /// The buffer cleaning reads segments into, kept between commits (at most one piece, a
     /// record and two partial blocks: a fresh one each time cost a tenth of a commit in zeroing
     /// and page faults).
-    scan_buf: Vec<u8>,
+    scan_buf: crate::io::AlignedBuf,
 }
 
 impl Drop for Auth {
@@ -263,7 +263,7 @@ impl Auth {
             warming: None,
             stats: AuthStats::default(),
             cleaning: [None, None],
-            scan_buf: Vec::new(),
+            scan_buf: crate::io::AlignedBuf::zeroed(0),
         }
     }
 
@@ -295,7 +295,7 @@ impl Auth {
             prefetched: Loaded::new(),
             warming: None,
             cleaning: [None, None],
-            scan_buf: Vec::new(),
+            scan_buf: crate::io::AlignedBuf::zeroed(0),
             stats: AuthStats {
                 version: meta.version,
                 ..AuthStats::default()
@@ -367,7 +367,7 @@ impl Auth {
             prefetched: Loaded::new(),
             warming: None,
             cleaning: [None, None],
-            scan_buf: Vec::new(),
+            scan_buf: crate::io::AlignedBuf::zeroed(0),
             stats: AuthStats {
                 version: self.trie.version,
                 ..AuthStats::default()
@@ -383,7 +383,7 @@ impl Auth {
         self.trie = TrieState::new(kind, self.trie.geometry, self.trie.retained_levels);
         self.prefetched = Loaded::new();
         self.cleaning = [None, None];
-        self.scan_buf = Vec::new();
+        self.scan_buf = crate::io::AlignedBuf::zeroed(0);
     }
 
     /// Adds the time a commit spent on its keys' values ([`CommitTime::values`]).
@@ -835,9 +835,11 @@ mod tests {
     }
 
     /// A table whose commits rewrite 100 of 4,000 keys each (round `round`'s keys from a seeded
-    /// generator), with one retained level, so that cleaning reads near segments by pointer.
-    fn rewriting_table(fs: &Arc<MemFs>) -> (Session, Table) {
-        let session = Session::open_with(fs.clone(), "/s", SessionOptions::default()).unwrap();
+    /// generator), with one retained level, so that cleaning reads near segments by pointer;
+    /// its trie pages read with `O_DIRECT` if `direct`.
+    fn rewriting_table(fs: &Arc<MemFs>, direct: bool) -> (Session, Table) {
+        let options = SessionOptions::default().direct_page_reads(direct);
+        let session = Session::open_with(fs.clone(), "/s", options).unwrap();
         let config = TableConfig {
             auth: Some(AuthConfig {
                 retained_bytes: 0,
@@ -877,12 +879,19 @@ mod tests {
 
     /// A record that cleaning finds by pointer is checked as any page read is: with its bytes
     /// altered on disk, moving it reports the corruption (it is not appended again), and so
-    /// does the table's next commit that reaches it, by cleaning or by its own reads.
+    /// does the table's next commit that reaches it, by cleaning or by its own reads. Pages
+    /// read through the page cache and with `O_DIRECT`.
     #[test]
     fn a_corrupt_record_found_by_pointer_is_reported_not_moved() {
+        for direct in [false, true] {
+            a_corrupt_record_found_by_pointer_is_reported_not_moved_with(direct);
+        }
+    }
+
+    fn a_corrupt_record_found_by_pointer_is_reported_not_moved_with(direct: bool) {
         let fs = Arc::new(MemFs::new());
         fs.create_dir_all(Path::new("/s")).unwrap();
-        let (_session, table) = rewriting_table(&fs);
+        let (_session, table) = rewriting_table(&fs, direct);
         let mut model = std::collections::BTreeMap::new();
         let mut round = 0;
         let (file_id, records) = loop {
@@ -930,17 +939,18 @@ mod tests {
     /// A power loss at any point of a commit that cleans a near segment by pointer (reads of
     /// its live records, their appends elsewhere, the emptied segment's removal) leaves the
     /// snapshot saved before it whole: it reopens with its root and contents, proves them, and
-    /// its own commits go on cleaning with exact accounting.
+    /// its own commits go on cleaning with exact accounting. Every other crash point with trie
+    /// pages read with `O_DIRECT`, before the power loss and after it.
     #[test]
     fn power_loss_while_cleaning_by_pointer_keeps_the_snapshot() {
         const SAVED_AT: u64 = 10;
         // Builds the table up to the commit of round `last` (not made), with the snapshot
         // saved after round `SAVED_AT`: its contents and root come back too.
-        let build = |last: u64| {
+        let build = |last: u64, direct: bool| {
             let fs = Arc::new(MemFs::new());
             fs.create_dir_all(Path::new("/s")).unwrap();
             fs.sync_dir(Path::new("/")).unwrap();
-            let (session, table) = rewriting_table(&fs);
+            let (session, table) = rewriting_table(&fs, direct);
             let mut model = std::collections::BTreeMap::new();
             let mut saved = None;
             for round in 0..last {
@@ -953,7 +963,7 @@ mod tests {
             (fs, session, table, model, saved)
         };
         // The first round after the save whose commit cleans by pointer, and its primitives.
-        let (fs, _session, table, mut model, _) = build(SAVED_AT + 1);
+        let (fs, _session, table, mut model, _) = build(SAVED_AT + 1, false);
         let mut round = SAVED_AT + 1;
         let ops = loop {
             let before = table.auth_stats().unwrap();
@@ -970,8 +980,9 @@ mod tests {
         };
         drop(table);
         assert!(ops > 4, "{ops}");
-        for crash_at in (0..ops).step_by((ops as usize / 24).max(1)) {
-            let (fs, session, table, mut model, saved) = build(round);
+        for (i, crash_at) in (0..ops).step_by((ops as usize / 24).max(1)).enumerate() {
+            let direct = i % 2 == 1;
+            let (fs, session, table, mut model, saved) = build(round, direct);
             let (mut saved_model, saved_root) = saved.unwrap();
             fs.crash_after(crash_at);
             let _ = rewrite_round(&table, &mut model, round);
@@ -979,7 +990,8 @@ mod tests {
             drop(table);
             drop(session);
             fs.recover(crash_at);
-            let session = Session::open_with(fs.clone(), "/s", SessionOptions::default()).unwrap();
+            let options = SessionOptions::default().direct_page_reads(direct);
+            let session = Session::open_with(fs.clone(), "/s", options).unwrap();
             let table = session
                 .open_snapshot("s", "", Default::default())
                 .unwrap_or_else(|e| panic!("crash at {crash_at}: {e}"));

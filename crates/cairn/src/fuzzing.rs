@@ -469,7 +469,7 @@ pub fn trie_pages(bytes: &[u8]) -> bool {
         let file = fs
             .open(path, ReadOptions::default())
             .expect("the file just written");
-        let mut buf = Vec::new();
+        let mut buf = crate::io::AlignedBuf::zeroed(0);
         for step in [1, 4_097, 65_537] {
             let (mut from, mut pieces) = (HEADER_BYTES, Vec::new());
             while from < bytes.len() as u64 {

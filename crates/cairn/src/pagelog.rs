@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use crate::error::{Error, Result};
 use crate::fs::{DeferredRemovals, FileSystem, ReadOptions, ReadableFile, WritableFile};
-use crate::io::{BlockIo, ReadRequest, ALIGN_BYTES};
+use crate::io::{AlignedBuf, BlockIo, ReadRequest, ALIGN_BYTES};
 
 /// Most bytes of record spans read in one batch by [`PageLog::read_each`]: what the session's
 /// pool of read batches keeps an arena for, so that every batch reuses one.
@@ -380,6 +380,12 @@ pub(crate) struct PageLog {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     removals: Arc<DeferredRemovals>,
+    /// How segment files are opened for reading: always with the random-access hint (a page
+    /// is read by pointer, a scan in one large read: read-ahead only adds bytes, a fifth of
+    /// the bytes a 10,000-key commit read from the device at 2^23 keys, measured in
+    /// `docs/benchmarks/notes/2026-12-02-segment-reads.md`), and with
+    /// `O_DIRECT` when the session asks for it ([`PageLog::with_direct_reads`]).
+    read_options: ReadOptions,
     state: Mutex<LogState>,
 }
 
@@ -407,8 +413,20 @@ impl PageLog {
             fs,
             dir,
             removals,
+            read_options: ReadOptions {
+                direct: false,
+                random: true,
+            },
             state: Mutex::new(LogState::default()),
         }
+    }
+
+    /// This log, its segment files opened for `O_DIRECT` reads when `direct` is true
+    /// ([`crate::SessionOptions::direct_page_reads`]): every read of a segment is then of
+    /// whole aligned blocks into aligned memory, as all of them already are.
+    pub(crate) fn with_direct_reads(mut self, direct: bool) -> PageLog {
+        self.read_options.direct = direct;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LogState> {
@@ -459,7 +477,7 @@ impl PageLog {
                 ));
             }
             // The file is the snapshot's too: its header is checked whichever name opened it.
-            let mut header = vec![0u8; HEADER_BYTES as usize];
+            let mut header = AlignedBuf::zeroed(HEADER_BYTES as usize);
             segment.file.read_exact_at(&mut header, 0)?;
             check_header(&header, id)?;
             return Ok(segment);
@@ -478,7 +496,7 @@ impl PageLog {
             id,
             file_id,
             path: path.clone(),
-            file: self.fs.open(&path, ReadOptions::default())?,
+            file: self.fs.open(&path, self.read_options)?,
             removals: self.removals.clone(),
             keep_file: AtomicBool::new(!link),
             len: AtomicU64::new(0),
@@ -582,7 +600,7 @@ impl PageLog {
         segment: &Segment,
         from: u64,
         until: u64,
-        buf: &mut Vec<u8>,
+        buf: &mut AlignedBuf,
         keep: &mut dyn FnMut(&PageLoc) -> bool,
     ) -> Result<(Vec<Scanned>, u64)> {
         scan_range(&*segment.file, segment.id, from, until, buf, keep)
@@ -601,7 +619,16 @@ pub(crate) fn scan_file(file: &dyn ReadableFile, id: u64) -> Result<Vec<Scanned>
     let len = file.len_bytes()?;
     let len = usize::try_from(len)
         .map_err(|_| Error::corrupt("page log segment", "too large to read"))?;
-    let mut bytes = vec![0u8; len];
+    // Aligned, for a file opened with `O_DIRECT`; rounded up to a block (a length that is not
+    // a whole number of blocks is found corrupt by `scan_bytes`, not read).
+    if !len.is_multiple_of(ALIGN_BYTES) {
+        return Err(Error::corrupt(
+            "page log segment",
+            format!("{len} bytes is not a whole number of blocks"),
+        ));
+    }
+    let mut bytes = AlignedBuf::try_zeroed(len)
+        .ok_or_else(|| Error::corrupt("page log segment", "too large to read"))?;
     file.read_exact_at(&mut bytes, 0)?;
     scan_bytes(&bytes, id)
 }
@@ -647,7 +674,7 @@ pub(crate) fn scan_range(
     id: u64,
     from: u64,
     until: u64,
-    buf: &mut Vec<u8>,
+    buf: &mut AlignedBuf,
     keep: &mut dyn FnMut(&PageLoc) -> bool,
 ) -> Result<(Vec<Scanned>, u64)> {
     let bad = |detail: String| Error::corrupt("page log segment", detail);
@@ -663,7 +690,8 @@ pub(crate) fn scan_range(
     let end = end.min(len);
     let want = (end - base) as usize;
     if buf.len() < want {
-        buf.resize(want, 0);
+        *buf =
+            AlignedBuf::try_zeroed(want).ok_or_else(|| bad(format!("a scan of {want} bytes")))?;
     }
     let bytes = &mut buf[..want];
     file.read_exact_at(bytes, base)?;
@@ -767,7 +795,7 @@ impl Appender<'_> {
             id,
             file_id: id,
             path: path.clone(),
-            file: fs.open(&path, ReadOptions::default())?,
+            file: fs.open(&path, self.log.read_options)?,
             removals: self.log.removals.clone(),
             keep_file: AtomicBool::new(false),
             len: AtomicU64::new(HEADER_BYTES),
@@ -1257,7 +1285,7 @@ mod tests {
         assert_eq!(scanned, records);
         // Scans of pieces of a segment, each from where the last stopped, find the same
         // records (those the filter keeps), through one buffer reused from piece to piece.
-        let mut buf = vec![0xA5u8; 7];
+        let mut buf = AlignedBuf::zeroed(7);
         let keep = |l: &PageLoc| (l.offset / 8) % 3 != 1;
         for (i, id) in ids.iter().enumerate() {
             let segment = segments.get(*id).unwrap();
@@ -1394,7 +1422,7 @@ mod tests {
             locs,
             "a whole scan finds every record"
         );
-        let mut buf = Vec::new();
+        let mut buf = AlignedBuf::zeroed(0);
         for step in [1u64, 4096, 70_000] {
             let (mut from, mut pieces) = (HEADER_BYTES, Vec::new());
             while from < bytes.len() as u64 {

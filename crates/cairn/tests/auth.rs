@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 
 use cairn::cairn_proof::{root_of, Claim};
 use cairn::fs::{FaultPlan, FsOp, MemFs};
-use cairn::{AuthConfig, Error, HashKind, MergeSchedule, Resolve, Table, TableConfig, Update};
-use common::session_in;
+use cairn::{
+    AuthConfig, Error, HashKind, MergeSchedule, Resolve, SessionOptions, Table, TableConfig, Update,
+};
+use common::{session_in, session_with};
 use proptest::prelude::*;
 
 /// Key -> (value, blob).
@@ -166,11 +168,14 @@ proptest! {
         retained in prop_oneof![Just(0usize), Just(300_000), Just(20 << 20)],
         // The default geometry half the time, a smaller top page (1 to 5 levels) otherwise.
         top in prop_oneof![Just(6u8), 1u8..=5],
+        // Trie pages read with O_DIRECT half the time (the simulated disk refuses any read
+        // that is not of whole aligned blocks into aligned memory, as Linux does).
+        direct in any::<bool>(),
     ) {
         let kind = if blake { HashKind::Blake3 } else { HashKind::Sha256 };
         let schedule = if one_shot { MergeSchedule::OneShot } else { MergeSchedule::Incremental };
         let fs = MemFs::new();
-        let session = session_in(&fs);
+        let session = session_with(&fs, SessionOptions::default().direct_page_reads(direct));
         let mut table =
             session.new_table(config_top(kind, write_buffer, schedule, retained, top)).unwrap();
         let mut model = Model::new();
@@ -307,7 +312,15 @@ fn updates_alone_read_no_page_and_a_prefetched_commit_reads_nothing() {
 /// A session on `fs` with two authenticated tables of the same 5,000 committed keys (no
 /// retained levels: every page is read from the page log), and the keys.
 fn two_loaded_tables(fs: &MemFs) -> (cairn::Session, Vec<Vec<u8>>, Table, Table) {
-    let session = session_in(fs);
+    two_loaded_tables_with(fs, SessionOptions::default())
+}
+
+/// [`two_loaded_tables`] in a session opened with `options`.
+fn two_loaded_tables_with(
+    fs: &MemFs,
+    options: SessionOptions,
+) -> (cairn::Session, Vec<Vec<u8>>, Table, Table) {
+    let session = session_with(fs, options);
     let config = config(HashKind::Sha256, 20_000, MergeSchedule::Incremental, 0);
     let keys: Vec<Vec<u8>> = (0..5_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
     let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"v"[..])).collect();
@@ -367,14 +380,82 @@ fn a_warm_up_in_the_background_loads_what_a_prefetch_does() {
     assert!(plain.warm_up(&keys[..3]).is_err());
 }
 
+/// A warm-up (its two halves of the key space on two threads) loads what a prefetch loads,
+/// whatever the geometry (the pages below the retained levels from depth 1, 2 or 6 on) and
+/// whether pages are read through the page cache or with O_DIRECT.
+#[test]
+fn a_warm_up_loads_what_a_prefetch_does_at_every_geometry() {
+    let keys: Vec<Vec<u8>> = (0..3_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"v"[..])).collect();
+    let changed: Vec<(&[u8], &[u8])> = keys[..900].iter().map(|k| (&k[..], &b"w"[..])).collect();
+    for (top, retained, direct) in [
+        (1u8, 0, false),
+        (1, 0, true),
+        (2, 0, true),
+        (1, 4 << 20, false),
+        (6, 0, true),
+    ] {
+        let fs = MemFs::new();
+        let session = session_with(&fs, SessionOptions::default().direct_page_reads(direct));
+        let config = config_top(
+            HashKind::Sha256,
+            20_000,
+            MergeSchedule::Incremental,
+            retained,
+            top,
+        );
+        let (warmed, prefetched) = (
+            session.new_table(config.clone()).unwrap(),
+            session.new_table(config).unwrap(),
+        );
+        for table in [&warmed, &prefetched] {
+            table.inserts(&pairs).unwrap();
+            table.commit().unwrap();
+        }
+        let (w0, p0) = (
+            warmed.auth_stats().unwrap(),
+            prefetched.auth_stats().unwrap(),
+        );
+        warmed.warm_up(&keys[..900]).unwrap();
+        prefetched.prefetch(&keys[..900]).unwrap();
+        for table in [&warmed, &prefetched] {
+            table.inserts(&changed).unwrap();
+        }
+        let case = format!("top {top}, retained {retained}, direct {direct}");
+        assert_eq!(
+            warmed.commit().unwrap(),
+            prefetched.commit().unwrap(),
+            "{case}"
+        );
+        let (w1, p1) = (
+            warmed.auth_stats().unwrap(),
+            prefetched.auth_stats().unwrap(),
+        );
+        assert!(p1.pages_read > p0.pages_read, "{case}");
+        assert_eq!(
+            w1.pages_read - w0.pages_read,
+            p1.pages_read - p0.pages_read,
+            "{case}"
+        );
+        assert_eq!(w1.hashes - w0.hashes, p1.hashes - p0.hashes, "{case}");
+    }
+}
+
 /// A warm-up whose page reads fail (injected by the simulated file system) reports nothing and
 /// changes nothing: the commit after it reads what the warm-up could not and gives the root a
 /// table without warm-up gives. A commit whose own reads fail after such a warm-up reports it,
-/// as a typed error.
+/// as a typed error. Both with trie pages read through the page cache and with `O_DIRECT`.
 #[test]
 fn a_warm_up_whose_reads_fail_leaves_the_commit_exact() {
+    for direct in [false, true] {
+        a_warm_up_whose_reads_fail_leaves_the_commit_exact_with(direct);
+    }
+}
+
+fn a_warm_up_whose_reads_fail_leaves_the_commit_exact_with(direct: bool) {
     let fs = MemFs::new();
-    let (_session, keys, warmed, cold) = two_loaded_tables(&fs);
+    let (_session, keys, warmed, cold) =
+        two_loaded_tables_with(&fs, SessionOptions::default().direct_page_reads(direct));
     let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"v"[..])).collect();
     let reads_fail = || {
         let mut plan = FaultPlan::noisy(7, 1.0);

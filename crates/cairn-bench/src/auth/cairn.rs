@@ -23,12 +23,15 @@ use crate::failure::{Context, Failure};
 
 /// A session in `dir` with a write-ahead log (default options): what every adapter keeping its
 /// data in Cairn opens.
+#[cfg_attr(not(any(feature = "jmt", feature = "alloy-trie")), allow(dead_code))]
 pub fn logged_session(dir: &Path) -> Result<Session, Failure> {
-    Session::open_with_options(
-        dir,
-        SessionOptions::default().log(Some(LogOptions::default())),
-    )
-    .context(|| format!("opening a Cairn session in {}", dir.display()))
+    logged_session_with(dir, SessionOptions::default())
+}
+
+/// [`logged_session`] with `options` otherwise.
+fn logged_session_with(dir: &Path, options: SessionOptions) -> Result<Session, Failure> {
+    Session::open_with_options(dir, options.log(Some(LogOptions::default())))
+        .context(|| format!("opening a Cairn session in {}", dir.display()))
 }
 
 /// Writes `changes` to `table` as one logged write and fsyncs the log, so that they survive a
@@ -80,6 +83,8 @@ pub struct CairnAuth {
     /// Whether warm-ups load the pages before returning (`Table::prefetch`) rather than on a
     /// thread of their own (`Table::warm_up`).
     inline_warm_up: bool,
+    /// Whether the session reads trie pages with `O_DIRECT` (`SessionOptions::direct_page_reads`).
+    direct_page_reads: bool,
 }
 
 impl CairnAuth {
@@ -95,7 +100,10 @@ impl CairnAuth {
             AuthHashArg::Sha256 => HashKind::Sha256,
             AuthHashArg::Blake3 => HashKind::Blake3,
         });
-        let session = logged_session(dir)?;
+        let session = logged_session_with(
+            dir,
+            SessionOptions::default().direct_page_reads(args.cairn_direct_page_reads),
+        )?;
         let table = session
             .create_durable_table(
                 "state",
@@ -114,6 +122,7 @@ impl CairnAuth {
             log_time: Duration::ZERO,
             log_sync_time: Duration::ZERO,
             inline_warm_up: args.cairn_inline_warm_up,
+            direct_page_reads: args.cairn_direct_page_reads,
         })
     }
 }
@@ -179,7 +188,7 @@ impl AuthEngine for CairnAuth {
         }
         format!(
             "authenticated durable table (write-ahead log fsynced at each commit), binary trie \
-             in 4 KiB pages, top {} page levels kept in memory ({} MiB){}, write buffer {} \
+             in 4 KiB pages, top {} page levels kept in memory ({} MiB){}{}, write buffer {} \
              entries, defaults otherwise",
             config.auth.as_ref().map_or(0, |a| a.retained_levels()),
             config.auth.as_ref().map_or(0, |a| a.retained_bytes >> 20),
@@ -194,6 +203,11 @@ impl AuthEngine for CairnAuth {
                     }
                 ),
                 None => String::new(),
+            },
+            if self.direct_page_reads {
+                ", pages read with O_DIRECT"
+            } else {
+                ""
             },
             config.write_buffer_entries
         )

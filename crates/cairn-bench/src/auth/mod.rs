@@ -1271,6 +1271,7 @@ mod tests {
             cairn_retained_mib: 20,
             cairn_top_page_depth: 6,
             cairn_inline_warm_up: false,
+            cairn_direct_page_reads: false,
             memory_limit: None,
             child_engine: None,
             child_json: None,

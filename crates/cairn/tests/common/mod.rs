@@ -13,8 +13,14 @@ use cairn::{Error, Session, SessionOptions, TableConfig};
 /// Opens (creating or restoring) the session in `/s` of the in-memory `fs`.
 #[allow(dead_code)]
 pub fn session_in(fs: &MemFs) -> Session {
+    session_with(fs, SessionOptions::default())
+}
+
+/// Opens (creating or restoring) the session in `/s` of the in-memory `fs` with `options`.
+#[allow(dead_code)]
+pub fn session_with(fs: &MemFs, options: SessionOptions) -> Session {
     fs.create_dir_all(Path::new("/s")).unwrap();
-    Session::open_with(Arc::new(fs.clone()), "/s", SessionOptions::default()).unwrap()
+    Session::open_with(Arc::new(fs.clone()), "/s", options).unwrap()
 }
 
 /// A small write buffer and merge batch, so that a few updates already make runs and merges.
