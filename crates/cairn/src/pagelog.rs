@@ -619,8 +619,8 @@ pub(crate) fn scan_file(file: &dyn ReadableFile, id: u64) -> Result<Vec<Scanned>
     let len = file.len_bytes()?;
     let len = usize::try_from(len)
         .map_err(|_| Error::corrupt("page log segment", "too large to read"))?;
-    // Aligned, for a file opened with `O_DIRECT`; rounded up to a block (a length that is not
-    // a whole number of blocks is found corrupt by `scan_bytes`, not read).
+    // Read into aligned memory, for a file opened with `O_DIRECT`, which reads only whole
+    // blocks: a length that is not a whole number of them is corruption, found before reading.
     if !len.is_multiple_of(ALIGN_BYTES) {
         return Err(Error::corrupt(
             "page log segment",
